@@ -1,0 +1,48 @@
+# Two commands on a fresh machine: `make report` and `make test`. Both bootstrap .venv first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# The stamp is keyed on the content of pyproject.toml and constraints.txt: edit either and the venv is rebuilt.
+KEY    := $(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
+STAMP  := $(VENV)/.stamp-$(KEY)
+PYTEST_ARGS ?=
+REPORT_ARGS ?=
+
+.PHONY: report test gate bench audit env clean venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	rm -rf $(VENV)
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# chainer 7.8.1 is an sdist whose setup.py imports pkg_resources: build it with this venv's
+	# setuptools<70 and no build isolation, so newer pip/setuptools releases cannot break the build.
+	$(BIN)/python -m pip install -q -c constraints.txt 'setuptools<70' wheel
+	$(BIN)/python -m pip install -q -c constraints.txt --no-build-isolation -e .
+	# espnet's wheel requires torch and dozens of audio packages; the harness imports only
+	# espnet.nets.chainer_backend.deterministic_embed_id (chainer + numpy), so install it alone.
+	$(BIN)/python -m pip install -q -c constraints.txt --no-deps espnet==202511
+	$(BIN)/python -m harness env --check
+	touch $(STAMP)
+
+report: $(STAMP)
+	$(BIN)/python -m harness report $(REPORT_ARGS)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+gate: $(STAMP)
+	$(BIN)/python -m harness gate
+
+bench: $(STAMP)
+	$(BIN)/python -m harness bench
+
+audit: $(STAMP)
+	$(BIN)/python -m harness audit --out reports/audit-$$(hostname).json
+
+env: $(STAMP)
+	$(BIN)/python -m harness env
+
+clean:
+	rm -rf $(VENV) reports/*/ reports/latest .hypothesis .pytest_cache build *.egg-info

@@ -1,0 +1,172 @@
+"""The listed patches that let Chainer 7.8.1 import on today's NumPy, Python and setuptools.
+
+Every import of Chainer in the harness goes through :func:`import_chainer`, which calls
+:func:`apply` first. Each patch is applied only when the thing it provides is missing, so
+on an old stack this module does nothing. Files in site-packages are never edited: the
+patches add attributes to ``numpy`` or insert small stand-in modules into ``sys.modules``.
+
+| patch | why | Chainer file that needs it |
+|---|---|---|
+| ``numpy.sctypes`` | removed in NumPy 2.0; read at import time | ``chainer/functions/array/as_strided.py`` |
+| ``numpy.distutils.system_info`` | gone on Python >= 3.12; imported at import time | ``chainer/_environment_check.py`` |
+| ``pkg_resources`` | gone from setuptools >= 80; imported at import time | ``chainer/_environment_check.py`` |
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any
+
+import numpy
+
+__all__ = ["Patch", "PATCHES", "apply", "applied", "import_chainer"]
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One compatibility patch: what it provides, why, and the Chainer file that needs it."""
+
+    name: str
+    reason: str
+    needed_by: str
+
+
+PATCHES: tuple[Patch, ...] = (
+    Patch("numpy.sctypes", "removed in NumPy 2.0; Chainer reads it at import time",
+          "chainer/functions/array/as_strided.py"),
+    Patch("numpy.distutils.system_info", "numpy.distutils is gone on Python >= 3.12",
+          "chainer/_environment_check.py"),
+    Patch("pkg_resources", "setuptools >= 80 no longer ships pkg_resources",
+          "chainer/_environment_check.py"),
+)
+
+_applied: list[str] = []
+
+
+def applied() -> tuple[str, ...]:
+    """Names of the patches applied in this process (empty where nothing was missing)."""
+    return tuple(_applied)
+
+
+def _has_module(name: str) -> bool:
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _can_import(name: str) -> bool:
+    if not _has_module(name):
+        return False
+    try:
+        importlib.import_module(name)
+    except Exception:  # a module that exists but raises on import is as good as missing
+        return False
+    return True
+
+
+def _sctypes() -> dict[str, list[Any]]:
+    # The NumPy 1.x table, rebuilt from the types NumPy 2 still has.
+    return {
+        "int": [numpy.int8, numpy.int16, numpy.int32, numpy.int64],
+        "uint": [numpy.uint8, numpy.uint16, numpy.uint32, numpy.uint64],
+        "float": [numpy.float16, numpy.float32, numpy.float64, numpy.longdouble],
+        "complex": [numpy.complex64, numpy.complex128, numpy.clongdouble],
+        "others": [bool, object, bytes, str, numpy.void],
+    }
+
+
+def _system_info_module() -> types.ModuleType:
+    # Chainer only calls get_info('blas_opt') on macOS to warn about Accelerate.
+    mod = types.ModuleType("numpy.distutils.system_info")
+    mod.__doc__ = "harness.compat stand-in: numpy.distutils is gone on this Python."
+    mod.get_info = lambda name, notfound_action=0: {}  # type: ignore[attr-defined]
+    return mod
+
+
+class _DistributionNotFound(Exception):
+    pass
+
+
+class _VersionConflict(Exception):
+    pass
+
+
+def _pkg_resources_module() -> types.ModuleType:
+    # Just the calls chainer/_environment_check.py makes, answered by importlib.metadata.
+    mod = types.ModuleType("pkg_resources")
+    mod.__doc__ = "harness.compat stand-in: setuptools no longer ships pkg_resources."
+    mod.ResolutionError = Exception  # type: ignore[attr-defined]
+    mod.DistributionNotFound = _DistributionNotFound  # type: ignore[attr-defined]
+    mod.VersionConflict = _VersionConflict  # type: ignore[attr-defined]
+
+    def require(requirement: str) -> list[Any]:
+        name = requirement
+        for sep in "<>=!~;[ ":
+            name = name.split(sep, 1)[0]
+        try:
+            importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError as exc:
+            raise _DistributionNotFound(requirement) from exc
+        return []
+
+    def get_distribution(name: str) -> Any:
+        return types.SimpleNamespace(project_name=name, version=importlib.metadata.version(name))
+
+    mod.require = require  # type: ignore[attr-defined]
+    mod.get_distribution = get_distribution  # type: ignore[attr-defined]
+    return mod
+
+
+def apply() -> tuple[str, ...]:
+    """Apply every patch whose target is missing; idempotent. Returns the names applied now."""
+    now: list[str] = []
+    if "sctypes" not in numpy.__dict__:
+        try:
+            numpy.sctypes  # noqa: B018  (NumPy 1.x: present, nothing to do)
+        except AttributeError:
+            numpy.sctypes = _sctypes()  # type: ignore[attr-defined]
+            now.append("numpy.sctypes")
+    if "numpy.distutils.system_info" not in sys.modules and not _can_import("numpy.distutils.system_info"):
+        sys.modules["numpy.distutils.system_info"] = _system_info_module()
+        parent = sys.modules.get("numpy.distutils")
+        if parent is None:
+            parent = types.ModuleType("numpy.distutils")
+            parent.__path__ = []  # type: ignore[attr-defined]
+            sys.modules["numpy.distutils"] = parent
+        parent.system_info = sys.modules["numpy.distutils.system_info"]  # type: ignore[attr-defined]
+        numpy.distutils = parent  # type: ignore[attr-defined]
+        now.append("numpy.distutils.system_info")
+    if "pkg_resources" not in sys.modules and not _can_import("pkg_resources"):
+        sys.modules["pkg_resources"] = _pkg_resources_module()
+        now.append("pkg_resources")
+    _applied.extend(n for n in now if n not in _applied)
+    return tuple(now)
+
+
+def import_chainer() -> types.ModuleType:
+    """Import Chainer after :func:`apply`; a missing or wrong Chainer raises a one-line SetupError."""
+    import warnings
+
+    from harness.errors import SetupError
+
+    apply()
+    try:
+        with warnings.catch_warnings():
+            # numpy.distutils (where it still exists) warns on import; that says nothing about results.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import chainer
+    except ImportError as exc:
+        raise SetupError(f"chainer is not importable ({exc}); run `make test` or `make report` to build .venv") from exc
+    except Exception as exc:  # noqa: BLE001 - anything deep inside Chainer becomes one line
+        raise SetupError(f"chainer failed to import: {type(exc).__name__}: {exc}") from exc
+    if chainer.__version__ != "7.8.1":
+        raise SetupError(f"chainer=={chainer.__version__} is installed; the harness needs chainer==7.8.1")
+    return chainer

@@ -1,0 +1,179 @@
+"""`Device`: where a run happens (``cpu`` with NumPy, ``gpu:N`` with CuPy), as a small config object.
+
+A device knows its array module, how to move host arrays to itself and back, and whether it is
+available here, with a short reason when it is not. CuPy is imported lazily and only for GPU
+devices, so everything works on machines without CUDA.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from harness.errors import InvalidArgument
+
+__all__ = ["Device", "CPU", "parse_device", "parse_devices", "available_gpus", "cupy_status"]
+
+
+@functools.lru_cache(maxsize=None)
+def cupy_status() -> tuple[Any, str]:
+    """``(cupy module or None, reason)``; the reason says in one line why there is no usable GPU."""
+    try:
+        import cupy
+    except ImportError:
+        return None, "CuPy is not installed (pip install '.[gpu]')"
+    except Exception as exc:  # noqa: BLE001 - a broken CuPy install is one line, not a traceback
+        return None, f"CuPy failed to import: {type(exc).__name__}: {exc}"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # noqa: BLE001 - CUDARuntimeError, driver missing, ...
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return None, f"CuPy {cupy.__version__} cannot see a CUDA driver: {msg}"
+    if n == 0:
+        return None, f"CuPy {cupy.__version__} sees no CUDA device"
+    return cupy, f"{n} CUDA device(s)"
+
+
+def available_gpus() -> int:
+    """Number of CUDA devices CuPy can use here (0 where there is none)."""
+    cp, _ = cupy_status()
+    return 0 if cp is None else int(cp.cuda.runtime.getDeviceCount())
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device a subject runs on. ``id`` is the test suffix: ``cpu`` or ``gpu:0``."""
+
+    kind: str
+    index: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("cpu", "gpu"):
+            raise InvalidArgument(f"device kind={self.kind!r} is not 'cpu' or 'gpu'")
+        if self.kind == "gpu" and (self.index is None or self.index < 0):
+            raise InvalidArgument(f"gpu device index={self.index!r} must be a non-negative int")
+        if self.kind == "cpu" and self.index is not None:
+            raise InvalidArgument(f"cpu device index={self.index!r} must be None")
+
+    @property
+    def id(self) -> str:
+        return "cpu" if self.kind == "cpu" else f"gpu:{self.index}"
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind == "gpu"
+
+    def __repr__(self) -> str:
+        return f"Device({self.id})"
+
+    def __str__(self) -> str:
+        return self.id
+
+    def availability(self) -> tuple[bool, str]:
+        """``(available, reason)``: the reason is a short skip message where unavailable."""
+        if self.kind == "cpu":
+            return True, "NumPy"
+        cp, reason = cupy_status()
+        if cp is None:
+            return False, f"no GPU: {reason}"
+        n = cp.cuda.runtime.getDeviceCount()
+        if self.index >= n:
+            return False, f"no GPU {self.index}: only {n} CUDA device(s)"
+        return True, reason
+
+    @property
+    def available(self) -> bool:
+        return self.availability()[0]
+
+    @property
+    def xp(self) -> Any:
+        """The array module: numpy or cupy."""
+        if self.kind == "cpu":
+            return np
+        cp, reason = cupy_status()
+        if cp is None:
+            raise InvalidArgument(f"device={self.id!r} is unavailable: {reason}")
+        return cp
+
+    def chainer_device(self) -> Any:
+        """The matching ``chainer.backend.Device`` (Chainer imported through harness.compat)."""
+        from harness.compat import import_chainer
+
+        chainer = import_chainer()
+        return chainer.get_device("@numpy" if self.kind == "cpu" else f"@cupy:{self.index}")
+
+    def put(self, a: np.ndarray) -> Any:
+        """Copy a host array to this device, bit for bit."""
+        if self.kind == "cpu":
+            return np.array(a, copy=True)
+        cp = self.xp
+        with cp.cuda.Device(self.index):
+            return cp.asarray(a)
+
+    def to_host(self, a: Any) -> np.ndarray:
+        """Copy an array on this device back to host NumPy (after the run)."""
+        if a is None:
+            return None  # type: ignore[return-value]
+        if isinstance(a, np.ndarray):
+            return a
+        get = getattr(a, "get", None)
+        return np.asarray(get() if get is not None else a)
+
+    def synchronize(self) -> None:
+        """Wait for queued device work (no-op on CPU)."""
+        if self.kind == "gpu":
+            with self.xp.cuda.Device(self.index):
+                self.xp.cuda.get_current_stream().synchronize()
+
+    def seed(self, seed: int) -> None:
+        """Seed the device's global generator, for code (like Chainer's dropout) that draws from it."""
+        np.random.seed(seed % 2**32)
+        if self.kind == "gpu":
+            with self.xp.cuda.Device(self.index):
+                self.xp.random.seed(seed % 2**32)
+
+
+CPU = Device("cpu")
+
+
+def parse_device(text: str) -> Device:
+    """``cpu``, ``gpu`` (= gpu:0) or ``gpu:N``; anything else is a one-line InvalidArgument."""
+    t = text.strip().lower()
+    if t == "cpu":
+        return CPU
+    if t in ("gpu", "cuda"):
+        return Device("gpu", 0)
+    if t.startswith(("gpu:", "cuda:", "@cupy:")):
+        tail = t.split(":", 1)[1]
+        if tail.isdigit():
+            return Device("gpu", int(tail))
+    raise InvalidArgument(f"device={text!r} is not 'cpu', 'gpu' or 'gpu:N'")
+
+
+def parse_devices(text: str | None) -> list[Device]:
+    """A comma list; ``all`` = cpu and every visible GPU; ``gpu`` alone = every visible GPU (at least gpu:0)."""
+    if text is None or text.strip() == "" or text.strip() == "default":
+        text = "all"
+    out: list[Device] = []
+    for part in text.split(","):
+        p = part.strip().lower()
+        if p == "all":
+            out.append(CPU)
+            out.extend(Device("gpu", i) for i in range(max(available_gpus(), 1)))
+        elif p == "gpu":
+            out.extend(Device("gpu", i) for i in range(max(available_gpus(), 1)))
+        else:
+            out.append(parse_device(p))
+    seen: dict[str, Device] = {}
+    for d in out:
+        seen.setdefault(d.id, d)
+    return list(seen.values())
+
+
+def visible_devices_env() -> str | None:
+    """``CUDA_VISIBLE_DEVICES`` as set, for the fingerprint."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES")

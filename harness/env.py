@@ -1,0 +1,159 @@
+"""The environment fingerprint: everything a driver audit needs to say *what* differed between runs."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import re
+import sys
+from typing import Any
+
+from harness import compat
+
+__all__ = ["fingerprint", "setup_problems", "RESULT_ENV_PATTERNS"]
+
+#: Environment variables that can change numerical results (exact names or prefixes ending in '*').
+RESULT_ENV_PATTERNS: tuple[str, ...] = (
+    "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE", "CUPY_*", "CUDA_VISIBLE_DEVICES",
+    "CUDA_LAUNCH_BLOCKING", "OPENBLAS_*", "OMP_NUM_THREADS", "OMP_*", "MKL_*", "CHAINER_*",
+    "PYTHONHASHSEED", "GOTO_NUM_THREADS", "BLIS_NUM_THREADS",
+)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _result_env() -> dict[str, str]:
+    out = {}
+    for key in sorted(os.environ):
+        for pat in RESULT_ENV_PATTERNS:
+            if (pat.endswith("*") and key.startswith(pat[:-1])) or key == pat:
+                out[key] = os.environ[key]
+                break
+    return out
+
+
+def _chainer_part() -> dict[str, Any]:
+    from harness.errors import SetupError
+
+    try:
+        chainer = compat.import_chainer()
+    except SetupError as exc:
+        return {"version": _version("chainer"), "usable": False, "problem": str(exc)}
+    cfg = chainer.config
+    keys = ("cudnn_deterministic", "use_cudnn", "debug", "dtype", "use_ideep", "warn_nondeterministic",
+            "type_check", "enable_backprop")
+    from chainer.backends import cuda
+
+    return {
+        "version": chainer.__version__,
+        "usable": True,
+        "config": {k: str(getattr(cfg, k, None)) for k in keys},
+        "cuda_available": bool(cuda.available),
+        "cudnn_enabled": bool(cuda.cudnn_enabled),
+    }
+
+
+def _gpu_part() -> dict[str, Any]:
+    from harness.devices import cupy_status
+
+    cp, reason = cupy_status()
+    if cp is None:
+        return {"available": False, "reason": reason, "devices": []}
+    rt = cp.cuda.runtime
+    devices = []
+    for i in range(rt.getDeviceCount()):
+        props = rt.getDeviceProperties(i)
+        name = props.get("name", b"")
+        devices.append({
+            "index": i,
+            "name": name.decode() if isinstance(name, bytes) else str(name),
+            "compute_capability": f"{props.get('major')}.{props.get('minor')}",
+            "total_memory": int(props.get("totalGlobalMem", 0)),
+            "multiprocessors": int(props.get("multiProcessorCount", 0)),
+        })
+    try:
+        import cupy.cuda.cudnn  # noqa: F401  (gone in CuPy 14)
+        cudnn = True
+    except Exception:  # noqa: BLE001
+        cudnn = False
+    driver = None
+    try:
+        import subprocess
+
+        q = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=10)
+        driver = q.stdout.strip().splitlines()[0] if q.returncode == 0 and q.stdout.strip() else None
+    except Exception:  # noqa: BLE001
+        pass
+    return {
+        "available": True,
+        "reason": reason,
+        "cupy": cp.__version__,
+        "cuda_runtime": rt.runtimeGetVersion(),
+        "cuda_driver_api": rt.driverGetVersion(),
+        "driver_version": driver,
+        "cudnn_in_cupy": cudnn,
+        "devices": devices,
+    }
+
+
+def fingerprint() -> dict[str, Any]:
+    """The fingerprint as a JSON-able dict. Nothing here raises: a missing part says why in one field."""
+    from harness.contexts import blas_info
+
+    compat.apply()
+    fp: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "implementation": platform.python_implementation(),
+        "platform": platform.platform(),
+        "packages": {d: _version(d) for d in ("numpy", "chainer", "cupy", "cupy-cuda13x", "cupy-cuda12x",
+                                               "espnet", "pandas", "hypothesis", "threadpoolctl", "pytest")},
+        "cpu": {"model": _cpu_model(), "cores": os.cpu_count()},
+        "blas": blas_info(),
+        "env": _result_env(),
+    }
+    fp["chainer"] = _chainer_part()
+    fp["compat_patches"] = list(compat.applied())
+    try:
+        from harness.subjects.embed import espnet_module
+
+        fp["espnet_module"] = espnet_module().__name__
+    except Exception as exc:  # noqa: BLE001
+        fp["espnet_module"] = None
+        fp.setdefault("problems", []).append(str(exc).splitlines()[0])
+    fp["gpu"] = _gpu_part()
+    fp["problems"] = fp.get("problems", []) + setup_problems(fp)
+    return fp
+
+
+def setup_problems(fp: dict[str, Any] | None = None) -> list[str]:
+    """One readable line per set-up problem (missing/wrong Chainer, ESPnet, blind CuPy)."""
+    fp = fp if fp is not None else {"chainer": _chainer_part(), "gpu": _gpu_part(),
+                                    "packages": {"espnet": _version("espnet")}}
+    out = []
+    ch = fp["chainer"]
+    if not ch.get("usable"):
+        out.append(ch.get("problem") or "chainer is not usable")
+    if fp["packages"].get("espnet") is None:
+        out.append("espnet is not installed (make installs espnet==202511 with --no-deps)")
+    gpu = fp["gpu"]
+    if not gpu["available"] and re.search(r"cannot see a CUDA driver|failed to import", gpu["reason"]):
+        out.append(gpu["reason"])
+    return out

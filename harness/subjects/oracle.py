@@ -1,0 +1,375 @@
+"""The float64 NumPy oracle: EmbedID, NStepLSTM / NStepBiLSTM and embed -> LSTM, from the definitions.
+
+Nothing here calls Chainer. Every input is cast to float64 and every result is float64, so the
+oracle's values are the reference the subjects are compared with. The gradients are written out by
+hand (backpropagation through time, no autodiff library) and are checked by finite differences
+and against Chainer in float64 in ``suites/test_oracle.py``.
+
+Semantics (Chainer 7.8.1, confirmed against its CPU output by the suite):
+
+- ``embed``: ``y = W[x]`` with rows of ignored positions (``x == ignore_label``) equal to 0;
+  ``grad.W`` is the scatter-add of the rows of ``gy`` into the rows of ``W`` named by ``x``
+  (ignored positions add nothing), every sum **correctly rounded** in float64 (``math.fsum``),
+  so the value does not depend on any summation order; ``grad2.gy`` is the gradient of
+  ``sum(grad.W * ggW)`` with respect to ``gy``, i.e. ``ggW[x]`` with ignored rows 0.
+- ``lstm``: with ``z_g = W_g x + W_{g+4} h + b_g + b_{g+4}``::
+
+      i = sigmoid(z_0)   f = sigmoid(z_1)   a = tanh(z_2)   o = sigmoid(z_3)
+      c = f * c_prev + i * a                h = o * tanh(c)
+
+  Chainer's docstring gives ``o`` with ``W_2`` and ``a`` with ``W_3``, but its code
+  (``chainer/functions/rnn/n_step_lstm.py::_lstm`` stacks ``[w2, w0, w1, w3]`` into the
+  ``(a, i, f, o)`` slots of ``F.lstm``) uses ``a`` with ``W_2`` and ``o`` with ``W_3``; the code is
+  what runs, and this oracle follows it. Each sequence runs for its own length; the backward
+  direction starts at the sequence's own last step (from ``hx``/``cx``) and walks back to t=0, its
+  output at t is aligned with t; ``hy``/``cy`` hold each sequence's state after its last step in
+  each direction; a layer's output is ``concat([forward, backward], axis=1)`` and feeds the next.
+- ``pipeline``: ``e = embed(x, W, ignore_label)``, ``xs_i = e[i, :lengths[i]]`` into the LSTM; the
+  gradient reaches ``W`` through the embedding (scatter-add, correctly rounded as above).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from harness.cases import lstm_weight_shapes
+from harness.errors import InvalidArgument
+
+__all__ = ["embed_oracle", "lstm_oracle", "pipeline_oracle", "ORACLES", "GATE_WEIGHTS"]
+
+#: Which of Chainer's eight weights feed each gate: gate -> (input-to-hidden j, hidden-to-hidden j).
+#: The biases follow the same indices. (Chainer's code, not its docstring: see the module doc.)
+GATE_WEIGHTS: Mapping[str, tuple[int, int]] = {"i": (0, 4), "f": (1, 5), "a": (2, 6), "o": (3, 7)}
+
+_F64 = np.float64
+
+
+# ---- small helpers -------------------------------------------------------------------------------
+def _need_array(arrays: Mapping[str, np.ndarray], name: str) -> np.ndarray:
+    if name not in arrays:
+        raise InvalidArgument(f"{name} is missing from the case's arrays")
+    return np.asarray(arrays[name])
+
+
+def _float(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...]) -> np.ndarray:
+    a = _need_array(arrays, name)
+    if a.dtype.kind not in "fiu":
+        raise InvalidArgument(f"{name} has dtype={a.dtype.name}; a real floating array is needed")
+    if tuple(a.shape) != tuple(shape):
+        raise InvalidArgument(f"{name} has shape={tuple(a.shape)}; expected {tuple(shape)}")
+    return a.astype(_F64)
+
+
+def _ids_as_int64(x: np.ndarray, name: str) -> np.ndarray:
+    if x.dtype.kind not in "iu":
+        raise InvalidArgument(f"{name} has dtype={x.dtype.name}; ids must be integers")
+    if x.dtype == np.uint64 and x.size and int(x.max()) > np.iinfo(np.int64).max:
+        raise InvalidArgument(f"{name} contains id={int(x.max())} outside the int64 range")
+    return x.astype(np.int64)
+
+
+def _check_ids(ids: np.ndarray, valid: np.ndarray, vocab: int, ignore_label: int | None, name: str) -> None:
+    """Raise for the first id (in C order) among ``valid`` positions outside [0, vocab) and not ignored."""
+    bad = valid & ((ids < 0) | (ids >= vocab))
+    if ignore_label is not None:
+        bad &= ids != ignore_label
+    if bad.any():
+        first = int(ids.ravel()[np.flatnonzero(bad.ravel())[0]])
+        raise InvalidArgument(f"{name} contains id={first} outside [0, vocab={vocab}) "
+                              f"that is not ignore_label={ignore_label!r}")
+
+
+def _ignore_label(spec: Mapping[str, Any]) -> int | None:
+    il = spec.get("ignore_label")
+    if il is not None and (not isinstance(il, (int, np.integer)) or isinstance(il, bool)):
+        raise InvalidArgument(f"ignore_label={il!r} must be an int or None")
+    return None if il is None else int(il)
+
+
+def _special_sum(col: np.ndarray) -> float:
+    """The IEEE sum of a column holding a NaN or an infinity (order does not matter here)."""
+    if np.isnan(col).any() or (np.isposinf(col).any() and np.isneginf(col).any()):
+        return math.nan
+    return math.inf if np.isposinf(col).any() else -math.inf
+
+
+def _exact_sum(values: list[float]) -> float:
+    """The correctly rounded float64 sum of finite float64 values."""
+    try:
+        return math.fsum(values)
+    except OverflowError:  # an intermediate partial overflowed; the exact sum may still be finite
+        exact = sum((Fraction(v) for v in values), Fraction(0))
+        try:
+            return float(exact)
+        except OverflowError:
+            return math.copysign(math.inf, exact)
+
+
+def _scatter_rows(ids: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
+    """``out[r] = sum of rows[p] with ids[p] == r``, each sum correctly rounded in float64.
+
+    ``ids`` is 1-D (already filtered of ignored positions), ``rows`` is ``(len(ids), D)`` float64.
+    A single term or a pair is one IEEE operation (already correctly rounded); longer segments go
+    through :func:`math.fsum`. The result does not depend on the order of the positions.
+    """
+    width = rows.shape[1]
+    out = np.zeros((n_rows, width), dtype=_F64)
+    n = ids.shape[0]
+    if n == 0 or width == 0:
+        return out
+    order = np.argsort(ids, kind="stable")
+    sid, sv = ids[order], rows[order]
+    starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
+    ends = np.r_[starts[1:], n]
+    counts = ends - starts
+    one, two = starts[counts == 1], starts[counts == 2]
+    out[sid[one]] = sv[one]
+    out[sid[two]] = sv[two] + sv[two + 1]
+    for s, e in zip(starts[counts > 2].tolist(), ends[counts > 2].tolist()):
+        block = sv[s:e]
+        finite = np.isfinite(block).all(axis=0)
+        cols = block.T
+        out[sid[s]] = [_exact_sum(cols[j].tolist()) if finite[j] else _special_sum(cols[j])
+                       for j in range(width)]
+    return out
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(z))  # never overflows
+    return np.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+# ---- embed -----------------------------------------------------------------------------------------
+def embed_oracle(spec: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """EmbedID forward, backward and double backward in float64.
+
+    Returns ``y`` (``ids_shape + (D,)``), ``grad.W`` (``(V, D)``: scatter-add of ``gy``, correctly
+    rounded) and ``grad2.gy`` (``ggW[x]``, ignored rows 0). An id outside ``[0, V)`` that is not the
+    ignore label raises :class:`InvalidArgument`.
+    """
+    ignore_label = _ignore_label(spec)
+    x = _ids_as_int64(_need_array(arrays, "x"), "x")
+    W_raw = _need_array(arrays, "W")
+    if W_raw.ndim != 2:
+        raise InvalidArgument(f"W has shape={tuple(W_raw.shape)}; expected (vocab, width)")
+    vocab, width = (int(n) for n in W_raw.shape)
+    W = _float(arrays, "W", (vocab, width))
+    gy = _float(arrays, "gy", tuple(x.shape) + (width,))
+    ggW = _float(arrays, "ggW", (vocab, width))
+    keep = np.ones(x.shape, dtype=bool) if ignore_label is None else x != ignore_label
+    _check_ids(x, keep, vocab, ignore_label, "x")
+
+    safe = np.where(keep, x, 0)
+    y = np.where(keep[..., None], W[safe], 0.0)
+    ggy = np.where(keep[..., None], ggW[safe], 0.0)
+    flat_keep = keep.ravel()
+    gW = _scatter_rows(x.ravel()[flat_keep], gy.reshape(-1, width)[flat_keep], vocab)
+    return {"y": y, "grad.W": gW, "grad2.gy": ggy}
+
+
+# ---- LSTM core ---------------------------------------------------------------------------------------
+def _lstm_settings(spec: Mapping[str, Any]) -> tuple[int, int, int, list[int]]:
+    dropout = spec.get("dropout", 0.0)
+    if float(dropout) != 0.0:
+        raise InvalidArgument(f"dropout={dropout!r}: the oracle has no dropout masks")
+    n_layers, hidden = int(spec["n_layers"]), int(spec["hidden"])
+    dirs = 2 if bool(spec.get("bidirectional", False)) else 1
+    lengths = [int(n) for n in spec["lengths"]]
+    if n_layers < 1 or hidden < 1 or not lengths or min(lengths) < 0:
+        raise InvalidArgument(f"n_layers={n_layers}, hidden={hidden}, lengths={lengths}: "
+                              "need n_layers >= 1, hidden >= 1 and lengths of ints >= 0")
+    return n_layers, hidden, dirs, lengths
+
+
+def _direction_forward(X: np.ndarray, lengths: np.ndarray, Wx: np.ndarray, Wh: np.ndarray,
+                       b: np.ndarray, h0: np.ndarray, c0: np.ndarray, reverse: bool
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[np.ndarray, ...]]]:
+    """One direction of one layer over a padded batch ``X`` (B, T, in).
+
+    ``Wx`` (4, H, in), ``Wh`` (4, H, H), ``b`` (4, H) in gate order (i, f, a, o). At step s the
+    active sequences are those with ``s < length``; a forward one reads time s, a backward one
+    time ``length - 1 - s``. Returns the outputs (B, T, H; zero at padding), the final h and c,
+    and the tape for :func:`_direction_backward`.
+    """
+    B, T, _ = X.shape
+    H = Wh.shape[1]
+    h, c = h0.copy(), c0.copy()
+    out = np.zeros((B, T, H), dtype=_F64)
+    Wx2, Wh2 = Wx.reshape(4 * H, -1), Wh.reshape(4 * H, H)
+    tape = []
+    for s in range(T):
+        rows = np.flatnonzero(lengths > s)
+        t = lengths[rows] - 1 - s if reverse else np.full(rows.shape, s)
+        x = X[rows, t]
+        h_prev, c_prev = h[rows], c[rows]
+        z = (x @ Wx2.T + h_prev @ Wh2.T).reshape(len(rows), 4, H) + b[None]
+        gi, gf, ga, go = _sigmoid(z[:, 0]), _sigmoid(z[:, 1]), np.tanh(z[:, 2]), _sigmoid(z[:, 3])
+        c_new = gf * c_prev + gi * ga
+        tc = np.tanh(c_new)
+        h_new = go * tc
+        h[rows], c[rows] = h_new, c_new
+        out[rows, t] = h_new
+        tape.append((rows, t, x, h_prev, c_prev, gi, gf, ga, go, tc))
+    return out, h, c, tape
+
+
+def _direction_backward(d_out: np.ndarray, dh: np.ndarray, dc: np.ndarray,
+                        tape: list[tuple[np.ndarray, ...]], Wx: np.ndarray, Wh: np.ndarray,
+                        x_shape: tuple[int, ...]
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Backpropagation through time for :func:`_direction_forward`.
+
+    ``d_out`` (B, T, H) is the gradient of the outputs, ``dh``/``dc`` (B, H) of the final state.
+    Returns dX (B, T, in), dWx, dWh, db (sum of both biases' gradient), dh0, dc0.
+    """
+    H = Wh.shape[1]
+    dh, dc = dh.copy(), dc.copy()
+    dX = np.zeros(x_shape, dtype=_F64)
+    dWx, dWh = np.zeros_like(Wx), np.zeros_like(Wh)
+    db = np.zeros((4, H), dtype=_F64)
+    Wx2, Wh2 = Wx.reshape(4 * H, -1), Wh.reshape(4 * H, H)
+    for rows, t, x, h_prev, c_prev, gi, gf, ga, go, tc in reversed(tape):
+        g_h = dh[rows] + d_out[rows, t]
+        g_c = dc[rows] + g_h * go * (1.0 - tc * tc)
+        dz = np.stack([g_c * ga * gi * (1.0 - gi),          # i
+                       g_c * c_prev * gf * (1.0 - gf),      # f
+                       g_c * gi * (1.0 - ga * ga),          # a
+                       g_h * tc * go * (1.0 - go)], axis=1)  # o  -> (n, 4, H)
+        dz2 = dz.reshape(len(rows), 4 * H)
+        dWx += (dz2.T @ x).reshape(dWx.shape)
+        dWh += (dz2.T @ h_prev).reshape(dWh.shape)
+        db += dz.sum(axis=0)
+        dX[rows, t] = dz2 @ Wx2
+        dh[rows] = dz2 @ Wh2
+        dc[rows] = g_c * gf
+    return dX, dWx, dWh, db, dh, dc
+
+
+def _lstm_core(spec: Mapping[str, Any], X: np.ndarray, arrays: Mapping[str, np.ndarray]
+               ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    """Stacked (bi)LSTM over the padded batch ``X`` (B, T, in_size), forward and backward.
+
+    Returns the padded outputs of the last layer (B, T, H*dirs), a dict with ``hy``, ``cy`` and
+    every ``grad.*`` except the inputs', and the gradient of the padded inputs (B, T, in_size).
+    """
+    n_layers, H, dirs, lengths_list = _lstm_settings(spec)
+    lengths = np.asarray(lengths_list, dtype=np.int64)
+    B, T, in_size = X.shape
+    S = n_layers * dirs
+    given = spec.get("initial_state", "none") == "given"
+    if given:
+        hx, cx = _float(arrays, "hx", (S, B, H)), _float(arrays, "cx", (S, B, H))
+    else:
+        hx = cx = np.zeros((S, B, H), dtype=_F64)
+    params = {name: _float(arrays, name, shape)
+              for name, shape in lstm_weight_shapes(n_layers, in_size, H, dirs == 2)}
+    d_y = np.zeros((B, T, H * dirs), dtype=_F64)
+    for i, n in enumerate(lengths_list):
+        d_y[i, :n] = _float(arrays, f"gys.{i}", (n, H * dirs))
+    ghy, gcy = _float(arrays, "ghy", (S, B, H)), _float(arrays, "gcy", (S, B, H))
+
+    def stacked(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        Wx = np.stack([params[f"ws.{k}.{j}"] for j in range(4)])
+        Wh = np.stack([params[f"ws.{k}.{j}"] for j in range(4, 8)])
+        b = np.stack([params[f"bs.{k}.{j}"] + params[f"bs.{k}.{j + 4}"] for j in range(4)])
+        return Wx, Wh, b
+
+    hy, cy = np.zeros((S, B, H), dtype=_F64), np.zeros((S, B, H), dtype=_F64)
+    inputs, tapes = [], []
+    inp = X
+    for layer in range(n_layers):
+        inputs.append(inp)
+        outs = []
+        for d in range(dirs):
+            k = layer * dirs + d
+            out, hy[k], cy[k], tape = _direction_forward(inp, lengths, *stacked(k), hx[k], cx[k], d == 1)
+            outs.append(out)
+            tapes.append(tape)
+        inp = np.concatenate(outs, axis=2)
+    ys = inp
+
+    result: dict[str, np.ndarray] = {"hy": hy, "cy": cy}
+    dhx, dcx = np.zeros((S, B, H), dtype=_F64), np.zeros((S, B, H), dtype=_F64)
+    for layer in reversed(range(n_layers)):
+        d_in = np.zeros(inputs[layer].shape, dtype=_F64)
+        for d in range(dirs):
+            k = layer * dirs + d
+            Wx, Wh, _ = stacked(k)
+            dX, dWx, dWh, db, dhx[k], dcx[k] = _direction_backward(
+                d_y[:, :, d * H:(d + 1) * H], ghy[k], gcy[k], tapes[k], Wx, Wh, inputs[layer].shape)
+            d_in += dX
+            for j in range(4):
+                result[f"grad.ws.{k}.{j}"] = dWx[j]
+                result[f"grad.ws.{k}.{j + 4}"] = dWh[j]
+                result[f"grad.bs.{k}.{j}"] = db[j].copy()
+                result[f"grad.bs.{k}.{j + 4}"] = db[j].copy()
+        d_y = d_in
+    if given:
+        result["grad.hx"], result["grad.cx"] = dhx, dcx
+    return ys, result, d_y
+
+
+def lstm_oracle(spec: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """NStepLSTM / NStepBiLSTM (Chainer's semantics, float64) with manual backprop through time.
+
+    Returns ``ys.{i}`` (len_i, H*dirs), ``hy``, ``cy`` (n_layers*dirs, B, H) and the gradients of
+    ``L = sum_i sum(ys_i*gys_i) + sum(hy*ghy) + sum(cy*gcy)``: ``grad.xs.{i}``, ``grad.ws.{k}.{j}``,
+    ``grad.bs.{k}.{j}`` and, when ``spec["initial_state"] == "given"``, ``grad.hx``, ``grad.cx``.
+    ``dropout != 0`` raises :class:`InvalidArgument`.
+    """
+    n_layers, H, dirs, lengths = _lstm_settings(spec)
+    in_size = int(spec["in_size"])
+    B, T = len(lengths), max(lengths)
+    X = np.zeros((B, T, in_size), dtype=_F64)
+    for i, n in enumerate(lengths):
+        X[i, :n] = _float(arrays, f"xs.{i}", (n, in_size))
+    with np.errstate(all="ignore"):  # NaN / Inf inputs propagate; they are not the oracle's error
+        ys, result, dX = _lstm_core(spec, X, arrays)
+    out: dict[str, np.ndarray] = {f"ys.{i}": ys[i, :n].copy() for i, n in enumerate(lengths)}
+    out.update(result)
+    out.update({f"grad.xs.{i}": dX[i, :n].copy() for i, n in enumerate(lengths)})
+    return out
+
+
+def pipeline_oracle(spec: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Embedding then NStepLSTM: ``xs_i = embed_id(x, W, ignore_label)[i, :lengths[i]]``.
+
+    Returns ``ys.{i}``, ``hy``, ``cy``, ``grad.W`` (the inputs' gradient scatter-added into the rows
+    of ``W``, correctly rounded), ``grad.ws.*``, ``grad.bs.*`` and ``grad.hx``/``grad.cx`` when the
+    initial state is given. Only positions within each length are embedded; an id there outside
+    ``[0, V)`` that is not the ignore label raises :class:`InvalidArgument`.
+    """
+    n_layers, H, dirs, lengths = _lstm_settings(spec)
+    ignore_label = _ignore_label(spec)
+    B, T = len(lengths), max(lengths)
+    x = _ids_as_int64(_need_array(arrays, "x"), "x")
+    if x.ndim != 2 or x.shape[0] != B or x.shape[1] < T:
+        raise InvalidArgument(f"x has shape={tuple(x.shape)}; expected ({B}, >= {T}) for lengths={lengths}")
+    x = x[:, :T]
+    W_raw = _need_array(arrays, "W")
+    if W_raw.ndim != 2:
+        raise InvalidArgument(f"W has shape={tuple(W_raw.shape)}; expected (vocab, width)")
+    vocab, width = (int(n) for n in W_raw.shape)
+    W = _float(arrays, "W", (vocab, width))
+    inside = np.arange(T)[None, :] < np.asarray(lengths)[:, None]
+    keep = inside if ignore_label is None else inside & (x != ignore_label)
+    _check_ids(x, inside, vocab, ignore_label, "x")
+    X = np.where(keep[..., None], W[np.where(keep, x, 0)], 0.0)
+    with np.errstate(all="ignore"):
+        ys, result, dX = _lstm_core(spec, X, arrays)
+        gW = _scatter_rows(x[keep], dX[keep], vocab)
+    out: dict[str, np.ndarray] = {f"ys.{i}": ys[i, :n].copy() for i, n in enumerate(lengths)}
+    out.update(result)
+    out["grad.W"] = gW
+    return out
+
+
+ORACLES: dict[str, Callable[[Mapping[str, Any], Mapping[str, np.ndarray]], dict[str, np.ndarray]]] = {
+    "embed": embed_oracle,
+    "lstm": lstm_oracle,
+    "pipeline": pipeline_oracle,
+}

@@ -1,0 +1,138 @@
+"""The registry: an explicit mapping from name to subject, plus plug-ins.
+
+The harness's own subjects are listed here by hand, no import-time magic. Users add theirs
+without editing the harness: ``--subject-plugin package.module:object`` on the command line,
+or an entry point in the ``harness.subjects`` group. The object may be a :class:`Subject`, an
+iterable of them, or a zero-argument callable returning either.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from typing import Any, Iterable
+
+from harness.cases import Case, build_arrays
+from harness.contexts import Context
+from harness.devices import Device
+from harness.errors import PluginError, UnknownSubject
+from harness.subjects import controls, embed, lstm, pipeline
+from harness.subjects.base import Declared, Recorder, Subject
+
+__all__ = ["SUBJECTS", "get_subject", "register", "load_plugin", "load_entry_points", "subjects_for",
+           "ORACLE_FOR_FAMILY"]
+
+ENTRY_POINT_GROUP = "harness.subjects"
+
+
+def _oracle_run(family: str):
+    def run(case: Case, device: Device, context: Context, rec: Recorder) -> None:
+        from harness.subjects.oracle import ORACLES
+
+        arrays = {k: (v.astype("float64") if v.dtype.kind == "f" else v) for k, v in build_arrays(case).items()}
+        with rec.phase("forward"):
+            out = ORACLES[family](case.spec, arrays)
+        rec.outputs(out)
+
+    return run
+
+
+def _oracle_accepts(case: Case) -> bool:
+    return case.expect is None and float(case.spec.get("dropout", 0.0)) == 0.0
+
+
+_ORACLE_DECL = {"cpu": Declared(True, "float64 NumPy written from the definitions; exact scatter sums")}
+
+_OWN: tuple[Subject, ...] = (
+    *embed.SUBJECTS,
+    *lstm.SUBJECTS,
+    *pipeline.SUBJECTS,
+    Subject("oracle.embed", "embed", _oracle_run("embed"), devices=("cpu",), declared=_ORACLE_DECL,
+            accepts=_oracle_accepts, description="independent float64 oracle: embed forward, backward, double backward",
+            double_backward=True, source="harness/subjects/oracle.py"),
+    Subject("oracle.lstm", "lstm", _oracle_run("lstm"), devices=("cpu",), declared=_ORACLE_DECL,
+            accepts=_oracle_accepts, description="independent float64 oracle: NStepLSTM forward and backward",
+            source="harness/subjects/oracle.py"),
+    Subject("oracle.pipeline", "pipeline", _oracle_run("pipeline"), devices=("cpu",), declared=_ORACLE_DECL,
+            accepts=_oracle_accepts, description="independent float64 oracle: embedding into NStepLSTM",
+            source="harness/subjects/oracle.py"),
+    *controls.SUBJECTS,
+)
+
+#: name -> subject. Plug-ins are added by :func:`register`.
+SUBJECTS: dict[str, Subject] = {s.name: s for s in _OWN}
+
+#: The oracle subject whose outputs gradient error is measured against, per family.
+ORACLE_FOR_FAMILY = {"embed": "oracle.embed", "lstm": "oracle.lstm", "pipeline": "oracle.pipeline"}
+
+
+def get_subject(name: str) -> Subject:
+    """The subject registered as ``name``."""
+    try:
+        return SUBJECTS[name]
+    except KeyError:
+        raise UnknownSubject(f"subject={name!r} is not registered (known: {', '.join(SUBJECTS)})") from None
+
+
+def register(subject: Subject, *, replace: bool = False) -> Subject:
+    """Add a subject to the registry; a name clash is a PluginError unless ``replace``."""
+    if not isinstance(subject, Subject):
+        raise PluginError(f"plug-in object {subject!r} is not a harness.subjects.Subject")
+    if subject.name in SUBJECTS and SUBJECTS[subject.name] is not subject and not replace:
+        raise PluginError(f"subject name={subject.name!r} is already registered")
+    SUBJECTS[subject.name] = subject
+    return subject
+
+
+def _as_subjects(obj: Any, where: str) -> list[Subject]:
+    if callable(obj) and not isinstance(obj, Subject):
+        obj = obj()
+    if isinstance(obj, Subject):
+        return [obj]
+    if isinstance(obj, Iterable):
+        items = list(obj)
+        if all(isinstance(s, Subject) for s in items):
+            return items
+    raise PluginError(f"plug-in {where} gives {type(obj).__name__}, not a Subject or an iterable of Subjects")
+
+
+def load_plugin(spec: str) -> list[Subject]:
+    """Load ``package.module:object`` and register what it gives; returns the subjects."""
+    if ":" not in spec:
+        raise PluginError(f"subject-plugin={spec!r} must look like package.module:object")
+    mod_name, _, attr = spec.partition(":")
+    try:
+        mod = importlib.import_module(mod_name)
+    except Exception as exc:  # noqa: BLE001 - a broken plug-in is one line
+        raise PluginError(f"subject-plugin={spec!r}: module {mod_name!r} failed to import: "
+                          f"{type(exc).__name__}: {exc}") from exc
+    try:
+        obj = getattr(mod, attr)
+    except AttributeError:
+        raise PluginError(f"subject-plugin={spec!r}: module {mod_name!r} has no {attr!r}") from None
+    subjects = _as_subjects(obj, repr(spec))
+    for s in subjects:
+        register(s, replace=True)
+    return subjects
+
+
+def load_entry_points() -> list[Subject]:
+    """Register every subject offered through the ``harness.subjects`` entry-point group."""
+    out: list[Subject] = []
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            out.extend(_as_subjects(ep.load(), f"entry point {ep.name!r}"))
+        except PluginError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise PluginError(f"entry point {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
+    for s in out:
+        register(s, replace=True)
+    return out
+
+
+def subjects_for(names: Iterable[str] | None = None) -> list[Subject]:
+    """The subjects named (all registered ones when ``names`` is None), in registry order."""
+    if names is None:
+        return list(SUBJECTS.values())
+    return [get_subject(n) for n in names]
