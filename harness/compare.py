@@ -1,0 +1,762 @@
+"""The comparator: arrays in, frozen result objects out.
+
+This module knows nothing of Chainer, CuPy, subjects, contexts or files. It imports only
+NumPy, :mod:`hashlib` and the standard library. Every function is pure; only the ``assert_*``
+functions raise :class:`~harness.errors.ComparisonFailure` (an ``AssertionError``), and the
+other functions raise only on misuse (``TypeError``/``ValueError``: no repetitions, a dtype
+with no bit pattern such as ``object``).
+
+Two kinds of question are answered:
+
+- *Are these results bit-identical?* :func:`compare_repeats` (N repetitions of one tensor),
+  :func:`compare_pair` (two arrays, e.g. CPU vs GPU) and :func:`compare_results` (N
+  repetitions of a whole name -> array mapping) return :class:`TensorComparison`. Identity is
+  judged on the bit pattern: ``-0.0`` and ``+0.0`` differ, two NaNs with different payloads
+  differ. Distances are measured in ULPs from the bit patterns (as NumPy's ``nulp_diff``
+  does), and messages follow ``torch.testing.assert_close``.
+- *Is this result close to the float64 oracle?* :func:`compare_oracle` returns
+  :class:`OracleError`: absolute, relative and ULP error against tolerances that say where
+  they come from (:data:`TOLERANCES`, :func:`gradient_tolerance`), with a dossier in the style
+  of Chainer's ``gradient_check.check_backward``.
+
+ULP distance (:func:`ulp_distance`). A float's bits are sign-magnitude; they are mapped onto
+a monotonic integer line by keeping non-negative floats as their magnitude and mirroring
+negative ones (``key = -magnitude``). On that line consecutive floats are one apart, ``-0.0``
+and ``+0.0`` are both 0, subnormals are small integers, the infinities sit one past the
+largest finite values and the distance is ``|key(a) - key(b)|``. NaNs are not on the line:
+two NaNs (any payloads) are distance 0 -- the choice made here, since "both are NaN" is the
+numerically equal case; their bits still count as different -- and a NaN against a non-NaN
+is :data:`ULP_MAX`, larger than any real distance. Integer (and bool, datetime) dtypes use
+``|a - b|`` as integers. Complex numbers use the greater of the real and imaginary distances.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from harness.errors import ComparisonFailure
+
+__all__ = [
+    "ULP_MAX", "TOLERANCES", "digest", "bits", "ulp_distance", "item_path",
+    "TensorComparison", "compare_repeats", "compare_pair", "compare_results",
+    "OracleError", "gradient_tolerance", "compare_oracle",
+    "assert_bit_identical", "assert_within_oracle", "assert_results_identical",
+]
+
+#: The ULP distance reported for NaN against non-NaN, for a shape/dtype mismatch and for
+#: dtypes with no ULP line (strings, records): ``np.iinfo(np.uint64).max``. Every real
+#: distance is smaller (the widest, ``-inf`` to ``+inf`` in float64, is below ``2**64 - 2**53``).
+ULP_MAX: int = int(np.iinfo(np.uint64).max)
+
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+_SINT = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
+_BITS_KINDS = "biufcmM"  # kinds whose items are plain fixed-width words
+
+#: Below this fraction of differing elements the ULP distances are computed on the gathered
+#: differing elements only; above it on the whole arrays (gathering costs an int64 index each).
+_GATHER_FRACTION = 1 / 8
+
+#: Arrays with more elements than this are summarized (``...``) in messages.
+_PRINT_THRESHOLD = 100
+
+_MISSING = "missing"
+
+
+# --------------------------------------------------------------------------- bit views
+
+
+def _native(a: np.ndarray) -> np.ndarray:
+    """``a`` in the machine's byte order (a copy only when it was not)."""
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    return a
+
+
+def _canon(a: object) -> np.ndarray:
+    """``a`` as a native-order, C-contiguous ndarray; no copy when it already is one."""
+    a = _native(np.asarray(a))
+    if not a.flags.c_contiguous:
+        a = a.copy(order="C")
+    return a
+
+
+def digest(a: np.ndarray) -> str:
+    """SHA-256 (hex) of ``a``'s dtype name, shape and raw C-order little-endian bytes.
+
+    Two arrays have the same digest exactly when they have the same dtype name, the same
+    shape and the same bits, so equal bytes under another dtype or shape hash differently.
+    A C-contiguous little-endian array is hashed through a memoryview, with no copy;
+    anything else is first made so (one copy).
+
+    Raises:
+        TypeError: for ``object`` arrays, whose bytes are pointers.
+    """
+    a = np.asarray(a)
+    if a.dtype.hasobject:
+        raise TypeError(f"cannot digest an array of dtype {a.dtype}: its bytes are pointers")
+    order = a.dtype.byteorder
+    if order == ">" or (order == "=" and sys.byteorder == "big"):
+        a = a.astype(a.dtype.newbyteorder("<"))
+    if not a.flags.c_contiguous:
+        a = a.copy(order="C")
+    h = hashlib.sha256(f"{a.dtype.name}|{tuple(int(n) for n in a.shape)}|".encode())
+    h.update(memoryview(a.reshape(-1).view(np.uint8)))
+    return h.hexdigest()
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    """A view of ``a`` as the unsigned integer type of the same width (native byte order).
+
+    float16 -> uint16, float32 -> uint32, float64 -> uint64; signed ints, bools, datetimes
+    and complex64 (-> uint64) are viewed the same way. No copy unless ``a`` was not in native
+    byte order.
+
+    Raises:
+        TypeError: for dtypes that are not 1, 2, 4 or 8-byte numeric words (e.g. complex128,
+            longdouble, strings, records, objects).
+    """
+    a = np.asarray(a)
+    if a.dtype.kind not in _BITS_KINDS or a.dtype.itemsize not in _UINT:
+        raise TypeError(f"no same-width unsigned integer view for dtype {a.dtype}")
+    return _native(a).view(_UINT[a.dtype.itemsize])
+
+
+def _words(a: np.ndarray) -> np.ndarray:
+    """Flat bit view of a canonical array: 1-D uint words, or 2-D ``(size, itemsize)`` bytes."""
+    if a.dtype.kind in _BITS_KINDS and a.dtype.itemsize in _UINT:
+        return a.reshape(-1).view(_UINT[a.dtype.itemsize])
+    return a.reshape(-1).view(np.uint8).reshape(a.size, a.dtype.itemsize)
+
+
+def _not_equal(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Elementwise "bits differ" of two :func:`_words` views (1-D bool)."""
+    if x.ndim == 1:
+        return np.not_equal(x, y)
+    return np.not_equal(x, y).any(axis=1)
+
+
+# --------------------------------------------------------------------------- ULP distance
+
+
+def _absdiff(x: np.ndarray, y: np.ndarray, *, overwrite_x: bool = False) -> np.ndarray:
+    """``|x - y|`` of two same-dtype 1-D integer arrays, exact, as the same-width uint.
+
+    The subtraction is done modulo ``2**w`` on the unsigned views; the true difference of two
+    ``w``-bit integers fits in ``w`` unsigned bits, so negating where ``x < y`` makes it exact.
+    With ``overwrite_x`` (x is a temporary) the result is written over ``x``.
+    """
+    u = _UINT[x.dtype.itemsize]
+    lt = x < y
+    d = np.subtract(x.view(u), y.view(u), out=x.view(u) if overwrite_x else None)
+    np.negative(d, out=d, where=lt)
+    return d
+
+
+def _float_key(x: np.ndarray) -> np.ndarray:
+    """Monotonic signed-integer key of 1-D floats: magnitude bits, negated for negative sign."""
+    s = x.view(_SINT[x.dtype.itemsize])
+    k = np.bitwise_and(s, np.iinfo(s.dtype).max)
+    np.negative(k, out=k, where=s < 0)
+    return k
+
+
+def _ulp_flat(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    """ULP distances of two same-dtype native 1-D arrays, in the same-width uint.
+
+    For floats a NaN against a non-NaN is that uint's maximum (a sentinel: no real distance
+    reaches it). Returns ``None`` for dtypes with no ULP line.
+    """
+    kind, size = x.dtype.kind, x.dtype.itemsize
+    if kind == "f" and size in (2, 4, 8):
+        d = _absdiff(_float_key(x), _float_key(y), overwrite_x=True)
+        nx, ny = np.isnan(x), np.isnan(y)
+        if nx.any() or ny.any():
+            d[nx & ny] = 0
+            d[nx ^ ny] = np.iinfo(d.dtype).max
+        return d
+    if kind == "c" and size in (8, 16):
+        part = np.dtype(f"f{size // 2}")
+        d = _ulp_flat(x.view(part), y.view(part))
+        return d.reshape(-1, 2).max(axis=1)
+    if kind == "b":
+        return _absdiff(x.view(np.uint8), y.view(np.uint8))
+    if kind in "iu":
+        return _absdiff(x, y)
+    if kind in "mM":
+        return _absdiff(x.view(np.int64), y.view(np.int64))
+    return None
+
+
+def _is_nan_sentinel(d: np.ndarray, kind: str) -> np.ndarray | bool:
+    return kind in "fc" and d == np.iinfo(d.dtype).max
+
+
+def ulp_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Elementwise ULP distance of two arrays of the same dtype and shape, as ``uint64``.
+
+    Floats (float16/32/64) are measured on the monotonic integer line of their bit patterns
+    (see the module docstring): ``k`` :func:`numpy.nextafter` steps are ``k`` ULPs, the step
+    across zero from the smallest negative to the smallest positive subnormal is 2, ``-0.0``
+    vs ``+0.0`` is 0, the largest finite value to infinity is 1. Both NaN (any payloads) is 0;
+    NaN vs non-NaN is :data:`ULP_MAX`. Integers, bools and datetimes give the exact ``|a - b|``
+    (up to ``2**64 - 1`` for int64). Complex gives the greater of the two parts' distances.
+
+    Raises:
+        TypeError: if the dtypes differ or have no ULP line (strings, records, objects).
+        ValueError: if the shapes differ.
+    """
+    a, b = _native(np.asarray(a)), _native(np.asarray(b))
+    if a.dtype != b.dtype:
+        raise TypeError(f"ulp_distance needs one dtype, got {a.dtype} and {b.dtype}: cast first")
+    if a.shape != b.shape:
+        raise ValueError(f"ulp_distance needs one shape, got {a.shape} and {b.shape}")
+    d = _ulp_flat(a.reshape(-1), b.reshape(-1))
+    if d is None:
+        raise TypeError(f"dtype {a.dtype} has no ULP distance")
+    out = d.astype(np.uint64, copy=False)
+    if d.dtype != np.uint64 and a.dtype.kind in "fc":
+        out[_is_nan_sentinel(d, a.dtype.kind)] = ULP_MAX
+    return out.reshape(a.shape)
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def item_path(name: str) -> str:
+    """Render a dotted item name as a subscript path: ``"grads.W"`` -> ``['grads']['W']``.
+
+    Parts made only of ASCII digits become integer subscripts: ``"ys.0"`` -> ``['ys'][0]``.
+    The empty name renders as ``""``.
+    """
+    if not name:
+        return ""
+    return "".join(
+        f"[{int(p)}]" if p.isascii() and p.isdigit() else f"[{p!r}]" for p in name.split(".")
+    )
+
+
+def _index_text(index: tuple | None) -> str:
+    return "()" if index == () else str(index)
+
+
+def _unravel(flat: int, shape: tuple) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.unravel_index(flat, shape))
+
+
+def _item_line(name: str) -> list[str]:
+    return [f"The failure occurred for item {item_path(name)}"] if name else []
+
+
+def _array_text(a: np.ndarray) -> str:
+    return np.array2string(
+        a, threshold=_PRINT_THRESHOLD, edgeitems=3, max_line_width=100, floatmode="unique"
+    )
+
+
+# --------------------------------------------------------------------------- bitwise
+
+
+@dataclass(frozen=True)
+class TensorComparison:
+    """Bitwise comparison of the repetitions of one tensor; every repetition against rep 0.
+
+    Attributes:
+        name: the item path, dotted (``"grads.W"``, ``"ys.0"``).
+        dtype, shape: of repetition 0 (of the first present repetition if rep 0 is missing).
+        repeats: how many repetitions were compared.
+        bitwise_identical: every repetition has repetition 0's dtype, shape and bits.
+        n_diff: elements whose bits differ between any repetition and repetition 0.
+        n_total: elements per repetition; frac_diff = n_diff / n_total (0.0 when empty).
+        max_ulp: the greatest ULP distance of any repetition from repetition 0;
+            :data:`ULP_MAX` for NaN vs non-NaN, a shape/dtype mismatch or a dtype with no ULP.
+        max_ulp_index: the first (C order) differing element attaining ``max_ulp``.
+        first_diff_index: the first (C order) differing element.
+        digests: :func:`digest` of each repetition (``"missing"`` where it had no array).
+        n_unique: how many distinct digests.
+        nan_count, inf_count: in repetition 0.
+        shape_mismatch: some repetition differs in shape or dtype or is missing; then
+            ``n_diff == n_total``, ``frac_diff == 1.0``, ``max_ulp == ULP_MAX``, indices None.
+        signatures: ``"float32(3, 4)"`` per repetition (``"missing"`` where absent).
+        diff_reps: the repetitions whose digest differs from repetition 0's.
+        kind: ``dtype.kind`` of repetition 0 (``"f"``, ``"i"``, ``"U"``...), for messages.
+    """
+
+    name: str
+    dtype: str
+    shape: tuple
+    repeats: int
+    bitwise_identical: bool
+    n_diff: int
+    n_total: int
+    frac_diff: float
+    max_ulp: int
+    max_ulp_index: tuple | None
+    first_diff_index: tuple | None
+    digests: tuple[str, ...]
+    n_unique: int
+    nan_count: int
+    inf_count: int
+    shape_mismatch: bool
+    signatures: tuple[str, ...] = ()
+    diff_reps: tuple[int, ...] = ()
+    kind: str = ""
+
+    def message(self) -> str:
+        """A ``torch.testing.assert_close``-style report of the comparison."""
+        if self.bitwise_identical:
+            lines = [
+                "Tensors are bit-identical.",
+                "",
+                f"Identical elements: {self.n_total} of {self.dtype}{self.shape}",
+                f"Unique results: 1 of {self.repeats} repetitions (sha256 {self.digests[0][:16]})",
+            ]
+            if self.name:
+                lines.append(f"Item {item_path(self.name)}")
+            return "\n".join(lines)
+        lines = ["Tensors are not bit-identical!", ""]
+        if self.shape_mismatch:
+            lines.append("The shape or dtype differs between repetitions:")
+            lines += [f"  repetition {i}: {s}" for i, s in enumerate(self.signatures)]
+        else:
+            pct = self.n_diff / self.n_total if self.n_total else 0.0
+            lines.append(f"Mismatched elements: {self.n_diff} / {self.n_total} ({pct:.1%})")
+            lines.append(self._ulp_line())
+            lines.append(f"First differing element at index {_index_text(self.first_diff_index)}")
+        lines.append(f"Unique results: {self.n_unique} of {self.repeats} repetitions")
+        if self.diff_reps and self.repeats > 2:
+            lines.append(f"Repetitions differing from repetition 0: {list(self.diff_reps)}")
+        return "\n".join(lines + _item_line(self.name))
+
+    def _ulp_line(self) -> str:
+        at = f"at index {_index_text(self.max_ulp_index)}"
+        if self.max_ulp == ULP_MAX:
+            if self.kind in "fc":
+                return f"Greatest ULP distance: NaN vs non-NaN {at}"
+            if self.kind not in _BITS_KINDS:
+                return f"Greatest ULP distance: undefined for dtype {self.dtype} (first {at})"
+        note = " (only the sign of zero or NaN payload bits differ)" if self.max_ulp == 0 else ""
+        return f"Greatest ULP distance: {self.max_ulp} {at}{note}"
+
+
+def _signature(a: np.ndarray | None) -> str:
+    return _MISSING if a is None else f"{a.dtype.name}{tuple(int(n) for n in a.shape)}"
+
+
+def _nonfinite_counts(a: np.ndarray) -> tuple[int, int]:
+    if a.dtype.kind not in "fc":
+        return 0, 0
+    return int(np.count_nonzero(np.isnan(a))), int(np.count_nonzero(np.isinf(a)))
+
+
+def _max_ulp_of(x: np.ndarray, y: np.ndarray, ne: np.ndarray, nnz: int) -> tuple[int, int]:
+    """(greatest ULP distance, flat index of the first differing element attaining it)."""
+    kind = x.dtype.kind
+    gather = nnz <= _GATHER_FRACTION * x.size
+    if gather:
+        idx = np.flatnonzero(ne)
+        d = _ulp_flat(x[idx], y[idx])
+    else:
+        d = _ulp_flat(x, y)
+    if d is None:
+        return ULP_MAX, int(np.argmax(ne))
+    j = int(np.argmax(d))
+    m = int(d[j])
+    if kind in "fc" and m == int(np.iinfo(d.dtype).max):
+        m = ULP_MAX
+    if gather:
+        return m, int(idx[j])
+    return m, (j if m > 0 else int(np.argmax(ne)))
+
+
+def _compare(name: str, reps: Sequence[np.ndarray | None], early_exit: bool) -> TensorComparison:
+    if not reps:
+        raise ValueError(f"compare {name!r}: needs at least one repetition")
+    arrs = [None if r is None else _canon(r) for r in reps]
+    ref = arrs[0] if arrs[0] is not None else next((a for a in arrs if a is not None), None)
+    if ref is None:
+        raise ValueError(f"compare {name!r}: no repetition holds an array")
+    digests = tuple(_MISSING if a is None else digest(a) for a in arrs)
+    sigs = tuple(_signature(a) for a in arrs)
+    n_total = int(ref.size)
+    nan_count, inf_count = _nonfinite_counts(ref)
+    common = dict(
+        name=name, dtype=ref.dtype.name, shape=tuple(int(n) for n in ref.shape),
+        repeats=len(arrs), n_total=n_total, digests=digests, n_unique=len(set(digests)),
+        nan_count=nan_count, inf_count=inf_count, signatures=sigs,
+        diff_reps=tuple(i for i, d in enumerate(digests) if d != digests[0]),
+        kind=ref.dtype.kind,
+    )
+    if any(s != sigs[0] for s in sigs):
+        return TensorComparison(
+            bitwise_identical=False, n_diff=n_total, frac_diff=1.0, max_ulp=ULP_MAX,
+            max_ulp_index=None, first_diff_index=None, shape_mismatch=True, **common)
+    identical = TensorComparison(
+        bitwise_identical=True, n_diff=0, frac_diff=0.0, max_ulp=0, max_ulp_index=None,
+        first_diff_index=None, shape_mismatch=False, **common)
+    if early_exit and common["n_unique"] == 1:
+        return identical
+
+    w0, f0 = _words(ref), ref.reshape(-1)
+    mask: np.ndarray | None = None
+    best, best_flat = -1, -1
+    for r in range(1, len(arrs)):
+        if early_exit and digests[r] == digests[0]:
+            continue
+        ne = _not_equal(w0, _words(arrs[r]))
+        nnz = int(np.count_nonzero(ne))
+        if nnz == 0:
+            continue
+        if mask is None:
+            mask = ne
+        else:
+            np.logical_or(mask, ne, out=mask)
+        m, flat = _max_ulp_of(f0, arrs[r].reshape(-1), ne, nnz)
+        if m > best or (m == best and flat < best_flat):
+            best, best_flat = m, flat
+    if mask is None:
+        return identical
+    n_diff = int(np.count_nonzero(mask))
+    return TensorComparison(
+        bitwise_identical=False, n_diff=n_diff, frac_diff=n_diff / n_total, max_ulp=best,
+        max_ulp_index=_unravel(best_flat, ref.shape),
+        first_diff_index=_unravel(int(np.argmax(mask)), ref.shape),
+        shape_mismatch=False, **common)
+
+
+def compare_repeats(
+    name: str, reps: Sequence[np.ndarray], *, early_exit: bool = True
+) -> TensorComparison:
+    """Compare the repetitions of one tensor bitwise, each against repetition 0.
+
+    One repetition is trivially identical. When every digest equals repetition 0's the
+    element-wise work is skipped (``early_exit``; pass False to force it, which gives the same
+    result). Otherwise the bit views are compared without copies and ULP distances are
+    computed only for repetitions that differ -- on the gathered differing elements when they
+    are few. ``None`` in ``reps`` stands for a missing array and counts as a shape mismatch.
+
+    Raises:
+        ValueError: if ``reps`` is empty or holds no array.
+        TypeError: for ``object`` arrays.
+    """
+    return _compare(name, list(reps), early_exit)
+
+
+def compare_pair(name: str, a: np.ndarray, b: np.ndarray) -> TensorComparison:
+    """Compare two arrays bitwise (CPU vs GPU, context A vs B): :func:`compare_repeats` of 2."""
+    return _compare(name, [a, b], True)
+
+
+def compare_results(reps: Sequence[Mapping[str, np.ndarray]]) -> dict[str, TensorComparison]:
+    """Compare every named array across repetitions, each a mapping name -> array.
+
+    Names are taken in order of first appearance. A name present in some repetitions and
+    missing from others is a shape mismatch (its signature reads ``"missing"``).
+    """
+    reps = list(reps)
+    names = dict.fromkeys(k for rep in reps for k in rep)
+    return {n: _compare(n, [rep.get(n) for rep in reps], True) for n in names}
+
+
+# --------------------------------------------------------------------------- tolerances
+
+_TORCH = "torch.testing.assert_close defaults"
+
+#: dtype name -> (atol, rtol, source): ``torch.testing.assert_close``'s defaults, for
+#: results that should agree to rounding (a forward value computed two ways).
+TOLERANCES: dict[str, tuple[float, float, str]] = {
+    "float16": (1e-5, 1e-3, _TORCH),
+    "float32": (1e-5, 1.3e-6, _TORCH),
+    "float64": (1e-7, 1e-7, _TORCH),
+}
+
+# (atol, rtol) of gradient_tolerance before the n_terms scaling; see its docstring.
+_GRADIENT_BASE: dict[str, tuple[float, float]] = {
+    "float16": (1e-2, 1e-2),
+    "float32": (1e-4, 1e-3),
+    "float64": (1e-9, 1e-7),
+}
+
+
+def gradient_tolerance(dtype: str | np.dtype, n_terms: int = 1) -> tuple[float, float, str]:
+    """(atol, rtol, source) for a gradient computed in ``dtype`` against the float64 oracle.
+
+    Gradients are sums (an embedding's ``gW`` row adds one upstream row per occurrence of its
+    id, an LSTM's weight gradient adds one term per time step and batch row), so they carry
+    more rounding error than a single operation and :data:`TOLERANCES` is too tight. The base
+    pairs follow Chainer's ``gradient_check.check_backward`` (defaults ``atol=1e-5,
+    rtol=1e-4``, meant for float64 finite differences), widened for the dtype's epsilon:
+
+    - float16 (eps 9.8e-4): ``atol=1e-2, rtol=1e-2``, about 10 eps -- the pair Chainer's own
+      function tests pass to ``check_backward`` for float16 (e.g. ``TestEmbedID``).
+    - float32 (eps 1.2e-7): ``atol=1e-4, rtol=1e-3``, one decade looser than the
+      ``check_backward`` defaults -- the pair Chainer's tests commonly use for float32.
+    - float64 (eps 2.2e-16): ``atol=1e-9, rtol=1e-7``. The oracle is analytic, not a finite
+      difference, so only the summation order differs; ``rtol`` is torch's float64 default
+      and ``atol`` leaves four decades over ``n * eps`` for sums of thousands of O(1) terms.
+
+    Rounding errors of ``n_terms`` summed terms grow like a random walk, so ``atol`` is
+    multiplied by ``sqrt(max(n_terms, 1))``; ``rtol`` is not scaled. Integer and bool dtypes
+    have no rounding error: ``(0.0, 0.0)``. Complex dtypes use their component's pair.
+
+    Raises:
+        ValueError: for a dtype with no entry (e.g. longdouble, strings).
+    """
+    dt = np.dtype(dtype)
+    n = max(int(n_terms), 1)
+    if dt.kind in "biu":
+        return 0.0, 0.0, f"exact: {dt.name} has no rounding error"
+    key = np.dtype(f"f{dt.itemsize // 2}").name if dt.kind == "c" else dt.name
+    if key not in _GRADIENT_BASE:
+        raise ValueError(f"no gradient tolerance for dtype {dt.name}")
+    atol, rtol = _GRADIENT_BASE[key]
+    source = (f"Chainer gradient_check.check_backward style (atol=1e-5, rtol=1e-4 for float64 "
+              f"finite differences), widened for {key}: atol={atol:g}, rtol={rtol:g}")
+    if n > 1:
+        source += f"; atol x sqrt({n}) for {n} summed terms"
+    return atol * math.sqrt(n), rtol, source
+
+
+# --------------------------------------------------------------------------- oracle
+
+
+@dataclass(frozen=True)
+class OracleError:
+    """Error of a result against its float64 oracle.
+
+    Attributes:
+        name: the item path, dotted.
+        dtype, shape: of the actual (subject's) array.
+        max_abs, max_abs_index: greatest ``|actual - expected|`` (inf at NaN vs non-NaN or an
+            unmatched infinity; 0 where both are NaN or equal infinities) and where.
+        max_rel, max_rel_index: greatest ``|actual - expected| / |expected|`` (inf where the
+            oracle is 0 and the result is not) and where.
+        max_ulp, max_ulp_index: greatest ULP distance between the result and the oracle cast
+            to the result's dtype (rounded for integers), and where.
+        atol, rtol, tolerance_source: the tolerance and where it comes from.
+        within_tolerance: every element has ``|actual - expected| <= atol + rtol * |expected|``
+            with both finite, or is equal (equal infinities), or both are NaN.
+        n_mismatch, n_total: elements outside the tolerance, and all elements.
+        nan_count, oracle_nan_count, inf_count, oracle_inf_count: in actual and in the oracle.
+        shape_mismatch: the shapes differ (then not within tolerance and the maxima are inf);
+            expected_shape is the oracle's shape.
+        expected_text, actual_text: the arrays as summarized text, for :meth:`message`.
+    """
+
+    name: str
+    dtype: str
+    max_abs: float
+    max_rel: float
+    max_ulp: int
+    max_abs_index: tuple | None
+    atol: float
+    rtol: float
+    tolerance_source: str
+    within_tolerance: bool
+    nan_count: int
+    oracle_nan_count: int
+    inf_count: int
+    oracle_inf_count: int
+    shape_mismatch: bool
+    shape: tuple = ()
+    max_rel_index: tuple | None = None
+    max_ulp_index: tuple | None = None
+    n_mismatch: int = 0
+    n_total: int = 0
+    expected_shape: tuple = ()
+    expected_text: str = field(default="", repr=False, compare=False)
+    actual_text: str = field(default="", repr=False, compare=False)
+
+    def message(self) -> str:
+        """A dossier in the style of Chainer's ``gradient_check.check_backward`` failure."""
+        head = ("Gradient error against the float64 oracle exceeds tolerance!"
+                if not self.within_tolerance else
+                "Gradient error against the float64 oracle is within tolerance.")
+        lines = [head, "", f"Tolerance: atol={self.atol:g}, rtol={self.rtol:g} "
+                           f"(source: {self.tolerance_source})",
+                 "Allowed: |actual - expected| <= atol + rtol * |expected|"]
+        if self.shape_mismatch:
+            lines.append(f"The shapes do not match: actual {self.dtype}{self.shape}, "
+                         f"expected float64{self.expected_shape}")
+        else:
+            pct = self.n_mismatch / self.n_total if self.n_total else 0.0
+            lines += [
+                f"Mismatched elements: {self.n_mismatch} / {self.n_total} ({pct:.1%})",
+                f"Greatest absolute difference: {self.max_abs!r} at index "
+                f"{_index_text(self.max_abs_index)}",
+                f"Greatest relative difference: {self.max_rel!r} at index "
+                f"{_index_text(self.max_rel_index)}",
+                f"Greatest ULP distance (in {self.dtype}): "
+                f"{'NaN vs non-NaN' if self.max_ulp == ULP_MAX else self.max_ulp} at index "
+                f"{_index_text(self.max_ulp_index)}",
+            ]
+        lines += [
+            f"NaN: actual {self.nan_count}, oracle {self.oracle_nan_count}; "
+            f"Inf: actual {self.inf_count}, oracle {self.oracle_inf_count}",
+            "",
+            "expected (float64 oracle):",
+            self.expected_text,
+            f"actual ({self.dtype}):",
+            self.actual_text,
+        ]
+        if self.within_tolerance:
+            return "\n".join(lines + ([f"Item {item_path(self.name)}"] if self.name else []))
+        return "\n".join(lines + _item_line(self.name))
+
+
+def _oracle_cast(expected: np.ndarray, dt: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
+    """The oracle in the subject's dtype, and where (for integer dtypes) it was not finite."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if dt.kind == "f":
+            return expected.astype(dt), None
+        bad = ~np.isfinite(expected)
+        if dt.kind == "b":
+            return np.where(bad, False, expected != 0), bad
+        info = np.iinfo(dt)
+        e = np.clip(np.rint(np.where(bad, 0.0, expected)), float(info.min), float(info.max))
+        # float(2**63 - 1) is 2**63, which does not cast to int64: saturate those explicitly
+        return np.where(e >= float(info.max), info.max, e.astype(dt)).astype(dt), bad
+
+
+def compare_oracle(
+    name: str,
+    actual: np.ndarray,
+    expected: np.ndarray,
+    *,
+    atol: float | None = None,
+    rtol: float | None = None,
+    source: str | None = None,
+    n_terms: int = 1,
+) -> OracleError:
+    """Measure ``actual`` (the subject's dtype) against the float64 oracle ``expected``.
+
+    ``atol``/``rtol`` default to :func:`gradient_tolerance` of ``actual.dtype`` (with
+    ``n_terms``); ``source`` defaults to that tolerance's source, or ``"caller-supplied"``.
+    NaN in ``actual`` where the oracle is not NaN (or the reverse) is out of tolerance; NaNs
+    at the oracle's NaN positions are fine. Infinities must match exactly. Empty arrays are
+    within tolerance with all errors 0; integer and bool results are compared as float64
+    (abs/rel) and on their integer line (ULP).
+
+    Raises:
+        TypeError: for complex, string or object results.
+    """
+    a = _native(np.asarray(actual))
+    dt = a.dtype
+    if dt.kind not in "biuf":
+        raise TypeError(f"compare_oracle {name!r}: unsupported dtype {dt}")
+    e = np.asarray(expected).astype(np.float64, copy=False)
+    d_atol, d_rtol, d_src = gradient_tolerance(dt, n_terms)
+    if source is None:
+        source = d_src if atol is None and rtol is None else (
+            "caller-supplied" if atol is not None and rtol is not None
+            else f"caller-supplied {'atol' if atol is not None else 'rtol'}; otherwise {d_src}")
+    atol = d_atol if atol is None else float(atol)
+    rtol = d_rtol if rtol is None else float(rtol)
+    nan_count, inf_count = _nonfinite_counts(a)
+    o_nan, o_inf = _nonfinite_counts(e)
+    common = dict(
+        name=name, dtype=dt.name, shape=tuple(int(n) for n in a.shape), atol=atol, rtol=rtol,
+        tolerance_source=source, nan_count=nan_count, oracle_nan_count=o_nan,
+        inf_count=inf_count, oracle_inf_count=o_inf, n_total=int(a.size),
+        expected_shape=tuple(int(n) for n in e.shape),
+        expected_text=_array_text(e), actual_text=_array_text(a),
+    )
+    if a.shape != e.shape:
+        return OracleError(
+            max_abs=math.inf, max_rel=math.inf, max_ulp=ULP_MAX, max_abs_index=None,
+            within_tolerance=False, shape_mismatch=True, n_mismatch=int(max(a.size, e.size)),
+            **common)
+    if a.size == 0:
+        return OracleError(max_abs=0.0, max_rel=0.0, max_ulp=0, max_abs_index=None,
+                           within_tolerance=True, shape_mismatch=False, **common)
+    a64 = a.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        both_nan = np.isnan(a64) & np.isnan(e)
+        same = (a64 == e) | both_nan
+        err = np.abs(a64 - e)
+        err[same] = 0.0
+        err[np.isnan(err)] = math.inf  # NaN against a number
+        finite = np.isfinite(a64) & np.isfinite(e)
+        ok = same | (finite & (err <= atol + rtol * np.abs(e)))
+        rel = err / np.abs(e)
+        rel[err == 0] = 0.0
+    ecast, bad = _oracle_cast(e, dt)
+    ulp = ulp_distance(a, ecast)
+    if bad is not None:
+        ulp[bad.reshape(ulp.shape)] = ULP_MAX
+    ia, ir, iu = int(np.argmax(err)), int(np.argmax(rel)), int(np.argmax(ulp))
+    n_mismatch = int(a.size - np.count_nonzero(ok))
+    return OracleError(
+        max_abs=float(err.flat[ia]), max_rel=float(rel.flat[ir]), max_ulp=int(ulp.flat[iu]),
+        max_abs_index=_unravel(ia, a.shape), max_rel_index=_unravel(ir, a.shape),
+        max_ulp_index=_unravel(iu, a.shape), within_tolerance=n_mismatch == 0,
+        shape_mismatch=False, n_mismatch=n_mismatch, **common)
+
+
+# --------------------------------------------------------------------------- asserts
+
+
+def assert_bit_identical(
+    reps_or_a: Sequence[np.ndarray] | np.ndarray,
+    b: np.ndarray | None = None,
+    *,
+    name: str = "tensor",
+) -> TensorComparison:
+    """Raise :class:`ComparisonFailure` unless the arrays are bit-identical.
+
+    ``assert_bit_identical(a, b)`` compares two arrays; ``assert_bit_identical([r0, r1, ...])``
+    compares repetitions. Returns the comparison when identical.
+
+    Raises:
+        ComparisonFailure: with :meth:`TensorComparison.message` when not identical.
+        TypeError: for a single ndarray without ``b`` (ambiguous: pass a list of repetitions).
+    """
+    if b is not None:
+        result = compare_pair(name, reps_or_a, b)
+    elif isinstance(reps_or_a, np.ndarray):
+        raise TypeError("assert_bit_identical(a) needs b, or a sequence of repetitions")
+    else:
+        result = compare_repeats(name, reps_or_a)
+    if not result.bitwise_identical:
+        raise ComparisonFailure(result.message())
+    return result
+
+
+def assert_within_oracle(
+    name: str,
+    actual: np.ndarray,
+    expected: np.ndarray,
+    *,
+    atol: float | None = None,
+    rtol: float | None = None,
+    source: str | None = None,
+    n_terms: int = 1,
+) -> OracleError:
+    """Raise :class:`ComparisonFailure` with the dossier unless within the oracle's tolerance.
+
+    Takes :func:`compare_oracle`'s arguments; returns its result when within tolerance.
+    """
+    result = compare_oracle(name, actual, expected, atol=atol, rtol=rtol, source=source,
+                            n_terms=n_terms)
+    if not result.within_tolerance:
+        raise ComparisonFailure(result.message())
+    return result
+
+
+def assert_results_identical(
+    reps: Sequence[Mapping[str, np.ndarray]],
+) -> dict[str, TensorComparison]:
+    """Raise :class:`ComparisonFailure` unless every named array is bit-identical across reps.
+
+    The message joins the messages of every differing name. Returns the comparisons.
+    """
+    results = compare_results(reps)
+    bad = [r for r in results.values() if not r.bitwise_identical]
+    if bad:
+        raise ComparisonFailure("\n\n".join(r.message() for r in bad))
+    return results

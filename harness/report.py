@@ -1,0 +1,137 @@
+"""`harness report`: build or load the corpus, run the campaign, write the tables, localize findings."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import sys
+import time
+from typing import Any, Callable
+
+from harness.cases import Case, load_corpus
+from harness.contexts import parse_contexts
+from harness.devices import parse_devices
+from harness.errors import InvalidArgument
+from harness.runner import Campaign, CampaignSettings, parse_shard, plan, resume_inputs, shard
+from harness.subjects.registry import subjects_for
+
+__all__ = ["run_report", "new_run_dir", "point_latest", "REPORTS_DIR"]
+
+REPORTS_DIR = "reports"
+
+
+def new_run_dir(base: str = REPORTS_DIR) -> str:
+    """``reports/<UTC timestamp>-<pid>``: unique, sortable."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return os.path.join(base, f"{stamp}-{os.getpid()}")
+
+
+def point_latest(run_dir: str, base: str = REPORTS_DIR) -> None:
+    """Make ``reports/latest`` a symlink to ``run_dir`` (replaced atomically)."""
+    if os.path.abspath(os.path.dirname(os.path.abspath(run_dir))) != os.path.abspath(base):
+        return
+    link = os.path.join(base, "latest")
+    tmp = link + f".tmp{os.getpid()}"
+    try:
+        os.symlink(os.path.basename(run_dir), tmp)
+        os.replace(tmp, link)
+    except OSError:
+        pass
+
+
+def run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case]]) -> int:
+    """The report verb. Returns 0 when the report was written (findings are not failures)."""
+    from harness import tables
+    from harness.env import fingerprint
+
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+    if args.resume:
+        run_dir = args.resume
+        cases, meta = resume_inputs(run_dir)
+        subjects = [s for s in subjects_for(meta["subjects"])]
+        devices = parse_devices(",".join(meta["devices"]))
+        contexts = parse_contexts(",".join(meta["contexts"]))
+        settings = CampaignSettings(repeats=meta["repeats"], fresh=meta["fresh"], timeout=meta["timeout"],
+                                    plugins=tuple(meta.get("plugins", ())), quiet=args.quiet)
+    else:
+        t0 = time.perf_counter()
+        if args.corpus:
+            cases = load_corpus(args.corpus)
+        else:
+            cases = default_corpus(args.examples, seed=args.seed)
+        sh = parse_shard(args.shard)
+        if sh is not None:
+            cases = shard(cases, *sh)
+        timings["case_building"] = time.perf_counter() - t0
+        names = args.subjects.split(",") if args.subjects else None
+        subjects = subjects_for([n.strip() for n in names] if names else None)
+        devices = parse_devices(args.devices)
+        contexts = parse_contexts(args.contexts)
+        settings = CampaignSettings(repeats=args.repeats, fresh=args.workers_repeats, timeout=args.timeout,
+                                    plugins=tuple(args.subject_plugin), quiet=args.quiet)
+        run_dir = args.out or new_run_dir()
+    if not cases:
+        raise InvalidArgument("corpus holds no cases (check --corpus / --shard)")
+    tasks = plan(cases, subjects, devices, contexts)
+    campaign = Campaign(run_dir, settings)
+    if not args.resume:
+        campaign.write_inputs(cases, {"subjects": [s.name for s in subjects], "devices": [d.id for d in devices],
+                                      "contexts": [c.name for c in contexts], "shard": args.shard})
+    if not args.quiet:
+        print(f"harness report: {len(cases)} cases, {len(subjects)} subjects, devices "
+              f"{', '.join(d.id for d in devices)}, contexts {', '.join(c.name for c in contexts)}: "
+              f"{len(tasks)} tasks x ({settings.repeats} + {settings.fresh} fresh) runs -> {run_dir}", file=sys.stderr)
+    t0 = time.perf_counter()
+    campaign.run(tasks)
+    timings["campaign"] = time.perf_counter() - t0
+    root_cause = None
+    if not getattr(args, "no_localize", False):
+        root_cause = _root_cause_finder(run_dir, settings)
+    t0 = time.perf_counter()
+    env = fingerprint()
+    files = tables.write_report(run_dir, environment=env, root_cause=root_cause)
+    timings["report_writing"] = time.perf_counter() - t0
+    timings["total"] = time.perf_counter() - t_start
+    _write_timings(run_dir, {**campaign.stats, **timings})
+    point_latest(run_dir)
+    summary = tables.summary_frame(tables.results_frame(run_dir))
+    print(tables.terminal_summary(summary))
+    print(f"\nreport: {files.get('summary.html', run_dir)} ({timings['total']:.0f} s)")
+    return 0
+
+
+def _write_timings(run_dir: str, timings: dict[str, Any]) -> None:
+    import json
+
+    path = os.path.join(run_dir, "timings.json")
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(timings, f, indent=1, sort_keys=True)
+    os.replace(path + ".tmp", path)
+
+
+def _root_cause_finder(run_dir: str, settings: CampaignSettings) -> Callable[[Any], str] | None:
+    """A callback for the findings table: localize each run-to-run divergence (cached per task)."""
+    try:
+        from harness import localize
+    except ImportError:
+        return None
+    from harness.cases import load_corpus as _load
+
+    cases = {c.id: c for c in _load(os.path.join(run_dir, "corpus.jsonl"))}
+    cache: dict[tuple[str, str, str, str], str] = {}
+
+    def find(row: Any) -> str:
+        if row.get("kind") not in ("not reproducible", "observed but not declared", "declared and observed"):
+            return ""
+        key = (row["case_id"], row["subject"], row["device"], row["context"])
+        if key not in cache:
+            try:
+                loc = localize.localize(cases[key[0]], key[1], device=key[2], context=key[3], repeats=3)
+                cache[key] = loc.summary_line()
+            except Exception as exc:  # noqa: BLE001 - localization is best effort; say why
+                cache[key] = f"not localized: {type(exc).__name__}: {exc}"
+        return cache[key]
+
+    return find

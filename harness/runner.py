@@ -1,0 +1,386 @@
+"""The campaign: plan case x subject x device x context, run each R times in a pooled worker and K times
+in other processes, compare the repetitions, and stream everything to disk as it happens.
+
+Per context the runner starts one *pool* worker (reused: Chainer is imported once) and ``K``
+*fresh* workers, each its own process with its own memory pool, caches, BLAS thread pool and
+hash seed. Every task runs ``R`` times in the pool worker and once in each fresh worker, so
+state that survives inside one process cannot hide run-to-run variation. A worker that dies or
+hangs is replaced and the run is recorded as ``crashed`` / ``timeout``.
+
+Files under the campaign directory (each line flushed as soon as it exists):
+
+- ``runs.jsonl``: one line per run (status, error, timings, declared warnings, tensor digests);
+- ``tasks.jsonl``: one line per finished task: the comparison of its repetitions;
+- ``arrays/<task>.npz``: repetition 0's arrays, for cross-device, cross-context and oracle measures;
+- ``corpus.jsonl`` and ``campaign.json``: what was asked, so ``--resume`` continues it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from harness import compare
+from harness.cases import Case, load_corpus, write_corpus
+from harness.contexts import Context, get_context
+from harness.devices import Device, parse_device
+from harness.errors import InvalidArgument, WorkerError
+from harness.subjects.base import ErrorInfo, RunResult, Subject
+from harness.subjects.registry import get_subject
+from harness.worker import Worker
+
+__all__ = ["Task", "plan", "Campaign", "CampaignSettings", "shard", "parse_shard", "task_key", "load_tasks"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One case x subject x device x context."""
+
+    case: Case
+    subject: str
+    device: str
+    context: str
+
+    @property
+    def key(self) -> str:
+        return task_key(self.case.id, self.subject, self.device, self.context)
+
+
+def task_key(case_id: str, subject: str, device: str, context: str) -> str:
+    """The stable key of a task, used in file names and for resume."""
+    return f"{case_id}|{subject}|{device}|{context}"
+
+
+def array_file(key: str) -> str:
+    """The file name under ``arrays/`` that holds a task's repetition-0 arrays."""
+    return hashlib.sha256(key.encode()).hexdigest()[:20] + ".npz"
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``i/n`` (1-based) -> (i, n); None passes through."""
+    if text is None:
+        return None
+    try:
+        i, n = (int(p) for p in text.split("/"))
+    except ValueError:
+        raise InvalidArgument(f"shard={text!r} must look like i/n, for example 1/4") from None
+    if n < 1 or not 1 <= i <= n:
+        raise InvalidArgument(f"shard={text!r} needs 1 <= i <= n")
+    return i, n
+
+
+def shard(cases: Sequence[Case], i: int, n: int) -> list[Case]:
+    """The cases of shard ``i`` of ``n``: decided by each case's id, so any machine splits alike."""
+    return [c for c in cases if int(c.id, 16) % n == i - 1]
+
+
+def plan(cases: Iterable[Case], subjects: Iterable[Subject], devices: Iterable[Device],
+         contexts: Iterable[Context], oracle_contexts: tuple[str, ...] = ("default",)) -> list[Task]:
+    """Every applicable task, in a stable order. Oracle subjects run only in ``oracle_contexts``
+    (they are float64 NumPy and deterministic; once is enough to measure error against them),
+    and only on the devices they support; other subjects get a task on every device asked for,
+    so an unavailable GPU shows up as ``skipped`` rows, never as a silent absence."""
+    cases, subjects, devices, contexts = list(cases), list(subjects), list(devices), list(contexts)
+    tasks = []
+    for ctx in contexts:
+        for dev in devices:
+            if not ctx.applies_to(dev.kind):
+                continue
+            for subj in subjects:
+                is_oracle = subj.name.startswith("oracle.")
+                if is_oracle and (ctx.name not in oracle_contexts or dev.kind not in subj.devices):
+                    continue
+                if dev.kind not in subj.devices:
+                    continue
+                for case in cases:
+                    if subj.applies_to(case):
+                        tasks.append(Task(case, subj.name, dev.id, ctx.name))
+    return tasks
+
+
+@dataclass
+class CampaignSettings:
+    """How a campaign repeats and isolates runs."""
+
+    repeats: int = 5
+    fresh: int = 2
+    timeout: float = 120.0
+    plugins: tuple[str, ...] = ()
+    quiet: bool = False
+
+    def __post_init__(self) -> None:
+        if self.repeats < 1:
+            raise InvalidArgument(f"repeats={self.repeats} must be >= 1")
+        if self.fresh < 0:
+            raise InvalidArgument(f"workers-repeats={self.fresh} must be >= 0")
+        if self.timeout <= 0:
+            raise InvalidArgument(f"timeout={self.timeout} must be > 0")
+
+
+def _tensor_meta(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for k, a in arrays.items():
+        info: dict[str, Any] = {"dtype": a.dtype.name, "shape": list(a.shape), "digest": compare.digest(a)}
+        if a.dtype.kind == "f":
+            info["nan"] = int(np.isnan(a).sum())
+            info["inf"] = int(np.isinf(a).sum())
+        out[k] = info
+    return out
+
+
+class _Progress:
+    """A one-line progress bar on stderr: tasks done, failures, time left."""
+
+    def __init__(self, total: int, quiet: bool) -> None:
+        self.total, self.quiet = total, quiet or not total
+        self.done = self.failed = 0
+        self.t0 = time.perf_counter()
+        self.last = 0.0
+        self.tty = sys.stderr.isatty()
+
+    def step(self, failed: bool, label: str) -> None:
+        self.done += 1
+        self.failed += int(failed)
+        if self.quiet:
+            return
+        now = time.perf_counter()
+        if self.done != self.total and now - self.last < (0.2 if self.tty else 10.0):
+            return
+        self.last = now
+        el = now - self.t0
+        left = el / self.done * (self.total - self.done) if self.done else 0.0
+        width = 24
+        fill = int(width * self.done / self.total)
+        line = (f"[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} tasks, "
+                f"{self.failed} failing, {el:5.0f}s elapsed, ~{left:4.0f}s left  {label[:40]:<40}")
+        sys.stderr.write(("\r" if self.tty else "") + line + ("" if self.tty else "\n"))
+        if self.done == self.total and self.tty:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def load_tasks(directory: str) -> dict[str, dict[str, Any]]:
+    """The finished task records of a campaign directory, by key (a torn last line is ignored)."""
+    path = os.path.join(directory, "tasks.jsonl")
+    out: dict[str, dict[str, Any]] = {}
+    if not os.path.exists(path):
+        return out
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut short by an interrupted campaign
+            out[rec["key"]] = rec
+    return out
+
+
+@dataclass
+class _WorkerSet:
+    context: Context
+    settings: CampaignSettings
+    pool: Worker | None = None
+    fresh: list[Worker] = field(default_factory=list)
+    restarts: int = 0
+    startup_seconds: float = 0.0
+
+    def _new(self, label: str) -> Worker:
+        return Worker(env=dict(self.context.env), plugins=self.settings.plugins, label=label).start()
+
+    def start(self) -> None:
+        # Start all at once: they import Chainer in parallel.
+        self.pool = self._new("pool")
+        self.fresh = [self._new(f"fresh:{k}") for k in range(self.settings.fresh)]
+        for w in [self.pool, *self.fresh]:
+            w.wait_ready()
+            self.startup_seconds += w.startup_seconds
+
+    def worker(self, slot: str) -> Worker:
+        w = self.pool if slot == "pool" else self.fresh[int(slot.split(":")[1])]
+        if w is None or not w.alive:
+            self.restarts += 1
+            w = self._new(slot)
+            w.wait_ready()
+            self.startup_seconds += w.startup_seconds
+            if slot == "pool":
+                self.pool = w
+            else:
+                self.fresh[int(slot.split(":")[1])] = w
+        return w
+
+    def close(self) -> None:
+        for w in [self.pool, *self.fresh]:
+            if w is not None:
+                w.close()
+
+
+class Campaign:
+    """Runs a plan into a directory, resumably. ``run`` returns the task records (old and new)."""
+
+    def __init__(self, directory: str, settings: CampaignSettings) -> None:
+        self.dir = directory
+        self.settings = settings
+        os.makedirs(os.path.join(directory, "arrays"), exist_ok=True)
+        self.stats: dict[str, float] = {"worker_startup": 0.0, "subject": 0.0, "compare": 0.0,
+                                        "transfer_and_overhead": 0.0, "runs": 0, "restarts": 0}
+
+    # ---- files ------------------------------------------------------------------------
+    def write_inputs(self, cases: Sequence[Case], meta: dict[str, Any]) -> None:
+        """Record the corpus and the settings (for replay and ``--resume``)."""
+        write_corpus(cases, os.path.join(self.dir, "corpus.jsonl"))
+        meta = {**meta, "repeats": self.settings.repeats, "fresh": self.settings.fresh,
+                "timeout": self.settings.timeout, "plugins": list(self.settings.plugins)}
+        _atomic_json(os.path.join(self.dir, "campaign.json"), meta)
+
+    # ---- running ---------------------------------------------------------------------
+    def run(self, tasks: Sequence[Task]) -> dict[str, dict[str, Any]]:
+        done = load_tasks(self.dir)
+        todo = [t for t in tasks if t.key not in done]
+        progress = _Progress(len(todo), self.settings.quiet)
+        by_context: dict[str, list[Task]] = {}
+        for t in todo:
+            by_context.setdefault(t.context, []).append(t)
+        with open(os.path.join(self.dir, "runs.jsonl"), "a", encoding="utf-8") as runs_f, \
+                open(os.path.join(self.dir, "tasks.jsonl"), "a", encoding="utf-8") as tasks_f:
+            for ctx_name, ctx_tasks in by_context.items():
+                ctx = get_context(ctx_name)
+                needs_workers = any(parse_device(t.device).available for t in ctx_tasks)
+                workers = _WorkerSet(ctx, self.settings)
+                contention = None
+                try:
+                    if needs_workers:
+                        workers.start()
+                    if ctx.contention:
+                        from harness.contention import Contention
+
+                        gpus = sorted({t.device for t in ctx_tasks if parse_device(t.device).available})
+                        contention = Contention([parse_device(g) for g in gpus]).start() if gpus else None
+                    for task in ctx_tasks:
+                        rec = self._run_task(task, workers, runs_f)
+                        tasks_f.write(json.dumps(rec, sort_keys=True) + "\n")
+                        tasks_f.flush()
+                        done[task.key] = rec
+                        progress.step(rec["status"] not in ("ok", "skipped"), task.key)
+                finally:
+                    if contention is not None:
+                        contention.stop()
+                    workers.close()
+                    self.stats["worker_startup"] += workers.startup_seconds
+                    self.stats["restarts"] += workers.restarts
+        return done
+
+    def _run_task(self, task: Task, workers: _WorkerSet, runs_f: Any) -> dict[str, Any]:
+        device = parse_device(task.device)
+        ok, reason = device.availability()
+        slots = ["pool"] * self.settings.repeats + [f"fresh:{k}" for k in range(self.settings.fresh)]
+        results: list[tuple[str, RunResult]] = []
+        case_json = task.case.to_json()
+        for rep, slot in enumerate(slots):
+            t0 = time.perf_counter()
+            if not ok:
+                res = RunResult(task.subject, task.case.id, task.device, task.context, "skipped",
+                                skip_reason=reason)
+                pid = None
+            else:
+                try:
+                    w = workers.worker(slot)
+                    pid = w.pid
+                    res = w.run(case_json, task.subject, task.device, task.context, self.settings.timeout)
+                except WorkerError as exc:
+                    pid = None
+                    res = RunResult(task.subject, task.case.id, task.device, task.context, "crashed",
+                                    error=ErrorInfo("WorkerError", str(exc), "setup"))
+            wall = time.perf_counter() - t0
+            self.stats["runs"] += 1
+            self.stats["subject"] += res.subject_seconds
+            self.stats["transfer_and_overhead"] += max(wall - res.subject_seconds, 0.0)
+            line = {"key": task.key, "rep": rep, "process": slot, "pid": pid, "wall": wall, **res.meta(),
+                    "tensors": _tensor_meta(res.arrays)}
+            runs_f.write(json.dumps(line, sort_keys=True) + "\n")
+            runs_f.flush()
+            results.append((slot, res))
+            if res.status == "skipped":
+                # A skip is decided before anything runs: once is the whole story.
+                break
+        t0 = time.perf_counter()
+        rec = self._summarize(task, results)
+        self.stats["compare"] += time.perf_counter() - t0
+        return rec
+
+    def _summarize(self, task: Task, results: list[tuple[str, RunResult]]) -> dict[str, Any]:
+        statuses = [r.status for _, r in results]
+        ok_reps = [r for _, r in results if r.ok]
+        errors = [r.error.to_dict() for _, r in results if r.error is not None]
+        rec: dict[str, Any] = {
+            "key": task.key, "case_id": task.case.id, "family": task.case.family, "subject": task.subject,
+            "device": task.device, "context": task.context, "bad_input": task.case.bad,
+            "runs": len(results), "ok_runs": len(ok_reps),
+            "statuses": {s: statuses.count(s) for s in sorted(set(statuses))},
+            "status": ("ok" if len(ok_reps) == len(results) else
+                       "skipped" if statuses and statuses[0] == "skipped" else
+                       "error" if not ok_reps else "partial"),
+            "skip_reason": next((r.skip_reason for _, r in results if r.skip_reason), None),
+            "errors": errors[:1] + [e for e in errors[1:] if e["message"] != errors[0]["message"]][:3],
+            "declared_warnings": sorted({w for _, r in results for w in r.declared_warnings}),
+            "subject_seconds": sum(r.subject_seconds for _, r in results),
+            "processes": sorted({slot for slot, _ in results}),
+            "tensors": {},
+            "array_file": None,
+        }
+        if ok_reps:
+            reps = [r.arrays for r in ok_reps]
+            comps = compare.compare_results(reps)
+            rec["tensors"] = {name: _comparison_dict(c) for name, c in comps.items()}
+            fname = array_file(task.key)
+            _atomic_npz(os.path.join(self.dir, "arrays", fname), ok_reps[0].arrays)
+            rec["array_file"] = fname
+        return rec
+
+
+def _comparison_dict(c: Any) -> dict[str, Any]:
+    return {
+        "dtype": c.dtype, "shape": list(c.shape), "repeats": c.repeats, "bitwise_identical": c.bitwise_identical,
+        "n_diff": c.n_diff, "n_total": c.n_total, "frac_diff": c.frac_diff, "max_ulp": int(c.max_ulp),
+        "max_ulp_index": None if c.max_ulp_index is None else list(c.max_ulp_index),
+        "first_diff_index": None if c.first_diff_index is None else list(c.first_diff_index),
+        "n_unique": c.n_unique, "digest": c.digests[0] if c.digests else None,
+        "nan_count": c.nan_count, "inf_count": c.inf_count, "shape_mismatch": c.shape_mismatch,
+    }
+
+
+def _atomic_json(path: str, data: Any) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _atomic_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
+    tmp = path + ".tmp.npz"
+    np.savez(tmp, **{k.replace("/", "_"): v for k, v in arrays.items()})
+    os.replace(tmp, path)
+
+
+def load_arrays(directory: str, fname: str | None) -> dict[str, np.ndarray]:
+    """Repetition 0's arrays of a task (empty when the task produced none)."""
+    if not fname:
+        return {}
+    with np.load(os.path.join(directory, "arrays", fname), allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def resume_inputs(directory: str) -> tuple[list[Case], dict[str, Any]]:
+    """The corpus and settings of an earlier campaign, for ``--resume``."""
+    meta_path = os.path.join(directory, "campaign.json")
+    if not os.path.exists(meta_path):
+        raise InvalidArgument(f"resume={directory!r} holds no campaign.json: nothing to resume")
+    with open(meta_path, encoding="utf-8") as f:
+        meta = json.load(f)
+    return load_corpus(os.path.join(directory, "corpus.jsonl")), meta

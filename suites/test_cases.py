@@ -1,0 +1,202 @@
+"""Cases round-trip through JSON, rebuild identical bytes anywhere, and reject bad specs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from harness.cases import Case, build_arrays, decode_array, encode_array, load_corpus, write_corpus
+from harness.errors import InvalidArgument
+from harness.profiles import DB_ENV, PROFILE_ENV, PROFILES, database_path, default_profile, load_profile
+from harness.strategies import any_case, bad_corpus, bad_inputs, bounds_for, corpus
+
+FAST = settings(max_examples=25, deadline=None, database=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def _roundtrip(case: Case) -> None:
+    again = Case.from_json(case.to_json())
+    assert again.id == case.id and again.to_json() == case.to_json() and again == case
+    assert Case.from_dict({**case.to_dict(), "id": case.id}).id == case.id
+
+
+def _digests(case: Case) -> dict[str, str]:
+    return {name: f"{a.dtype.str}{a.shape}:{hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()}"
+            for name, a in sorted(build_arrays(case).items())}
+
+
+@FAST
+@given(any_case(**bounds_for("ci", "all")))
+def test_drawn_cases_roundtrip_json(case):
+    _roundtrip(case)
+
+
+@FAST
+@given(bad_inputs())
+def test_drawn_bad_cases_roundtrip_json(case):
+    _roundtrip(case)
+    assert Case.from_json(case.to_json()).expect == case.expect
+
+
+def test_corpus_cases_roundtrip_json():
+    cs = corpus("all", examples=150, seed=21) + bad_corpus(examples=40, seed=21)
+    for case in cs:
+        _roundtrip(case)
+
+
+def test_write_and_load_corpus_keep_bytes(tmp_path):
+    cs = corpus("all", examples=30, seed=8)
+    p1, p2 = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_corpus(cs, str(p1))
+    write_corpus(load_corpus(str(p1)), str(p2))
+    assert p1.read_bytes() == p2.read_bytes()
+    write_corpus(corpus("all", examples=30, seed=9), str(p2))
+    assert p1.read_bytes() != p2.read_bytes()
+
+
+_BUILD_SCRIPT = """
+import hashlib, json, sys
+import numpy as np
+from harness.cases import Case, build_arrays
+out = []
+for line in sys.stdin:
+    c = Case.from_json(line)
+    out.append({n: f"{a.dtype.str}{a.shape}:{hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()}"
+                for n, a in sorted(build_arrays(c).items())})
+print(json.dumps(out))
+"""
+
+
+def test_build_arrays_identical_in_a_fresh_process():
+    cs = corpus("all", examples=45, seed=5) + bad_corpus(examples=20, seed=5)
+    expected = [_digests(c) for c in cs]
+    env = {**os.environ, "PYTHONHASHSEED": "7"}
+    out = subprocess.run([sys.executable, "-c", _BUILD_SCRIPT], input="".join(c.to_json() + "\n" for c in cs),
+                         env=env, capture_output=True, text=True, check=True, timeout=60)
+    assert json.loads(out.stdout) == expected, out.stderr
+
+
+def test_build_arrays_are_repeatable_and_independent_per_name():
+    c = corpus("lstm", examples=1, seed=2)[0]
+    assert _digests(c) == _digests(c)
+    spec = dict(c.spec, initial_state="given" if c.spec["initial_state"] == "none" else "none")
+    other = Case("lstm", c.seed, spec)
+    same = {k for k in _digests(c) if k not in ("hx", "cx")}
+    assert {k: _digests(c)[k] for k in same} == {k: _digests(other)[k] for k in same}
+
+
+# ---- explicit arrays ---------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype, bits", [("float16", 0x7E01), ("float32", 0x7FC00123), ("float32", 0x7F800001),
+                                         ("float64", 0x7FF8DEADBEEF0001), ("float64", 0xFFF0000000000007)])
+def test_nan_payloads_survive_encode_decode(dtype, bits):
+    uint = {"float16": np.uint16, "float32": np.uint32, "float64": np.uint64}[dtype]
+    a = np.array([bits, 0, bits], dtype=uint).view(dtype)
+    back = decode_array(json.loads(json.dumps(encode_array(a))))
+    assert back.dtype == a.dtype and back.view(uint).tolist() == a.view(uint).tolist()
+
+
+@FAST
+@given(hnp.arrays(st.sampled_from(["float16", "float32", "float64"]), hnp.array_shapes(min_dims=1, max_dims=3, min_side=0),
+                  elements=st.floats(allow_nan=True, allow_infinity=True, width=16)))
+def test_float_arrays_roundtrip_bit_exact(a):
+    enc = encode_array(a)
+    back = decode_array(json.loads(json.dumps(enc)))
+    assert back.shape == a.shape and back.dtype == a.dtype and back.tobytes() == a.tobytes()
+
+
+@FAST
+@given(hnp.arrays(st.sampled_from(["int8", "int16", "int32", "int64", "uint8"]), hnp.array_shapes(min_side=0)))
+def test_int_arrays_roundtrip(a):
+    back = decode_array(json.loads(json.dumps(encode_array(a))))
+    assert back.dtype == a.dtype and np.array_equal(back, a)
+
+
+def test_explicit_ids_override_and_drive_shapes():
+    x = np.array([[0, 3], [3, -1]], dtype="int16")
+    c = Case("embed", 1, {"vocab": 4, "width": 2, "ids_shape": [2, 2], "id_dtype": "int16",
+                          "ignore_label": -1, "id_kind": "explicit"}, {"x": encode_array(x)})
+    arrays = build_arrays(c)
+    assert np.array_equal(arrays["x"], x) and arrays["gy"].shape == (2, 2, 2)
+    _roundtrip(c)
+
+
+def test_inject_plants_nonfinite_values():
+    c = Case("embed", 3, {"vocab": 5, "width": 2, "ids_shape": [4], "ignore_label": None,
+                          "inject": [{"array": "W", "index": 1, "value": "nan"},
+                                     {"array": "gy", "index": 2, "value": "-inf"}]},
+             expect={"kind": "propagates", "behaviour": "x"}, tags=("bad:nan_inf_w",))
+    a = build_arrays(c)
+    assert np.isnan(a["W"].ravel()[1]) and a["gy"].ravel()[2] == -np.inf
+    _roundtrip(c)
+
+
+# ---- validation --------------------------------------------------------------------------------
+_EMBED = {"vocab": 4, "width": 2, "ids_shape": [3]}
+_LSTM = {"lengths": [2], "in_size": 2, "hidden": 2, "n_layers": 1}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(family="conv", seed=0, spec=_EMBED), "family='conv'"),
+    (dict(family="embed", seed=-1, spec=_EMBED), "seed=-1"),
+    (dict(family="embed", seed=True, spec=_EMBED), "seed=True"),
+    (dict(family="embed", seed=0, spec={**_EMBED, "ids_shape": [1, 2, 3, 4]}), r"ids_shape=\[1, 2, 3, 4\]"),
+    (dict(family="embed", seed=0, spec={**_EMBED, "vocab": 0}), "vocab=0"),
+    (dict(family="embed", seed=0, spec={**_EMBED, "id_kind": "zipf"}), "id_kind='zipf'"),
+    (dict(family="embed", seed=0, spec={**_EMBED, "ignore_frac": 1.5}), "ignore_frac=1.5"),
+    (dict(family="embed", seed=0, spec={**_EMBED, "w_dtype": "int8"}), "w_dtype='int8'"),
+    (dict(family="embed", seed=0, spec={**_EMBED, "gy_kind": "huge"}), "gy_kind='huge'"),
+    (dict(family="lstm", seed=0, spec={**_LSTM, "lengths": []}), r"lengths=\[\]"),
+    (dict(family="lstm", seed=0, spec={**_LSTM, "lengths": [2, 0]}), r"lengths=\[2, 0\]"),
+    (dict(family="lstm", seed=0, spec={**_LSTM, "dropout": 1.0}), "dropout=1.0"),
+    (dict(family="lstm", seed=0, spec={k: v for k, v in _LSTM.items() if k != "hidden"}), "'hidden'"),
+])
+def test_case_validation_names_the_field(kwargs, message):
+    with pytest.raises(InvalidArgument, match=message):
+        Case(**kwargs)
+
+
+def test_bad_cases_may_hold_zero_lengths():
+    c = Case("lstm", 0, {**_LSTM, "lengths": [2, 0]}, expect={"kind": "either", "of": []}, tags=("bad:zero_length",))
+    assert build_arrays(c)["xs.1"].shape == (0, 2)
+
+
+# ---- profiles ------------------------------------------------------------------------------------
+def test_profiles_register_and_load(monkeypatch):
+    from hypothesis import settings as hsettings
+
+    previous = hsettings.get_current_profile_name() if hasattr(hsettings, "get_current_profile_name") else None
+    try:
+        for name in PROFILES:
+            assert load_profile(name) == name
+        assert hsettings.get_profile("ci").derandomize and hsettings.get_profile("ci").deadline is None
+        assert hsettings.get_profile("ci").max_examples <= 15
+        assert hsettings.get_profile("dev").max_examples == 50
+        assert hsettings.get_profile("audit").max_examples == 500
+        monkeypatch.setenv(PROFILE_ENV, "audit")
+        assert default_profile() == "audit" and load_profile() == "audit"
+        monkeypatch.setenv(PROFILE_ENV, "bogus")
+        with pytest.raises(InvalidArgument, match="HARNESS_PROFILE='bogus'"):
+            load_profile()
+        monkeypatch.delenv(PROFILE_ENV)
+        monkeypatch.setenv("CI", "1")
+        assert default_profile() == "ci"
+        monkeypatch.delenv("CI")
+        assert default_profile() == "dev"
+    finally:
+        hsettings.load_profile(previous or "default")
+
+
+def test_database_path_honours_env(monkeypatch, tmp_path):
+    monkeypatch.delenv(DB_ENV, raising=False)
+    assert database_path().parts[-2:] == (".hypothesis", "examples")
+    monkeypatch.setenv(DB_ENV, str(tmp_path / "db"))
+    assert database_path() == tmp_path / "db"
