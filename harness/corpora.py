@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from harness.cases import Case
 
-__all__ = ["anchor_cases", "default_corpus", "DEFAULT_SEED", "DEFAULT_EXAMPLES"]
+__all__ = ["anchor_cases", "default_corpus", "gate_corpus", "DEFAULT_SEED", "DEFAULT_EXAMPLES"]
 
 DEFAULT_SEED = 20261202
 DEFAULT_EXAMPLES = {"embed": 6, "lstm": 4, "pipeline": 3}
@@ -40,7 +40,7 @@ def anchor_cases() -> list[Case]:
         Case("embed", 42, {"vocab": 5, "width": 3, "ids_shape": [6], "w_dtype": "float16"},
              expect={"kind": "raises", "errors": ["InvalidType"], "subjects": ["espnet.embed_id", "espnet.EmbedID"],
                      "behaviour": "ESPnet's type check accepts only float32 W; Chainer accepts float16"},
-             tags=("anchor", "bad:w_dtype")),
+             tags=("anchor", "bad:w_dtype_espnet")),
     ]
 
 
@@ -58,6 +58,17 @@ def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEF
     for i, (family, n) in enumerate(sorted(per.items())):
         if n > 0:
             cases.extend(corpus(family, examples=n, seed=seed + i, profile="ci"))
+    seen: dict[str, Case] = {}
+    for c in cases:
+        seen.setdefault(c.id, c)
+    return list(seen.values())
+
+
+def gate_corpus(seed: int = DEFAULT_SEED, bad_examples: int = 24) -> list[Case]:
+    """The default corpus plus generated bad inputs of every kind: what ``harness gate`` runs."""
+    from harness.strategies import bad_corpus
+
+    cases = default_corpus(seed=seed) + bad_corpus(examples=bad_examples, seed=seed)
     seen: dict[str, Case] = {}
     for c in cases:
         seen.setdefault(c.id, c)

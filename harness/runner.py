@@ -334,8 +334,14 @@ class Campaign:
             "tensors": {},
             "array_file": None,
         }
+        ok_slots = [slot for slot, r in results if r.ok]
+        rec["rep_processes"] = ok_slots
+        rec["rep_digests"] = {}
         if ok_reps:
             reps = [r.arrays for r in ok_reps]
+            names = sorted({k for a in reps for k in a})
+            # Per repetition, so the gate can tell run-to-run (pool) from across-process (fresh) drift.
+            rec["rep_digests"] = {k: [compare.digest(a[k]) if k in a else None for a in reps] for k in names}
             comps = compare.compare_results(reps)
             rec["tensors"] = {name: _comparison_dict(c) for name, c in comps.items()}
             fname = array_file(task.key)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
+
 from harness.cases import Case, build_arrays
 from harness.compat import import_chainer
 from harness.contexts import Context
@@ -65,9 +67,19 @@ def _function_run(bidirectional: bool) -> Callable[[Case, Device, Context, Recor
         hx = chainer.Variable(a["hx"] if given else xp.zeros(shape, dtype=a["ws.0.0"].dtype))
         cx = chainer.Variable(a["cx"] if given else xp.zeros(shape, dtype=a["ws.0.0"].dtype))
         fn = F.n_step_bilstm if bidirectional else F.n_step_lstm
+        # F.n_step_* take time-major input, sorted by decreasing length (xs[t] is (B_t, I)); do
+        # what L.NStepLSTM does: sort, transpose, run, transpose back, unsort.
+        perm = np.argsort([-len(x) for x in xs], kind="stable").astype(np.int32)
+        inv = np.argsort(perm)
         _seed_dropout(case, device)
         with rec.phase("forward"):
-            hy, cy, ys = fn(n_layers, float(s.get("dropout", 0.0)), hx, cx, ws, bs, xs)
+            xs_tm = F.transpose_sequence([xs[p] for p in perm])
+            hy_s, cy_s, ys_tm = fn(n_layers, float(s.get("dropout", 0.0)), F.permutate(hx, perm, axis=1),
+                                   F.permutate(cx, perm, axis=1), ws, bs, xs_tm)
+            ys_sorted = F.transpose_sequence(ys_tm)
+            ys = [ys_sorted[inv[i]] for i in range(len(xs))]
+            hy = F.permutate(hy_s, perm, axis=1, inv=True)
+            cy = F.permutate(cy_s, perm, axis=1, inv=True)
         run_lstm_outputs(rec, hy, cy, ys, a, chainer)
         for i, x in enumerate(xs):
             rec.output(f"grad.xs.{i}", x.grad)
