@@ -379,8 +379,6 @@ def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     """A nested fingerprint as ``{"blas.0.num_threads": 2, "env.OMP_NUM_THREADS": "1", ...}``."""
     out: dict[str, Any] = {}
     if isinstance(d, dict):
-        if not d and prefix:
-            out[prefix.rstrip(".")] = {}
         for k, v in d.items():
             out.update(flatten(v, f"{prefix}{k}."))
     elif isinstance(d, list) and d and all(isinstance(x, dict) for x in d):
@@ -479,7 +477,7 @@ class AuditComparison:
         return dict(zip(self.subjects["subject"], self.subjects["verdict"]))
 
     def to_markdown(self) -> str:
-        lines = [f"# Audit comparison", "",
+        lines = ["# Audit comparison", "",
                  f"- A: `{self.a.path}` ({self.a.label}, {self.a.created})",
                  f"- B: `{self.b.path}` ({self.b.label}, {self.b.created})", ""]
         for w in self.warnings:
@@ -493,8 +491,8 @@ class AuditComparison:
         return "\n".join(lines) + "\n"
 
 
-_ROW_COLUMNS = ["subject", "device", "context", "verdict", "cases", "tensors", "changed", "arrays_kept",
-                "max_ulp", "max_rel", "beyond_tolerance", "newly_failing", "fixed", "not_reproducible",
+_ROW_COLUMNS = ["subject", "device", "context", "verdict", "cases", "changed_cases", "tensors", "changed",
+                "arrays_kept", "max_ulp", "max_rel", "max_abs", "beyond_tolerance", "newly_failing", "fixed", "not_reproducible",
                 "skipped", "only_in_a", "only_in_b"]
 
 
@@ -506,18 +504,19 @@ def _failing(status: str) -> bool:
     return status not in ("ok", "skipped")
 
 
-def _measure(name: str, x: np.ndarray | None, y: np.ndarray | None) -> tuple[float, float, bool]:
-    """(max ULP, max relative difference, within gradient_tolerance) of two kept arrays."""
+def _measure(name: str, x: np.ndarray | None, y: np.ndarray | None) -> tuple[float, float, float, bool]:
+    """(max ULP, max relative difference, max absolute difference, within gradient_tolerance) of two
+    kept arrays. The relative difference of an element is ``|a - b| / max(|a|, |b|)``."""
     from harness import compare
 
     if x is None or y is None or x.shape != y.shape or x.dtype != y.dtype:
-        return math.inf, math.inf, False
+        return math.inf, math.inf, math.inf, False
     c = compare.compare_pair(name, x, y)
     ulp = math.inf if c.max_ulp == compare.ULP_MAX else float(c.max_ulp)
     if c.bitwise_identical:
-        return 0.0, 0.0, True
+        return 0.0, 0.0, 0.0, True
     if x.dtype.kind not in "fciub":
-        return ulp, math.inf, False
+        return ulp, math.inf, math.inf, False
     a, b = x.astype(np.float64 if x.dtype.kind != "c" else np.complex128), y.astype(
         np.float64 if y.dtype.kind != "c" else np.complex128)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -532,7 +531,10 @@ def _measure(name: str, x: np.ndarray | None, y: np.ndarray | None) -> tuple[flo
         except ValueError:
             atol = rtol = 0.0
         within = bool(np.all(same | (diff <= atol + rtol * np.abs(a))))
-    return ulp, float(np.max(rel)) if rel.size else 0.0, within
+    if not rel.size:
+        return ulp, 0.0, 0.0, within
+    absdiff = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
+    return ulp, float(np.max(rel)), absdiff, within
 
 
 def compare_audits(a: Audit | str | os.PathLike[str], b: Audit | str | os.PathLike[str]) -> AuditComparison:
@@ -555,7 +557,7 @@ def compare_audits(a: Audit | str | os.PathLike[str], b: Audit | str | os.PathLi
         g = groups.get(key[1:])
         if g is None:
             g = groups[key[1:]] = dict.fromkeys(_ROW_COLUMNS[4:], 0)
-            g.update(subject=key[1], device=key[2], context=key[3], max_ulp=None, max_rel=None,
+            g.update(subject=key[1], device=key[2], context=key[3], max_ulp=None, max_rel=None, max_abs=None,
                      arrays_kept=True, _no_arrays=0, _err_changed=0, _measured=False)
         return g
 
@@ -594,6 +596,7 @@ def compare_audits(a: Audit | str | os.PathLike[str], b: Audit | str | os.PathLi
                    or x["tensors"][n]["digest"] != y["tensors"][n]["digest"]]
         g["tensors"] += len(names)
         g["changed"] += len(changed)
+        g["changed_cases"] += int(bool(changed))
         if changed and nonrepro:
             g["not_reproducible"] += 1
         arr_a, arr_b = a.arrays(x), b.arrays(y)
@@ -604,10 +607,12 @@ def compare_audits(a: Audit | str | os.PathLike[str], b: Audit | str | os.PathLi
         g["_measured"] = True
         g["max_ulp"] = g["max_ulp"] or 0.0
         g["max_rel"] = g["max_rel"] or 0.0
+        g["max_abs"] = g["max_abs"] or 0.0
         for n in changed:
-            ulp, rel, within = _measure(n, arr_a.get(n), arr_b.get(n))
+            ulp, rel, absdiff, within = _measure(n, arr_a.get(n), arr_b.get(n))
             g["max_ulp"] = max(g["max_ulp"], ulp)
             g["max_rel"] = max(g["max_rel"], rel)
+            g["max_abs"] = max(g["max_abs"], absdiff)
             g["beyond_tolerance"] += int(not within)
 
     rows = []
@@ -616,6 +621,7 @@ def compare_audits(a: Audit | str | os.PathLike[str], b: Audit | str | os.PathLi
         if not g["_measured"]:
             g["max_ulp"] = g["max_ulp"] if g["max_ulp"] is not None else math.nan
             g["max_rel"] = g["max_rel"] if g["max_rel"] is not None else math.nan
+            g["max_abs"] = g["max_abs"] if g["max_abs"] is not None else math.nan
         if g["cases"] == 0:
             g["arrays_kept"] = False
         g["verdict"] = _verdict(g)
@@ -624,6 +630,7 @@ def compare_audits(a: Audit | str | os.PathLike[str], b: Audit | str | os.PathLi
     if len(df):
         df["max_ulp"] = df["max_ulp"].astype(float)
         df["max_rel"] = df["max_rel"].astype(float)
+        df["max_abs"] = df["max_abs"].astype(float)
     return AuditComparison(a, b, df, _subject_summary(df), environment_diff(a.environment, b.environment),
                            warnings)
 
@@ -649,13 +656,16 @@ def _verdict(g: Mapping[str, Any]) -> str:
 def _subject_summary(df: Any) -> Any:
     import pandas as pd
 
-    cols = ["subject", "verdict", "rows", "tensors", "changed", "max_ulp", "max_rel"]
+    cols = ["subject", "verdict", "rows", "cases", "changed_cases", "tensors", "changed", "max_ulp", "max_rel",
+            "max_abs"]
     out = []
     for subject, part in df.groupby("subject", sort=True):
         verdicts = [v for v in part["verdict"] if v != "not compared"] or ["not compared"]
         out.append({"subject": subject, "verdict": min(verdicts, key=VERDICTS.index), "rows": len(part),
+                    "cases": int(part["cases"].sum()), "changed_cases": int(part["changed_cases"].sum()),
                     "tensors": int(part["tensors"].sum()), "changed": int(part["changed"].sum()),
-                    "max_ulp": part["max_ulp"].max(skipna=True), "max_rel": part["max_rel"].max(skipna=True)})
+                    "max_ulp": part["max_ulp"].max(skipna=True), "max_rel": part["max_rel"].max(skipna=True),
+                    "max_abs": part["max_abs"].max(skipna=True)})
     return pd.DataFrame(out, columns=cols)
 
 
@@ -673,8 +683,9 @@ def _present(df: Any) -> Any:
     out = df.copy()
     if "max_ulp" in out:
         out["max_ulp"] = [_fmt_num(v, "ulp") for v in out["max_ulp"]]
-    if "max_rel" in out:
-        out["max_rel"] = [_fmt_num(v, "rel") for v in out["max_rel"]]
+    for col in ("max_rel", "max_abs"):
+        if col in out:
+            out[col] = [_fmt_num(v, "rel") for v in out[col]]
     return out
 
 
@@ -722,7 +733,9 @@ def _heatmap(rows: Any) -> str:
     ax.set_yticks(range(piv.shape[0]), labels=list(piv.index))
     for i in range(piv.shape[0]):
         for j in range(piv.shape[1]):
-            ax.text(j, i, str(int(piv.values[i, j])), ha="center", va="center", fontsize=8)
+            v = int(piv.values[i, j])
+            ax.text(j, i, str(v), ha="center", va="center", fontsize=8,
+                    color="white" if v > 0.6 * max(1, int(piv.values.max())) else "black")
     ax.set_title("tensors with a changed digest (A vs B)")
     fig.colorbar(im, ax=ax, shrink=0.8)
     return _png(fig)

@@ -128,6 +128,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     subject = get_subject(args.subject)
     device = parse_device(args.device)
     context = get_context(args.context)
+    if args.repeats < 1:
+        from harness.errors import InvalidArgument
+
+        raise InvalidArgument(f"repeats={args.repeats} must be >= 1")
     print(f"case {case.id} ({case.family}), subject {subject.name}, device {device.id}, context {context.name}, "
           f"{args.repeats} repeats")
     results = [execute(subject, case, device, context) for _ in range(args.repeats)]

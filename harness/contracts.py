@@ -13,7 +13,7 @@ A contract line::
     tolerance = { float32 = [1e-4, 1e-3] }   # optional (atol, rtol) per dtype; default compare.gradient_tolerance
     reason = "exists to be reproducible on GPU: one-hot GEMM instead of atomicAdd"
 
-A bad-input line::
+A bad-input line (it also applies to valid cases carrying the tag, e.g. ``ids:empty``)::
 
     [[bad_input]]
     tag = "bad:id_out_of_range_high"   # a tag the bad_inputs strategy puts on the case
@@ -109,6 +109,9 @@ class Contracts:
     path: str
     contracts: tuple[Contract, ...]
     bad_inputs: tuple[BadInputRule, ...] = field(default_factory=tuple)
+
+    def __repr__(self) -> str:
+        return f"Contracts({self.path!r}, {len(self.contracts)} contracts, {len(self.bad_inputs)} bad-input rules)"
 
     def find(self, subject: str, device_kind: str, context: str) -> Contract | None:
         """The line for exactly this context, else the subject/device's ``*`` line, else None."""
@@ -231,6 +234,6 @@ def validate(contracts: Contracts, subjects: Mapping[str, Any], contexts: Iterab
         for s in r.subjects:
             if s != "*" and s not in subjects:
                 problems.append(f"{where}: subject={s!r} is not registered")
-        if not r.tag.startswith("bad:"):
-            problems.append(f"{where}: tag={r.tag!r} is not a bad-input tag (they start with 'bad:')")
+        if ":" not in r.tag:
+            problems.append(f"{where}: tag={r.tag!r} is not a case tag (kind:value, e.g. bad:float_ids or ids:empty)")
     return problems

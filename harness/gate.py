@@ -207,8 +207,8 @@ def gate_campaign(run_dir: str, contracts: Contracts) -> list[Violation]:
             continue
         case = cases[rec["case_id"]]
         kind = rec["device"].split(":")[0]
-        if case.bad:
-            rules = contracts.bad_rules(rec["subject"], kind, case.tags, rec["context"])
+        rules = contracts.bad_rules(rec["subject"], kind, case.tags, rec["context"])
+        if case.bad or rules:
             err = rec["errors"][0] if rec["errors"] else None
             from harness.subjects.base import ErrorInfo
 

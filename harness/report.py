@@ -50,6 +50,10 @@ def run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case
     if args.resume:
         run_dir = args.resume
         cases, meta = resume_inputs(run_dir)
+        from harness.subjects.registry import load_plugin
+
+        for spec in meta.get("plugins", ()):  # the parent needs the plug-in subjects too, not just the workers
+            load_plugin(spec)
         subjects = [s for s in subjects_for(meta["subjects"])]
         devices = parse_devices(",".join(meta["devices"]))
         contexts = parse_contexts(",".join(meta["contexts"]))

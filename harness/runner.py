@@ -247,6 +247,8 @@ class Campaign:
         by_context: dict[str, list[Task]] = {}
         for t in todo:
             by_context.setdefault(t.context, []).append(t)
+        for name in ("runs.jsonl", "tasks.jsonl"):
+            _end_torn_line(os.path.join(self.dir, name))
         with open(os.path.join(self.dir, "runs.jsonl"), "a", encoding="utf-8") as runs_f, \
                 open(os.path.join(self.dir, "tasks.jsonl"), "a", encoding="utf-8") as tasks_f:
             for ctx_name, ctx_tasks in by_context.items():
@@ -359,6 +361,20 @@ def _comparison_dict(c: Any) -> dict[str, Any]:
         "n_unique": c.n_unique, "digest": c.digests[0] if c.digests else None,
         "nan_count": c.nan_count, "inf_count": c.inf_count, "shape_mismatch": c.shape_mismatch,
     }
+
+
+def _end_torn_line(path: str) -> None:
+    """End a last line cut short by an interrupted campaign, so the next record starts a line of its own."""
+    try:
+        with open(path, "rb+") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                f.write(b"\n")
+    except FileNotFoundError:
+        pass
 
 
 def _atomic_json(path: str, data: Any) -> None:

@@ -1,0 +1,362 @@
+"""Driver audits (harness/audit.py): audit files, compare, merge, shards, and the committed corpus.
+
+The audits here run small sub-corpora: the anchor LSTM case tagged ``blas-split`` (whose bits
+differ between 1 and 2 OpenBLAS threads on the CI machine) and two anchor embed cases. Every
+audit costs one worker start-up (about a second); the two BLAS-thread audits run as
+``python -m harness audit`` subprocesses, since a thread count set by environment variable
+takes effect only at process start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness import audit as A
+from harness.cases import corpus_digest, load_corpus, write_corpus
+from harness.compare import digest
+from harness.corpora import anchor_cases
+from harness.errors import AuditFileError, InvalidArgument
+
+ROOT = Path(__file__).resolve().parents[1]
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS", "MKL_NUM_THREADS",
+               "BLIS_NUM_THREADS")
+EMBED_SUBJECTS = ("chainer.embed_id", "chainer.EmbedID", "espnet.embed_id", "espnet.EmbedID")
+BLAS_SPLIT = next(c for c in anchor_cases() if "blas-split" in c.tags)
+
+
+def _anchor(tag: str):
+    return next(c for c in anchor_cases() if tag in c.tags)
+
+
+def _harness(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("audit")
+
+
+@pytest.fixture(scope="module")
+def small(work) -> Path:
+    """blas-split LSTM + two embed anchors; by id, shard 1/2 and shard 2/2 are both non-empty."""
+    cases = [_anchor("ignore:-1"), _anchor("ignore:V-1"), BLAS_SPLIT]
+    path = work / "small.jsonl"
+    write_corpus(cases, str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def whole(work, small):
+    """Two in-process audits of the small corpus with the same settings, on this machine."""
+    return [A.load_audit(_run(small, work / f"whole{i}.json")) for i in (1, 2)]
+
+
+def _threads(au: A.Audit) -> int:
+    return int(au.environment["blas"][0]["num_threads"]) if au.environment.get("blas") else 1
+
+
+def _run(corpus: Path, out: Path, **kw) -> Path:
+    A.run_audit(str(corpus), kw.pop("devices", "cpu"), kw.pop("contexts", "default"), str(out), quiet=True, **kw)
+    return out
+
+
+@pytest.fixture(scope="module")
+def blas_pair(work, small):
+    """Audit A at the machine's default BLAS threads, B with OPENBLAS/OMP_NUM_THREADS=1, both via the
+    command line, both keeping arrays in one shared directory."""
+    base = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+    one = {**base, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    keep = work / "arrays"
+    out = {}
+    for name, env in (("blasN", base), ("blas1", one)):
+        path = work / f"{name}.json"
+        p = _harness("audit", "--corpus", str(small), "--out", str(path), "--devices", "cpu",
+                     "--keep-arrays", str(keep), "--quiet", env=env)
+        out[name] = (p, path)
+    return out, keep
+
+
+# ---- the committed corpus ------------------------------------------------------------------------
+def test_committed_corpus_covers_every_family_and_kind():
+    assert A.DEFAULT_CORPUS == ROOT / "suites" / "corpus" / "audit.jsonl"
+    cases = load_corpus(str(A.DEFAULT_CORPUS))
+    assert 20 <= len(cases) <= 30 and len({c.id for c in cases}) == len(cases)
+    assert {c.family for c in cases} == {"embed", "lstm", "pipeline"}
+    assert {c.id for c in anchor_cases()} <= {c.id for c in cases}
+    ignore = [c for c in cases if c.spec.get("ignore_label") is not None]
+    assert {c.family for c in ignore} == {"embed", "pipeline"}
+    assert len({c.spec["ignore_label"] for c in ignore}) >= 3
+    ragged = [c for c in cases if "lengths" in c.spec and len(set(c.spec["lengths"])) > 1]
+    assert {c.family for c in ragged} == {"lstm", "pipeline"}
+    readme = (ROOT / "suites" / "corpus" / "README.md").read_text()
+    assert "seed=7" in readme and corpus_digest(cases) in readme and "write_corpus(" in readme
+
+
+# ---- (a) same machine, same settings -----------------------------------------------------------
+def test_same_machine_same_settings_compare_identical(whole):
+    a, b = whole
+    assert a.corpus["digest"] == b.corpus["digest"] and a.corpus["cases"] == 3 and a.corpus["shard"] is None
+    assert all(e["status"] == "ok" and e["repeats_agreed"] is True for e in a.entries)
+    cmp = A.compare_audits(a, b)
+    assert set(cmp.verdicts().values()) == {"identical"}
+    assert {"chainer.NStepLSTM", "chainer.n_step_lstm", "oracle.lstm", *EMBED_SUBJECTS} <= set(cmp.verdicts())
+    assert cmp.rows["changed"].sum() == 0 and cmp.rows["tensors"].sum() > 0
+    assert cmp.environment.empty and not cmp.warnings
+    assert "identical" in cmp.to_markdown()
+
+
+# ---- (b) + (f) 1 vs N BLAS threads, through the command line ---------------------------------------
+def test_cli_audit_exits_0_and_writes_valid_json(blas_pair):
+    runs, _ = blas_pair
+    for proc, path in runs.values():
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads(path.read_text())
+        assert data["format"] == "harness-audit" and data["version"] == 1
+        assert data["settings"]["devices"] == ["cpu"] and data["settings"]["repeats"] == 2
+        assert {e["device"] for e in data["entries"]} == {"cpu"}
+        assert "audit:" in proc.stdout
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 cores for BLAS to use 2 threads")
+def test_blas_threads_change_the_lstm_bits_and_are_named(blas_pair, capsys, work):
+    runs, _ = blas_pair
+    a, b = A.load_audit(runs["blasN"][1]), A.load_audit(runs["blas1"][1])
+    assert a.environment["blas"][0]["num_threads"] >= 2
+    assert b.environment["blas"][0]["num_threads"] == 1
+    assert b.environment["env"]["OPENBLAS_NUM_THREADS"] == "1"
+    cmp = A.compare_audits(a, b)
+    v = cmp.verdicts()
+    for s in ("chainer.NStepLSTM", "chainer.n_step_lstm"):
+        assert v[s] == "changed within tolerance", (s, v)
+        row = cmp.rows[cmp.rows["subject"] == s].iloc[0]
+        assert row["changed_cases"] == 1 and row["changed"] > 0 and row["max_ulp"] > 0
+    for s in (*EMBED_SUBJECTS, "oracle.embed"):
+        assert v[s] == "identical", (s, v)
+    # The float64 oracle multiplies with BLAS too: its bits may move, but only by rounding.
+    assert v["oracle.lstm"] in ("identical", "changed within tolerance")
+    fields = set(cmp.environment["field"])
+    assert "blas.0.num_threads" in fields and "env.OPENBLAS_NUM_THREADS" in fields
+    assert cmp.environment.iloc[0]["field"] == "blas.0.num_threads"  # the likeliest cause is listed first
+    assert "blas.0.num_threads" not in set(A.environment_diff(a.environment, a.environment)["field"])
+
+    out = work / "cmp"
+    assert A.cmd_compare(argparse.Namespace(a=str(runs["blasN"][1]), b=str(runs["blas1"][1]), out=str(out))) == 0
+    printed = capsys.readouterr().out
+    assert "| chainer.NStepLSTM" in printed and "changed within tolerance" in printed
+    assert "num_threads" in printed and "OPENBLAS_NUM_THREADS" in printed
+    html = (out / "compare.html").read_text()
+    assert "data:image/png;base64," in html and "<table" in html and "OPENBLAS_NUM_THREADS" in html
+    csv = pd.read_csv(out / "compare.csv")
+    assert set(csv["subject"]) == set(cmp.rows["subject"]) and "verdict" in csv
+    assert "num_threads" in (out / "compare.md").read_text()
+
+
+# ---- (e) kept arrays -------------------------------------------------------------------------------
+def test_keep_arrays_npz_loads_without_pickle_and_compare_measures_ulp(blas_pair):
+    runs, keep = blas_pair
+    a, b = A.load_audit(runs["blasN"][1]), A.load_audit(runs["blas1"][1])
+    assert a.data["arrays_dir"] == str(keep.resolve()) and a.settings["keep_arrays"] is True
+    names = {e["array_file"] for au in (a, b) for e in au.entries}
+    assert None not in names and len(names) == len(a.entries) + len(b.entries)  # one shared dir, no clash
+    for e in a.entries:
+        with np.load(keep / e["array_file"], allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        assert set(arrays) == set(e["tensors"])
+        for name, t in e["tensors"].items():
+            assert digest(arrays[name]) == t["digest"]
+            assert list(arrays[name].shape) == t["shape"] and arrays[name].dtype.name == t["dtype"]
+    cmp = A.compare_audits(a, b)
+    rows = cmp.rows.set_index("subject")
+    assert rows["arrays_kept"].all()
+    for s in EMBED_SUBJECTS:
+        assert rows.loc[s, "max_ulp"] == 0 and rows.loc[s, "max_rel"] == 0
+    if (os.cpu_count() or 1) >= 2:
+        lstm = rows.loc["chainer.NStepLSTM"]
+        assert 0 < lstm["max_ulp"] < float("inf") and lstm["max_rel"] > 0 and lstm["max_abs"] < 1e-3
+
+
+def test_audits_without_arrays_say_so(whole, blas_pair):
+    runs, _ = blas_pair
+    cmp = A.compare_audits(whole[0], A.load_audit(runs["blas1"][1]))
+    rows = cmp.rows.set_index("subject")
+    assert not rows["arrays_kept"].any() and rows["max_ulp"].isna().all()
+    if _threads(whole[0]) >= 2:
+        assert cmp.verdicts()["chainer.NStepLSTM"] == "changed (no arrays kept)"
+
+
+# ---- (c) shards ----------------------------------------------------------------------------------
+def test_merged_shards_give_the_digests_of_the_whole_run(work, small, whole, capsys):
+    shards = [A.load_audit(_run(small, work / f"shard{i}.json", shard=f"{i}/2")) for i in (1, 2)]
+    assert [s.corpus["shard"] for s in shards] == ["1/2", "2/2"]
+    assert all(s.corpus["full_digest"] == whole[0].corpus["digest"] for s in shards)
+    assert all(s.corpus["cases"] >= 1 for s in shards) and sum(s.corpus["cases"] for s in shards) == 3
+    union = {k: e for s in shards for k, e in s.by_key().items()}
+    assert union.keys() == whole[0].by_key().keys()
+    assert {k: e["tensors"] for k, e in union.items()} == {k: e["tensors"] for k, e in whole[0].by_key().items()}
+
+    res = A.merge_audits([whole[0].path, shards[0].path, shards[1].path])
+    cols = [c for c in res.matrix.columns if c not in ("subject", "device", "context", "consistent")]
+    assert len(cols) == 2 and len(res.columns) == 2
+    assert sorted(len(f) for f in res.columns.values()) == [1, 2]  # the shards joined into one column
+    assert (res.matrix[cols[0]] == res.matrix[cols[1]]).all()
+    assert res.matrix["consistent"].all() and res.matrix[cols[0]].str.endswith(" =").all()
+    assert not res.warnings
+
+    out = work / "merge"
+    assert A.cmd_merge(argparse.Namespace(files=[whole[0].path, shards[0].path, shards[1].path],
+                                          out=str(out))) == 0
+    assert "| chainer.NStepLSTM" in capsys.readouterr().out
+    assert {p.name for p in out.iterdir()} >= {"merge.md", "merge.csv", "merge.html"}
+    assert len(pd.read_csv(out / "merge.csv")) == len(res.matrix)
+    assert "<table" in (out / "merge.html").read_text()
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs 2 cores for BLAS to use 2 threads")
+def test_merge_marks_the_machine_whose_bits_differ(whole, blas_pair):
+    runs, _ = blas_pair
+    if _threads(whole[0]) < 2:
+        pytest.skip("this process's BLAS runs 1 thread (OPENBLAS_NUM_THREADS set?)")
+    res = A.merge_audits([whole[0].path, runs["blas1"][1]])
+    m = res.matrix.set_index("subject")
+    assert not m.loc["chainer.NStepLSTM", "consistent"] and m.loc["chainer.EmbedID", "consistent"]
+    cells = [m.loc["chainer.NStepLSTM", c] for c in res.columns]
+    assert cells[0][:8] != cells[1][:8] and any(c.endswith(" !") for c in cells)
+    assert any("x1" in c for c in res.columns)  # the label carries the BLAS thread count
+
+
+# ---- verdicts, on hand-made audit files ------------------------------------------------------------
+def _synthetic(path: Path, env: dict, entries: list[tuple[str, str, dict[str, np.ndarray] | None]]) -> Path:
+    """An audit file of (subject, status, arrays) entries on one case; arrays kept under ``<path>.arrays``."""
+    keep = path.with_suffix(".arrays")
+    keep.mkdir(exist_ok=True)
+    out = []
+    for i, (subject, status, arrays) in enumerate(entries):
+        e = {"case_id": "c0", "family": "embed", "subject": subject, "device": "cpu", "context": "default",
+             "status": status, "error": None if status == "ok" else "ValueError in forward: boom",
+             "repeats_agreed": True if status == "ok" else None, "array_file": None, "tensors": {}}
+        if status == "ok":
+            e["tensors"] = {k: {"digest": digest(v), "dtype": v.dtype.name, "shape": list(v.shape),
+                                "repeats_agreed": True} for k, v in arrays.items()}
+            e["array_file"] = f"{i}.npz"
+            np.savez(keep / e["array_file"], **arrays)
+        out.append(e)
+    data = {"format": "harness-audit", "version": 1, "created": "2026-01-01T00:00:00+00:00", "environment": env,
+            "corpus": {"path": "x", "digest": "d", "cases": 1, "shard": None},
+            "settings": {"repeats": 2}, "arrays_dir": str(keep), "entries": out}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_verdicts_from_kept_arrays_and_statuses(work):
+    x = np.linspace(-2, 3, 50, dtype=np.float32)
+    one_ulp = x.copy()
+    one_ulp[7] = np.nextafter(x[7], np.float32(9))
+    far = x.copy()
+    far[3] += 1.0
+    env = {"gpu": {"available": True, "driver_version": "550.1", "devices": [{"name": "NVIDIA H200"}]}}
+    env_b = {"gpu": {"available": True, "driver_version": "570.9", "devices": [{"name": "NVIDIA H200"}]}}
+    a = _synthetic(work / "va.json", env, [("same", "ok", {"y": x}), ("near", "ok", {"y": x}),
+                                           ("far", "ok", {"y": x}), ("breaks", "ok", {"y": x}),
+                                           ("mends", "error", None), ("still", "error", None)])
+    b = _synthetic(work / "vb.json", env_b, [("same", "ok", {"y": x}), ("near", "ok", {"y": one_ulp}),
+                                             ("far", "ok", {"y": far}), ("breaks", "error", None),
+                                             ("mends", "ok", {"y": x}), ("still", "error", None)])
+    cmp = A.compare_audits(a, b)
+    assert cmp.verdicts() == {"same": "identical", "near": "changed within tolerance",
+                              "far": "changed beyond tolerance", "breaks": "newly failing", "mends": "fixed",
+                              "still": "identical"}
+    rows = cmp.rows.set_index("subject")
+    assert rows.loc["near", "max_ulp"] == 1 and rows.loc["far", "max_abs"] == pytest.approx(1.0)
+    assert rows.loc["far", "beyond_tolerance"] == 1 and rows.loc["same", "max_ulp"] == 0
+    env_rows = cmp.environment.set_index("field")
+    assert env_rows.loc["gpu.driver_version", "kind"] == "GPU driver"
+    assert env_rows.loc["gpu.driver_version", "B"] == "570.9"
+    assert A.load_audit(a).label == "NVIDIA H200, driver 550.1"
+
+
+# ---- (d) bad audit files -------------------------------------------------------------------------
+def test_bad_audit_files_raise_and_load_nothing(whole, work):
+    good = Path(whole[0].path).read_text()
+    data = json.loads(good)
+    cases = {
+        "corrupt": "\x00\x13garbage{]",
+        "truncated": good[: len(good) // 2],
+        "empty": "",
+        "wrong version": json.dumps({**data, "version": 2}),
+        "wrong format": json.dumps({**data, "format": "harness-report"}),
+        "not an object": json.dumps([data]),
+        "missing entries": json.dumps({k: v for k, v in data.items() if k != "entries"}),
+        "entry without status": json.dumps({**data, "entries": [
+            {k: v for k, v in e.items() if k != "status"} for e in data["entries"]]}),
+        "tensor without digest": json.dumps({**data, "entries": [
+            {**e, "tensors": {n: {"dtype": t["dtype"], "shape": t["shape"]} for n, t in e["tensors"].items()}}
+            for e in data["entries"]]}),
+    }
+    for what, text in cases.items():
+        path = work / f"bad-{what.replace(' ', '-')}.json"
+        path.write_text(text)
+        loaded = None
+        with pytest.raises(AuditFileError) as info:
+            loaded = A.load_audit(path)
+        assert loaded is None, what
+        msg = str(info.value)
+        assert "\n" not in msg and str(path) in msg, (what, msg)
+    with pytest.raises(AuditFileError, match="version=2"):
+        A.load_audit(work / "bad-wrong-version.json")
+    with pytest.raises(AuditFileError, match="truncated"):
+        A.load_audit(work / "bad-truncated.json")
+    with pytest.raises(AuditFileError, match="cannot be read"):
+        A.load_audit(work / "does-not-exist.json")
+    assert A.load_audit(whole[0].path).entries  # the good file still loads
+
+    from harness.cli import main
+
+    assert main(["compare", str(work / "bad-truncated.json"), whole[0].path]) == 2
+
+
+# ---- (f) devices all on a machine without a GPU, and argument checks ---------------------------------
+def test_cli_audit_devices_all_records_skipped_gpu_entries(work):
+    corpus = work / "tiny.jsonl"
+    write_corpus([_anchor("ignore:V-1")], str(corpus))
+    out = work / "all.json"
+    p = _harness("audit", "--corpus", str(corpus), "--out", str(out), "--devices", "all",
+                 "--subjects", "chainer.embed_id,oracle.embed", "--quiet")
+    assert p.returncode == 0, p.stderr
+    au = A.load_audit(out)
+    cpu = [e for e in au.entries if e["device"] == "cpu"]
+    gpu = [e for e in au.entries if e["device"] != "cpu"]
+    assert {e["subject"] for e in cpu} == {"chainer.embed_id", "oracle.embed"}
+    assert all(e["status"] == "ok" for e in cpu)
+    assert all(e["subject"] != "oracle.embed" for e in gpu)  # the oracle runs on CPU only
+    if not au.environment["gpu"]["available"]:
+        assert gpu and all(e["status"] == "skipped" and e["skip_reason"] for e in gpu)
+        assert all(e["tensors"] == {} and e["repeats_agreed"] is None for e in gpu)
+
+
+def test_run_audit_rejects_one_repetition(work, small):
+    with pytest.raises(InvalidArgument, match="repeats=1"):
+        A.run_audit(str(small), "cpu", "default", str(work / "r1.json"), repeats=1)
+    assert not (work / "r1.json").exists()
+
+
+def test_repetitions_that_disagree_are_not_blamed_on_the_environment(work):
+    corpus = work / "collide.jsonl"
+    write_corpus([_anchor("collision")], str(corpus))
+    audits = [A.load_audit(_run(corpus, work / f"ctl{i}.json", subjects="control.nondeterministic,control.deterministic",
+                                repeats=3)) for i in (1, 2)]
+    e = {x["subject"]: x for x in audits[0].entries}
+    assert e["control.nondeterministic"]["repeats_agreed"] is False
+    assert e["control.deterministic"]["repeats_agreed"] is True
+    v = A.compare_audits(*audits).verdicts()
+    assert v == {"control.deterministic": "identical", "control.nondeterministic": "not reproducible"}

@@ -1,0 +1,188 @@
+"""The environment fingerprint: ``python -m harness env --json`` / ``--check`` (harness/env.py).
+
+Every call is a subprocess so the environment variables and a fake CuPy can be set for it alone.
+The fake CuPy lives in a temporary directory put first on PYTHONPATH; its
+``cuda.runtime.getDeviceCount()`` raises the error a CuPy without a driver raises.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 120
+NO_DEVICE = "cudaErrorNoDevice: no CUDA-capable device is detected"
+
+
+def harness(*args: str, env: dict[str, str] | None = None, pythonpath: str | None = None,
+            drop: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k not in drop}
+    full.update(env or {})
+    if pythonpath:
+        full["PYTHONPATH"] = pythonpath + (os.pathsep + full["PYTHONPATH"] if full.get("PYTHONPATH") else "")
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=full, capture_output=True,
+                          text=True, timeout=TIMEOUT)
+
+
+def real_gpu() -> bool:
+    from harness.devices import cupy_status
+
+    return cupy_status()[0] is not None
+
+
+@pytest.fixture(scope="module")
+def fingerprint() -> dict:
+    env = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "CUPY_TF32": "1", "PYTHONHASHSEED": "5"}
+    p = harness("env", "--json", env=env, drop=("OMP_NUM_THREADS",))
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr
+    return json.loads(p.stdout)
+
+
+def test_env_json_versions(fingerprint):
+    import numpy
+
+    assert fingerprint["python"] == sys.version.split()[0]
+    pk = fingerprint["packages"]
+    for name in ("numpy", "chainer", "cupy", "espnet", "pandas", "hypothesis"):
+        assert name in pk, name
+    assert pk["numpy"] == numpy.__version__ and int(pk["numpy"].split(".")[0]) >= 2
+    assert pk["chainer"] == "7.8.1"
+    assert pk["espnet"] == "202511"
+    assert pk["pandas"] and pk["hypothesis"]
+    assert fingerprint["espnet_module"] == "espnet.nets.chainer_backend.deterministic_embed_id"
+    assert fingerprint["problems"] == []
+
+
+def test_env_json_compat_and_chainer_config(fingerprint):
+    from harness import compat
+
+    patches = fingerprint["compat_patches"]
+    assert isinstance(patches, list) and "numpy.sctypes" in patches  # NumPy 2 lacks it
+    assert set(patches) <= {p.name for p in compat.PATCHES}
+    ch = fingerprint["chainer"]
+    assert ch["usable"] is True and ch["version"] == "7.8.1"
+    cfg = ch["config"]
+    for key in ("cudnn_deterministic", "use_cudnn", "debug", "dtype"):
+        assert key in cfg, key
+    assert cfg["debug"] == "False" and cfg["dtype"] == "float32" and cfg["use_cudnn"] == "auto"
+
+
+def test_env_json_blas_and_cpu(fingerprint):
+    blas = fingerprint["blas"]
+    assert isinstance(blas, list) and blas, "threadpoolctl found no BLAS: NumPy always loads one"
+    for lib in blas:
+        assert lib["internal_api"] and lib["version"] is not None
+        assert isinstance(lib["num_threads"], int) and lib["num_threads"] >= 1
+    cpu = fingerprint["cpu"]
+    assert cpu["model"] and isinstance(cpu["model"], str)
+    assert cpu["cores"] == os.cpu_count()
+
+
+def test_env_json_records_result_changing_variables(fingerprint):
+    env = fingerprint["env"]
+    assert env["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+    assert env["CUPY_TF32"] == "1"
+    assert env["PYTHONHASHSEED"] == "5"
+    # Negative control: variables that cannot change results are not recorded.
+    assert "HOME" not in env and "PATH" not in env
+
+
+def test_env_json_variables_absent_when_unset():
+    p = harness("env", "--json", drop=("CUBLAS_WORKSPACE_CONFIG", "CUPY_TF32", "PYTHONHASHSEED"))
+    assert p.returncode == 0, p.stderr
+    env = json.loads(p.stdout)["env"]
+    assert "CUBLAS_WORKSPACE_CONFIG" not in env and "CUPY_TF32" not in env and "PYTHONHASHSEED" not in env
+
+
+def test_env_json_gpu_part(fingerprint):
+    gpu = fingerprint["gpu"]
+    if real_gpu():
+        assert gpu["available"] is True and gpu["devices"], gpu
+        return
+    assert gpu["available"] is False
+    assert gpu["reason"] and "\n" not in gpu["reason"], gpu
+    assert gpu["devices"] == []
+
+
+def test_env_check_exits_0_with_one_line():
+    p = harness("env", "--check")
+    assert p.returncode == 0, (p.stdout, p.stderr)
+    lines = p.stdout.strip().splitlines()
+    assert len(lines) == 1, p.stdout
+    assert lines[0].startswith("harness env: chainer 7.8.1, numpy 2.")
+    assert "espnet 202511" in lines[0] and "gpu:" in lines[0]
+    assert "Traceback" not in p.stderr
+
+
+def test_env_plain_text_is_flat_key_value():
+    p = harness("env")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    keys = {ln.split()[0] for ln in lines if ln.strip()}
+    assert {"python", "packages.chainer", "chainer.config.debug", "gpu.available"} <= keys
+
+
+@pytest.fixture(scope="module")
+def blind_cupy(tmp_path_factory) -> str:
+    """A directory holding a CuPy that imports but cannot see a driver."""
+    d = tmp_path_factory.mktemp("blind_cupy")
+    (d / "cupy" / "cuda").mkdir(parents=True)
+    (d / "cupy" / "__init__.py").write_text('__version__ = "13.99.0"\nfrom cupy import cuda  # noqa\n')
+    (d / "cupy" / "cuda" / "__init__.py").write_text("from cupy.cuda import runtime  # noqa\n")
+    (d / "cupy" / "cuda" / "runtime.py").write_text(textwrap.dedent(f"""
+        def getDeviceCount():
+            raise RuntimeError({NO_DEVICE!r})
+    """))
+    return str(d)
+
+
+def test_blind_cupy_reads_unavailable_with_the_reason(blind_cupy):
+    p = harness("env", "--json", pythonpath=blind_cupy)
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr
+    fp = json.loads(p.stdout)
+    gpu = fp["gpu"]
+    assert gpu["available"] is False, gpu
+    assert NO_DEVICE in gpu["reason"] and "13.99.0" in gpu["reason"] and "\n" not in gpu["reason"], gpu
+    assert any(NO_DEVICE in pr for pr in fp["problems"])
+    assert fp["chainer"]["usable"] is True  # CPU work is unaffected
+
+
+def test_blind_cupy_env_check_one_line_no_traceback(blind_cupy):
+    p = harness("env", "--check", pythonpath=blind_cupy)
+    assert "Traceback" not in p.stderr + p.stdout
+    assert p.returncode == 0, (p.stdout, p.stderr)  # the CPU subjects still run
+    out = p.stdout.strip().splitlines()
+    assert len(out) == 1 and NO_DEVICE in out[0], p.stdout
+    err = p.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("harness: ") and NO_DEVICE in err[0], p.stderr
+
+
+def test_blind_cupy_gpu_device_unavailable(blind_cupy):
+    code = textwrap.dedent("""
+        import json
+        from harness.devices import Device
+        from harness.cases import Case
+        from harness.contexts import get_context
+        from harness.subjects.base import execute
+        from harness.subjects.registry import get_subject
+        ok, reason = Device("gpu", 0).availability()
+        case = Case("embed", 1, {"vocab": 4, "width": 2, "ids_shape": [3]})
+        r = execute(get_subject("chainer.embed_id"), case, Device("gpu", 0), get_context("default"))
+        print(json.dumps({"ok": ok, "reason": reason, "status": r.status, "skip": r.skip_reason}))
+    """)
+    env = {**os.environ, "PYTHONPATH": blind_cupy + os.pathsep + str(ROOT)}
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["ok"] is False and NO_DEVICE in out["reason"], out
+    assert out["status"] == "skipped" and NO_DEVICE in out["skip"], out

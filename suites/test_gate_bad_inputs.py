@@ -1,0 +1,33 @@
+"""Gate: bad inputs raise what the contracts say (or behave as documented), and never crash the harness."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.plugin import bad_input_violations, check, subjects_of
+from harness.strategies import bad_inputs
+
+pytestmark = pytest.mark.gate
+
+
+@pytest.mark.parametrize("family", ["embed", "lstm", "pipeline"])
+@pytest.mark.parametrize("context", ["default", "debug"])
+@given(data=st.data())
+def test_bad_inputs(family, context, device, contracts, data):
+    case = data.draw(bad_inputs(family=family), label="case")
+    for subject in subjects_of(family):
+        from harness.subjects.registry import get_subject
+
+        if get_subject(subject).applies_to(case):
+            check(bad_input_violations(contracts, subject, case, device, context))
+
+
+def test_every_bad_kind_has_a_rule(contracts):
+    """Each bad-input kind the strategies make is covered by at least one contract rule."""
+    from harness.strategies import BAD_KINDS
+
+    covered = {r.tag for r in contracts.bad_inputs}
+    missing = [k for k in BAD_KINDS if f"bad:{k}" not in covered]
+    assert not missing, f"bad-input kinds with no rule in {contracts.path}: {missing}"
