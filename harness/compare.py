@@ -632,11 +632,20 @@ def compare_oracle(
     rtol: float | None = None,
     source: str | None = None,
     n_terms: int = 1,
+    bound: np.ndarray | None = None,
+    normwise: bool = False,
 ) -> OracleError:
     """Measure ``actual`` (the subject's dtype) against the float64 oracle ``expected``.
 
     ``atol``/``rtol`` default to :func:`gradient_tolerance` of ``actual.dtype`` (with
     ``n_terms``); ``source`` defaults to that tolerance's source, or ``"caller-supplied"``.
+    ``bound`` (same shape, optional) is an a-priori rounding-error bound per element, such as
+    the summation bound ``n * u * sum(|terms|)`` of a float sum: an element whose error is
+    within it is within tolerance even when ``atol + rtol * |expected|`` is smaller, because
+    cancellation makes a correctly rounded-per-step sum far off in relative terms.
+    ``normwise`` also accepts an element whose error is within ``rtol * max|expected|`` over the
+    tensor (normwise relative error): right for gradients, whose elements are sums of terms of
+    the tensor's scale, so a small element can carry the rounding error of large terms.
     NaN in ``actual`` where the oracle is not NaN (or the reverse) is out of tolerance; NaNs
     at the oracle's NaN positions are fine. Infinities must match exactly. Empty arrays are
     within tolerance with all errors 0; integer and bool results are compared as float64
@@ -655,6 +664,10 @@ def compare_oracle(
         source = d_src if atol is None and rtol is None else (
             "caller-supplied" if atol is not None and rtol is not None
             else f"caller-supplied {'atol' if atol is not None else 'rtol'}; otherwise {d_src}")
+    if normwise:
+        source += "; or normwise: err <= rtol * max|expected| of the tensor"
+    if bound is not None:
+        source += "; or within the summation bound 2*n*u*sum|terms| (Higham, Accuracy and Stability, 4.2)"
     atol = d_atol if atol is None else float(atol)
     rtol = d_rtol if rtol is None else float(rtol)
     nan_count, inf_count = _nonfinite_counts(a)
@@ -682,7 +695,14 @@ def compare_oracle(
         err[same] = 0.0
         err[np.isnan(err)] = math.inf  # NaN against a number
         finite = np.isfinite(a64) & np.isfinite(e)
-        ok = same | (finite & (err <= atol + rtol * np.abs(e)))
+        allowed = atol + rtol * np.abs(e)
+        if bound is not None and np.shape(bound) == a.shape:
+            allowed = np.maximum(allowed, np.asarray(bound, dtype=np.float64))
+        if normwise:
+            fin = np.abs(e[np.isfinite(e)])
+            if fin.size:
+                allowed = np.maximum(allowed, rtol * float(fin.max()))
+        ok = same | (finite & (err <= allowed))
         rel = err / np.abs(e)
         rel[err == 0] = 0.0
     ecast, bad = _oracle_cast(e, dt)
@@ -736,6 +756,8 @@ def assert_within_oracle(
     rtol: float | None = None,
     source: str | None = None,
     n_terms: int = 1,
+    bound: np.ndarray | None = None,
+    normwise: bool = False,
 ) -> OracleError:
     """Raise :class:`ComparisonFailure` with the dossier unless within the oracle's tolerance.
 

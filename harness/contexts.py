@@ -59,9 +59,7 @@ class Context:
         """Apply the run-time parts (BLAS threads, Chainer config) for the duration of a run."""
         with contextlib.ExitStack() as stack:
             if self.blas_threads is not None:
-                from threadpoolctl import threadpool_limits
-
-                stack.enter_context(threadpool_limits(limits=self.blas_threads, user_api="blas"))
+                stack.enter_context(_controller().limit(limits=self.blas_threads, user_api="blas"))
             if self.chainer_config:
                 from harness.compat import import_chainer
 
@@ -72,6 +70,17 @@ class Context:
 
 
 _NCPU = os.cpu_count() or 1
+_CONTROLLER: list[Any] = []
+
+
+def _controller() -> Any:
+    # One ThreadpoolController per process: threadpool_limits() rescans the loaded libraries on
+    # every call, which costs milliseconds per run.
+    if not _CONTROLLER:
+        from threadpoolctl import ThreadpoolController
+
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0]
 
 CONTEXTS: dict[str, Context] = {
     c.name: c

@@ -127,15 +127,34 @@ def _root_cause_finder(run_dir: str, settings: CampaignSettings) -> Callable[[An
     cache: dict[tuple[str, str, str, str], str] = {}
 
     def find(row: Any) -> str:
-        if row.get("kind") not in ("not reproducible", "observed but not declared", "declared and observed"):
+        kind = row["kind"]
+        case_id, subject, device, context = row["case_id"], row["subject"], row["device"], row["context"]
+        if kind in ("observed but not declared", "declared and observed"):
+            key, kwargs = (case_id, subject, device, context, "repeats"), {"device": device, "context": context}
+            how = f"--device {device} --context {context} --repeats 3"
+        elif kind == "cross-context difference":
+            key, kwargs = (case_id, subject, device, context, "contexts"), {"device": device,
+                                                                             "contexts": ("default", context)}
+            how = f"--device {device} --contexts default,{context}"
+        elif kind == "cross-device difference":
+            key, kwargs = (case_id, subject, device, context, "devices"), {"devices": ("cpu", device)}
+            how = f"--devices cpu,{device}"
+        else:
             return ""
-        key = (row["case_id"], row["subject"], row["device"], row["context"])
         if key not in cache:
+            cmd = f"python -m harness localize {run_dir}/cases/{case_id}.json --subject {subject} {how}"
             try:
-                loc = localize.localize(cases[key[0]], key[1], device=key[2], context=key[3], repeats=3)
-                cache[key] = loc.summary_line()
+                loc = localize.localize(cases[case_id], subject, repeats=3, **kwargs)
+                if loc.root is not None:
+                    text = (f"{loc.root.describe()}: outputs differ while its inputs matched; "
+                            f"{len(loc.downstream)} node(s) downstream, {loc.matched_before} matched before")
+                elif loc.outputs_differ:
+                    text = f"{loc.note or 'no differing function node'} ({', '.join(loc.outputs_differ[:4])})"
+                else:
+                    text = loc.note or "no divergence reproduced while localizing"
+                cache[key] = f"{text} [{cmd}]"
             except Exception as exc:  # noqa: BLE001 - localization is best effort; say why
-                cache[key] = f"not localized: {type(exc).__name__}: {exc}"
+                cache[key] = f"not localized: {type(exc).__name__}: {exc} [{cmd}]"
         return cache[key]
 
     return find

@@ -279,6 +279,22 @@ def _row_finding(observed: bool | None, declared: bool) -> str:
     return DECLARED_NOT_OBSERVED if declared else REPRODUCIBLE
 
 
+def _rounding_bound(case: Any, name: str, dtype: str, cache: dict[tuple[str, str], dict[str, Any]]) -> Any:
+    """The oracle's a-priori summation bound for one tensor (None where it has none)."""
+    if case is None:
+        return None
+    key = (case.id, dtype)
+    if key not in cache:
+        from harness.cases import build_arrays
+        from harness.subjects.oracle import rounding_bounds
+
+        try:
+            cache[key] = rounding_bounds(case.family, case.spec, build_arrays(case), dtype)
+        except Exception:  # noqa: BLE001 - a bad case simply has no bound
+            cache[key] = {}
+    return cache[key].get(name)
+
+
 def results_frame(campaign_dir: str) -> pd.DataFrame:
     """One row per case x subject x device x context x tensor of a campaign directory.
 
@@ -298,6 +314,7 @@ def results_frame(campaign_dir: str) -> pd.DataFrame:
     arrays = _ArrayCache(campaign_dir)
     by_key = {(r["case_id"], r["subject"], r["device"], r["context"]): r for r in tasks.values()}
     n_terms_cache: dict[tuple[str, str], int] = {}
+    bound_cache: dict[tuple[str, str], dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
     for rec in sorted(tasks.values(), key=lambda r: (r["subject"], r["device"], r["context"], r["case_id"])):
         case_id, family, subject = rec["case_id"], rec.get("family", ""), rec["subject"]
@@ -369,7 +386,9 @@ def results_frame(campaign_dir: str) -> pd.DataFrame:
                     n_terms_cache[key] = oracle_n_terms(case, name)
                 try:
                     atol, rtol, source = compare.gradient_tolerance(mine.dtype, n_terms_cache[key])
-                    e = compare.compare_oracle(name, mine, expected, atol=atol, rtol=rtol, source=source)
+                    bound = _rounding_bound(case, name, mine.dtype.name, bound_cache)
+                    e = compare.compare_oracle(name, mine, expected, atol=atol, rtol=rtol, source=source,
+                                               bound=bound, normwise=name.startswith("grad"))
                 except (TypeError, ValueError):
                     e = None  # a dtype with no tolerance or no oracle comparison (strings, complex)
                 if e is not None:
