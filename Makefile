@@ -29,8 +29,9 @@ $(STAMP): pyproject.toml constraints.txt
 report: $(STAMP)
 	$(BIN)/python -m harness report $(REPORT_ARGS)
 
+# The whole gate (ci profile) plus the unit tests; HARNESS_PROFILE=dev|audit for more examples.
 test: $(STAMP)
-	$(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	HARNESS_PROFILE=$${HARNESS_PROFILE:-ci} $(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 gate: $(STAMP)
 	$(BIN)/python -m harness gate

@@ -1,0 +1,54 @@
+"""Gate: the anchor corpus in worker processes (across-process bits), and baseline mode."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from harness.gate import assert_no_violations, check_baseline, gate_campaign
+
+pytestmark = pytest.mark.gate
+
+
+@pytest.fixture(scope="session")
+def gate_run(tmp_path_factory, contracts):
+    """One campaign over the anchor cases: R=2 in a pooled worker, K=1 in a fresh one, per context."""
+    from harness.contexts import get_context
+    from harness.corpora import anchor_cases
+    from harness.plugin import GateState
+    from harness.runner import Campaign, CampaignSettings, plan
+    from harness.subjects.registry import subjects_for
+
+    d = str(tmp_path_factory.mktemp("gate") / "run")
+    cases = anchor_cases()
+    contexts = [get_context(c) for c in ("default", "blas1", "blas2", "debug")]
+    camp = Campaign(d, CampaignSettings(repeats=2, fresh=1, quiet=True))
+    camp.write_inputs(cases, {"subjects": [], "devices": [dev.id for dev in GateState.devices], "contexts": []})
+    camp.run(plan(cases, subjects_for(None), GateState.devices, contexts))
+    return d
+
+
+def test_campaign_contracts_hold(gate_run, contracts):
+    """Every contract, checked on runs in separate worker processes (pool and fresh)."""
+    assert_no_violations(gate_campaign(gate_run, contracts))
+
+
+def test_positive_control_really_diverged(gate_run):
+    """The campaign could have failed: the nondeterministic control did diverge in it."""
+    from harness.runner import load_tasks
+
+    recs = [r for r in load_tasks(gate_run).values()
+            if r["subject"] == "control.nondeterministic" and r["device"] == "cpu"]
+    assert recs, "the control did not run"
+    assert any(not t["bitwise_identical"] for r in recs for t in r["tensors"].values())
+
+
+def test_against_baseline(gate_run, contracts, request):
+    """With --baseline DIR: digests the contracts call stable must equal the stored report's."""
+    baseline = request.config.getoption("baseline")
+    if not baseline:
+        pytest.skip("no --baseline DIR given")
+    if not os.path.isdir(baseline):
+        pytest.fail(f"--baseline={baseline!r} is not a directory")
+    assert_no_violations(check_baseline(gate_run, baseline, contracts))
