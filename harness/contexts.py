@@ -86,8 +86,9 @@ CONTEXTS: dict[str, Context] = {
     c.name: c
     for c in (
         Context("default", description="the machine's defaults"),
-        Context("blas1", blas_threads=1, description="BLAS limited to 1 thread (threadpoolctl)"),
-        Context(f"blas{max(_NCPU, 2)}", blas_threads=max(_NCPU, 2),
+        # BLAS thread counts matter to host BLAS only: these contexts apply to the CPU.
+        Context("blas1", blas_threads=1, devices=("cpu",), description="BLAS limited to 1 thread (threadpoolctl)"),
+        Context(f"blas{max(_NCPU, 2)}", blas_threads=max(_NCPU, 2), devices=("cpu",),
                 description=f"BLAS at {max(_NCPU, 2)} threads (threadpoolctl)"),
         Context("debug", chainer_config={"debug": True}, description="chainer.config.debug = True"),
         Context("cudnn_deterministic", chainer_config={"cudnn_deterministic": True}, devices=("gpu",),
@@ -114,7 +115,7 @@ def get_context(name: str) -> Context:
         return CONTEXTS[name]
     if name.startswith("blas") and name[4:].isdigit() and int(name[4:]) >= 1:
         n = int(name[4:])
-        return Context(name, blas_threads=n, description=f"BLAS at {n} threads (threadpoolctl)")
+        return Context(name, blas_threads=n, devices=("cpu",), description=f"BLAS at {n} threads (threadpoolctl)")
     raise UnknownContext(f"context={name!r} is not one of {', '.join(CONTEXTS)} (or blasN)")
 
 

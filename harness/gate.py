@@ -374,8 +374,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
             print(p, file=sys.stderr)
         return 2
     cases = load_corpus(args.corpus) if args.corpus else gate_corpus()
+    from harness.contexts import DEFAULT_CONTEXTS
+
     contexts = sorted({c.context for c in contracts.contracts if c.context != "*"} |
-                      {x for c in contracts.contracts for x in c.identical_across} | {"default"})
+                      {x for c in contracts.contracts for x in c.identical_across} | set(DEFAULT_CONTEXTS))
     subjects = subjects_for(None)
     run_dir = args.out or new_run_dir()
     camp = Campaign(run_dir, CampaignSettings(repeats=args.repeats, fresh=args.workers_repeats,

@@ -261,6 +261,26 @@ def test_nsteplstm_blas1_vs_blas2_agrees_with_the_bits():
                       "matrix-product root was checked with control.blas_readout instead", stacklevel=1)
 
 
+def test_nsteplstm_blas_split_anchor_root_is_the_first_matrix_product():
+    """The anchor case whose (512 x 600) @ (600 x 64) input GEMM OpenBLAS splits differently at 1 and
+    2 threads: the root must be that matrix product, with the nodes before it matched."""
+    import os
+
+    from harness.corpora import anchor_cases
+
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("needs 2 cores for a 2-thread BLAS")
+    case = next(c for c in anchor_cases() if "blas-split" in c.tags)
+    truth = _differing_results("chainer.NStepLSTM", case, "blas1", "blas2")
+    assert truth, ("the blas-split anchor gave identical bits at 1 and 2 BLAS threads: this BLAS does not "
+                   "split that GEMM; pick a new anchor size (harness/corpora.py)")
+    loc = localize(case, "chainer.NStepLSTM", contexts=("blas1", "blas2"))
+    assert loc.root is not None, loc.message()
+    assert loc.root.label in MATMUL_LABELS, loc.message()
+    assert loc.matched_before > 0 and loc.downstream, loc.message()
+    assert set(loc.outputs_differ) == set(truth)
+
+
 # ---- (c) negative controls --------------------------------------------------------------------
 @pytest.mark.parametrize("subject", ["chainer.embed_id", "control.deterministic"])
 def test_deterministic_subject_no_divergence(subject):
