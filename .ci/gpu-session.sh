@@ -11,11 +11,22 @@ prepare)
   rm -rf wheels && mkdir -p wheels
   .venv/bin/python -m pip wheel -q --no-deps --no-build-isolation -w wheels chainer==7.8.1
   .venv/bin/python -m pip download -q --no-deps -d wheels espnet==202511
-  ls -la wheels ;;
+  # The GPU machine has Python 3.12, NumPy and CuPy but maybe not the rest, and no network.
+  .venv/bin/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+    --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d wheels \
+    pandas python-dateutil tzdata six hypothesis attrs sortedcontainers threadpoolctl tabulate jinja2 \
+    markupsafe matplotlib contourpy cycler fonttools kiwisolver packaging pillow pyparsing pytest \
+    iniconfig pluggy pygments filelock typing_extensions protobuf setuptools
+  du -sh wheels; ls wheels | wc -l ;;
 run)
   : "${OUT:?OUT must be set (the device tool sets it)}"
   python3 -m venv --system-site-packages /tmp/hv && . /tmp/hv/bin/activate
-  pip install -q --no-deps --no-index wheels/*.whl 2>&1 | tail -2
+  # Only what the machine lacks: its own NumPy and CuPy stay as they are.
+  for w in wheels/*.whl; do
+    name=$(basename "$w" | cut -d- -f1 | tr _ -)
+    python -c "import importlib.metadata as m, sys; m.version(sys.argv[1])" "$name" 2>/dev/null || \
+      pip install -q --no-deps --no-index "$w" 2>&1 | tail -1
+  done
   export PYTHONPATH="$PWD" HARNESS_PROFILE=ci
   python -m harness env --json > "$OUT/env.json" 2> "$OUT/env.err"
   python -c "import pandas, hypothesis, threadpoolctl" 2> "$OUT/missing.txt" || echo "missing python packages: see missing.txt"
