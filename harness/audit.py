@@ -58,6 +58,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from harness.env import flatten_fingerprint
+from harness.fileio import atomic_npz, atomic_write
 from harness.errors import AuditFileError, InvalidArgument
 
 __all__ = [
@@ -220,23 +222,11 @@ def _validate(path: str, data: Any) -> None:
 
 
 def _atomic_write(path: str, text: str) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, text)
 
 
 def _atomic_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
-    tmp = path + ".tmp.npz"
-    np.savez(tmp, **{k: np.ascontiguousarray(v) for k, v in arrays.items()})
-    os.replace(tmp, path)
+    atomic_npz(path, {k: np.ascontiguousarray(v) for k, v in arrays.items()})
 
 
 # ==== running an audit =========================================================================
@@ -375,18 +365,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 # ==== environment ==============================================================================
-def flatten(d: Any, prefix: str = "") -> dict[str, Any]:
-    """A nested fingerprint as ``{"blas.0.num_threads": 2, "env.OMP_NUM_THREADS": "1", ...}``."""
-    out: dict[str, Any] = {}
-    if isinstance(d, dict):
-        for k, v in d.items():
-            out.update(flatten(v, f"{prefix}{k}."))
-    elif isinstance(d, list) and d and all(isinstance(x, dict) for x in d):
-        for i, v in enumerate(d):
-            out.update(flatten(v, f"{prefix}{i}."))
-    else:
-        out[prefix.rstrip(".")] = d
-    return out
+flatten = flatten_fingerprint
 
 
 def _env_kind(key: str) -> str:

@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from typing import Any, Callable, Sequence
 
 from harness.errors import HarnessError
@@ -46,22 +45,11 @@ def cmd_env(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(fp, indent=2, sort_keys=True))
     else:
-        for k, v in _flatten(fp).items():
+        from harness.env import flatten_fingerprint
+
+        for k, v in flatten_fingerprint(fp).items():
             print(f"{k:40s} {v}")
     return 0
-
-
-def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if isinstance(d, dict):
-        for k, v in d.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-    elif isinstance(d, list) and d and all(isinstance(x, dict) for x in d):
-        for i, v in enumerate(d):
-            out.update(_flatten(v, f"{prefix}{i}."))
-    else:
-        out[prefix.rstrip(".")] = d
-    return out
 
 
 # ---- subjects ---------------------------------------------------------------------------------

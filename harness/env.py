@@ -11,7 +11,7 @@ from typing import Any
 
 from harness import compat
 
-__all__ = ["fingerprint", "setup_problems", "RESULT_ENV_PATTERNS"]
+__all__ = ["fingerprint", "setup_problems", "flatten_fingerprint", "RESULT_ENV_PATTERNS"]
 
 #: Environment variables that can change numerical results (exact names or prefixes ending in '*').
 RESULT_ENV_PATTERNS: tuple[str, ...] = (
@@ -156,4 +156,18 @@ def setup_problems(fp: dict[str, Any] | None = None) -> list[str]:
     gpu = fp["gpu"]
     if not gpu["available"] and re.search(r"cannot see a CUDA driver|failed to import", gpu["reason"]):
         out.append(gpu["reason"])
+    return out
+
+
+def flatten_fingerprint(d: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested fingerprint as ``{"blas.0.num_threads": 2, "env.OMP_NUM_THREADS": "1", ...}``."""
+    out: dict[str, Any] = {}
+    if isinstance(d, dict) and d:
+        for k, v in d.items():
+            out.update(flatten_fingerprint(v, f"{prefix}{k}."))
+    elif isinstance(d, (list, tuple)) and d and all(isinstance(x, dict) for x in d):
+        for i, v in enumerate(d):
+            out.update(flatten_fingerprint(v, f"{prefix}{i}."))
+    else:
+        out[prefix.rstrip(".")] = d
     return out

@@ -10,7 +10,6 @@ processes and checks every task record. Exit codes: 0 pass, 1 contract broken, 2
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -328,9 +327,9 @@ def _junit(path: str, checked: Sequence[str], violations: Sequence[Violation], s
             lines.append(f'    <failure message="{msg}">{escape(chr(10).join(v.dossier() for v in vs[:5]))}</failure>')
         lines.append("  </testcase>")
     lines.append("</testsuite>")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    os.replace(path + ".tmp", path)
+    from harness.fileio import atomic_write
+
+    atomic_write(path, "\n".join(lines) + "\n")
 
 
 def cmd_contracts_check(args: argparse.Namespace) -> int:
@@ -396,6 +395,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         print(v.dossier() + "\n", file=sys.stderr)
     print(f"gate: {len(tasks)} tasks, {len(checked)} subject/device/context checks, "
           f"{len(violations)} violation(s); results in {run_dir}")
-    with open(os.path.join(run_dir, "violations.json"), "w", encoding="utf-8") as f:
-        json.dump([v.to_dict() for v in violations], f, indent=1)
+    from harness.fileio import atomic_json
+
+    atomic_json(os.path.join(run_dir, "violations.json"), [v.to_dict() for v in violations])
     return 1 if violations else 0

@@ -107,12 +107,9 @@ def run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case
 
 
 def _write_timings(run_dir: str, timings: dict[str, Any]) -> None:
-    import json
+    from harness.fileio import atomic_json
 
-    path = os.path.join(run_dir, "timings.json")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(timings, f, indent=1, sort_keys=True)
-    os.replace(path + ".tmp", path)
+    atomic_json(os.path.join(run_dir, "timings.json"), timings)
 
 
 def _root_cause_finder(run_dir: str, settings: CampaignSettings) -> Callable[[Any], str] | None:

@@ -32,8 +32,8 @@ from harness.cases import Case, load_corpus, write_corpus
 from harness.contexts import Context, get_context
 from harness.devices import Device, parse_device
 from harness.errors import InvalidArgument, WorkerError
+from harness.fileio import atomic_json, atomic_npz
 from harness.subjects.base import ErrorInfo, RunResult, Subject
-from harness.subjects.registry import get_subject
 from harness.worker import Worker
 
 __all__ = ["Task", "plan", "Campaign", "CampaignSettings", "shard", "parse_shard", "task_key", "load_tasks"]
@@ -378,16 +378,11 @@ def _end_torn_line(path: str) -> None:
 
 
 def _atomic_json(path: str, data: Any) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    atomic_json(path, data)
 
 
 def _atomic_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
-    tmp = path + ".tmp.npz"
-    np.savez(tmp, **{k.replace("/", "_"): v for k, v in arrays.items()})
-    os.replace(tmp, path)
+    atomic_npz(path, arrays)
 
 
 def load_arrays(directory: str, fname: str | None) -> dict[str, np.ndarray]:

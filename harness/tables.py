@@ -34,7 +34,6 @@ import io
 import json
 import os
 import shlex
-import tempfile
 from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
@@ -487,20 +486,10 @@ def replay_command(campaign_dir: str, case_id: str, subject: str, device: str, c
 
 
 def _atomic_write(path: str, data: str | bytes) -> str:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and ``os.replace``."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; a report is for reading
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    """Write ``data`` to ``path`` atomically (see :mod:`harness.fileio`)."""
+    from harness.fileio import atomic_write
+
+    return atomic_write(path, data)
 
 
 def _fmt(v: Any) -> str:
@@ -698,19 +687,10 @@ def plot_error_vs_size(results: pd.DataFrame, path: str) -> str:
 
 def flatten_environment(env: Mapping[str, Any]) -> pd.DataFrame:
     """A nested environment dict as a two-column ``key`` / ``value`` frame (dotted keys)."""
-    items: list[tuple[str, str]] = []
+    from harness.env import flatten_fingerprint
 
-    def walk(v: Any, prefix: str) -> None:
-        if isinstance(v, Mapping) and v:
-            for k in v:
-                walk(v[k], f"{prefix}{k}.")
-        elif isinstance(v, (list, tuple)) and v and all(isinstance(x, Mapping) for x in v):
-            for i, x in enumerate(v):
-                walk(x, f"{prefix}{i}.")
-        else:
-            items.append((prefix.rstrip("."), v if isinstance(v, str) else json.dumps(v, default=str)))
-
-    walk(env, "")
+    items = [(k, v if isinstance(v, str) else json.dumps(v, default=str))
+             for k, v in flatten_fingerprint(dict(env)).items()]
     return pd.DataFrame(items, columns=["key", "value"])
 
 

@@ -15,7 +15,7 @@ from harness.cases import Case
 from harness.contracts import load_contracts
 from harness.devices import CPU
 from harness.errors import ContractViolation
-from harness.gate import assert_no_violations, check_baseline, gate_campaign
+from harness.gate import assert_no_violations, check_baseline
 from harness.plugin import contract_violations
 
 pytestmark = pytest.mark.meta
