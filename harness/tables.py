@@ -804,5 +804,13 @@ def terminal_summary(summary: pd.DataFrame) -> str:
             "worst_oracle_max_rel", "errors", "skipped", "finding"]
     shown = summary[cols].rename(columns={"cases_run": "cases", "bitwise_share_tensors": "bitwise",
                                           "worst_max_ulp_repeat": "max_ulp", "worst_oracle_max_rel": "oracle_rel"})
+    # Groups where everything was skipped (a device that is not here) become one line per device.
+    empty = (summary["finding"] == "no data") & (summary["errors"].fillna(0) == 0)
+    tail = []
+    for dev, grp in summary[empty].groupby("device", sort=True):
+        tail.append(f"{dev}: {len(grp)} subject x context groups, every run skipped "
+                    f"({int(grp['skipped'].fillna(0).sum())} tasks); see results.csv for the reason")
+    shown = shown[~empty.to_numpy()]
     shown = shown.astype(object).where(shown.notna(), None)
-    return shown.to_markdown(index=False, tablefmt="simple", floatfmt=".3g", missingval="-")
+    table = shown.to_markdown(index=False, tablefmt="simple", floatfmt=".3g", missingval="-") if len(shown) else ""
+    return "\n".join([table, *tail]).strip()
