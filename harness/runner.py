@@ -283,6 +283,7 @@ class Campaign:
         ok, reason = device.availability()
         slots = ["pool"] * self.settings.repeats + [f"fresh:{k}" for k in range(self.settings.fresh)]
         results: list[tuple[str, RunResult]] = []
+        metas: list[dict[str, dict[str, Any]]] = []
         case_json = task.case.to_json()
         for rep, slot in enumerate(slots):
             t0 = time.perf_counter()
@@ -303,8 +304,10 @@ class Campaign:
             self.stats["runs"] += 1
             self.stats["subject"] += res.subject_seconds
             self.stats["transfer_and_overhead"] += max(wall - res.subject_seconds, 0.0)
+            meta = _tensor_meta(res.arrays)
+            metas.append(meta)
             line = {"key": task.key, "rep": rep, "process": slot, "pid": pid, "wall": wall, **res.meta(),
-                    "tensors": _tensor_meta(res.arrays)}
+                    "tensors": meta}
             runs_f.write(json.dumps(line, sort_keys=True) + "\n")
             runs_f.flush()
             results.append((slot, res))
@@ -312,11 +315,12 @@ class Campaign:
                 # A skip is decided before anything runs: once is the whole story.
                 break
         t0 = time.perf_counter()
-        rec = self._summarize(task, results)
+        rec = self._summarize(task, results, metas)
         self.stats["compare"] += time.perf_counter() - t0
         return rec
 
-    def _summarize(self, task: Task, results: list[tuple[str, RunResult]]) -> dict[str, Any]:
+    def _summarize(self, task: Task, results: list[tuple[str, RunResult]],
+                   metas: list[dict[str, dict[str, Any]]] | None = None) -> dict[str, Any]:
         statuses = [r.status for _, r in results]
         ok_reps = [r for _, r in results if r.ok]
         errors = [r.error.to_dict() for _, r in results if r.error is not None]
@@ -343,7 +347,11 @@ class Campaign:
             reps = [r.arrays for r in ok_reps]
             names = sorted({k for a in reps for k in a})
             # Per repetition, so the gate can tell run-to-run (pool) from across-process (fresh) drift.
-            rec["rep_digests"] = {k: [compare.digest(a[k]) if k in a else None for a in reps] for k in names}
+            if metas is None:
+                metas = [_tensor_meta(r.arrays) for _, r in results]
+            ok_metas = [m for m, (_, r) in zip(metas, results) if r.ok]
+            # Digests already taken for runs.jsonl: reuse them rather than hash every array again.
+            rec["rep_digests"] = {k: [m[k]["digest"] if k in m else None for m in ok_metas] for k in names}
             comps = compare.compare_results(reps)
             rec["tensors"] = {name: _comparison_dict(c) for name, c in comps.items()}
             fname = array_file(task.key)
