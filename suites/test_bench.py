@@ -43,7 +43,7 @@ def test_quick_bench_headlines_are_present(quick_bench: dict) -> None:
     items = set(frame["item"])
     assert "overhead ratio" in items
     parts = {i.split(": ", 1)[1] for i in items if i.startswith("breakdown: ")}
-    assert parts == {"case_building", "worker_startup", "transfer", "compare", "oracle", "report_writing"}
+    assert parts == {"case_building", "worker_startup", "transfer", "run_records", "compare", "oracle", "report_writing"}
     over = frame[frame["section"] == "overhead"].set_index("item")
     # the parts account for everything above the subjects' own time (medians, so only roughly)
     share = sum(over.loc[f"breakdown: {p}", "ratio"] for p in parts)
