@@ -387,7 +387,7 @@ def results_frame(campaign_dir: str) -> pd.DataFrame:
                     atol, rtol, source = compare.gradient_tolerance(mine.dtype, n_terms_cache[key])
                     bound = _rounding_bound(case, name, mine.dtype.name, bound_cache)
                     e = compare.compare_oracle(name, mine, expected, atol=atol, rtol=rtol, source=source,
-                                               bound=bound, normwise=name.startswith("grad"))
+                                               bound=bound, normwise=name.startswith("grad"), text=False)
                 except (TypeError, ValueError):
                     e = None  # a dtype with no tolerance or no oracle comparison (strings, complex)
                 if e is not None:

@@ -173,6 +173,14 @@ class Worker:
                 c.close()
         self.pid = None
 
+    def request_stop(self) -> None:
+        """Ask the worker to exit, without waiting."""
+        if self.proc is not None and self.proc.poll() is None and self._send is not None:
+            try:
+                self._send.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+
     def close(self) -> None:
         """Ask the worker to exit, then make sure it has."""
         if self.proc is not None and self.proc.poll() is None:
