@@ -140,18 +140,9 @@ def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 
 def _atomic_write(path: str, data: str | bytes) -> str:
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    from harness.fileio import atomic_write
+
+    return atomic_write(path, data)
 
 
 def _figure(width: float = 8.0, height: float = 4.5) -> Any:

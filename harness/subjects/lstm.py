@@ -18,7 +18,7 @@ from harness.contexts import Context
 from harness.devices import Device
 from harness.subjects.base import Declared, Recorder, Subject
 
-__all__ = ["SUBJECTS", "run_lstm_outputs", "link_params", "load_link_params"]
+__all__ = ["SUBJECTS", "run_lstm_outputs", "link_params", "load_link_params", "record_state_and_param_grads"]
 
 
 def _dirs(spec: Any) -> int:
@@ -47,6 +47,15 @@ def run_lstm_outputs(rec: Recorder, hy: Any, cy: Any, ys: Any, a: dict[str, Any]
     grads = [chainer.Variable(g) for g in [a[f"gys.{i}"] for i in range(len(ys))] + [a["ghy"], a["gcy"]]]
     with rec.phase("backward"):
         chainer.backward(outs, grads)
+
+
+def record_state_and_param_grads(rec: Recorder, hx: Any, cx: Any, params: dict[str, Any]) -> None:
+    """Record grad.hx / grad.cx (when the case gave initial states) and every parameter gradient."""
+    if hx is not None:
+        rec.output("grad.hx", hx.grad)
+        rec.output("grad.cx", cx.grad)
+    for name, p in params.items():
+        rec.output(f"grad.{name}", p.grad)
 
 
 def _function_run(bidirectional: bool) -> Callable[[Case, Device, Context, Recorder], None]:
@@ -134,11 +143,7 @@ def _link_run(bidirectional: bool) -> Callable[[Case, Device, Context, Recorder]
         run_lstm_outputs(rec, hy, cy, ys, a, chainer)
         for i, x in enumerate(xs):
             rec.output(f"grad.xs.{i}", x.grad)
-        if hx is not None:
-            rec.output("grad.hx", hx.grad)
-            rec.output("grad.cx", cx.grad)
-        for name, p in params.items():
-            rec.output(f"grad.{name}", p.grad)
+        record_state_and_param_grads(rec, hx, cx, params)
 
     return run
 

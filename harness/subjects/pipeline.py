@@ -16,7 +16,7 @@ from harness.contexts import Context
 from harness.devices import Device
 from harness.subjects.base import Declared, Recorder, Subject
 from harness.subjects.embed import espnet_module
-from harness.subjects.lstm import load_link_params, run_lstm_outputs
+from harness.subjects.lstm import load_link_params, record_state_and_param_grads, run_lstm_outputs
 
 __all__ = ["SUBJECTS", "make_pipeline"]
 
@@ -51,11 +51,7 @@ def make_pipeline(embed_cls: Callable[[], Any]) -> Callable[[Case, Device, Conte
         lstm.cleargrads()
         run_lstm_outputs(rec, hy, cy, ys, a, chainer)
         rec.output("grad.W", embed.W.grad)
-        if hx is not None:
-            rec.output("grad.hx", hx.grad)
-            rec.output("grad.cx", cx.grad)
-        for name, p in params.items():
-            rec.output(f"grad.{name}", p.grad)
+        record_state_and_param_grads(rec, hx, cx, params)
 
     return run
 
