@@ -1,8 +1,9 @@
 """The campaign: plan case x subject x device x context, run each R times in a pooled worker and K times
 in other processes, compare the repetitions, and stream everything to disk as it happens.
 
-Per context the runner starts one *pool* worker (reused: Chainer is imported once) and ``K``
-*fresh* workers, each its own process with its own memory pool, caches, BLAS thread pool and
+Per start-up environment (contexts that set environment variables, or GPU contention, get
+their own; the others share) the runner starts one *pool* worker (reused: Chainer is imported
+once) and ``K`` *fresh* workers, each its own process with its own memory pool, caches, BLAS thread pool and
 hash seed. Every task runs ``R`` times in the pool worker and once in each fresh worker, so
 state that survives inside one process cannot hide run-to-run variation. A worker that dies or
 hangs is replaced and the run is recorded as ``crashed`` / ``timeout``.
@@ -246,15 +247,20 @@ class Campaign:
         done = load_tasks(self.dir)
         todo = [t for t in tasks if t.key not in done]
         progress = _Progress(len(todo), self.settings.quiet)
-        by_context: dict[str, list[Task]] = {}
+        # Worker sets are per start-up environment: contexts that differ only in what is applied at
+        # run time (BLAS threads, Chainer config) share one pool and its fresh workers, so Chainer
+        # is imported once per worker, not once per context; a context with its own environment
+        # variables (or GPU contention) gets workers of its own.
+        by_group: dict[tuple[Any, ...], list[Task]] = {}
         for t in todo:
-            by_context.setdefault(t.context, []).append(t)
+            c = get_context(t.context)
+            by_group.setdefault((c.env, c.contention), []).append(t)
         for name in ("runs.jsonl", "tasks.jsonl"):
             _end_torn_line(os.path.join(self.dir, name))
         with open(os.path.join(self.dir, "runs.jsonl"), "a", encoding="utf-8") as runs_f, \
                 open(os.path.join(self.dir, "tasks.jsonl"), "a", encoding="utf-8") as tasks_f:
-            for ctx_name, ctx_tasks in by_context.items():
-                ctx = get_context(ctx_name)
+            for ctx_tasks in by_group.values():
+                ctx = get_context(ctx_tasks[0].context)
                 needs_workers = any(parse_device(t.device).available for t in ctx_tasks)
                 workers = _WorkerSet(ctx, self.settings)
                 contention = None
