@@ -55,7 +55,7 @@ MIB = 2 ** 20
 KIB = 2 ** 10
 
 #: Section keys, in report order.
-SECTIONS = ("overhead", "comparator", "oracle", "determinism", "scaling", "make")
+SECTIONS = ("overhead", "comparator", "oracle", "determinism", "hook", "scaling", "make")
 
 #: The columns of ``bench.csv``.
 COLUMNS = ("section", "item", "ratio", "ratio_is", "numerator", "numerator_value", "denominator",
@@ -69,6 +69,7 @@ _TITLES = {
     "comparator": "2. Comparator throughput",
     "oracle": "3. Oracle cost",
     "determinism": "4. The price of determinism (embed_id backward)",
+    "hook": "4b. The localize hook: a run with HashStreamHook installed / without",
     "scaling": "5. Scaling of the ci gate with pytest-xdist",
     "make": "6. make test / make report times",
 }
@@ -1075,6 +1076,50 @@ def _markdown(frame: Any) -> str:
     return show.to_markdown(index=False)
 
 
+def bench_hook(quick: bool, rounds: int | None = None, quiet: bool = False) -> tuple[list[_Row], dict[str, Any]]:
+    """Section 4b: wall time of one subject run with the localize hook installed / without it.
+
+    Off, the hook costs nothing: it is a context manager, and no code path consults it when it
+    is not installed. On, it hashes every node's inputs, outputs and gradients.
+    """
+    from harness.cases import Case
+    from harness.contexts import get_context
+    from harness.devices import CPU
+    from harness.localize import HashStreamHook
+    from harness.subjects.base import execute
+    from harness.subjects.registry import get_subject
+
+    rounds = rounds or (3 if quick else 7)
+    cases = {
+        "chainer.NStepLSTM": Case("lstm", 3, {"n_layers": 1, "in_size": 16 if quick else 64,
+                                              "hidden": 16 if quick else 64, "lengths": [8 if quick else 20] * 8}),
+        "chainer.embed_id": Case("embed", 1, {"vocab": 100, "width": 16, "ids_shape": [64, 32]}),
+    }
+    rows: list[_Row] = []
+    raw: dict[str, Any] = {}
+    for name, case in cases.items():
+        subj, ctx = get_subject(name), get_context("default")
+        execute(subj, case, CPU, ctx)  # warm-up
+        off: list[float] = []
+        on: list[float] = []
+        for r in range(rounds):
+            for with_hook in ((False, True) if r % 2 == 0 else (True, False)):
+                t0 = time.perf_counter()
+                if with_hook:
+                    with HashStreamHook():
+                        execute(subj, case, CPU, ctx)
+                else:
+                    execute(subj, case, CPU, ctx)
+                (on if with_hook else off).append(time.perf_counter() - t0)
+        ratio = _median(_ratio(a, b) for a, b in zip(on, off))
+        rows.append(_Row("hook", f"{name}: run with hook / without", ratio, "seconds with hook / without",
+                         "seconds with HashStreamHook", _median(on), "seconds without", _median(off), "s", rounds,
+                         note=f"case {case.id}; CPU, context default"))
+        raw[name] = {"on": on, "off": off}
+        _log(f"hook {name} done", quiet)
+    return rows, raw
+
+
 def run_bench(out_dir: str | None = None, quick: bool = False, quiet: bool = False,
               sections: Sequence[str] = SECTIONS, reports_dir: str | None = None) -> dict[str, Any]:
     """Run the bench into ``out_dir``; returns ``{"dir", "files", "frame", "wall"}``."""
@@ -1096,6 +1141,7 @@ def run_bench(out_dir: str | None = None, quick: bool = False, quiet: bool = Fal
         "comparator": lambda: bench_comparator(quick, quiet=quiet),
         "oracle": lambda: bench_oracle(quick, quiet=quiet),
         "determinism": lambda: bench_determinism(quick, quiet=quiet),
+        "hook": lambda: bench_hook(quick, quiet=quiet),
         "scaling": lambda: bench_scaling(quick, quiet=quiet),
         "make": lambda: bench_make_times(reports_dir),
     }

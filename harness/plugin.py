@@ -51,8 +51,38 @@ def pytest_addoption(parser: Any) -> None:
     g.addoption("--gate-repeats", type=int, default=3, help="in-process repetitions per example (default 3)")
 
 
+def _gpu_count_without_cupy() -> int:
+    """CUDA devices as nvidia-smi lists them (0 where it is absent): asked before CuPy initializes."""
+    import shutil
+    import subprocess
+
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def pin_xdist_worker_gpu(environ: Any = os.environ, count: int | None = None) -> str | None:
+    """Under pytest-xdist (``-n auto``) give worker ``gwK`` GPU ``K mod n`` alone, through
+    ``CUDA_VISIBLE_DEVICES``, so workers do not share a device. Returns what it set, or None
+    where it changed nothing (not a worker, one or no GPU, or CUDA_VISIBLE_DEVICES already set)."""
+    worker = environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or "CUDA_VISIBLE_DEVICES" in environ:
+        return None
+    n = _gpu_count_without_cupy() if count is None else count
+    if n < 2:
+        return None
+    environ["CUDA_VISIBLE_DEVICES"] = str(int(worker[2:]) % n)
+    return environ["CUDA_VISIBLE_DEVICES"]
+
+
 def pytest_configure(config: Any) -> None:
     from harness.errors import InvalidArgument
+
+    pin_xdist_worker_gpu()
     from harness.profiles import load_profile
 
     explicit = config.getoption("hypothesis_profile", default=None)

@@ -183,3 +183,14 @@ def test_flaky_divergence_is_a_contract_failure_with_the_original_example():
     msg = str(info.value)
     assert "did not reproduce while shrinking" in msg
     assert "Mismatched elements: 1 / 12 (8.3%)" in msg and COLLIDE.to_json() in msg
+
+
+def test_xdist_workers_are_pinned_one_gpu_each():
+    from harness.plugin import pin_xdist_worker_gpu
+
+    env = {"PYTEST_XDIST_WORKER": "gw5"}
+    assert pin_xdist_worker_gpu(env, count=4) == "1" and env["CUDA_VISIBLE_DEVICES"] == "1"
+    assert pin_xdist_worker_gpu({"PYTEST_XDIST_WORKER": "gw1"}, count=1) is None  # one GPU: shared
+    assert pin_xdist_worker_gpu({}, count=4) is None  # not an xdist worker
+    kept = {"PYTEST_XDIST_WORKER": "gw0", "CUDA_VISIBLE_DEVICES": "3"}
+    assert pin_xdist_worker_gpu(kept, count=4) is None and kept["CUDA_VISIBLE_DEVICES"] == "3"
