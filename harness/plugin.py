@@ -29,7 +29,8 @@ from harness.gate import Violation, assert_no_violations, check_across, check_ba
 from harness.subjects.base import RunResult, execute
 from harness.subjects.registry import ORACLE_FOR_FAMILY, get_subject
 
-__all__ = ["run_repeats", "contract_violations", "bad_input_violations", "contract_property", "GateState"]
+__all__ = ["run_repeats", "contract_violations", "bad_input_violations", "contract_property", "assert_contract",
+           "GateState"]
 
 
 class GateState:
@@ -210,7 +211,7 @@ def contract_property(test: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a ``@given`` test so a divergence that does not reproduce while shrinking (Hypothesis
     then calls the test flaky) is still a clear contract failure that prints the original example.
 
-    Inside the test, call :func:`check` (not :func:`assert_no_violations`): it remembers the first
+    Inside the test, call :func:`assert_contract` (not :func:`assert_no_violations`): it remembers the first
     dossier before raising.
     """
 
@@ -233,7 +234,7 @@ def contract_property(test: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def check(violations: Sequence[Violation]) -> None:
+def assert_contract(violations: Sequence[Violation]) -> None:
     """Like :func:`harness.gate.assert_no_violations`, remembering the first dossier for flaky reports."""
     if violations and not _FIRST_FAILURE:
         _FIRST_FAILURE.append(violations[0].dossier())

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.plugin import bad_input_violations, check, subjects_of
+from harness.plugin import assert_contract, bad_input_violations, subjects_of
 from harness.strategies import bad_inputs
 
 pytestmark = pytest.mark.gate
@@ -21,7 +21,7 @@ def test_bad_inputs(family, context, device, contracts, data):
         from harness.subjects.registry import get_subject
 
         if get_subject(subject).applies_to(case):
-            check(bad_input_violations(contracts, subject, case, device, context))
+            assert_contract(bad_input_violations(contracts, subject, case, device, context))
 
 
 def test_every_bad_kind_has_a_rule(contracts):

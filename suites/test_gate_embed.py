@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from harness.plugin import check, contract_property, contract_violations, profile_bounds, subjects_of
+from harness.plugin import assert_contract, contract_property, contract_violations, profile_bounds, subjects_of
 from harness.strategies import embed_cases
 
 pytestmark = pytest.mark.gate
@@ -19,7 +19,7 @@ def test_embed_contract(subject, device, contracts, case):
 
     if not get_subject(subject).applies_to(case):
         return  # e.g. ESPnet takes float32 W only: other dtypes are checked as bad inputs
-    check(contract_violations(contracts, subject, case, device))
+    assert_contract(contract_violations(contracts, subject, case, device))
 
 
 @pytest.mark.parametrize("subject", subjects_of("embed"))
@@ -29,4 +29,4 @@ def test_embed_collision_heavy_anchor(subject, device, contracts):
 
     case = Case("embed", 5, {"vocab": 3, "width": 8, "ids_shape": [64, 64], "id_kind": "collision", "distinct": 3,
                              "ignore_label": -1, "ignore_frac": 0.1})
-    check(contract_violations(contracts, subject, case, device))
+    assert_contract(contract_violations(contracts, subject, case, device))

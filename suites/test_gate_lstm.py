@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from harness.plugin import check, contract_property, contract_violations, profile_bounds, subjects_of
+from harness.plugin import assert_contract, contract_property, contract_violations, profile_bounds, subjects_of
 from harness.strategies import lstm_cases
 
 pytestmark = pytest.mark.gate
@@ -19,7 +19,7 @@ def test_lstm_contract(subject, device, contracts, case):
 
     if not get_subject(subject).applies_to(case):
         return  # n_step_lstm takes unidirectional cases, n_step_bilstm bidirectional ones
-    check(contract_violations(contracts, subject, case, device))
+    assert_contract(contract_violations(contracts, subject, case, device))
 
 
 @pytest.mark.parametrize("subject", subjects_of("lstm"))
@@ -33,4 +33,4 @@ def test_lstm_contexts(subject, context, device, contracts):
         pytest.skip("BLAS thread contexts apply to the CPU only")
     for case in anchor_cases():
         if case.family == "lstm" and get_subject(subject).applies_to(case):
-            check(contract_violations(contracts, subject, case, device, context=context, repeats=2))
+            assert_contract(contract_violations(contracts, subject, case, device, context=context, repeats=2))

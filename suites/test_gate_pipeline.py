@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from harness.plugin import check, contract_property, contract_violations, profile_bounds, subjects_of
+from harness.plugin import assert_contract, contract_property, contract_violations, profile_bounds, subjects_of
 from harness.strategies import pipeline_cases
 
 pytestmark = pytest.mark.gate
@@ -15,4 +15,4 @@ pytestmark = pytest.mark.gate
 @contract_property
 @given(case=pipeline_cases(**profile_bounds("pipeline")))
 def test_pipeline_contract(subject, device, contracts, case):
-    check(contract_violations(contracts, subject, case, device))
+    assert_contract(contract_violations(contracts, subject, case, device))

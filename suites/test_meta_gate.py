@@ -165,7 +165,7 @@ def test_flaky_divergence_is_a_contract_failure_with_the_original_example():
     from hypothesis import strategies as st
 
     from harness.gate import Violation
-    from harness.plugin import check, contract_property
+    from harness.plugin import assert_contract, contract_property
 
     calls = {"n": 0}
 
@@ -175,7 +175,7 @@ def test_flaky_divergence_is_a_contract_failure_with_the_original_example():
     def prop(k):
         calls["n"] += 1
         if calls["n"] == 3:  # diverges once, never again: what a racing atomic looks like to Hypothesis
-            check([Violation("not reproducible run to run", "control.nondeterministic", "cpu", "default",
+            assert_contract([Violation("not reproducible run to run", "control.nondeterministic", "cpu", "default",
                              "grad.W", "Mismatched elements: 1 / 12 (8.3%)", "planted", COLLIDE)])
 
     with pytest.raises(ContractViolation) as info:
