@@ -218,8 +218,10 @@ def gate_campaign(run_dir: str, contracts: Contracts) -> list[Violation]:
             err = rec["errors"][0] if rec["errors"] else None
             from harness.subjects.base import ErrorInfo
 
-            res = RunResult(rec["subject"], case.id, rec["device"], rec["context"], rec["status"] if rec["status"]
-                            in ("ok", "error", "crashed", "timeout") else ("error" if err else "ok"),
+            # A task's own status folds crashes and timeouts into "error"; the per-run counts keep them.
+            runs = rec.get("statuses", {})
+            status = next((s for s in ("crashed", "timeout") if runs.get(s)), "error" if err else "ok")
+            res = RunResult(rec["subject"], case.id, rec["device"], rec["context"], status,
                             error=None if err is None else ErrorInfo.from_dict(err))
             out.extend(check_bad_input(rules, case, res))
             continue

@@ -307,7 +307,8 @@ class Campaign:
                 try:
                     w = workers.worker(slot)
                     pid = w.pid
-                    res = w.run(case_json, task.subject, task.device, task.context, self.settings.timeout)
+                    res = w.run(case_json, task.subject, task.device, task.context, self.settings.timeout,
+                                case_id=task.case.id)
                 except WorkerError as exc:
                     pid = None
                     res = RunResult(task.subject, task.case.id, task.device, task.context, "crashed",

@@ -127,13 +127,18 @@ class Worker:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def run(self, case_json: str, subject: str, device: str, context: str, timeout: float) -> RunResult:
-        """One run; a death or a timeout becomes a ``crashed`` / ``timeout`` result (the worker is gone then)."""
-        self.wait_ready()
-        base = dict(subject=subject, case_id="", device=device, context=context)
-        from harness.cases import Case
+    def run(self, case_json: str, subject: str, device: str, context: str, timeout: float,
+            case_id: str = "") -> RunResult:
+        """One run; a death or a timeout becomes a ``crashed`` / ``timeout`` result (the worker is gone then).
 
-        base["case_id"] = Case.from_json(case_json).id
+        ``case_id`` labels those results; the caller knows it, so the JSON is not parsed again here.
+        """
+        self.wait_ready()
+        if not case_id:
+            from harness.cases import Case
+
+            case_id = Case.from_json(case_json).id
+        base = dict(subject=subject, case_id=case_id, device=device, context=context)
         try:
             self._send.send((case_json, subject, device, context))
         except (BrokenPipeError, OSError):
