@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any, Callable, Sequence
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 __all__ = ["main"]
 
@@ -31,7 +31,7 @@ def _split(text: str | None) -> list[str] | None:
 
 # ---- env ------------------------------------------------------------------------------------
 def cmd_env(args: argparse.Namespace) -> int:
-    from harness.env import fingerprint
+    from harness.core.env import fingerprint
 
     fp = fingerprint()
     if args.check:
@@ -45,7 +45,7 @@ def cmd_env(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(fp, indent=2, sort_keys=True))
     else:
-        from harness.env import flatten_fingerprint
+        from harness.core.env import flatten_fingerprint
 
         for k, v in flatten_fingerprint(fp).items():
             print(f"{k:40s} {v}")
@@ -70,8 +70,8 @@ def cmd_subjects(args: argparse.Namespace) -> int:
 
 # ---- cases --------------------------------------------------------------------------------------
 def cmd_cases(args: argparse.Namespace) -> int:
-    from harness.cases import write_corpus
-    from harness.strategies import corpus
+    from harness.core.cases import write_corpus
+    from harness.generate.strategies import corpus
 
     cases = corpus(args.family, examples=args.examples, seed=args.seed, profile=args.profile)
     if args.out in (None, "-"):
@@ -84,8 +84,8 @@ def cmd_cases(args: argparse.Namespace) -> int:
 
 
 def _read_case(path: str, case_id: str | None) -> Any:
-    from harness.cases import Case, load_corpus
-    from harness.errors import CaseError
+    from harness.core.cases import Case, load_corpus
+    from harness.core.errors import CaseError
 
     if not os.path.exists(path):
         raise CaseError(f"case file={path!r} does not exist")
@@ -105,9 +105,9 @@ def _read_case(path: str, case_id: str | None) -> Any:
 
 # ---- replay --------------------------------------------------------------------------------------
 def cmd_replay(args: argparse.Namespace) -> int:
-    from harness import compare
-    from harness.contexts import get_context
-    from harness.devices import parse_device
+    from harness.judge import bitwise as compare
+    from harness.core.contexts import get_context
+    from harness.core.devices import parse_device
     from harness.subjects.base import execute
     from harness.subjects.registry import ORACLE_FOR_FAMILY, get_subject
 
@@ -117,7 +117,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     device = parse_device(args.device)
     context = get_context(args.context)
     if args.repeats < 1:
-        from harness.errors import InvalidArgument
+        from harness.core.errors import InvalidArgument
 
         raise InvalidArgument(f"repeats={args.repeats} must be >= 1")
     print(f"case {case.id} ({case.family}), subject {subject.name}, device {device.id}, context {context.name}, "
@@ -162,8 +162,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 # ---- report ----------------------------------------------------------------------------------------
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness.corpora import default_corpus
-    from harness.report import run_report
+    from harness.generate.corpora import default_corpus
+    from harness.outputs.report import run_report
 
     _load_plugins(args.subject_plugin)
     return run_report(args, default_corpus)
@@ -238,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     chk = ct_sub.add_parser("check", help="validate a contracts file")
     chk.add_argument("--contracts", help="contracts TOML (default: the shipped one)")
     chk.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ")
-    chk.set_defaults(func=_lazy("harness.gate", "cmd_contracts_check"))
+    chk.set_defaults(func=_lazy("harness.outputs.gate", "cmd_contracts_check"))
 
     g = sub.add_parser("gate", help="check a fresh run against the contracts (and a baseline)")
     g.add_argument("--contracts")
@@ -251,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--workers-repeats", type=int, default=1)
     g.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ")
     g.add_argument("--quiet", action="store_true")
-    g.set_defaults(func=_lazy("harness.gate", "cmd_gate"))
+    g.set_defaults(func=_lazy("harness.outputs.gate", "cmd_gate"))
 
     a = sub.add_parser("audit", help="digest every subject on a corpus into an audit file")
     a.add_argument("--corpus")
@@ -264,27 +264,27 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--subjects")
     a.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ")
     a.add_argument("--quiet", action="store_true")
-    a.set_defaults(func=_lazy("harness.audit", "cmd_audit"))
+    a.set_defaults(func=_lazy("harness.outputs.audit", "cmd_audit"))
 
     cmp_ = sub.add_parser("compare", help="what changed between two audit files")
     cmp_.add_argument("a", metavar="A.json")
     cmp_.add_argument("b", metavar="B.json")
     cmp_.add_argument("--out", metavar="DIR")
-    cmp_.set_defaults(func=_lazy("harness.audit", "cmd_compare"))
+    cmp_.set_defaults(func=_lazy("harness.outputs.audit", "cmd_compare"))
 
     m = sub.add_parser("merge", help="many audit files as one matrix")
     m.add_argument("files", nargs="+", metavar="AUDIT.json")
     m.add_argument("--out", metavar="DIR", required=True)
-    m.set_defaults(func=_lazy("harness.audit", "cmd_merge"))
+    m.set_defaults(func=_lazy("harness.outputs.audit", "cmd_merge"))
 
     lo = sub.add_parser("localize", help="the first Chainer function whose outputs differ", add_help=False)
     lo.add_argument("rest", nargs=argparse.REMAINDER)
-    lo.set_defaults(func=lambda a: __import__("harness.localize", fromlist=["main_localize"]).main_localize(a.rest))
+    lo.set_defaults(func=lambda a: __import__("harness.outputs.localize", fromlist=["main_localize"]).main_localize(a.rest))
 
     b = sub.add_parser("bench", help="measure the harness against the bare computation")
     b.add_argument("--out", metavar="DIR")
     b.add_argument("--quick", action="store_true", help="smaller sizes, for tests")
-    b.set_defaults(func=_lazy("harness.bench", "cmd_bench"))
+    b.set_defaults(func=_lazy("harness.outputs.bench", "cmd_bench"))
     return p
 
 

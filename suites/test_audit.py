@@ -20,11 +20,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import audit as A
-from harness.cases import corpus_digest, load_corpus, write_corpus
-from harness.compare import digest
-from harness.corpora import anchor_cases
-from harness.errors import AuditFileError, InvalidArgument
+from harness.outputs import audit as A
+from harness.core.cases import corpus_digest, load_corpus, write_corpus
+from harness.judge.bitwise import digest
+from harness.generate.corpora import anchor_cases
+from harness.core.errors import AuditFileError, InvalidArgument
 
 ROOT = Path(__file__).resolve().parents[1]
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS", "MKL_NUM_THREADS",

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import bench
+from harness.outputs import bench
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def test_quick_bench_headlines_are_present(quick_bench: dict) -> None:
     assert share == pytest.approx(over.loc["overhead ratio", "ratio"] - 1.0, rel=0.25, abs=0.25)
     assert any(i.startswith("cpu N=") and i.endswith("backward time") for i in items)
     gpu = frame[frame["item"] == "gpu: backward time and peak memory"]
-    from harness.devices import available_gpus
+    from harness.core.devices import available_gpus
 
     if available_gpus() == 0:
         assert len(gpu) == 1 and gpu["status"].iloc[0] == "skipped"

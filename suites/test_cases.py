@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from harness.cases import Case, build_arrays, decode_array, encode_array, load_corpus, write_corpus
-from harness.errors import InvalidArgument
-from harness.profiles import DB_ENV, PROFILE_ENV, PROFILES, database_path, default_profile, load_profile
-from harness.strategies import any_case, bad_corpus, bad_inputs, bounds_for, corpus
+from harness.core.cases import Case, build_arrays, decode_array, encode_array, load_corpus, write_corpus
+from harness.core.errors import InvalidArgument
+from harness.generate.profiles import DB_ENV, PROFILE_ENV, PROFILES, database_path, default_profile, load_profile
+from harness.generate.strategies import any_case, bad_corpus, bad_inputs, bounds_for, corpus
 
 FAST = settings(max_examples=25, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -66,7 +66,7 @@ def test_write_and_load_corpus_keep_bytes(tmp_path):
 _BUILD_SCRIPT = """
 import hashlib, json, sys
 import numpy as np
-from harness.cases import Case, build_arrays
+from harness.core.cases import Case, build_arrays
 out = []
 for line in sys.stdin:
     c = Case.from_json(line)

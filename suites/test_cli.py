@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import compare
-from harness.cases import Case, load_corpus, write_corpus
-from harness.contexts import get_context
-from harness.devices import CPU
+from harness.judge import bitwise as compare
+from harness.core.cases import Case, load_corpus, write_corpus
+from harness.core.contexts import get_context
+from harness.core.devices import CPU
 from harness.subjects.base import execute
 from harness.subjects.registry import get_subject
 
@@ -162,7 +162,7 @@ def test_malformed_case_files(tmp_path):
 
 
 def test_replay_on_gpu_without_one_says_skipped(case_file):
-    from harness.devices import Device
+    from harness.core.devices import Device
 
     if Device("gpu", 0).available:
         pytest.skip("a GPU is present")

@@ -18,13 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from harness import compare as C
-from harness.compare import (
+from harness.judge import bitwise as C
+from harness.judge.bitwise import (
     TOLERANCES, ULP_MAX, OracleError, TensorComparison, assert_bit_identical,
     assert_results_identical, assert_within_oracle, bits, compare_oracle, compare_pair,
     compare_repeats, compare_results, digest, gradient_tolerance, item_path, ulp_distance,
 )
-from harness.errors import ComparisonFailure, HarnessError
+from harness.core.errors import ComparisonFailure, HarnessError
 
 FLOATS = [np.float16, np.float32, np.float64]
 UINT_OF = {np.float16: np.uint16, np.float32: np.uint32, np.float64: np.uint64}

@@ -1,7 +1,7 @@
 """The compatibility layer (harness/compat.py): Chainer 7.8.1 and ESPnet's embedding on NumPy 2.
 
 Checked here: Chainer and ``espnet.nets.chainer_backend.deterministic_embed_id`` import through
-``harness.compat`` and run forward and backward; ``apply()`` is idempotent and does nothing where
+``harness.core.compat`` and run forward and backward; ``apply()`` is idempotent and does nothing where
 nothing is missing; every patch names a Chainer file that exists and needs it; the import still
 works where ``numpy.distutils`` and ``pkg_resources`` cannot be imported; site-packages is never
 edited; a wrong or missing Chainer is a one-line SetupError; and the harness works without CuPy.
@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import compat
-from harness.compat import import_chainer
-from harness.errors import SetupError
+from harness.core import compat
+from harness.core.compat import import_chainer
+from harness.core.errors import SetupError
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 120
@@ -142,7 +142,7 @@ def test_apply_is_a_no_op_when_nothing_is_missing():
         missing = [n for n in ("numpy.distutils.system_info", "pkg_resources")
                    if importlib.util.find_spec(n.split(".")[0]) is None
                    or (n.startswith("numpy.") and importlib.util.find_spec("numpy.distutils") is None)]
-        from harness import compat
+        from harness.core import compat
         first = compat.apply()
         second = compat.apply()
         print(json.dumps({"first": list(first), "second": list(second), "missing": missing,
@@ -178,8 +178,8 @@ def test_import_works_without_numpy_distutils_and_pkg_resources():
             raise SystemExit("the blocker failed: pkg_resources imported")
         except ImportError:
             pass
-        from harness.compat import import_chainer
-        from harness import compat
+        from harness.core.compat import import_chainer
+        from harness.core import compat
         chainer = import_chainer()
         import chainer.functions as F
         W = chainer.Variable(np.arange(12, dtype=np.float32).reshape(4, 3))
@@ -194,7 +194,7 @@ def test_import_works_without_numpy_distutils_and_pkg_resources():
     assert p.returncode == 0, p.stderr
     out = last_json(p.stdout)
     assert "pkg_resources" in out["applied"] and "numpy.distutils.system_info" in out["applied"], out
-    assert "harness.compat stand-in" in out["stand_in"]
+    assert "harness.core.compat stand-in" in out["stand_in"]
     assert out["y"][0] == [3.0, 4.0, 5.0] and out["gW"][1] == [2.0, 2.0, 2.0] and out["gW"][0] == [0.0] * 3
 
 
@@ -212,7 +212,7 @@ def test_a_module_that_raises_on_import_counts_as_missing():
                 return None
         sys.modules.pop("pkg_resources", None)
         sys.meta_path.insert(0, _Finder())
-        from harness.compat import import_chainer, applied
+        from harness.core.compat import import_chainer, applied
         import_chainer()
         print(json.dumps(list(applied())))
     """)
@@ -234,7 +234,7 @@ def test_compat_never_edits_site_packages():
     before = _chainer_tree_state()
     assert all(str(t.relative_to(SITE)) in before for t in targets)
     code = blocker_source("numpy.distutils", "pkg_resources") + textwrap.dedent("""
-        from harness import compat
+        from harness.core import compat
         compat.apply(); compat.apply()
         compat.import_chainer()
         print(list(compat.applied()))
@@ -260,8 +260,8 @@ def test_wrong_chainer_version_is_a_one_line_setup_error(monkeypatch):
 
 def test_missing_chainer_is_a_one_line_setup_error():
     code = blocker_source("chainer") + textwrap.dedent("""
-        from harness.compat import import_chainer
-        from harness.errors import SetupError
+        from harness.core.compat import import_chainer
+        from harness.core.errors import SetupError
         try:
             import_chainer()
         except SetupError as exc:
@@ -277,7 +277,7 @@ def test_missing_chainer_is_a_one_line_setup_error():
 def test_env_check_reports_a_wrong_chainer_in_one_line_per_problem():
     code = textwrap.dedent("""
         import sys
-        from harness import compat
+        from harness.core import compat
         compat.apply()
         import chainer
         chainer.__version__ = "7.0.0"
@@ -296,9 +296,9 @@ def test_env_check_reports_a_wrong_chainer_in_one_line_per_problem():
 def test_harness_works_where_cupy_is_absent():
     code = blocker_source("cupy", "cupyx") + textwrap.dedent("""
         import json, sys
-        import harness.cli, harness.runner, harness.env, harness.subjects.registry  # noqa: F401
-        from harness.devices import Device, CPU
-        from harness.compat import import_chainer
+        import harness.cli, harness.execute.campaign, harness.core.env, harness.subjects.registry  # noqa: F401
+        from harness.core.devices import Device, CPU
+        from harness.core.compat import import_chainer
         import_chainer()
         ok, reason = Device("gpu", 0).availability()
         cpu_ok, _ = CPU.availability()

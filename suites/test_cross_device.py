@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness import compare
-from harness.cases import Case
-from harness.contexts import get_context
-from harness.devices import CPU
+from harness.judge import bitwise as compare
+from harness.core.cases import Case
+from harness.core.contexts import get_context
+from harness.core.devices import CPU
 from harness.subjects.base import execute
 from harness.subjects.registry import get_subject
 

@@ -32,7 +32,7 @@ def harness(*args: str, env: dict[str, str] | None = None, pythonpath: str | Non
 
 
 def real_gpu() -> bool:
-    from harness.devices import cupy_status
+    from harness.core.devices import cupy_status
 
     return cupy_status()[0] is not None
 
@@ -62,7 +62,7 @@ def test_env_json_versions(fingerprint):
 
 
 def test_env_json_compat_and_chainer_config(fingerprint):
-    from harness import compat
+    from harness.core import compat
 
     patches = fingerprint["compat_patches"]
     assert isinstance(patches, list) and "numpy.sctypes" in patches  # NumPy 2 lacks it
@@ -169,9 +169,9 @@ def test_blind_cupy_env_check_one_line_no_traceback(blind_cupy):
 def test_blind_cupy_gpu_device_unavailable(blind_cupy):
     code = textwrap.dedent("""
         import json
-        from harness.devices import Device
-        from harness.cases import Case
-        from harness.contexts import get_context
+        from harness.core.devices import Device
+        from harness.core.cases import Case
+        from harness.core.contexts import get_context
         from harness.subjects.base import execute
         from harness.subjects.registry import get_subject
         ok, reason = Device("gpu", 0).availability()

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.plugin import assert_contract, bad_input_violations, subjects_of
-from harness.strategies import bad_inputs
+from harness.pytest_plugin import assert_contract, bad_input_violations, subjects_of
+from harness.generate.strategies import bad_inputs
 
 pytestmark = pytest.mark.gate
 
@@ -26,7 +26,7 @@ def test_bad_inputs(family, context, device, contracts, data):
 
 def test_every_bad_kind_has_a_rule(contracts):
     """Each bad-input kind the strategies make is covered by at least one contract rule."""
-    from harness.strategies import BAD_KINDS
+    from harness.generate.strategies import BAD_KINDS
 
     covered = {r.tag for r in contracts.bad_inputs}
     missing = [k for k in BAD_KINDS if f"bad:{k}" not in covered]

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from harness.gate import assert_no_violations, check_baseline, gate_campaign
+from harness.outputs.gate import assert_no_violations, check_baseline, gate_campaign
 
 pytestmark = pytest.mark.gate
 
@@ -14,10 +14,10 @@ pytestmark = pytest.mark.gate
 @pytest.fixture(scope="session")
 def gate_run(tmp_path_factory, contracts):
     """One campaign over the anchor cases: R=2 in a pooled worker, K=1 in a fresh one, per context."""
-    from harness.contexts import get_context
-    from harness.corpora import anchor_cases
-    from harness.plugin import GateState
-    from harness.runner import Campaign, CampaignSettings, plan
+    from harness.core.contexts import get_context
+    from harness.generate.corpora import anchor_cases
+    from harness.pytest_plugin import GateState
+    from harness.execute.campaign import Campaign, CampaignSettings, plan
     from harness.subjects.registry import subjects_for
 
     d = str(tmp_path_factory.mktemp("gate") / "run")
@@ -36,7 +36,7 @@ def test_campaign_contracts_hold(gate_run, contracts):
 
 def test_positive_control_really_diverged(gate_run):
     """The campaign could have failed: the nondeterministic control did diverge in it."""
-    from harness.runner import load_tasks
+    from harness.execute.campaign import load_tasks
 
     recs = [r for r in load_tasks(gate_run).values()
             if r["subject"] == "control.nondeterministic" and r["device"] == "cpu"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from harness.plugin import assert_contract, contract_property, contract_violations, profile_bounds, subjects_of
-from harness.strategies import embed_cases
+from harness.pytest_plugin import assert_contract, contract_property, contract_violations, profile_bounds, subjects_of
+from harness.generate.strategies import embed_cases
 
 pytestmark = pytest.mark.gate
 
@@ -25,7 +25,7 @@ def test_embed_contract(subject, device, contracts, case):
 @pytest.mark.parametrize("subject", subjects_of("embed"))
 def test_embed_collision_heavy_anchor(subject, device, contracts):
     """Thousands of updates to three rows with a random upstream gradient: where atomics race."""
-    from harness.cases import Case
+    from harness.core.cases import Case
 
     case = Case("embed", 5, {"vocab": 3, "width": 8, "ids_shape": [64, 64], "id_kind": "collision", "distinct": 3,
                              "ignore_label": -1, "ignore_frac": 0.1})

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from harness.plugin import assert_contract, contract_property, contract_violations, profile_bounds, subjects_of
-from harness.strategies import lstm_cases
+from harness.pytest_plugin import assert_contract, contract_property, contract_violations, profile_bounds, subjects_of
+from harness.generate.strategies import lstm_cases
 
 pytestmark = pytest.mark.gate
 
@@ -26,7 +26,7 @@ def test_lstm_contract(subject, device, contracts, case):
 @pytest.mark.parametrize("context", ["blas1", "blas2", "debug"])
 def test_lstm_contexts(subject, context, device, contracts):
     """The anchor that OpenBLAS splits across threads, in each CPU context (fixed thread count each)."""
-    from harness.corpora import anchor_cases
+    from harness.generate.corpora import anchor_cases
     from harness.subjects.registry import get_subject
 
     if device.is_gpu and context.startswith("blas"):

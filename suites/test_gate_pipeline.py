@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from harness.plugin import assert_contract, contract_property, contract_violations, profile_bounds, subjects_of
-from harness.strategies import pipeline_cases
+from harness.pytest_plugin import assert_contract, contract_property, contract_violations, profile_bounds, subjects_of
+from harness.generate.strategies import pipeline_cases
 
 pytestmark = pytest.mark.gate
 

@@ -23,11 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # so that suites.plugins.pipeline_control imports as the CLI would
     sys.path.insert(0, str(ROOT))
 
-from harness.cases import Case, write_corpus  # noqa: E402
-from harness.contexts import get_context  # noqa: E402
-from harness.devices import CPU  # noqa: E402
-from harness.errors import InvalidArgument  # noqa: E402
-from harness.localize import (  # noqa: E402
+from harness.core.cases import Case, write_corpus  # noqa: E402
+from harness.core.contexts import get_context  # noqa: E402
+from harness.core.devices import CPU  # noqa: E402
+from harness.core.errors import InvalidArgument  # noqa: E402
+from harness.outputs.localize import (  # noqa: E402
     ArrayDigest, Event, HashStreamHook, Localization, Stream, align, digest_array, localize, main_localize,
     record,
 )
@@ -79,7 +79,7 @@ def test_digest_is_bitwise_and_typed():
 
 
 def test_hook_sees_every_node_inside_execute_and_leaves_no_trace():
-    from harness.compat import import_chainer
+    from harness.core.compat import import_chainer
 
     chainer = import_chainer()
     F = chainer.functions
@@ -266,7 +266,7 @@ def test_nsteplstm_blas_split_anchor_root_is_the_first_matrix_product():
     2 threads: the root must be that matrix product, with the nodes before it matched."""
     import os
 
-    from harness.corpora import anchor_cases
+    from harness.generate.corpora import anchor_cases
 
     if (os.cpu_count() or 1) < 2:
         pytest.skip("needs 2 cores for a 2-thread BLAS")

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.cases import Case
-from harness.contracts import load_contracts
-from harness.devices import CPU
-from harness.errors import ContractViolation
-from harness.gate import assert_no_violations, check_baseline
-from harness.plugin import contract_violations
+from harness.core.cases import Case
+from harness.judge.contracts import load_contracts
+from harness.core.devices import CPU
+from harness.core.errors import ContractViolation
+from harness.outputs.gate import assert_no_violations, check_baseline
+from harness.pytest_plugin import contract_violations
 
 pytestmark = pytest.mark.meta
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +92,7 @@ reason = "planted"
 
 
 def test_contracts_check_fails_on_malformed_line(tmp_path):
-    from harness.errors import ContractError
+    from harness.core.errors import ContractError
 
     p = tmp_path / "c.toml"
     p.write_text('version = 1\n[[contract]]\nsubject = "chainer.embed_id"\ndevice = "tpu"\nreason = "x"\n')
@@ -102,8 +102,8 @@ def test_contracts_check_fails_on_malformed_line(tmp_path):
 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
-    from harness.contexts import get_context
-    from harness.runner import Campaign, CampaignSettings, plan
+    from harness.core.contexts import get_context
+    from harness.execute.campaign import Campaign, CampaignSettings, plan
     from harness.subjects.registry import subjects_for
 
     d = str(tmp_path_factory.mktemp("meta") / "run")
@@ -164,8 +164,8 @@ def test_flaky_divergence_is_a_contract_failure_with_the_original_example():
     from hypothesis import given, settings
     from hypothesis import strategies as st
 
-    from harness.gate import Violation
-    from harness.plugin import assert_contract, contract_property
+    from harness.outputs.gate import Violation
+    from harness.pytest_plugin import assert_contract, contract_property
 
     calls = {"n": 0}
 
@@ -186,7 +186,7 @@ def test_flaky_divergence_is_a_contract_failure_with_the_original_example():
 
 
 def test_xdist_workers_are_pinned_one_gpu_each():
-    from harness.plugin import pin_xdist_worker_gpu
+    from harness.pytest_plugin import pin_xdist_worker_gpu
 
     env = {"PYTEST_XDIST_WORKER": "gw5"}
     assert pin_xdist_worker_gpu(env, count=4) == "1" and env["CUDA_VISIBLE_DEVICES"] == "1"

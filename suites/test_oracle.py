@@ -22,9 +22,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from harness.cases import Case, build_arrays, encode_array, lstm_weight_shapes
-from harness.compat import import_chainer
-from harness.errors import InvalidArgument
+from harness.core.cases import Case, build_arrays, encode_array, lstm_weight_shapes
+from harness.core.compat import import_chainer
+from harness.core.errors import InvalidArgument
 from harness.subjects.oracle import (
     GATE_WEIGHTS, ORACLES, embed_oracle, lstm_oracle, pipeline_oracle,
 )

@@ -19,11 +19,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.cases import Case, write_corpus
-from harness.contexts import get_context
-from harness.devices import CPU, Device
-from harness.errors import InvalidArgument
-from harness.runner import (Campaign, CampaignSettings, load_arrays, load_tasks, parse_shard, plan, shard,
+from harness.core.cases import Case, write_corpus
+from harness.core.contexts import get_context
+from harness.core.devices import CPU, Device
+from harness.core.errors import InvalidArgument
+from harness.execute.campaign import (Campaign, CampaignSettings, load_arrays, load_tasks, parse_shard, plan, shard,
                             task_key)
 from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
 

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
-from harness import strategies as S
-from harness.cases import FAMILIES, Case, build_arrays, corpus_digest
-from harness.errors import InvalidArgument
-from harness.strategies import (
+from harness.generate import strategies as S
+from harness.core.cases import FAMILIES, Case, build_arrays, corpus_digest
+from harness.core.errors import InvalidArgument
+from harness.generate.strategies import (
     BAD_KINDS, SIZE_BOUNDS, any_case, bad_corpus, bad_inputs, bounds_for, cases, corpus, embed_cases,
     lstm_cases, pipeline_cases,
 )
@@ -346,8 +346,8 @@ def test_corpus_all_mixes_families_in_equal_shares():
 
 _DIGEST_SCRIPT = """
 import sys
-from harness.strategies import corpus, bad_corpus
-from harness.cases import corpus_digest
+from harness.generate.strategies import corpus, bad_corpus
+from harness.core.cases import corpus_digest
 print(corpus_digest(corpus(sys.argv[1], examples=int(sys.argv[2]), seed=int(sys.argv[3]))))
 print(corpus_digest(bad_corpus(examples=20, seed=int(sys.argv[3]))))
 """

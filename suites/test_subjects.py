@@ -1,7 +1,7 @@
 """The subjects (harness/subjects/*): the registry, one CPU run of each, agreement with the oracle,
 the controls, Chainer's nondeterminism declarations, errors, GPU skips, plug-ins, dropout and dtypes.
 
-Oracle tolerance: ``harness.compare.gradient_tolerance`` of the subject's dtype with ``n_terms=1``
+Oracle tolerance: ``harness.judge.bitwise.gradient_tolerance`` of the subject's dtype with ``n_terms=1``
 (the strictest setting) for every output and gradient; a disagreement fails with the oracle dossier
 (``OracleError.message()``).
 """
@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import compare
-from harness.cases import Case, build_arrays
-from harness.contexts import get_context
-from harness.devices import CPU, Device
-from harness.errors import PluginError, UnknownSubject
+from harness.judge import bitwise as compare
+from harness.core.cases import Case, build_arrays
+from harness.core.contexts import get_context
+from harness.core.devices import CPU, Device
+from harness.core.errors import PluginError, UnknownSubject
 from harness.subjects.base import Declared, RunResult, Subject, execute
 from harness.subjects.registry import ORACLE_FOR_FAMILY, SUBJECTS, get_subject, load_plugin, register
 
@@ -260,7 +260,7 @@ def test_declaration_in_a_plugin_is_captured():
 
 
 def test_declaration_captured_only_while_running():
-    from harness.compat import import_chainer
+    from harness.core.compat import import_chainer
 
     chainer = import_chainer()
     assert chainer.config.warn_nondeterministic is False  # execute turns it on only for the run
@@ -336,7 +336,7 @@ def test_gpu_only_context_skips_on_cpu():
 # ---- plug-ins outside the package -------------------------------------------------------------------
 PLUGIN_SOURCE = textwrap.dedent("""
     import numpy as np
-    from harness.cases import build_arrays
+    from harness.core.cases import build_arrays
     from harness.subjects.base import Declared, Subject
 
     def _run(case, device, context, rec):

@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import tables
-from harness.cases import Case, write_corpus
-from harness.contexts import get_context
-from harness.devices import CPU
-from harness.runner import Campaign, CampaignSettings, Task, plan
+from harness.outputs import tables
+from harness.core.cases import Case, write_corpus
+from harness.core.contexts import get_context
+from harness.core.devices import CPU
+from harness.execute.campaign import Campaign, CampaignSettings, Task, plan
 from harness.subjects.base import ErrorInfo, RunResult
 from harness.subjects.registry import get_subject
 

@@ -19,9 +19,9 @@ from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-from harness.cases import Case
-from harness.contexts import Context
-from harness.devices import Device
+from harness.core.cases import Case
+from harness.core.contexts import Context
+from harness.core.devices import Device
 
 __all__ = ["Subject", "Declared", "RunResult", "ErrorInfo", "Recorder", "execute", "FAMILIES", "PHASES"]
 
@@ -199,7 +199,7 @@ def execute(subject: Subject, case: Case, device: Device, context: Context) -> R
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            from harness.compat import import_chainer
+            from harness.core.compat import import_chainer
 
             chainer = import_chainer()
             with context.applied(), chainer.using_config("warn_nondeterministic", True):

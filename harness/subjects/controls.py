@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.cases import Case, build_arrays
-from harness.contexts import Context
-from harness.devices import Device
+from harness.core.cases import Case, build_arrays
+from harness.core.contexts import Context
+from harness.core.devices import Device
 from harness.subjects.base import Declared, Recorder, Subject
 
 __all__ = ["SUBJECTS", "scatter_add"]

@@ -11,14 +11,14 @@ import importlib
 from types import ModuleType
 from typing import Any, Callable
 
-from harness.cases import Case, build_arrays
-from harness.compat import import_chainer
-from harness.contexts import Context
-from harness.devices import Device
-from harness.errors import SetupError
+from harness.core.cases import Case, build_arrays
+from harness.core.compat import import_chainer
+from harness.core.contexts import Context
+from harness.core.devices import Device
+from harness.core.errors import SetupError
 from harness.subjects.base import Declared, Recorder, Subject
 
-ESPNET_MODULE = "espnet.nets.chainer_backend.deterministic_embed_id"
+from harness.core.env import ESPNET_MODULE  # one name for the module under test
 
 __all__ = ["espnet_module", "SUBJECTS"]
 

@@ -12,10 +12,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from harness.cases import Case, build_arrays
-from harness.compat import import_chainer
-from harness.contexts import Context
-from harness.devices import Device
+from harness.core.cases import Case, build_arrays
+from harness.core.compat import import_chainer
+from harness.core.contexts import Context
+from harness.core.devices import Device
 from harness.subjects.base import Declared, Recorder, Subject
 
 __all__ = ["SUBJECTS", "run_lstm_outputs", "link_params", "load_link_params", "record_state_and_param_grads"]

@@ -36,8 +36,8 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from harness.cases import lstm_weight_shapes
-from harness.errors import InvalidArgument
+from harness.core.cases import lstm_weight_shapes
+from harness.core.errors import InvalidArgument
 
 __all__ = ["embed_oracle", "lstm_oracle", "pipeline_oracle", "ORACLES", "GATE_WEIGHTS"]
 

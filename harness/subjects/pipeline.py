@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from harness.cases import Case, build_arrays
-from harness.compat import import_chainer
-from harness.contexts import Context
-from harness.devices import Device
+from harness.core.cases import Case, build_arrays
+from harness.core.compat import import_chainer
+from harness.core.contexts import Context
+from harness.core.devices import Device
 from harness.subjects.base import Declared, Recorder, Subject
 from harness.subjects.embed import espnet_module
 from harness.subjects.lstm import load_link_params, record_state_and_param_grads, run_lstm_outputs

@@ -12,10 +12,10 @@ import importlib
 import importlib.metadata
 from typing import Any, Iterable
 
-from harness.cases import Case, build_arrays
-from harness.contexts import Context
-from harness.devices import Device
-from harness.errors import PluginError, UnknownSubject
+from harness.core.cases import Case, build_arrays
+from harness.core.contexts import Context
+from harness.core.devices import Device
+from harness.core.errors import PluginError, UnknownSubject
 from harness.subjects import controls, embed, lstm, pipeline
 from harness.subjects.base import Declared, Recorder, Subject
 

@@ -22,9 +22,9 @@ import time
 
 import numpy as np
 
-from harness.cases import Case, build_arrays
-from harness.contexts import Context
-from harness.devices import Device
+from harness.core.cases import Case, build_arrays
+from harness.core.contexts import Context
+from harness.core.devices import Device
 from harness.subjects.base import Declared, Recorder, Subject
 
 __all__ = ["SUBJECTS", "SLOW_SECONDS"]
@@ -69,7 +69,7 @@ def _env_probe(case: Case, device: Device, context: Context, rec: Recorder) -> N
 
 
 def _declares(case: Case, device: Device, context: Context, rec: Recorder) -> None:
-    from harness.compat import import_chainer
+    from harness.core.compat import import_chainer
 
     chainer = import_chainer()
     a = build_arrays(case)

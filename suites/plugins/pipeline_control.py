@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.cases import Case, array_rng, build_arrays
-from harness.compat import import_chainer
-from harness.contexts import Context
-from harness.devices import Device
+from harness.core.cases import Case, array_rng, build_arrays
+from harness.core.compat import import_chainer
+from harness.core.contexts import Context
+from harness.core.devices import Device
 from harness.subjects.base import Declared, Recorder, Subject
 from harness.subjects.controls import scatter_add
 

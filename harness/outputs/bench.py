@@ -5,10 +5,10 @@ quantities measured in the same run, interleaved where possible, each the median
 rounds (absolute seconds appear only as context). Six sections, one CSV row per measured ratio:
 
 1. ``overhead``: wall time of a ``report``-like campaign (the default corpus on the CPU, context
-   ``default``, R=5 repeats + 2 fresh processes, then :func:`harness.tables.write_report`) divided
+   ``default``, R=5 repeats + 2 fresh processes, then :func:`harness.outputs.tables.write_report`) divided
    by the time the subjects themselves spent in forward + backward, and where the rest goes
    (case building, worker start-up, transfer, comparator, oracle, report writing).
-2. ``comparator``: bytes/s of :func:`harness.compare.compare_repeats` on two repetitions against
+2. ``comparator``: bytes/s of :func:`harness.judge.bitwise.compare_repeats` on two repetitions against
    ``numpy.array_equal`` and against ``array_equal`` + SHA-256 of both, on the same arrays.
 3. ``oracle``: the float64 oracle's time against its subject's, per family, over small sweeps of
    batch, sequence length and width.
@@ -49,7 +49,7 @@ __all__ = [
     "parse_pytest_counts", "GIB",
 ]
 
-PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GIB = 2 ** 30
 MIB = 2 ** 20
 KIB = 2 ** 10
@@ -141,7 +141,7 @@ def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
 
 
 def _atomic_write(path: str, data: str | bytes) -> str:
-    from harness.fileio import atomic_write
+    from harness.core.fileio import atomic_write
 
     return atomic_write(path, data)
 
@@ -169,8 +169,8 @@ def _log(msg: str, quiet: bool = False) -> None:
 
 
 def machine_info() -> dict[str, Any]:
-    """CPU model, cores and BLAS (from :func:`harness.env.fingerprint`), and GPU availability."""
-    from harness.env import fingerprint
+    """CPU model, cores and BLAS (from :func:`harness.core.env.fingerprint`), and GPU availability."""
+    from harness.core.env import fingerprint
 
     fp = fingerprint()
     blas = fp.get("blas") or []
@@ -193,7 +193,7 @@ def _machine_line(m: dict[str, Any]) -> str:
 
 
 def _overhead_corpus(quick: bool) -> list[Any]:
-    from harness.corpora import anchor_cases, default_corpus
+    from harness.generate.corpora import anchor_cases, default_corpus
 
     if quick:
         # One collision embed, one small bidirectional LSTM, one pipeline: every family, tiny.
@@ -215,7 +215,7 @@ class _Stopwatch:
         self.wrapped: set[str] = set()
 
     def __enter__(self) -> "_Stopwatch":
-        from harness import runner
+        from harness.execute import campaign as runner
 
         for owner_name, attr, bucket in self._TARGETS:
             owner = getattr(runner, owner_name, None) if owner_name else runner
@@ -244,11 +244,11 @@ class _Stopwatch:
 
 def _one_campaign(quick: bool, repeats: int, fresh: int) -> dict[str, float]:
     """One report-like campaign in a temporary directory; its timings, bucketed additively."""
-    from harness import tables
-    from harness.contexts import parse_contexts
-    from harness.devices import parse_devices
-    from harness.env import fingerprint
-    from harness.runner import Campaign, CampaignSettings, plan
+    from harness.outputs import tables
+    from harness.core.contexts import parse_contexts
+    from harness.core.devices import parse_devices
+    from harness.core.env import fingerprint
+    from harness.execute.campaign import Campaign, CampaignSettings, plan
     from harness.subjects.registry import subjects_for
 
     tmp = tempfile.mkdtemp(prefix="harness-bench-")
@@ -311,8 +311,8 @@ def _campaign_round(quick: bool, repeats: int, fresh: int) -> dict[str, float]:
     """One campaign round in a fresh interpreter, as ``harness report`` runs: nothing is imported or
     cached from earlier rounds (matplotlib's import lands in report writing, as in a real report)."""
     code = ("import json, sys\n"
-            "from harness import tables  # imported before the clock starts, as in run_report\n"
-            "from harness.bench import _one_campaign\n"
+            "from harness.outputs import tables  # imported before the clock starts, as in run_report\n"
+            "from harness.outputs.bench import _one_campaign\n"
             f"res = _one_campaign({bool(quick)!r}, {int(repeats)}, {int(fresh)})\n"
             "sys.stdout.write('\\n' + json.dumps(res) + '\\n')\n")
     env = dict(os.environ)
@@ -400,7 +400,7 @@ def comparator_throughput(a: np.ndarray, b: np.ndarray, rounds: int = 5, inner: 
                           ) -> dict[str, Any]:
     """Bytes/s of the comparator and of its baselines on the same two arrays, interleaved per round.
 
-    Methods: ``comparator`` (:func:`harness.compare.compare_repeats` of ``[a, b]``, the runner's
+    Methods: ``comparator`` (:func:`harness.judge.bitwise.compare_repeats` of ``[a, b]``, the runner's
     path: two SHA-256 digests, NaN/Inf counts, and for differing arrays the bit comparison, the
     diff count, the max ULP and the first index), ``comparator_forced`` (the same with
     ``early_exit=False``: the element-wise work is done even when the digests agree),
@@ -408,9 +408,9 @@ def comparator_throughput(a: np.ndarray, b: np.ndarray, rounds: int = 5, inner: 
     SHA-256 of both arrays, one after the other). Bytes are those of both inputs. Each time is
     the median over ``rounds`` of the mean over ``inner`` back-to-back calls (chosen from the size
     when not given). Returns seconds, bytes/s, the ratios against the comparator, and the
-    comparison (a :class:`~harness.compare.TensorComparison`).
+    comparison (a :class:`~harness.judge.bitwise.TensorComparison`).
     """
-    from harness import compare
+    from harness.judge import bitwise as compare
 
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     nbytes = int(a.nbytes + b.nbytes)
@@ -561,7 +561,7 @@ def _oracle_points(quick: bool) -> dict[str, dict[str, Any]]:
 
 
 def _oracle_case(family: str, batch: int, length: int, width: int) -> Any:
-    from harness.cases import Case
+    from harness.core.cases import Case
 
     if family == "embed":
         # ids drawn uniformly from a vocabulary of 100: most rows collect several terms
@@ -573,8 +573,8 @@ def _oracle_case(family: str, batch: int, length: int, width: int) -> Any:
 
 
 def _subject_seconds(subject_name: str, case: Any) -> float:
-    from harness.contexts import get_context
-    from harness.devices import parse_device
+    from harness.core.contexts import get_context
+    from harness.core.devices import parse_device
     from harness.subjects.base import execute
     from harness.subjects.registry import get_subject
 
@@ -668,7 +668,7 @@ _DET_SUBJECTS = ("chainer.embed_id", "espnet.embed_id")
 
 
 def _embed_fn(name: str) -> Callable[..., Any]:
-    from harness.compat import import_chainer
+    from harness.core.compat import import_chainer
 
     if name == "chainer.embed_id":
         return import_chainer().functions.embed_id
@@ -690,7 +690,7 @@ def _det_points(quick: bool) -> tuple[list[tuple[int, int]], int, int]:
 def _backward_cpu(fn: Callable[..., Any], x: np.ndarray, W: np.ndarray, gy: np.ndarray,
                   trace: bool) -> tuple[float, int]:
     """Seconds of one ``y.backward()`` and, with ``trace``, tracemalloc's peak during it (bytes)."""
-    from harness.compat import import_chainer
+    from harness.core.compat import import_chainer
 
     chainer = import_chainer()
     Wv = chainer.Variable(W)
@@ -722,7 +722,7 @@ def _gpu_measure(fn: Callable[..., Any], x: np.ndarray, W: np.ndarray, gy: np.nd
     import cupy as cp
     from cupy.cuda import memory_hook
 
-    from harness.compat import import_chainer
+    from harness.core.compat import import_chainer
 
     chainer = import_chainer()
 
@@ -768,7 +768,7 @@ def _fit_memory(points: list[dict[str, Any]]) -> tuple[float, float, float]:
 def bench_determinism(quick: bool, rounds: int | None = None, gpu: bool | None = None, quiet: bool = False
                       ) -> tuple[list[_Row], dict[str, Any]]:
     """Section 4: espnet.embed_id against chainer.embed_id, backward time and peak memory vs N and V."""
-    from harness.devices import available_gpus, parse_device
+    from harness.core.devices import available_gpus, parse_device
 
     rounds = rounds or (3 if quick else 5)
     pts, v0, n0 = _det_points(quick)
@@ -1061,7 +1061,7 @@ def bench_make_times(reports_dir: str | None = None) -> tuple[list[_Row], dict[s
 
 def new_bench_dir(base: str | None = None) -> str:
     """``reports/bench/<UTC timestamp>-<pid>``."""
-    from harness.report import REPORTS_DIR
+    from harness.outputs.report import REPORTS_DIR
 
     base = base or os.path.join(REPORTS_DIR, "bench")
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -1082,10 +1082,10 @@ def bench_hook(quick: bool, rounds: int | None = None, quiet: bool = False) -> t
     Off, the hook costs nothing: it is a context manager, and no code path consults it when it
     is not installed. On, it hashes every node's inputs, outputs and gradients.
     """
-    from harness.cases import Case
-    from harness.contexts import get_context
-    from harness.devices import CPU
-    from harness.localize import HashStreamHook
+    from harness.core.cases import Case
+    from harness.core.contexts import get_context
+    from harness.core.devices import CPU
+    from harness.outputs.localize import HashStreamHook
     from harness.subjects.base import execute
     from harness.subjects.registry import get_subject
 

@@ -20,17 +20,17 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any, Mapping
 
-from harness.errors import WorkerError
+from harness.core.errors import WorkerError
 from harness.subjects.base import ErrorInfo, RunResult
 
 __all__ = ["Worker", "worker_main"]
 
 def worker_main(conn: Any, plugins: tuple[str, ...]) -> None:
     """The worker's loop (runs in the child)."""
-    from harness.cases import Case
-    from harness.compat import import_chainer
-    from harness.contexts import get_context
-    from harness.devices import parse_device
+    from harness.core.cases import Case
+    from harness.core.compat import import_chainer
+    from harness.core.contexts import get_context
+    from harness.core.devices import parse_device
     from harness.subjects.base import execute
     from harness.subjects.registry import get_subject, load_entry_points, load_plugin
 
@@ -80,7 +80,7 @@ class Worker:
         self.startup_seconds = 0.0
 
     def start(self) -> "Worker":
-        """Start ``python -m harness.worker`` with the environment overrides; returns without waiting.
+        """Start ``python -m harness.execute.worker`` with the environment overrides; returns without waiting.
 
         A plain subprocess (not multiprocessing's spawn) so the worker never re-imports the
         parent's ``__main__``; requests and answers travel on two private pipes, so anything a
@@ -89,12 +89,12 @@ class Worker:
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         env = {**os.environ, **self.env}
-        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         quiet = os.environ.get("HARNESS_WORKER_STDERR") != "1"
         self.started_at = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.worker", str(req_r), str(resp_w), json.dumps(list(self.plugins))],
+            [sys.executable, "-m", "harness.execute.worker", str(req_r), str(resp_w), json.dumps(list(self.plugins))],
             pass_fds=(req_r, resp_w), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL if quiet else None, close_fds=True)
         os.close(req_r)
@@ -135,7 +135,7 @@ class Worker:
         """
         self.wait_ready()
         if not case_id:
-            from harness.cases import Case
+            from harness.core.cases import Case
 
             case_id = Case.from_json(case_json).id
         base = dict(subject=subject, case_id=case_id, device=device, context=context)

@@ -1,6 +1,6 @@
 """The report tables: a campaign directory in, pandas frames, plots and report files out.
 
-Data flows one way: ``tasks.jsonl`` and ``arrays/*.npz`` (written by :mod:`harness.runner`)
+Data flows one way: ``tasks.jsonl`` and ``arrays/*.npz`` (written by :mod:`harness.execute.campaign`)
 become :func:`results_frame`, one row per case x subject x device x context x tensor. Every
 other table is computed *only* from that frame, so each number in ``summary.csv``,
 ``findings.csv``, ``summary.md`` and ``summary.html`` can be traced back to rows of
@@ -39,10 +39,10 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from harness import compare
-from harness.cases import Case, build_arrays, load_corpus
-from harness.errors import HarnessError
-from harness.runner import load_arrays, load_tasks
+from harness.judge import bitwise as compare
+from harness.core.cases import Case, build_arrays, load_corpus
+from harness.core.errors import HarnessError
+from harness.execute.campaign import load_arrays, load_tasks
 
 __all__ = [
     "RESULT_COLUMNS", "SUMMARY_COLUMNS", "FINDING_COLUMNS", "REFERENCE_DEVICE", "REFERENCE_CONTEXT",
@@ -284,7 +284,7 @@ def _rounding_bound(case: Any, name: str, dtype: str, cache: dict[tuple[str, str
         return None
     key = (case.id, dtype)
     if key not in cache:
-        from harness.cases import build_arrays
+        from harness.core.cases import build_arrays
         from harness.subjects.oracle import rounding_bounds
 
         try:
@@ -486,8 +486,8 @@ def replay_command(campaign_dir: str, case_id: str, subject: str, device: str, c
 
 
 def _atomic_write(path: str, data: str | bytes) -> str:
-    """Write ``data`` to ``path`` atomically (see :mod:`harness.fileio`)."""
-    from harness.fileio import atomic_write
+    """Write ``data`` to ``path`` atomically (see :mod:`harness.core.fileio`)."""
+    from harness.core.fileio import atomic_write
 
     return atomic_write(path, data)
 
@@ -687,7 +687,7 @@ def plot_error_vs_size(results: pd.DataFrame, path: str) -> str:
 
 def flatten_environment(env: Mapping[str, Any]) -> pd.DataFrame:
     """A nested environment dict as a two-column ``key`` / ``value`` frame (dotted keys)."""
-    from harness.env import flatten_fingerprint
+    from harness.core.env import flatten_fingerprint
 
     items = [(k, v if isinstance(v, str) else json.dumps(v, default=str))
              for k, v in flatten_fingerprint(dict(env)).items()]

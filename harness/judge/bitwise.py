@@ -2,7 +2,7 @@
 
 This module knows nothing of Chainer, CuPy, subjects, contexts or files. It imports only
 NumPy, :mod:`hashlib` and the standard library. Every function is pure; only the ``assert_*``
-functions raise :class:`~harness.errors.ComparisonFailure` (an ``AssertionError``), and the
+functions raise :class:`~harness.core.errors.ComparisonFailure` (an ``AssertionError``), and the
 other functions raise only on misuse (``TypeError``/``ValueError``: no repetitions, a dtype
 with no bit pattern such as ``object``).
 
@@ -40,7 +40,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from harness.errors import ComparisonFailure
+from harness.core.errors import ComparisonFailure
 
 __all__ = [
     "ULP_MAX", "TOLERANCES", "digest", "bits", "ulp_distance", "item_path",

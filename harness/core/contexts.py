@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-from harness.errors import UnknownContext
+from harness.core.errors import UnknownContext
 
 __all__ = ["Context", "CONTEXTS", "DEFAULT_CONTEXTS", "get_context", "parse_contexts", "blas_info"]
 
@@ -61,7 +61,7 @@ class Context:
             if self.blas_threads is not None:
                 stack.enter_context(_controller().limit(limits=self.blas_threads, user_api="blas"))
             if self.chainer_config:
-                from harness.compat import import_chainer
+                from harness.core.compat import import_chainer
 
                 chainer = import_chainer()
                 for key, value in self.chainer_config:

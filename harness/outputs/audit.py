@@ -7,7 +7,7 @@ difference goes with it. Three verbs:
 ``python -m harness audit --out A.json``
     runs every subject (the ``control.*`` self-test subjects only when asked for with
     ``--subjects``) on the corpus (default :data:`DEFAULT_CORPUS`) through the runner's
-    :class:`~harness.runner.Campaign` (``R`` in-process repetitions, no fresh processes), and
+    :class:`~harness.execute.campaign.Campaign` (``R`` in-process repetitions, no fresh processes), and
     writes an *audit file*: the environment fingerprint, the corpus digest and, per case x
     subject x device x context, the status and the SHA-256 digest of every output tensor, with
     whether the repetitions agreed. No arrays unless ``--keep-arrays DIR`` (one ``.npz`` per
@@ -25,7 +25,7 @@ difference goes with it. Three verbs:
 The audit file (plain JSON, written atomically)::
 
     {"format": "harness-audit", "version": 1, "id": "<12 hex>", "created": "<ISO 8601 UTC>",
-     "environment": harness.env.fingerprint(),
+     "environment": harness.core.env.fingerprint(),
      "corpus": {"path", "digest" (corpus_digest of the cases run), "cases", "shard": "i/n" | null,
                 "full_digest", "full_cases" (the corpus before sharding)},
      "settings": {"repeats", "fresh", "timeout", "devices", "contexts", "subjects", "plugins", "keep_arrays"},
@@ -58,9 +58,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from harness.env import flatten_fingerprint
-from harness.fileio import atomic_npz, atomic_write
-from harness.errors import AuditFileError, InvalidArgument
+from harness.core.env import flatten_fingerprint
+from harness.core.fileio import atomic_npz, atomic_write
+from harness.core.errors import AuditFileError, InvalidArgument
 
 __all__ = [
     "DEFAULT_CORPUS", "FORMAT", "VERSION", "VERDICTS", "Audit", "AuditComparison", "MergeResult",
@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 #: The committed audit corpus (see suites/corpus/README.md for how it was made).
-DEFAULT_CORPUS = Path(__file__).resolve().parents[1] / "suites/corpus/audit.jsonl"
+DEFAULT_CORPUS = Path(__file__).resolve().parents[2] / "suites/corpus/audit.jsonl"
 
 FORMAT = "harness-audit"
 VERSION = 1
@@ -277,14 +277,14 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
 
     ``devices`` and ``contexts`` are comma strings (``"cpu"``, ``"all"``; ``"default,blas1"``)
     or lists of names; ``subjects`` None means every registered subject except the
-    ``control.*`` self-tests. ``shard="i/n"`` runs the cases of :func:`harness.runner.shard`.
+    ``control.*`` self-tests. ``shard="i/n"`` runs the cases of :func:`harness.execute.campaign.shard`.
     """
-    from harness.cases import corpus_digest, load_corpus
-    from harness.contexts import Context, get_context
-    from harness.devices import Device, parse_device, parse_devices
-    from harness.env import fingerprint
-    from harness.runner import Campaign, CampaignSettings, load_arrays, parse_shard, plan
-    from harness.runner import shard as shard_cases
+    from harness.core.cases import corpus_digest, load_corpus
+    from harness.core.contexts import Context, get_context
+    from harness.core.devices import Device, parse_device, parse_devices
+    from harness.core.env import fingerprint
+    from harness.execute.campaign import Campaign, CampaignSettings, load_arrays, parse_shard, plan
+    from harness.execute.campaign import shard as shard_cases
     from harness.subjects.registry import subjects_for
 
     t_start = time.perf_counter()
@@ -486,7 +486,7 @@ def _failing(status: str) -> bool:
 def _measure(name: str, x: np.ndarray | None, y: np.ndarray | None) -> tuple[float, float, float, bool]:
     """(max ULP, max relative difference, max absolute difference, within gradient_tolerance) of two
     kept arrays. The relative difference of an element is ``|a - b| / max(|a|, |b|)``."""
-    from harness import compare
+    from harness.judge import bitwise as compare
 
     if x is None or y is None or x.shape != y.shape or x.dtype != y.dtype:
         return math.inf, math.inf, math.inf, False

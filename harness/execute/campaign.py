@@ -8,7 +8,7 @@ hash seed. Every task runs ``R`` times in the pool worker and once in each fresh
 state that survives inside one process cannot hide run-to-run variation. A worker that dies or
 hangs is replaced and the run is recorded as ``crashed`` / ``timeout``.
 
-Files under the campaign directory (each line flushed as soon as it exists):
+Files under the campaign directory (each line flushed as it exists):
 
 - ``runs.jsonl``: one line per run (status, error, timings, declared warnings, tensor digests);
 - ``tasks.jsonl``: one line per finished task: the comparison of its repetitions;
@@ -28,14 +28,14 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from harness import compare
-from harness.cases import Case, load_corpus, write_corpus
-from harness.contexts import Context, get_context
-from harness.devices import Device, parse_device
-from harness.errors import InvalidArgument, WorkerError
-from harness.fileio import atomic_json, atomic_npz
+from harness.judge import bitwise as compare
+from harness.core.cases import Case, load_corpus, write_corpus
+from harness.core.contexts import Context, get_context
+from harness.core.devices import Device, parse_device
+from harness.core.errors import InvalidArgument, WorkerError
+from harness.core.fileio import atomic_json, atomic_npz
 from harness.subjects.base import ErrorInfo, RunResult, Subject
-from harness.worker import Worker
+from harness.execute.worker import Worker
 
 __all__ = ["Task", "plan", "Campaign", "CampaignSettings", "shard", "parse_shard", "task_key", "load_tasks"]
 
@@ -268,7 +268,7 @@ class Campaign:
                     if needs_workers:
                         workers.start()
                     if ctx.contention:
-                        from harness.contention import Contention
+                        from harness.execute.contention import Contention
 
                         gpus = sorted({t.device for t in ctx_tasks if parse_device(t.device).available})
                         contention = Contention([parse_device(g) for g in gpus]).start() if gpus else None

@@ -8,7 +8,7 @@ padded pipeline, and bad inputs of the kinds users hit.
 
 from __future__ import annotations
 
-from harness.cases import Case
+from harness.core.cases import Case
 
 __all__ = ["anchor_cases", "default_corpus", "gate_corpus", "DEFAULT_SEED", "DEFAULT_EXAMPLES"]
 
@@ -51,7 +51,7 @@ def anchor_cases() -> list[Case]:
 
 def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEFAULT_SEED) -> list[Case]:
     """Anchors plus ``examples`` generated cases per family (ci-profile sizes), deduplicated by id."""
-    from harness.strategies import corpus
+    from harness.generate.strategies import corpus
 
     if examples is None:
         per = dict(DEFAULT_EXAMPLES)
@@ -71,7 +71,7 @@ def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEF
 
 def gate_corpus(seed: int = DEFAULT_SEED, bad_examples: int = 24) -> list[Case]:
     """The default corpus plus generated bad inputs of every kind: what ``harness gate`` runs."""
-    from harness.strategies import bad_corpus
+    from harness.generate.strategies import bad_corpus
 
     cases = default_corpus(seed=seed) + bad_corpus(examples=bad_examples, seed=seed)
     seen: dict[str, Case] = {}

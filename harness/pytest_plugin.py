@@ -1,6 +1,6 @@
 """The pytest plugin: options, header, device parametrization, and the in-process contract checks.
 
-Loaded by the project's ``conftest.py`` (``pytest_plugins = ("harness.plugin",)``); a team that
+Loaded by the project's ``conftest.py`` (``pytest_plugins = ("harness.pytest_plugin",)``); a team that
 puts the gate in its own CI loads it the same way.
 
 - ``--device cpu|gpu|all`` (default all): which devices the ``device`` argument of a test takes.
@@ -20,11 +20,11 @@ from typing import Any, Callable, Sequence
 
 import pytest
 
-from harness.cases import Case
-from harness.contexts import get_context
-from harness.contracts import Contracts, load_contracts
-from harness.devices import Device, parse_devices
-from harness.gate import Violation, assert_no_violations, check_across, check_bad_input, check_oracle, \
+from harness.core.cases import Case
+from harness.core.contexts import get_context
+from harness.judge.contracts import Contracts, load_contracts
+from harness.core.devices import Device, parse_devices
+from harness.outputs.gate import Violation, assert_no_violations, check_across, check_bad_input, check_oracle, \
     check_repeats, no_contract
 from harness.subjects.base import RunResult, execute
 from harness.subjects.registry import ORACLE_FOR_FAMILY, get_subject
@@ -81,10 +81,10 @@ def pin_xdist_worker_gpu(environ: Any = os.environ, count: int | None = None) ->
 
 
 def pytest_configure(config: Any) -> None:
-    from harness.errors import InvalidArgument
+    from harness.core.errors import InvalidArgument
 
     pin_xdist_worker_gpu()
-    from harness.profiles import load_profile
+    from harness.generate.profiles import load_profile
 
     explicit = config.getoption("hypothesis_profile", default=None)
     try:
@@ -155,7 +155,7 @@ def _oracle(case: Case) -> dict[str, Any] | None:
     if name is None or not get_subject(name).applies_to(case):
         return None
     if case.id not in _ORACLE_CACHE:
-        from harness.devices import CPU
+        from harness.core.devices import CPU
 
         r = execute(get_subject(name), case, CPU, get_context("default"))
         _ORACLE_CACHE[case.id] = r.arrays if r.ok else {}
@@ -219,7 +219,7 @@ def contract_property(test: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from hypothesis.errors import Flaky, FlakyFailure
 
-        from harness.errors import ContractViolation
+        from harness.core.errors import ContractViolation
 
         _FIRST_FAILURE.clear()
         try:
@@ -235,7 +235,7 @@ def contract_property(test: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def assert_contract(violations: Sequence[Violation]) -> None:
-    """Like :func:`harness.gate.assert_no_violations`, remembering the first dossier for flaky reports."""
+    """Like :func:`harness.outputs.gate.assert_no_violations`, remembering the first dossier for flaky reports."""
     if violations and not _FIRST_FAILURE:
         _FIRST_FAILURE.append(violations[0].dossier())
     assert_no_violations(violations)
@@ -250,7 +250,7 @@ def subjects_of(family: str) -> list[str]:
 
 def profile_bounds(family: str) -> dict[str, Any]:
     """The strategy bounds of the active profile for ``family``."""
-    from harness.strategies import bounds_for
+    from harness.generate.strategies import bounds_for
 
     return bounds_for(GateState.profile, family)
 

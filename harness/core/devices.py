@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import InvalidArgument
+from harness.core.errors import InvalidArgument
 
 __all__ = ["Device", "CPU", "parse_device", "parse_devices", "available_gpus", "cupy_status"]
 
@@ -100,8 +100,8 @@ class Device:
         return cp
 
     def chainer_device(self) -> Any:
-        """The matching ``chainer.backend.Device`` (Chainer imported through harness.compat)."""
-        from harness.compat import import_chainer
+        """The matching ``chainer.backend.Device`` (Chainer imported through harness.core.compat)."""
+        from harness.core.compat import import_chainer
 
         chainer = import_chainer()
         return chainer.get_device("@numpy" if self.kind == "cpu" else f"@cupy:{self.index}")

@@ -67,7 +67,7 @@ def _can_import(name: str) -> bool:
         return False
     try:
         importlib.import_module(name)
-    except Exception:  # a module that exists but raises on import is as good as missing
+    except Exception:  # a module that exists but raises on import is as missing
         return False
     return True
 
@@ -86,7 +86,7 @@ def _sctypes() -> dict[str, list[Any]]:
 def _system_info_module() -> types.ModuleType:
     # Chainer only calls get_info('blas_opt') on macOS to warn about Accelerate.
     mod = types.ModuleType("numpy.distutils.system_info")
-    mod.__doc__ = "harness.compat stand-in: numpy.distutils is gone on this Python."
+    mod.__doc__ = "harness.core.compat stand-in: numpy.distutils is gone on this Python."
     mod.get_info = lambda name, notfound_action=0: {}  # type: ignore[attr-defined]
     return mod
 
@@ -102,7 +102,7 @@ class _VersionConflict(Exception):
 def _pkg_resources_module() -> types.ModuleType:
     # Just the calls chainer/_environment_check.py makes, answered by importlib.metadata.
     mod = types.ModuleType("pkg_resources")
-    mod.__doc__ = "harness.compat stand-in: setuptools no longer ships pkg_resources."
+    mod.__doc__ = "harness.core.compat stand-in: setuptools no longer ships pkg_resources."
     mod.ResolutionError = Exception  # type: ignore[attr-defined]
     mod.DistributionNotFound = _DistributionNotFound  # type: ignore[attr-defined]
     mod.VersionConflict = _VersionConflict  # type: ignore[attr-defined]
@@ -155,7 +155,7 @@ def import_chainer() -> types.ModuleType:
     """Import Chainer after :func:`apply`; a missing or wrong Chainer raises a one-line SetupError."""
     import warnings
 
-    from harness.errors import SetupError
+    from harness.core.errors import SetupError
 
     apply()
     try:

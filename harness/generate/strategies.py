@@ -1,10 +1,10 @@
-"""Hypothesis strategies for :class:`~harness.cases.Case` objects, and deterministic corpora.
+"""Hypothesis strategies for :class:`~harness.core.cases.Case` objects, and deterministic corpora.
 
 Every strategy is a plain function with keyword-only bounds that are validated *when it is
-called* (before anything is drawn); a bad bound raises :class:`~harness.errors.InvalidArgument`
+called* (before anything is drawn); a bad bound raises :class:`~harness.core.errors.InvalidArgument`
 naming the argument and its value, in Hypothesis's style (``min_len=9 is larger than max_len=4``).
 Nothing here imports Chainer or CuPy: a strategy only writes a spec, and
-:func:`harness.cases.build_arrays` turns the spec into arrays.
+:func:`harness.core.cases.build_arrays` turns the spec into arrays.
 
 Each parameter space is written once, as a builder over a tiny "source" of choices
 (:class:`_Source`). The Hypothesis strategies run the builders on a source backed by ``draw``
@@ -68,8 +68,8 @@ from hypothesis import currently_in_test_context, event, note
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from harness.cases import FAMILIES, FLOAT_DTYPES, Case, encode_array, lstm_weight_shapes
-from harness.errors import InvalidArgument
+from harness.core.cases import FAMILIES, FLOAT_DTYPES, Case, encode_array, lstm_weight_shapes
+from harness.core.errors import InvalidArgument
 
 __all__ = [
     "embed_cases", "lstm_cases", "pipeline_cases", "cases", "any_case", "bad_inputs",

@@ -9,7 +9,10 @@ import re
 import sys
 from typing import Any
 
-from harness import compat
+from harness.core import compat
+
+#: The ESPnet module under test (the subjects import it; the fingerprint records whether it imports).
+ESPNET_MODULE = "espnet.nets.chainer_backend.deterministic_embed_id"
 
 __all__ = ["fingerprint", "setup_problems", "flatten_fingerprint", "RESULT_ENV_PATTERNS"]
 
@@ -50,7 +53,7 @@ def _result_env() -> dict[str, str]:
 
 
 def _chainer_part() -> dict[str, Any]:
-    from harness.errors import SetupError
+    from harness.core.errors import SetupError
 
     try:
         chainer = compat.import_chainer()
@@ -71,7 +74,7 @@ def _chainer_part() -> dict[str, Any]:
 
 
 def _gpu_part() -> dict[str, Any]:
-    from harness.devices import cupy_status
+    from harness.core.devices import cupy_status
 
     cp, reason = cupy_status()
     if cp is None:
@@ -116,7 +119,7 @@ def _gpu_part() -> dict[str, Any]:
 
 def fingerprint() -> dict[str, Any]:
     """The fingerprint as a JSON-able dict. Nothing here raises: a missing part says why in one field."""
-    from harness.contexts import blas_info
+    from harness.core.contexts import blas_info
 
     compat.apply()
     fp: dict[str, Any] = {
@@ -132,9 +135,11 @@ def fingerprint() -> dict[str, Any]:
     fp["chainer"] = _chainer_part()
     fp["compat_patches"] = list(compat.applied())
     try:
-        from harness.subjects.embed import espnet_module
+        # The module the ESPnet subjects run (core may not import subjects: it is imported by name here).
+        import importlib
 
-        fp["espnet_module"] = espnet_module().__name__
+        compat.import_chainer()
+        fp["espnet_module"] = importlib.import_module(ESPNET_MODULE).__name__
     except Exception as exc:  # noqa: BLE001
         fp["espnet_module"] = None
         fp.setdefault("problems", []).append(str(exc).splitlines()[0])

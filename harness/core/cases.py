@@ -27,7 +27,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from harness.errors import CaseError, InvalidArgument
+from harness.core.errors import CaseError, InvalidArgument
 
 __all__ = [
     "Case", "FAMILIES", "FORMAT_VERSION", "build_arrays", "array_rng", "lstm_weight_shapes",

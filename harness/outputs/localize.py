@@ -51,11 +51,11 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from harness.cases import Case, load_corpus
-from harness.compat import import_chainer
-from harness.contexts import Context, get_context
-from harness.devices import CPU, Device, parse_device
-from harness.errors import CaseError, HarnessError, InvalidArgument
+from harness.core.cases import Case, load_corpus
+from harness.core.compat import import_chainer
+from harness.core.contexts import Context, get_context
+from harness.core.devices import CPU, Device, parse_device
+from harness.core.errors import CaseError, HarnessError, InvalidArgument
 from harness.subjects.base import RunResult, Subject, execute
 
 chainer = import_chainer()

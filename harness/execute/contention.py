@@ -5,7 +5,7 @@ from __future__ import annotations
 import multiprocessing as mp
 from typing import Any, Sequence
 
-from harness.devices import Device
+from harness.core.devices import Device
 
 __all__ = ["Contention", "busy_loop"]
 

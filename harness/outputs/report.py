@@ -9,11 +9,11 @@ import sys
 import time
 from typing import Any, Callable
 
-from harness.cases import Case, load_corpus
-from harness.contexts import parse_contexts
-from harness.devices import parse_devices
-from harness.errors import InvalidArgument
-from harness.runner import Campaign, CampaignSettings, parse_shard, plan, resume_inputs, shard
+from harness.core.cases import Case, load_corpus
+from harness.core.contexts import parse_contexts
+from harness.core.devices import parse_devices
+from harness.core.errors import InvalidArgument
+from harness.execute.campaign import Campaign, CampaignSettings, parse_shard, plan, resume_inputs, shard
 from harness.subjects.registry import subjects_for
 
 __all__ = ["run_report", "new_run_dir", "point_latest", "REPORTS_DIR"]
@@ -42,8 +42,8 @@ def point_latest(run_dir: str, base: str = REPORTS_DIR) -> None:
 
 def run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case]]) -> int:
     """The report verb. Returns 0 when the report was written (findings are not failures)."""
-    from harness import tables
-    from harness.env import fingerprint
+    from harness.outputs import tables
+    from harness.core.env import fingerprint
 
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
@@ -107,7 +107,7 @@ def run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case
 
 
 def _write_timings(run_dir: str, timings: dict[str, Any]) -> None:
-    from harness.fileio import atomic_json
+    from harness.core.fileio import atomic_json
 
     atomic_json(os.path.join(run_dir, "timings.json"), timings)
 
@@ -115,10 +115,10 @@ def _write_timings(run_dir: str, timings: dict[str, Any]) -> None:
 def _root_cause_finder(run_dir: str, settings: CampaignSettings) -> Callable[[Any], str] | None:
     """A callback for the findings table: localize each run-to-run divergence (cached per task)."""
     try:
-        from harness import localize
+        from harness.outputs import localize
     except ImportError:
         return None
-    from harness.cases import load_corpus as _load
+    from harness.core.cases import load_corpus as _load
 
     cases = {c.id: c for c in _load(os.path.join(run_dir, "corpus.jsonl"))}
     cache: dict[tuple[str, str, str, str], str] = {}

@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from harness.errors import ContractError
+from harness.core.errors import ContractError
 
 __all__ = ["Contract", "BadInputRule", "Contracts", "load_contracts", "DEFAULT_CONTRACTS", "validate"]
 
-DEFAULT_CONTRACTS = Path(__file__).resolve().parent.parent / "contracts.toml"
+DEFAULT_CONTRACTS = Path(__file__).resolve().parents[2] / "contracts.toml"
 
 _CONTRACT_KEYS = {"subject", "device", "context", "reproducible", "across_processes", "identical_across",
                   "oracle", "tolerance", "reason"}
@@ -78,7 +78,7 @@ class Contract:
         if dtype in self.tolerance:
             atol, rtol = self.tolerance[dtype]
             return float(atol), float(rtol), f"contracts.toml line {self.line}"
-        from harness.compare import gradient_tolerance
+        from harness.judge.bitwise import gradient_tolerance
 
         return gradient_tolerance(dtype, n_terms)
 
@@ -206,8 +206,8 @@ def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
 
 def validate(contracts: Contracts, subjects: Mapping[str, Any], contexts: Iterable[str]) -> list[str]:
     """One readable problem per bad line: unknown subjects, contexts, devices a subject lacks, duplicates."""
-    from harness.contexts import get_context
-    from harness.errors import UnknownContext
+    from harness.core.contexts import get_context
+    from harness.core.errors import UnknownContext
 
     problems = []
     seen: dict[tuple[str, str, str], int] = {}

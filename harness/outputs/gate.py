@@ -1,7 +1,7 @@
 """The CI gate: check runs against the determinism contracts, and a fresh campaign against a baseline.
 
 The checks are plain functions from results to :class:`Violation` lists; only ``assert_*``
-raise (:class:`~harness.errors.ContractViolation`, whose message is the dossier: the contract
+raise (:class:`~harness.core.errors.ContractViolation`, whose message is the dossier: the contract
 that broke, the tensor, the comparator's statistics, the case JSON and the replay command).
 The pytest suites call them in-process; ``python -m harness gate`` runs a campaign in worker
 processes and checks every task record. Exit codes: 0 pass, 1 contract broken, 2 usage/set-up.
@@ -19,10 +19,10 @@ from xml.sax.saxutils import escape
 
 import numpy as np
 
-from harness import compare
-from harness.cases import Case
-from harness.contracts import BadInputRule, Contract, Contracts, load_contracts, validate
-from harness.errors import ContractViolation
+from harness.judge import bitwise as compare
+from harness.core.cases import Case
+from harness.judge.contracts import BadInputRule, Contract, Contracts, load_contracts, validate
+from harness.core.errors import ContractViolation
 from harness.subjects.base import RunResult
 
 __all__ = ["Violation", "replay_command", "check_repeats", "check_oracle", "check_across", "check_bad_input",
@@ -120,7 +120,7 @@ def check_oracle(contract: Contract, case: Case, subject: str, device: str, cont
     """Every tensor the oracle also has must be within the contract's tolerance of it."""
     if contract.oracle != "within":
         return []
-    from harness.cases import build_arrays
+    from harness.core.cases import build_arrays
     from harness.subjects.oracle import rounding_bounds
 
     out = []
@@ -192,8 +192,8 @@ def assert_no_violations(violations: Sequence[Violation]) -> None:
 # ---- campaign gate -------------------------------------------------------------------------------------
 def gate_campaign(run_dir: str, contracts: Contracts) -> list[Violation]:
     """Check every finished task of a campaign directory against the contracts."""
-    from harness.cases import load_corpus
-    from harness.runner import load_arrays, load_tasks
+    from harness.core.cases import load_corpus
+    from harness.execute.campaign import load_arrays, load_tasks
     from harness.subjects.registry import ORACLE_FOR_FAMILY
 
     cases = {c.id: c for c in load_corpus(os.path.join(run_dir, "corpus.jsonl"))}
@@ -264,13 +264,13 @@ def gate_campaign(run_dir: str, contracts: Contracts) -> list[Violation]:
 
 def check_baseline(run_dir: str, baseline_dir: str, contracts: Contracts) -> list[Violation]:
     """Digests the contract says must be stable must equal the baseline's; oracle error must not grow."""
-    from harness.cases import load_corpus
-    from harness.runner import load_tasks
+    from harness.core.cases import load_corpus
+    from harness.execute.campaign import load_tasks
 
     cases = {c.id: c for c in load_corpus(os.path.join(run_dir, "corpus.jsonl"))}
     new, old = load_tasks(run_dir), load_tasks(baseline_dir)
     if not old:
-        from harness.errors import InvalidArgument
+        from harness.core.errors import InvalidArgument
 
         raise InvalidArgument(f"baseline={baseline_dir!r} holds no tasks.jsonl: not a report directory")
     out = []
@@ -300,7 +300,7 @@ def _oracle_growth(run_dir: str, baseline_dir: str, cases: Mapping[str, Case]) -
         return []
     import pandas as pd
 
-    from harness import tables
+    from harness.outputs import tables
 
     now = tables.results_frame(run_dir)
     base = pd.read_csv(base_csv)
@@ -323,20 +323,20 @@ def _junit(path: str, checked: Sequence[str], violations: Sequence[Violation], s
              f'<testsuite name="harness-gate" tests="{len(names)}" failures="{len(by_case)}" time="{seconds:.1f}">']
     for n in names:
         vs = by_case.get(n, [])
-        lines.append(f'  <testcase classname="harness.gate" name="{escape(n, {chr(34): "&quot;"})}">')
+        lines.append(f'  <testcase classname="harness.outputs.gate" name="{escape(n, {chr(34): "&quot;"})}">')
         if vs:
             msg = escape(vs[0].kind, {'"': "&quot;"})
             lines.append(f'    <failure message="{msg}">{escape(chr(10).join(v.dossier() for v in vs[:5]))}</failure>')
         lines.append("  </testcase>")
     lines.append("</testsuite>")
-    from harness.fileio import atomic_write
+    from harness.core.fileio import atomic_write
 
     atomic_write(path, "\n".join(lines) + "\n")
 
 
 def cmd_contracts_check(args: argparse.Namespace) -> int:
     """``harness contracts check``: 0 when valid, 1 with one line per bad line."""
-    from harness.contexts import CONTEXTS
+    from harness.core.contexts import CONTEXTS
     from harness.subjects.registry import SUBJECTS, load_entry_points, load_plugin
 
     load_entry_points()
@@ -356,12 +356,12 @@ def cmd_contracts_check(args: argparse.Namespace) -> int:
 
 def cmd_gate(args: argparse.Namespace) -> int:
     """``harness gate``: run the gate campaign and check it (and a baseline). 0 / 1 / 2."""
-    from harness.cases import load_corpus
-    from harness.contexts import CONTEXTS, get_context
-    from harness.corpora import gate_corpus
-    from harness.devices import parse_devices
-    from harness.report import new_run_dir
-    from harness.runner import Campaign, CampaignSettings, plan
+    from harness.core.cases import load_corpus
+    from harness.core.contexts import CONTEXTS, get_context
+    from harness.generate.corpora import gate_corpus
+    from harness.core.devices import parse_devices
+    from harness.outputs.report import new_run_dir
+    from harness.execute.campaign import Campaign, CampaignSettings, plan
     from harness.subjects.registry import SUBJECTS, load_entry_points, load_plugin, subjects_for
 
     t0 = time.perf_counter()
@@ -375,7 +375,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
             print(p, file=sys.stderr)
         return 2
     cases = load_corpus(args.corpus) if args.corpus else gate_corpus()
-    from harness.contexts import DEFAULT_CONTEXTS
+    from harness.core.contexts import DEFAULT_CONTEXTS
 
     contexts = sorted({c.context for c in contracts.contracts if c.context != "*"} |
                       {x for c in contracts.contracts for x in c.identical_across} | set(DEFAULT_CONTEXTS))
@@ -397,7 +397,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         print(v.dossier() + "\n", file=sys.stderr)
     print(f"gate: {len(tasks)} tasks, {len(checked)} subject/device/context checks, "
           f"{len(violations)} violation(s); results in {run_dir}")
-    from harness.fileio import atomic_json
+    from harness.core.fileio import atomic_json
 
     atomic_json(os.path.join(run_dir, "violations.json"), [v.to_dict() for v in violations])
     return 1 if violations else 0

@@ -7,7 +7,7 @@ the profiles are registered (e.g. from a conftest). The example database lives a
 ``<project>/.hypothesis/examples`` unless ``HARNESS_HYPOTHESIS_DB`` names another directory;
 ``ci`` is derandomized and so uses no database.
 
-The sizes of the cases each profile draws are in :data:`harness.strategies.SIZE_BOUNDS`.
+The sizes of the cases each profile draws are in :data:`harness.generate.strategies.SIZE_BOUNDS`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from harness.errors import InvalidArgument
+from harness.core.errors import InvalidArgument
 
 __all__ = ["PROFILE_ENV", "DB_ENV", "PROFILES", "register_profiles", "load_profile", "default_profile",
            "database_path", "example_database"]
@@ -26,7 +26,7 @@ __all__ = ["PROFILE_ENV", "DB_ENV", "PROFILES", "register_profiles", "load_profi
 PROFILE_ENV = "HARNESS_PROFILE"
 DB_ENV = "HARNESS_HYPOTHESIS_DB"
 PROFILES = ("ci", "dev", "audit")
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 _QUIET_HEALTH = (HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much)
 

@@ -1,0 +1,1 @@
+"""Plain data and plumbing every stage shares: cases, devices, contexts, errors, files, compat, env, records."""

@@ -1,0 +1,1 @@
+"""Running cases: worker processes, contexts applied, contention, the campaign driver."""

@@ -1,0 +1,1 @@
+"""Pure verdicts: bitwise comparison and digests, the tolerance policy, measures, contracts."""

@@ -1,0 +1,1 @@
+"""What people and machines read: tables, report, audit files, localize, the gate verb."""
