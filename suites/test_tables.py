@@ -4,7 +4,7 @@ The real campaign runs the two controls, the embed oracle and ``chainer.embed_id
 collision-heavy embed case (3 ids, 200 lookups: the shuffled scatter-add changes bits) plus a
 bad case whose id 9 is out of range for ``vocab=3`` (Chainer raises ``IndexError`` in forward,
 which the case expects), in the ``default`` and ``blas1`` contexts on the CPU. The hand-made
-directory feeds :meth:`Campaign._summarize` itself with chosen repetitions, so its records are
+directory feeds the campaign's own :func:`outcome_of` with chosen repetitions, so its records are
 exactly what a campaign writes, and covers what a CPU-only run cannot show: a GPU row against
 its CPU row, a result beyond the oracle tolerance, an undeclared divergence, a partial task.
 """
@@ -23,7 +23,8 @@ from harness.outputs import tables
 from harness.core.cases import Case, write_corpus
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
-from harness.execute.campaign import Campaign, CampaignSettings, Task, plan
+from harness.core.fileio import atomic_npz
+from harness.execute.campaign import Campaign, CampaignSettings, Task, array_file, outcome_of, plan
 from harness.subjects.base import ErrorInfo, RunResult
 from harness.subjects.registry import get_subject
 
@@ -264,9 +265,19 @@ def _ok(subject: str, case: Case, device: str, context: str, arrays: dict, warni
     return RunResult(subject, case.id, device, context, "ok", arrays=arrays, declared_warnings=warnings)
 
 
+def camp_record(camp: Campaign, task: Task, res: list) -> dict:
+    """The task record a campaign writes for these run results (its arrays saved as the campaign saves them)."""
+    outcome = outcome_of(task, res)
+    rec = dict(outcome.record)
+    if outcome.arrays:
+        rec["array_file"] = array_file(task.key)
+        atomic_npz(os.path.join(camp.dir, "arrays", rec["array_file"]), outcome.arrays)
+    return rec
+
+
 @pytest.fixture
 def synthetic(tmp_path) -> str:
-    """Records made by Campaign._summarize from chosen repetitions."""
+    """Records made by the campaign's own summary of chosen repetitions."""
     d = str(tmp_path / "synthetic")
     camp = Campaign(d, CampaignSettings(repeats=2, fresh=0, quiet=True))
     write_corpus([GOOD], os.path.join(d, "corpus.jsonl"))
@@ -289,17 +300,17 @@ def synthetic(tmp_path) -> str:
         for subject, device, context, reps, warns in runs:
             task = Task(GOOD, subject, device, context)
             res = [("pool", _ok(subject, GOOD, device, context, a, warns)) for a in reps]
-            f.write(json.dumps(camp._summarize(task, res), sort_keys=True) + "\n")
+            f.write(json.dumps(camp_record(camp, task, res), sort_keys=True) + "\n")
         # a partial task: one run ok, one crashed
         task = Task(GOOD, "control.nondeterministic", "cpu", "default")
         res = [("pool", _ok(task.subject, GOOD, "cpu", "default", {"grad.W": w})),
                ("fresh:0", RunResult(task.subject, GOOD.id, "cpu", "default", "crashed",
                                      error=ErrorInfo("WorkerError", "worker died (signal 11)", "setup")))]
-        f.write(json.dumps(camp._summarize(task, res), sort_keys=True) + "\n")
+        f.write(json.dumps(camp_record(camp, task, res), sort_keys=True) + "\n")
         # a skipped task
         task = Task(GOOD, "control.nondeterministic", "gpu:0", "default")
         res = [("pool", RunResult(task.subject, GOOD.id, "gpu:0", "default", "skipped", skip_reason="no GPU: test"))]
-        f.write(json.dumps(camp._summarize(task, res), sort_keys=True) + "\n")
+        f.write(json.dumps(camp_record(camp, task, res), sort_keys=True) + "\n")
         f.write('{"torn line')  # an interrupted campaign's last line is ignored
     return d
 

@@ -24,7 +24,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -36,8 +36,10 @@ from harness.core.errors import InvalidArgument, WorkerError
 from harness.core.fileio import atomic_json, atomic_npz
 from harness.subjects.base import ErrorInfo, RunResult, Subject
 from harness.execute.worker import Worker
+from harness.subjects.registry import get_subject
 
-__all__ = ["Task", "plan", "Campaign", "CampaignSettings", "shard", "parse_shard", "task_key", "load_tasks"]
+__all__ = ["Task", "plan", "Campaign", "CampaignSettings", "WorkerSet", "TaskOutcome", "run_task", "outcome_of", "LocalPool",
+           "group_key", "shard", "parse_shard", "task_key", "load_tasks"]
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,7 @@ def plan(cases: Iterable[Case], subjects: Iterable[Subject], devices: Iterable[D
             if not ctx.applies_to(dev.kind):
                 continue
             for subj in subjects:
-                is_oracle = subj.name.startswith("oracle.")
+                is_oracle = subj.role == "oracle"
                 if is_oracle and (ctx.name not in oracle_contexts or dev.kind not in subj.devices):
                     continue
                 if dev.kind not in subj.devices:
@@ -184,7 +186,9 @@ def load_tasks(directory: str) -> dict[str, dict[str, Any]]:
 
 
 @dataclass
-class _WorkerSet:
+class WorkerSet:
+    """The worker processes of one start-up environment: one pooled worker and ``settings.fresh`` fresh ones."""
+
     context: Context
     settings: CampaignSettings
     pool: Worker | None = None
@@ -224,6 +228,119 @@ class _WorkerSet:
             w.close()
 
 
+@dataclass
+class TaskOutcome:
+    """What running one task produced, before anything is written: the task record, one line per run,
+    repetition 0's arrays (empty when no run succeeded) and the time spent (for ``timings.json``)."""
+
+    record: dict[str, Any]
+    runs: list[dict[str, Any]]
+    arrays: dict[str, np.ndarray]
+    seconds: dict[str, float]
+
+
+def group_key(task: Task) -> tuple[Any, ...]:
+    """Tasks with the same key can share one :class:`WorkerSet`: contexts that differ only in what is applied
+    at run time (BLAS threads, Chainer config) share workers; environment variables or GPU contention do not."""
+    c = get_context(task.context)
+    return (c.env, c.contention)
+
+
+def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> TaskOutcome:
+    """Run one task R times in the pooled worker and once in each fresh worker; summarize the repetitions.
+
+    Pure of files: the caller (a :class:`Campaign`, or a cluster worker sending the outcome back) writes it.
+    """
+    device = parse_device(task.device)
+    ok, reason = device.availability()
+    slots = ["pool"] * settings.repeats + [f"fresh:{k}" for k in range(settings.fresh)]
+    if get_subject(task.subject).role == "oracle":
+        # The float64 oracles are references, not subjects under suspicion: two runs in one
+        # process show they are stable; more would only cost time.
+        slots = ["pool"] * min(2, settings.repeats)
+    results: list[tuple[str, RunResult]] = []
+    metas: list[dict[str, dict[str, Any]]] = []
+    lines: list[dict[str, Any]] = []
+    seconds = {"subject": 0.0, "transfer_and_overhead": 0.0, "compare": 0.0, "runs": 0}
+    case_json = task.case.to_json()
+    for rep, slot in enumerate(slots):
+        t0 = time.perf_counter()
+        if not ok:
+            res = RunResult(task.subject, task.case.id, task.device, task.context, "skipped", skip_reason=reason)
+            pid = None
+        else:
+            try:
+                w = workers.worker(slot)
+                pid = w.pid
+                res = w.run(case_json, task.subject, task.device, task.context, settings.timeout,
+                            case_id=task.case.id)
+            except WorkerError as exc:
+                pid = None
+                res = RunResult(task.subject, task.case.id, task.device, task.context, "crashed",
+                                error=ErrorInfo("WorkerError", str(exc), "setup"))
+        wall = time.perf_counter() - t0
+        seconds["runs"] += 1
+        seconds["subject"] += res.subject_seconds
+        seconds["transfer_and_overhead"] += max(wall - res.subject_seconds, 0.0)
+        meta = _tensor_meta(res.arrays)
+        metas.append(meta)
+        lines.append({"key": task.key, "rep": rep, "process": slot, "pid": pid, "wall": wall, **res.meta(),
+                      "tensors": meta})
+        results.append((slot, res))
+        if res.status == "skipped":
+            # A skip is decided before anything runs: once is the whole story.
+            break
+    t0 = time.perf_counter()
+    outcome = outcome_of(task, results, metas, lines)
+    seconds["compare"] += time.perf_counter() - t0
+    outcome.seconds.update(seconds)
+    return outcome
+
+
+def outcome_of(task: Task, results: Sequence[tuple[str, RunResult]],
+               metas: list[dict[str, dict[str, Any]]] | None = None,
+               runs: list[dict[str, Any]] | None = None) -> TaskOutcome:
+    """The outcome of a task from its run results (each labelled by its worker slot, 'pool' or 'fresh:k')."""
+    results = list(results)
+    ok_reps = [r for _, r in results if r.ok]
+    return TaskOutcome(_summarize(task, results, metas), list(runs or []),
+                       dict(ok_reps[0].arrays) if ok_reps else {}, {})
+
+
+class LocalPool:
+    """Runs task groups on this machine: one :class:`WorkerSet` per start-up environment, GPU contention
+    where a context asks for it. The default executor of a :class:`Campaign`."""
+
+    def __init__(self) -> None:
+        self.stats: dict[str, float] = {"worker_startup": 0.0, "restarts": 0}
+
+    def run(self, tasks: Sequence[Task], settings: CampaignSettings) -> Iterator[tuple[Task, TaskOutcome]]:
+        by_group: dict[tuple[Any, ...], list[Task]] = {}
+        for t in tasks:
+            by_group.setdefault(group_key(t), []).append(t)
+        for ctx_tasks in by_group.values():
+            ctx = get_context(ctx_tasks[0].context)
+            needs_workers = any(parse_device(t.device).available for t in ctx_tasks)
+            workers = WorkerSet(ctx, settings)
+            contention = None
+            try:
+                if needs_workers:
+                    workers.start()
+                if ctx.contention:
+                    from harness.execute.contention import Contention
+
+                    gpus = sorted({t.device for t in ctx_tasks if parse_device(t.device).available})
+                    contention = Contention([parse_device(g) for g in gpus]).start() if gpus else None
+                for task in ctx_tasks:
+                    yield task, run_task(task, workers, settings)
+            finally:
+                if contention is not None:
+                    contention.stop()
+                workers.close()
+                self.stats["worker_startup"] += workers.startup_seconds
+                self.stats["restarts"] += workers.restarts
+
+
 class Campaign:
     """Runs a plan into a directory, resumably. ``run`` returns the task records (old and new)."""
 
@@ -240,137 +357,83 @@ class Campaign:
         write_corpus(cases, os.path.join(self.dir, "corpus.jsonl"))
         meta = {**meta, "repeats": self.settings.repeats, "fresh": self.settings.fresh,
                 "timeout": self.settings.timeout, "plugins": list(self.settings.plugins)}
-        _atomic_json(os.path.join(self.dir, "campaign.json"), meta)
+        atomic_json(os.path.join(self.dir, "campaign.json"), meta)
 
     # ---- running ---------------------------------------------------------------------
-    def run(self, tasks: Sequence[Task]) -> dict[str, dict[str, Any]]:
+    def run(self, tasks: Sequence[Task], executor: Any = None) -> dict[str, dict[str, Any]]:
+        """Run the tasks not finished yet with ``executor`` (default a :class:`LocalPool`), writing each
+        outcome as it arrives: its runs to ``runs.jsonl``, its record to ``tasks.jsonl``, its arrays."""
         done = load_tasks(self.dir)
         todo = [t for t in tasks if t.key not in done]
         progress = _Progress(len(todo), self.settings.quiet)
-        # Worker sets are per start-up environment: contexts that differ only in what is applied at
-        # run time (BLAS threads, Chainer config) share one pool and its fresh workers, so Chainer
-        # is imported once per worker, not once per context; a context with its own environment
-        # variables (or GPU contention) gets workers of its own.
-        by_group: dict[tuple[Any, ...], list[Task]] = {}
-        for t in todo:
-            c = get_context(t.context)
-            by_group.setdefault((c.env, c.contention), []).append(t)
+        executor = executor if executor is not None else LocalPool()
         for name in ("runs.jsonl", "tasks.jsonl"):
             _end_torn_line(os.path.join(self.dir, name))
         with open(os.path.join(self.dir, "runs.jsonl"), "a", encoding="utf-8") as runs_f, \
                 open(os.path.join(self.dir, "tasks.jsonl"), "a", encoding="utf-8") as tasks_f:
-            for ctx_tasks in by_group.values():
-                ctx = get_context(ctx_tasks[0].context)
-                needs_workers = any(parse_device(t.device).available for t in ctx_tasks)
-                workers = _WorkerSet(ctx, self.settings)
-                contention = None
-                try:
-                    if needs_workers:
-                        workers.start()
-                    if ctx.contention:
-                        from harness.execute.contention import Contention
-
-                        gpus = sorted({t.device for t in ctx_tasks if parse_device(t.device).available})
-                        contention = Contention([parse_device(g) for g in gpus]).start() if gpus else None
-                    for task in ctx_tasks:
-                        rec = self._run_task(task, workers, runs_f)
-                        tasks_f.write(json.dumps(rec, sort_keys=True) + "\n")
-                        tasks_f.flush()
-                        done[task.key] = rec
-                        progress.step(rec["status"] not in ("ok", "skipped"), task.key)
-                finally:
-                    if contention is not None:
-                        contention.stop()
-                    workers.close()
-                    self.stats["worker_startup"] += workers.startup_seconds
-                    self.stats["restarts"] += workers.restarts
+            try:
+                for task, outcome in executor.run(todo, self.settings):
+                    rec = self.write_outcome(task, outcome, runs_f, tasks_f)
+                    done[task.key] = rec
+                    progress.step(rec["status"] not in ("ok", "skipped"), task.key)
+            finally:
+                for k, v in getattr(executor, "stats", {}).items():
+                    self.stats[k] = self.stats.get(k, 0.0) + v
         return done
 
-    def _run_task(self, task: Task, workers: _WorkerSet, runs_f: Any) -> dict[str, Any]:
-        device = parse_device(task.device)
-        ok, reason = device.availability()
-        slots = ["pool"] * self.settings.repeats + [f"fresh:{k}" for k in range(self.settings.fresh)]
-        if task.subject.startswith("oracle."):
-            # The float64 oracles are references, not subjects under suspicion: two runs in one
-            # process show they are stable; more would only cost time.
-            slots = ["pool"] * min(2, self.settings.repeats)
-        results: list[tuple[str, RunResult]] = []
-        metas: list[dict[str, dict[str, Any]]] = []
-        case_json = task.case.to_json()
-        for rep, slot in enumerate(slots):
-            t0 = time.perf_counter()
-            if not ok:
-                res = RunResult(task.subject, task.case.id, task.device, task.context, "skipped",
-                                skip_reason=reason)
-                pid = None
-            else:
-                try:
-                    w = workers.worker(slot)
-                    pid = w.pid
-                    res = w.run(case_json, task.subject, task.device, task.context, self.settings.timeout,
-                                case_id=task.case.id)
-                except WorkerError as exc:
-                    pid = None
-                    res = RunResult(task.subject, task.case.id, task.device, task.context, "crashed",
-                                    error=ErrorInfo("WorkerError", str(exc), "setup"))
-            wall = time.perf_counter() - t0
-            self.stats["runs"] += 1
-            self.stats["subject"] += res.subject_seconds
-            self.stats["transfer_and_overhead"] += max(wall - res.subject_seconds, 0.0)
-            meta = _tensor_meta(res.arrays)
-            metas.append(meta)
-            line = {"key": task.key, "rep": rep, "process": slot, "pid": pid, "wall": wall, **res.meta(),
-                    "tensors": meta}
+    def write_outcome(self, task: Task, outcome: TaskOutcome, runs_f: Any, tasks_f: Any) -> dict[str, Any]:
+        """Write one task's outcome (runs first, then arrays, then the record that names them)."""
+        for line in outcome.runs:
             runs_f.write(json.dumps(line, sort_keys=True) + "\n")
-            runs_f.flush()
-            results.append((slot, res))
-            if res.status == "skipped":
-                # A skip is decided before anything runs: once is the whole story.
-                break
-        t0 = time.perf_counter()
-        rec = self._summarize(task, results, metas)
-        self.stats["compare"] += time.perf_counter() - t0
+        runs_f.flush()
+        rec = dict(outcome.record)
+        if outcome.arrays:
+            fname = array_file(task.key)
+            atomic_npz(os.path.join(self.dir, "arrays", fname), outcome.arrays)
+            rec["array_file"] = fname
+        tasks_f.write(json.dumps(rec, sort_keys=True) + "\n")
+        tasks_f.flush()
+        for k, v in outcome.seconds.items():
+            self.stats[k] = self.stats.get(k, 0.0) + v
         return rec
 
-    def _summarize(self, task: Task, results: list[tuple[str, RunResult]],
-                   metas: list[dict[str, dict[str, Any]]] | None = None) -> dict[str, Any]:
-        statuses = [r.status for _, r in results]
-        ok_reps = [r for _, r in results if r.ok]
-        errors = [r.error.to_dict() for _, r in results if r.error is not None]
-        rec: dict[str, Any] = {
-            "key": task.key, "case_id": task.case.id, "family": task.case.family, "subject": task.subject,
-            "device": task.device, "context": task.context, "bad_input": task.case.bad,
-            "runs": len(results), "ok_runs": len(ok_reps),
-            "statuses": {s: statuses.count(s) for s in sorted(set(statuses))},
-            "status": ("ok" if len(ok_reps) == len(results) else
-                       "skipped" if statuses and statuses[0] == "skipped" else
-                       "error" if not ok_reps else "partial"),
-            "skip_reason": next((r.skip_reason for _, r in results if r.skip_reason), None),
-            "errors": errors[:1] + [e for e in errors[1:] if e["message"] != errors[0]["message"]][:3],
-            "declared_warnings": sorted({w for _, r in results for w in r.declared_warnings}),
-            "subject_seconds": sum(r.subject_seconds for _, r in results),
-            "processes": sorted({slot for slot, _ in results}),
-            "tensors": {},
-            "array_file": None,
-        }
-        ok_slots = [slot for slot, r in results if r.ok]
-        rec["rep_processes"] = ok_slots
-        rec["rep_digests"] = {}
-        if ok_reps:
-            reps = [r.arrays for r in ok_reps]
-            names = sorted({k for a in reps for k in a})
-            # Per repetition, so the gate can tell run-to-run (pool) from across-process (fresh) drift.
-            if metas is None:
-                metas = [_tensor_meta(r.arrays) for _, r in results]
-            ok_metas = [m for m, (_, r) in zip(metas, results) if r.ok]
-            # Digests already taken for runs.jsonl: reuse them rather than hash every array again.
-            rec["rep_digests"] = {k: [m[k]["digest"] if k in m else None for m in ok_metas] for k in names}
-            comps = compare.compare_results(reps)
-            rec["tensors"] = {name: _comparison_dict(c) for name, c in comps.items()}
-            fname = array_file(task.key)
-            _atomic_npz(os.path.join(self.dir, "arrays", fname), ok_reps[0].arrays)
-            rec["array_file"] = fname
-        return rec
+
+def _summarize(task: Task, results: list[tuple[str, RunResult]],
+               metas: list[dict[str, dict[str, Any]]] | None = None) -> dict[str, Any]:
+    if metas is None:
+        metas = [_tensor_meta(r.arrays) for _, r in results]
+    statuses = [r.status for _, r in results]
+    ok_reps = [r for _, r in results if r.ok]
+    errors = [r.error.to_dict() for _, r in results if r.error is not None]
+    rec: dict[str, Any] = {
+        "key": task.key, "case_id": task.case.id, "family": task.case.family, "subject": task.subject,
+        "device": task.device, "context": task.context, "bad_input": task.case.bad,
+        "runs": len(results), "ok_runs": len(ok_reps),
+        "statuses": {s: statuses.count(s) for s in sorted(set(statuses))},
+        "status": ("ok" if len(ok_reps) == len(results) else
+                   "skipped" if statuses and statuses[0] == "skipped" else
+                   "error" if not ok_reps else "partial"),
+        "skip_reason": next((r.skip_reason for _, r in results if r.skip_reason), None),
+        "errors": errors[:1] + [e for e in errors[1:] if e["message"] != errors[0]["message"]][:3],
+        "declared_warnings": sorted({w for _, r in results for w in r.declared_warnings}),
+        "subject_seconds": sum(r.subject_seconds for _, r in results),
+        "processes": sorted({slot for slot, _ in results}),
+        "tensors": {},
+        "array_file": None,
+    }
+    ok_slots = [slot for slot, r in results if r.ok]
+    rec["rep_processes"] = ok_slots
+    rec["rep_digests"] = {}
+    if ok_reps:
+        reps = [r.arrays for r in ok_reps]
+        names = sorted({k for a in reps for k in a})
+        # Per repetition, so the gate can tell run-to-run (pool) from across-process (fresh) drift.
+        ok_metas = [m for m, (_, r) in zip(metas, results) if r.ok]
+        # Digests already taken for runs.jsonl: reuse them rather than hash every array again.
+        rec["rep_digests"] = {k: [m[k]["digest"] if k in m else None for m in ok_metas] for k in names}
+        comps = compare.compare_results(reps)
+        rec["tensors"] = {name: _comparison_dict(c) for name, c in comps.items()}
+    return rec
 
 
 def _comparison_dict(c: Any) -> dict[str, Any]:
@@ -396,14 +459,6 @@ def _end_torn_line(path: str) -> None:
                 f.write(b"\n")
     except FileNotFoundError:
         pass
-
-
-def _atomic_json(path: str, data: Any) -> None:
-    atomic_json(path, data)
-
-
-def _atomic_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
-    atomic_npz(path, arrays)
 
 
 def load_arrays(directory: str, fname: str | None) -> dict[str, np.ndarray]:

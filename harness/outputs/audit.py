@@ -233,7 +233,7 @@ def _atomic_npz(path: str, arrays: Mapping[str, np.ndarray]) -> None:
 def _default_subjects() -> list[str]:
     from harness.subjects.registry import SUBJECTS
 
-    return [n for n in SUBJECTS if not n.startswith("control.")]
+    return [n for n in SUBJECTS if SUBJECTS[n].role != "control"]
 
 
 def _names(value: str | Iterable[str] | None) -> list[str] | None:

@@ -206,7 +206,7 @@ class _Stopwatch:
     time them (worker start and close, the per-run record of runs.jsonl) and restores them after.
     Where the runner no longer has one of them, that part stays in the residual."""
 
-    _TARGETS = (("_WorkerSet", "start", "worker_startup"), ("_WorkerSet", "close", "worker_startup"),
+    _TARGETS = (("WorkerSet", "start", "worker_startup"), ("WorkerSet", "close", "worker_startup"),
                 (None, "_tensor_meta", "run_records"))
 
     def __init__(self) -> None:
@@ -275,7 +275,9 @@ def _one_campaign(quick: bool, repeats: int, fresh: int) -> dict[str, float]:
         with open(os.path.join(tmp, "runs.jsonl"), encoding="utf-8") as f:
             for line in f:
                 r = json.loads(line)
-                if r["subject"].startswith("oracle."):
+                from harness.subjects.registry import get_subject
+
+                if get_subject(r["subject"]).role == "oracle":
                     oracle += sum(v for k, v in r["timings"].items() if k in ("forward", "backward", "double-backward"))
         st = campaign.stats
         subject_all = float(st["subject"])

@@ -24,6 +24,11 @@ from harness.core.cases import Case
 from harness.judge.contracts import BadInputRule, Contract, Contracts, load_contracts, validate
 from harness.core.errors import ContractViolation
 from harness.subjects.base import RunResult
+from harness.subjects.registry import SUBJECTS as _SUBJECTS
+
+
+def _role(name: str) -> str:
+    return _SUBJECTS[name].role if name in _SUBJECTS else "subject"
 
 __all__ = ["Violation", "replay_command", "check_repeats", "check_oracle", "check_across", "check_bad_input",
            "assert_no_violations", "no_contract", "cmd_gate", "cmd_contracts_check", "gate_campaign",
@@ -209,7 +214,7 @@ def gate_campaign(run_dir: str, contracts: Contracts) -> list[Violation]:
 
     out: list[Violation] = []
     for rec in tasks.values():
-        if rec["subject"].startswith("oracle.") or rec["status"] == "skipped":
+        if _role(rec["subject"]) == "oracle" or rec["status"] == "skipped":
             continue
         case = cases[rec["case_id"]]
         kind = rec["device"].split(":")[0]

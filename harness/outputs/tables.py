@@ -134,7 +134,9 @@ def _npz_key(tensor: str) -> str:
 def _is_oracle(subject: str, family: str) -> bool:
     from harness.subjects.registry import ORACLE_FOR_FAMILY
 
-    return subject == ORACLE_FOR_FAMILY.get(family) or subject.startswith("oracle.")
+    from harness.subjects.registry import SUBJECTS
+
+    return subject == ORACLE_FOR_FAMILY.get(family) or (subject in SUBJECTS and SUBJECTS[subject].role == "oracle")
 
 
 def _declaration(subject: str, device_kind: str) -> tuple[bool | None, str]:

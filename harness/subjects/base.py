@@ -27,6 +27,9 @@ __all__ = ["Subject", "Declared", "RunResult", "ErrorInfo", "Recorder", "execute
 
 FAMILIES = ("embed", "lstm", "pipeline")
 PHASES = ("setup", "forward", "backward", "double-backward", "transfer")
+#: What a subject is for: an implementation under test, a float64 reference, or a control whose behaviour
+#: is known by construction (it proves a check can fail, or can pass).
+ROLES = ("subject", "oracle", "control")
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,14 @@ class Subject:
     accepts: Callable[[Case], bool] | None = None
     #: Where the code under test lives (module path), for the report.
     source: str = ""
+    #: One of :data:`ROLES`.
+    role: str = "subject"
+    #: The oracle subject that judges this one's error (the registry fills in the family's oracle).
+    oracle: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"role={self.role!r} of subject {self.name!r} must be one of {', '.join(ROLES)}")
 
     def applies_to(self, case: Case) -> bool:
         """True when this subject takes ``case`` (same family, or a bad-input case it can try)."""
@@ -77,6 +88,7 @@ class Subject:
             "name": self.name, "family": self.family, "devices": list(self.devices),
             "declared": {k: v.to_dict() for k, v in self.declared.items()},
             "double_backward": self.double_backward, "description": self.description, "source": self.source,
+            "role": self.role, "oracle": self.oracle,
         }
 
 

@@ -58,12 +58,12 @@ def _valid_ids(case: Case) -> bool:
 
 
 SUBJECTS: tuple[Subject, ...] = (
-    Subject("control.nondeterministic", "embed", _run(True), accepts=_valid_ids,
+    Subject("control.nondeterministic", "embed", _run(True), role="control", accepts=_valid_ids,
             declared={"cpu": Declared(False, "scatter-add order shuffled per run, as unordered atomics"),
                       "gpu": Declared(False, "scatter-add order shuffled per run, as unordered atomics")},
             description="positive control: float32 scatter-add in a random order every run (computed on host)",
             source="harness/subjects/controls.py"),
-    Subject("control.deterministic", "embed", _run(False), accepts=_valid_ids,
+    Subject("control.deterministic", "embed", _run(False), role="control", accepts=_valid_ids,
             declared={"cpu": Declared(True, "the same scatter-add in index order"),
                       "gpu": Declared(True, "the same scatter-add in index order")},
             description="negative control: the same float32 scatter-add in index order (computed on host)",

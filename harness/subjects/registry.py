@@ -8,6 +8,8 @@ iterable of them, or a zero-argument callable returning either.
 
 from __future__ import annotations
 
+import dataclasses
+
 import importlib
 import importlib.metadata
 from typing import Any, Iterable
@@ -47,23 +49,36 @@ _OWN: tuple[Subject, ...] = (
     *embed.SUBJECTS,
     *lstm.SUBJECTS,
     *pipeline.SUBJECTS,
-    Subject("oracle.embed", "embed", _oracle_run("embed"), devices=("cpu",), declared=_ORACLE_DECL,
+    Subject("oracle.embed", "embed", _oracle_run("embed"), devices=("cpu",), role="oracle", declared=_ORACLE_DECL,
             accepts=_oracle_accepts, description="independent float64 oracle: embed forward, backward, double backward",
             double_backward=True, source="harness/subjects/oracle.py"),
-    Subject("oracle.lstm", "lstm", _oracle_run("lstm"), devices=("cpu",), declared=_ORACLE_DECL,
+    Subject("oracle.lstm", "lstm", _oracle_run("lstm"), devices=("cpu",), role="oracle", declared=_ORACLE_DECL,
             accepts=_oracle_accepts, description="independent float64 oracle: NStepLSTM forward and backward",
             source="harness/subjects/oracle.py"),
-    Subject("oracle.pipeline", "pipeline", _oracle_run("pipeline"), devices=("cpu",), declared=_ORACLE_DECL,
+    Subject("oracle.pipeline", "pipeline", _oracle_run("pipeline"), devices=("cpu",), role="oracle", declared=_ORACLE_DECL,
             accepts=_oracle_accepts, description="independent float64 oracle: embedding into NStepLSTM",
             source="harness/subjects/oracle.py"),
     *controls.SUBJECTS,
 )
 
-#: name -> subject. Plug-ins are added by :func:`register`.
-SUBJECTS: dict[str, Subject] = {s.name: s for s in _OWN}
-
 #: The oracle subject whose outputs gradient error is measured against, per family.
 ORACLE_FOR_FAMILY = {"embed": "oracle.embed", "lstm": "oracle.lstm", "pipeline": "oracle.pipeline"}
+
+
+def _with_oracle(s: Subject) -> Subject:
+    """``s`` with its judging oracle filled in: the family's, unless it names one or is an oracle itself."""
+    if s.role == "oracle" or s.oracle is not None or s.family not in ORACLE_FOR_FAMILY:
+        return s
+    return dataclasses.replace(s, oracle=ORACLE_FOR_FAMILY[s.family])
+
+
+#: name -> subject. Plug-ins are added by :func:`register`.
+SUBJECTS: dict[str, Subject] = {s.name: _with_oracle(s) for s in _OWN}
+
+
+def names_with_role(role: str, names: Iterable[str] | None = None) -> list[str]:
+    """The registered subjects (or those of ``names``) whose role is ``role``."""
+    return [n for n in (SUBJECTS if names is None else names) if n in SUBJECTS and SUBJECTS[n].role == role]
 
 
 def get_subject(name: str) -> Subject:
@@ -78,8 +93,9 @@ def register(subject: Subject, *, replace: bool = False) -> Subject:
     """Add a subject to the registry; a name clash is a PluginError unless ``replace``."""
     if not isinstance(subject, Subject):
         raise PluginError(f"plug-in object {subject!r} is not a harness.subjects.Subject")
-    if subject.name in SUBJECTS and SUBJECTS[subject.name] is not subject and not replace:
+    if subject.name in SUBJECTS and SUBJECTS[subject.name] != _with_oracle(subject) and not replace:
         raise PluginError(f"subject name={subject.name!r} is already registered")
+    subject = _with_oracle(subject)
     SUBJECTS[subject.name] = subject
     return subject
 
