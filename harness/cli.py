@@ -105,59 +105,24 @@ def _read_case(path: str, case_id: str | None) -> Any:
 
 # ---- replay --------------------------------------------------------------------------------------
 def cmd_replay(args: argparse.Namespace) -> int:
-    from harness.judge import bitwise as compare
     from harness.core.contexts import get_context
     from harness.core.devices import parse_device
-    from harness.subjects.base import execute
-    from harness.subjects.registry import ORACLE_FOR_FAMILY, get_subject
+    from harness.core.errors import InvalidArgument
+    from harness.judge.contracts import load_contracts
+    from harness.outputs.replay import replay
+    from harness.subjects.registry import get_subject
 
     _load_plugins(args.subject_plugin)
     case = _read_case(args.case, args.case_id)
     subject = get_subject(args.subject)
-    device = parse_device(args.device)
-    context = get_context(args.context)
     if args.repeats < 1:
-        from harness.core.errors import InvalidArgument
-
         raise InvalidArgument(f"repeats={args.repeats} must be >= 1")
-    print(f"case {case.id} ({case.family}), subject {subject.name}, device {device.id}, context {context.name}, "
-          f"{args.repeats} repeats")
-    results = [execute(subject, case, device, context) for _ in range(args.repeats)]
-    statuses = [r.status for r in results]
-    if results[0].status == "skipped":
-        print(f"skipped: {results[0].skip_reason}")
-        return 0
-    for r in results:
-        if r.error is not None:
-            print(f"error: {r.error}")
-            break
-    warned = sorted({w for r in results for w in r.declared_warnings})
-    print(f"statuses: {', '.join(f'{s} x{statuses.count(s)}' for s in sorted(set(statuses)))}; "
-          f"chainer declared nondeterminism: {', '.join(warned) or 'none'}")
-    ok = [r.arrays for r in results if r.ok]
-    if not ok:
-        return 0
-    comps = compare.compare_results(ok)
-    oracle = None
-    oname = ORACLE_FOR_FAMILY.get(case.family)
-    if oname and oname != subject.name:
-        o = execute(get_subject(oname), case, parse_device("cpu"), get_context("default"))
-        oracle = o.arrays if o.ok else None
-    for name, c in comps.items():
-        line = (f"  {name:18s} {c.dtype:8s} {str(c.shape):14s} "
-                f"{'bit-identical' if c.bitwise_identical else 'DIFFERS'} over {c.repeats}"
-                f"  digest {c.digests[0][:12]}")
-        if not c.bitwise_identical:
-            line += f"  n_diff {c.n_diff}/{c.n_total} max_ulp {c.max_ulp}"
-        if oracle is not None and name in oracle:
-            e = compare.compare_oracle(name, ok[0][name], oracle[name])
-            line += f"  oracle max_rel {e.max_rel:.3g} ({'ok' if e.within_tolerance else 'BEYOND TOLERANCE'})"
-        print(line)
-    for name, c in comps.items():
-        if not c.bitwise_identical:
-            print()
-            print(c.message())
-    return 0
+    devices = [parse_device(d) for d in (_split(args.devices) or [args.device])]
+    contexts = _split(args.contexts) or [args.context]
+    for c in contexts:
+        get_context(c)
+    return replay(load_contracts(getattr(args, "contracts", None)), case, subject.name, devices, contexts,
+                  args.repeats)
 
 
 # ---- report ----------------------------------------------------------------------------------------
@@ -223,9 +188,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("case", metavar="CASE.json")
     r.add_argument("--case-id")
     r.add_argument("--subject", required=True)
-    r.add_argument("--device", default="cpu")
-    r.add_argument("--context", default="default")
-    r.add_argument("--repeats", type=int, default=5)
+    r.add_argument("--device", default="cpu", help="the device to run on (default cpu)")
+    r.add_argument("--devices", default=None, metavar="A,B",
+                   help="run on B and compare it with A (a cross-device finding)")
+    r.add_argument("--context", default="default", help="the context to run in (default: default)")
+    r.add_argument("--contexts", default=None, metavar="A,B",
+                   help="run in B and compare it with A (a cross-context finding)")
+    r.add_argument("--repeats", type=int, default=5, help="runs in this process (default 5)")
+    r.add_argument("--contracts", default=None, metavar="FILE", help="contracts file (default: contracts.toml)")
     r.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ")
     r.set_defaults(func=cmd_replay)
 

@@ -24,13 +24,13 @@ from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.judge.contracts import Contracts, load_contracts
 from harness.core.devices import Device, parse_devices
-from harness.outputs.gate import Violation, assert_no_violations, check_across, check_bad_input, check_oracle, \
-    check_repeats, no_contract
+from harness.core.records import Measure
+from harness.judge.verdicts import Violation, assert_no_violations
 from harness.subjects.base import RunResult, execute
-from harness.subjects.registry import ORACLE_FOR_FAMILY, get_subject
+from harness.subjects.registry import get_subject
 
-__all__ = ["run_repeats", "contract_violations", "bad_input_violations", "contract_property", "assert_contract",
-           "GateState"]
+__all__ = ["run_repeats", "measures_in_process", "contract_violations", "bad_input_violations",
+           "contract_property", "assert_contract", "ExampleCounter", "GateState", "cases_for", "min_examples"]
 
 
 class GateState:
@@ -95,6 +95,12 @@ def pytest_configure(config: Any) -> None:
     if choice not in ("cpu", "gpu", "all") and not choice.startswith("gpu:"):
         raise pytest.UsageError(f"--device={choice!r} is not cpu, gpu, gpu:N or all")
     GateState.devices = parse_devices(choice)
+    if choice != "all":
+        # A device asked for by name must be there: a GPU runner whose CuPy is broken must not go green.
+        for d in GateState.devices:
+            ok, reason = d.availability()
+            if not ok:
+                raise pytest.UsageError(f"--device={choice!r}: {d.id} is not usable: {reason}")
     GateState.contracts = load_contracts(config.getoption("contracts"))
     GateState.repeats = max(1, int(config.getoption("gate_repeats")))
     GateState.baseline = config.getoption("baseline")
@@ -147,61 +153,65 @@ def run_repeats(subject: str, case: Case, device: Device, context: str = "defaul
     return [execute(subj, case, device, ctx) for _ in range(repeats or GateState.repeats)]
 
 
-_ORACLE_CACHE: dict[str, dict[str, Any]] = {}
+def measures_in_process(contracts: Contracts, subject: str, case: Case, device: Device, context: str = "default",
+                        repeats: int | None = None) -> list[Measure]:
+    """Run one case R times in this process and measure it exactly as a campaign's measure pass would
+    (:func:`harness.execute.inprocess.measure_here`). Skips the calling test (with the reason) where the
+    device cannot run it."""
+    from harness.execute.inprocess import measure_here
+
+    contract = contracts.find(subject, device.kind, context)
+    others = [c for c in (getattr(contract, "identical_across", ()) or ()) if c != context]
+    here = measure_here(contracts, subject, case, device, context, repeats or GateState.repeats, contexts=others)
+    if here.results[0].status == "skipped":
+        pytest.skip(here.results[0].skip_reason or "skipped")
+    return here.measures
 
 
-def _oracle(case: Case) -> dict[str, Any] | None:
-    name = ORACLE_FOR_FAMILY.get(case.family)
-    if name is None or not get_subject(name).applies_to(case):
-        return None
-    if case.id not in _ORACLE_CACHE:
-        from harness.core.devices import CPU
+def _violations(measures: Sequence[Measure], case: Case) -> list[Violation]:
+    import shlex
 
-        r = execute(get_subject(name), case, CPU, get_context("default"))
-        _ORACLE_CACHE[case.id] = r.arrays if r.ok else {}
-        if len(_ORACLE_CACHE) > 256:
-            _ORACLE_CACHE.pop(next(iter(_ORACLE_CACHE)))
-    return _ORACLE_CACHE[case.id] or None
+    from harness.judge.verdicts import violations
+
+    out = []
+    for v in violations(measures):
+        m = v.measure
+        argv = ["python", "-m", "harness", "replay", f"case-{case.id}.json", "--subject", m.subject,
+                "--device", m.device]
+        argv += ["--contexts", f"{m.other},{m.context}"] if m.kind == "context" else ["--context", m.context]
+        replay = (f"echo {shlex.quote(case.to_json())} > case-{case.id}.json && " + shlex.join(argv))
+        out.append(Violation(m, replay=replay))
+    return out
 
 
 def contract_violations(contracts: Contracts, subject: str, case: Case, device: Device,
                         context: str = "default", repeats: int | None = None) -> list[Violation]:
-    """Everything the contract for subject x device x context requires, checked in this process:
-    run-to-run bits, identity with the contexts it names, and gradient error against the oracle."""
-    if contracts.bad_rules(subject, device.kind, case.tags, context):
-        # A rule names this kind of input (e.g. ids:empty): it decides, not the determinism line.
-        return bad_input_violations(contracts, subject, case, device, context)
-    contract = contracts.find(subject, device.kind, context)
-    if contract is None:
-        return [no_contract(subject, device.kind, context, case)]
-    results = run_repeats(subject, case, device, context, repeats)
-    if results[0].status == "skipped":
-        pytest.skip(results[0].skip_reason or "skipped")
-    failed = [r for r in results if not r.ok]
-    if failed:
-        e = failed[0].error
-        return [Violation(f"run {failed[0].status}", subject, device.id, context, "", str(e),
-                          contract.describe(), case)]
-    reps = [r.arrays for r in results]
-    out = check_repeats(contract, case, subject, device.id, context, reps)
-    for other in contract.identical_across:
-        if other != context:
-            o = execute(get_subject(subject), case, device, get_context(other))
-            if o.ok:
-                out += check_across(contract, case, subject, device.id, context, reps[0], other, o.arrays)
-    oracle = _oracle(case)
-    if oracle is not None:
-        out += check_oracle(contract, case, subject, device.id, context, reps[0], oracle)
-    return out
+    """The broken measures of :func:`measures_in_process`, as dossiers whose replay command writes the case
+    file and reruns it."""
+    return _violations(measures_in_process(contracts, subject, case, device, context, repeats), case)
 
 
 def bad_input_violations(contracts: Contracts, subject: str, case: Case, device: Device,
                          context: str = "default") -> list[Violation]:
-    """Run a bad input once and check it against its rule (or the case's own expectation)."""
-    r = execute(get_subject(subject), case, device, get_context(context))
-    if r.status == "skipped":
-        pytest.skip(r.skip_reason or "skipped")
-    return check_bad_input(contracts.bad_rules(subject, device.kind, case.tags, context), case, r)
+    """A bad input, run once and judged by its rule (or the case's own expectation)."""
+    return contract_violations(contracts, subject, case, device, context, repeats=1)
+
+
+class ExampleCounter:
+    """Counts the Hypothesis examples a test really checked, so a test that skipped them all fails.
+
+    ``counter.ran()`` after each checked example; ``counter.require(n)`` at the end raises when fewer ran."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def ran(self) -> None:
+        self.count += 1
+
+    def require(self, minimum: int, what: str = "examples") -> None:
+        __tracebackhide__ = True
+        if self.count < minimum:
+            raise AssertionError(f"only {self.count} {what} were really checked (at least {minimum} required)")
 
 
 _FIRST_FAILURE: list[str] = []
@@ -235,7 +245,8 @@ def contract_property(test: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def assert_contract(violations: Sequence[Violation]) -> None:
-    """Like :func:`harness.outputs.gate.assert_no_violations`, remembering the first dossier for flaky reports."""
+    """Like :func:`harness.judge.verdicts.assert_no_violations`, remembering the first dossier for flaky reports."""
+    __tracebackhide__ = True
     if violations and not _FIRST_FAILURE:
         _FIRST_FAILURE.append(violations[0].dossier())
     assert_no_violations(violations)
@@ -245,7 +256,29 @@ def subjects_of(family: str) -> list[str]:
     """Registered non-oracle, non-control subjects of a family (the ones the gate covers)."""
     from harness.subjects.registry import SUBJECTS
 
-    return [n for n, s in SUBJECTS.items() if s.family == family and not n.startswith(("oracle.", "control."))]
+    return [n for n, s in SUBJECTS.items() if s.family == family and s.role == "subject"]
+
+
+def cases_for(subject: str) -> Any:
+    """The Hypothesis strategy of valid cases a subject takes, within the active profile's bounds: its family's
+    strategy, narrowed where the subject takes less (ESPnet: float32 W only) and filtered by its ``accepts``,
+    so no example is drawn only to be thrown away by the test."""
+    from harness.generate import strategies
+
+    subj = get_subject(subject)
+    bounds = profile_bounds(subj.family)
+    if subj.family == "embed" and subject.startswith("espnet."):
+        bounds["w_dtypes"] = ("float32",)
+    base = {"embed": strategies.embed_cases, "lstm": strategies.lstm_cases,
+            "pipeline": strategies.pipeline_cases}[subj.family](**bounds)
+    return base.filter(subj.applies_to)
+
+
+def min_examples() -> int:
+    """How many examples a property test must really check: half the profile's ``max_examples``, at least 1."""
+    from hypothesis import settings
+
+    return max(1, settings().max_examples // 2)
 
 
 def profile_bounds(family: str) -> dict[str, Any]:

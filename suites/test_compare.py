@@ -20,10 +20,10 @@ from hypothesis.extra import numpy as hnp
 
 from harness.judge import bitwise as C
 from harness.judge.bitwise import (
-    TOLERANCES, ULP_MAX, OracleError, TensorComparison, assert_bit_identical,
-    assert_results_identical, assert_within_oracle, bits, compare_oracle, compare_pair,
-    compare_repeats, compare_results, digest, gradient_tolerance, item_path, ulp_distance,
+    ULP_MAX, TensorComparison, assert_bit_identical, assert_results_identical, bits, compare_pair,
+    compare_repeats, compare_results, digest, item_path, ulp_distance,
 )
+from harness.judge.tolerance import TOLERANCES, OracleError, assert_within_oracle, compare_oracle, gradient_tolerance
 from harness.core.errors import ComparisonFailure, HarnessError
 
 FLOATS = [np.float16, np.float32, np.float64]

@@ -6,22 +6,29 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.pytest_plugin import assert_contract, bad_input_violations, subjects_of
 from harness.generate.strategies import bad_inputs
+from harness.pytest_plugin import ExampleCounter, assert_contract, bad_input_violations, min_examples, subjects_of
 
 pytestmark = pytest.mark.gate
 
 
 @pytest.mark.parametrize("family", ["embed", "lstm", "pipeline"])
 @pytest.mark.parametrize("context", ["default", "debug"])
-@given(data=st.data())
-def test_bad_inputs(family, context, device, contracts, data):
-    case = data.draw(bad_inputs(family=family), label="case")
-    for subject in subjects_of(family):
-        from harness.subjects.registry import get_subject
+def test_bad_inputs(family, context, device, contracts):
+    from harness.subjects.registry import get_subject
 
-        if get_subject(subject).applies_to(case):
-            assert_contract(bad_input_violations(contracts, subject, case, device, context))
+    counter = ExampleCounter()
+
+    @given(data=st.data())
+    def check(data):
+        case = data.draw(bad_inputs(family=family), label="case")
+        for subject in subjects_of(family):
+            if get_subject(subject).applies_to(case):
+                assert_contract(bad_input_violations(contracts, subject, case, device, context))
+                counter.ran()
+
+    check()
+    counter.require(min_examples(), "subject x bad-input checks")
 
 
 def test_every_bad_kind_has_a_rule(contracts):

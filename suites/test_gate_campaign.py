@@ -39,9 +39,9 @@ def test_positive_control_really_diverged(gate_run):
     from harness.execute.campaign import load_tasks
 
     recs = [r for r in load_tasks(gate_run).values()
-            if r["subject"] == "control.nondeterministic" and r["device"] == "cpu"]
+            if r.subject == "control.nondeterministic" and r.device == "cpu"]
     assert recs, "the control did not run"
-    assert any(not t["bitwise_identical"] for r in recs for t in r["tensors"].values())
+    assert any(not t.bitwise_identical for r in recs for t in r.tensors.values())
 
 
 def test_against_baseline(gate_run, contracts, request):

@@ -73,7 +73,9 @@ def crash_campaign(tmp_path_factory, misbehaving_registered):
     finally:
         if old is not None:
             os.environ["PYTHONHASHSEED"] = old
-    return {"dir": d, "tasks": tasks, "records": records, "campaign": campaign, "wall": wall,
+    # The typed records as their JSON form (what tasks.jsonl holds), so the tests read the file's fields.
+    return {"dir": d, "tasks": tasks, "records": {k: r.to_dict() for k, r in records.items()}, "campaign": campaign,
+            "wall": wall,
             "runs": read_jsonl(d / "runs.jsonl")}
 
 
@@ -168,8 +170,8 @@ def test_env_contexts_reach_the_worker(crash_campaign):
 RESUME_SUBJECTS = ("misbehaving.slow", "control.deterministic")
 
 
-def _comparable(records: dict[str, dict]) -> dict[str, dict]:
-    return {k: {f: v for f, v in r.items() if f != "subject_seconds"} for k, r in records.items()}
+def _comparable(records: dict) -> dict[str, dict]:
+    return {k: {f: v for f, v in r.to_dict().items() if f != "subject_seconds"} for k, r in records.items()}
 
 
 @pytest.fixture(scope="module")
@@ -189,7 +191,7 @@ def test_interrupted_report_resumes_to_the_same_records(tmp_path, resume_corpus)
     assert len(tasks) == 8
     a_dir = tmp_path / "A"
     complete = Campaign(str(a_dir), settings).run(tasks)
-    assert len(complete) == 8 and all(r["status"] == "ok" for r in complete.values())
+    assert len(complete) == 8 and all(r.status == "ok" for r in complete.values())
 
     b_dir = tmp_path / "B"
     cmd = [sys.executable, "-m", "harness", "report", "--corpus", str(corpus_path), "--subjects",
@@ -301,7 +303,7 @@ def test_plan_gives_gpu_tasks_that_end_as_skipped_rows(tmp_path):
     assert time.perf_counter() - t0 < 10  # no worker was started for tasks that cannot run
     assert set(recs) == {t.key for t in gpu_tasks}
     for r in recs.values():
-        assert r["status"] == "skipped" and r["skip_reason"].startswith("no GPU") and r["runs"] == 1, r
+        assert r.status == "skipped" and r.skip_reason.startswith("no GPU") and r.runs == 1, r
     runs = read_jsonl(tmp_path / "runs.jsonl")
     assert len(runs) == len(gpu_tasks) and all(r["status"] == "skipped" and r["pid"] is None for r in runs)
 

@@ -74,8 +74,9 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
     written = tables.write_report(d, environment=env, root_cause=cause)
     results = tables.results_frame(d)
-    return {"dir": d, "written": written, "env": env, "results": results,
-            "summary": tables.summary_frame(results), "findings": tables.findings_frame(results),
+    measures = tables.measures_of(d)
+    return {"dir": d, "written": written, "env": env, "results": results, "measures": measures,
+            "summary": tables.summary_frame(results), "findings": tables.findings_frame(measures, d),
             "seen": seen}
 
 
@@ -85,9 +86,9 @@ def test_results_columns_in_order(real: dict) -> None:
                   "bitwise_reproducible", "n_diff", "frac_diff", "max_ulp_repeat", "first_diff_index", "digest",
                   "n_unique", "cross_device_max_ulp", "cross_device_identical", "cross_context_max_ulp",
                   "cross_context_identical", "oracle_max_abs", "oracle_max_rel", "oracle_max_ulp",
-                  "within_tolerance", "tolerance", "nan_count", "inf_count", "oracle_nan_count",
+                  "within_tolerance", "tolerance", "nan_count", "inf_count",
                   "declared_nondeterministic", "chainer_declared", "observed_nondeterministic", "status", "error",
-                  "bad_input", "case_size"]
+                  "bad_input", "case_size", "error_ratio", "verdict", "contract"]
     assert list(r.columns[:len(documented)]) == documented
     assert list(r.columns) == list(tables.RESULT_COLUMNS)
     # every task of the plan is there: 4 subjects x good case in default, 3 in blas1 (no oracle),
@@ -122,8 +123,9 @@ def test_oracle_columns(real: dict) -> None:
         row = _row(r, subject="chainer.embed_id", tensor=tensor, context="default", case_id=GOOD.id)
         assert row["within_tolerance"], tensor
         assert np.isfinite(row["oracle_max_abs"]) and np.isfinite(row["oracle_max_rel"])
-        assert row["oracle_max_rel"] < 1e-3 and row["oracle_nan_count"] == 0
-        assert row["tolerance"].startswith("atol=") and "rtol=" in row["tolerance"] and "(" in row["tolerance"]
+        assert row["oracle_max_rel"] < 1e-3 and 0 <= row["error_ratio"] <= 1.0
+        assert row["tolerance"].startswith("up to ") and "allowed (" in row["tolerance"]
+        assert row["verdict"] in ("within tolerance", "bit-identical") and "chainer.embed_id on cpu" in row["contract"]
     gw = _row(r, subject="chainer.embed_id", tensor="grad.W", context="default", case_id=GOOD.id)
     assert "summed terms" in gw["tolerance"]  # grad.W rows sum one term per occurrence of an id
     # the blas1 rows are measured against the same cpu/default oracle too
@@ -163,7 +165,9 @@ def test_error_row_for_bad_case(real: dict) -> None:
     assert _row(s, subject="chainer.embed_id", device="cpu", context="default")["errors"] == 1
     f = real["findings"]
     err = f[f["kind"] == "expected error"]
-    assert len(err) == 1 and err.iloc[0]["count"] == 2 and "IndexError" in err.iloc[0]["detail"]
+    # one row per subject x device x context x error type (the two contexts), each naming its case
+    assert sorted(err["context"]) == ["blas1", "default"] and err["detail"].str.contains("IndexError").all()
+    assert err["detail"].str.contains(BAD.id).all() and (err["verdict"] == "expected error").all()
 
 
 def test_summary_traceable_to_results(real: dict) -> None:
@@ -189,7 +193,7 @@ def test_summary_traceable_to_results(real: dict) -> None:
         assert row["oracle_compared"] == len(ok)
         if len(ok):
             assert row["share_within_tolerance"] == pytest.approx(ok.astype(float).mean())
-            assert row["worst_oracle_max_rel"] == pytest.approx(t["oracle_max_rel"].max())
+            assert row["worst_error_ratio"] == pytest.approx(t["error_ratio"].max())
         else:
             assert np.isnan(row["share_within_tolerance"])
     # and the written summary.csv is the same table
@@ -202,14 +206,18 @@ def test_summary_traceable_to_results(real: dict) -> None:
 def test_findings_replay_commands(real: dict) -> None:
     f = real["findings"]
     assert list(f.columns) == list(tables.FINDING_COLUMNS)
-    div = _row(f, kind="declared and observed", subject="control.nondeterministic", context="default")
-    assert div["tensor"] == "grad.W" and "max ULP" in div["detail"] and "/12 elements" in div["detail"]
+    div = _row(f, kind="not reproducible run to run", subject="control.nondeterministic", context="default")
+    assert div["worst_tensor"] == "grad.W" and "ULP" in div["detail"] and div["verdict"] == "diverged as allowed"
+    assert div["tensors_differing"] == 1 and div["tensors"] >= 1
     for _, row in f.iterrows():
         argv = shlex.split(row["replay"])
         assert argv[:4] == ["python", "-m", "harness", "replay"]
         assert argv[argv.index("--subject") + 1] == row["subject"]
-        assert argv[argv.index("--device") + 1] == row["device"]
-        assert argv[argv.index("--context") + 1] == row["context"]
+        if row["kind"] == "cross-context difference":
+            assert argv[argv.index("--contexts") + 1] == f"{row['other']},{row['context']}"
+        else:
+            assert argv[argv.index("--device") + 1] == row["device"]
+            assert argv[argv.index("--context") + 1] == row["context"]
         assert os.path.isfile(argv[4]) and argv[4].endswith(f"{row['case_id']}.json")
         with open(argv[4], encoding="utf-8") as fh:
             assert Case.from_json(fh.read()).id == row["case_id"]
@@ -221,7 +229,7 @@ def test_findings_replay_commands(real: dict) -> None:
 
 def test_report_files(real: dict) -> None:
     d, w = real["dir"], real["written"]
-    for name in ("results.csv", "summary.csv", "findings.csv", "summary.md", "summary.html", "environment.json",
+    for name in ("results.csv", "summary.csv", "cells.csv", "findings.csv", "summary.md", "summary.html", "environment.json",
                  "ulp_distribution.png", "error_vs_size.png"):
         assert w[name] == os.path.join(d, name) and os.path.getsize(w[name]) > 0
     try:
@@ -240,22 +248,22 @@ def test_report_files(real: dict) -> None:
     assert "declared and observed" in html and "python -m harness replay" in html and "gpu.reason" in html
     for png in ("ulp_distribution.png", "error_vs_size.png"):
         assert _bytes(w[png])[:8] == b"\x89PNG\r\n\x1a\n"
-    text = tables.terminal_summary(real["summary"])
-    assert "control.nondeterministic" in text and "declared and observed" in text
+    text = tables.terminal_summary(real["summary"], ["a headline"])
+    assert text.startswith("a headline") and "control.nondeterministic" in text and "diverged as allowed" in text
+    cells = pd.read_csv(w["cells.csv"], keep_default_na=False)
+    assert list(cells.columns) == list(tables.CELL_COLUMNS) and set(cells["verdict"]) <= set(tables.VERDICT_ORDER)
 
 
-def test_arrays_loaded_once(real: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tables_load_no_array(real: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Measure once: the tables read measures.jsonl; building them loads no array and measures nothing."""
+    import harness.execute.measures as measures_mod
+
     calls: list[str] = []
-    orig = tables.load_arrays
-
-    def counting(directory: str, fname: str | None) -> dict:
-        calls.append(fname)
-        return orig(directory, fname)
-
-    monkeypatch.setattr(tables, "load_arrays", counting)
+    monkeypatch.setattr(np, "load", lambda *a, **k: calls.append(a[0]) or pytest.fail("an array was loaded"))
+    monkeypatch.setattr(measures_mod, "measure_task", lambda *a, **k: pytest.fail("a task was measured again"))
     r = tables.results_frame(real["dir"])
-    assert calls and len(calls) == len(set(calls)) == r.attrs["arrays_loaded"]
-    assert set(calls) <= set(r.loc[r["array_file"] != "", "array_file"])
+    assert len(r) and not calls
+    assert (r.loc[r["tensor"] != "", "verdict"] != "").all()
 
 
 # --------------------------------------------------------------------------- hand-made records
@@ -268,7 +276,7 @@ def _ok(subject: str, case: Case, device: str, context: str, arrays: dict, warni
 def camp_record(camp: Campaign, task: Task, res: list) -> dict:
     """The task record a campaign writes for these run results (its arrays saved as the campaign saves them)."""
     outcome = outcome_of(task, res)
-    rec = dict(outcome.record)
+    rec = outcome.record.to_dict()
     if outcome.arrays:
         rec["array_file"] = array_file(task.key)
         atomic_npz(os.path.join(camp.dir, "arrays", rec["array_file"]), outcome.arrays)
@@ -345,22 +353,23 @@ def test_synthetic_findings_order(synthetic: str) -> None:
     assert _row(s, subject="chainer.embed_id", device="gpu:0", context="default")["worst_cross_device_ulp"] == 1
     assert _row(s, subject="control.nondeterministic", device="gpu:0", context="default")["finding"] == "no data"
     assert _row(s, subject="control.nondeterministic", device="cpu", context="default")["errors"] == 1
-    f = tables.findings_frame(r)
-    assert f.iloc[0]["kind"] == "observed but not declared" and f.iloc[0]["subject"] == "control.deterministic"
-    assert f.iloc[0]["detail"].startswith("max ULP 1, 1/12 elements")
+    f = tables.findings_frame(tables.measures_of(synthetic), synthetic)
+    # broken first: the deterministic control's contract says reproducible, and its repetitions differ
+    assert f.iloc[0]["kind"] == "not reproducible run to run" and f.iloc[0]["subject"] == "control.deterministic"
+    assert f.iloc[0]["verdict"] == "broken" and f.iloc[0]["detail"].startswith("1 tensor(s) differ, worst grad.W 1 ULP")
     kinds = list(f["kind"])
     assert {"beyond oracle tolerance", "cross-device difference", "cross-context difference", "error"} <= set(kinds)
-    ranks = [tables.FINDING_KINDS.index(k) for k in kinds]
+    ranks = [-tables.VERDICT_ORDER[v] for v in f["verdict"]]
     assert ranks == sorted(ranks)
     err = _row(f, kind="error")
-    assert err["count"] == 1 and "WorkerError" in err["detail"]
+    assert "WorkerError" in err["detail"] and err["verdict"] == "error"
     assert "skipped" not in " ".join(f["detail"])  # an unavailable GPU is not a finding
     assert os.path.isfile(os.path.join(synthetic, "cases", f"{GOOD.id}.json"))
 
     def boom(row: pd.Series) -> str:
         raise RuntimeError("localizer broke")
 
-    f2 = tables.findings_frame(r, root_cause=boom)
+    f2 = tables.findings_frame(tables.measures_of(synthetic), synthetic, root_cause=boom)
     assert (f2["root_cause"] == "root cause failed: RuntimeError: localizer broke").all()
 
 
@@ -371,7 +380,7 @@ def test_empty_campaign(tmp_path) -> None:
     assert len(r) == 0 and list(r.columns) == list(tables.RESULT_COLUMNS)
     s = tables.summary_frame(r)
     assert len(s) == 0 and list(s.columns) == list(tables.SUMMARY_COLUMNS)
-    assert len(tables.findings_frame(r)) == 0
+    assert len(tables.findings_frame(tables.measures_of(d), d)) == 0
     assert tables.terminal_summary(s) == "no tasks"
     w = tables.write_report(d, environment={})
     for name in ("ulp_distribution.png", "error_vs_size.png", "summary.html", "summary.md"):

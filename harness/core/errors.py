@@ -55,3 +55,7 @@ class AuditFileError(HarnessError):
 
 class WorkerError(HarnessError):
     """A worker process could not be started or spoke out of turn."""
+
+
+class RecordError(HarnessError):
+    """A run record (tasks.jsonl, measures.jsonl, campaign.json) is malformed; the message names the field."""

@@ -18,6 +18,7 @@ Files under the campaign directory (each line flushed as it exists):
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -34,6 +35,7 @@ from harness.core.contexts import Context, get_context
 from harness.core.devices import Device, parse_device
 from harness.core.errors import InvalidArgument, WorkerError
 from harness.core.fileio import atomic_json, atomic_npz
+from harness.core.records import TaskRecord, TensorStats, read_tasks
 from harness.subjects.base import ErrorInfo, RunResult, Subject
 from harness.execute.worker import Worker
 from harness.subjects.registry import get_subject
@@ -139,18 +141,24 @@ def _tensor_meta(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
 
 
 class _Progress:
-    """A one-line progress bar on stderr: tasks done, failures, time left."""
+    """A one-line progress bar on stderr: tasks done, what was seen so far, time left.
+
+    It says what the runs showed, not verdicts (those come from the measure pass): tasks whose repetitions
+    diverged, errors of valid inputs, and errors of bad inputs (mostly expected: the contracts decide)."""
 
     def __init__(self, total: int, quiet: bool) -> None:
         self.total, self.quiet = total, quiet or not total
-        self.done = self.failed = 0
+        self.done = self.diverged = self.errors = self.bad_errors = 0
         self.t0 = time.perf_counter()
         self.last = 0.0
         self.tty = sys.stderr.isatty()
 
-    def step(self, failed: bool, label: str) -> None:
+    def step(self, rec: TaskRecord, label: str) -> None:
         self.done += 1
-        self.failed += int(failed)
+        failed = rec.status not in ("ok", "skipped")
+        self.bad_errors += int(failed and rec.bad_input)
+        self.errors += int(failed and not rec.bad_input)
+        self.diverged += int(any(not t.bitwise_identical for t in rec.tensors.values()))
         if self.quiet:
             return
         now = time.perf_counter()
@@ -161,28 +169,18 @@ class _Progress:
         left = el / self.done * (self.total - self.done) if self.done else 0.0
         width = 24
         fill = int(width * self.done / self.total)
-        line = (f"[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} tasks, "
-                f"{self.failed} failing, {el:5.0f}s elapsed, ~{left:4.0f}s left  {label[:40]:<40}")
+        line = (f"[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} tasks, {self.diverged} diverging, "
+                f"{self.errors} errors, {self.bad_errors} bad-input errors, {el:4.0f}s, ~{left:4.0f}s left")
         sys.stderr.write(("\r" if self.tty else "") + line + ("" if self.tty else "\n"))
         if self.done == self.total and self.tty:
             sys.stderr.write("\n")
         sys.stderr.flush()
 
 
-def load_tasks(directory: str) -> dict[str, dict[str, Any]]:
-    """The finished task records of a campaign directory, by key (a torn last line is ignored)."""
-    path = os.path.join(directory, "tasks.jsonl")
-    out: dict[str, dict[str, Any]] = {}
-    if not os.path.exists(path):
-        return out
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by an interrupted campaign
-            out[rec["key"]] = rec
-    return out
+def load_tasks(directory: str) -> dict[str, TaskRecord]:
+    """The finished task records of a campaign directory, by key (a torn last line is ignored; a malformed
+    line is a one-line :class:`~harness.core.errors.RecordError` naming the file and line)."""
+    return read_tasks(os.path.join(directory, "tasks.jsonl"))
 
 
 @dataclass
@@ -233,7 +231,7 @@ class TaskOutcome:
     """What running one task produced, before anything is written: the task record, one line per run,
     repetition 0's arrays (empty when no run succeeded) and the time spent (for ``timings.json``)."""
 
-    record: dict[str, Any]
+    record: TaskRecord
     runs: list[dict[str, Any]]
     arrays: dict[str, np.ndarray]
     seconds: dict[str, float]
@@ -360,7 +358,7 @@ class Campaign:
         atomic_json(os.path.join(self.dir, "campaign.json"), meta)
 
     # ---- running ---------------------------------------------------------------------
-    def run(self, tasks: Sequence[Task], executor: Any = None) -> dict[str, dict[str, Any]]:
+    def run(self, tasks: Sequence[Task], executor: Any = None) -> dict[str, TaskRecord]:
         """Run the tasks not finished yet with ``executor`` (default a :class:`LocalPool`), writing each
         outcome as it arrives: its runs to ``runs.jsonl``, its record to ``tasks.jsonl``, its arrays."""
         done = load_tasks(self.dir)
@@ -375,23 +373,23 @@ class Campaign:
                 for task, outcome in executor.run(todo, self.settings):
                     rec = self.write_outcome(task, outcome, runs_f, tasks_f)
                     done[task.key] = rec
-                    progress.step(rec["status"] not in ("ok", "skipped"), task.key)
+                    progress.step(rec, task.key)
             finally:
                 for k, v in getattr(executor, "stats", {}).items():
                     self.stats[k] = self.stats.get(k, 0.0) + v
         return done
 
-    def write_outcome(self, task: Task, outcome: TaskOutcome, runs_f: Any, tasks_f: Any) -> dict[str, Any]:
+    def write_outcome(self, task: Task, outcome: TaskOutcome, runs_f: Any, tasks_f: Any) -> TaskRecord:
         """Write one task's outcome (runs first, then arrays, then the record that names them)."""
         for line in outcome.runs:
             runs_f.write(json.dumps(line, sort_keys=True) + "\n")
         runs_f.flush()
-        rec = dict(outcome.record)
+        rec = outcome.record
         if outcome.arrays:
             fname = array_file(task.key)
             atomic_npz(os.path.join(self.dir, "arrays", fname), outcome.arrays)
-            rec["array_file"] = fname
-        tasks_f.write(json.dumps(rec, sort_keys=True) + "\n")
+            rec = dataclasses.replace(rec, array_file=fname)
+        tasks_f.write(json.dumps(rec.to_dict(), sort_keys=True) + "\n")
         tasks_f.flush()
         for k, v in outcome.seconds.items():
             self.stats[k] = self.stats.get(k, 0.0) + v
@@ -399,52 +397,43 @@ class Campaign:
 
 
 def _summarize(task: Task, results: list[tuple[str, RunResult]],
-               metas: list[dict[str, dict[str, Any]]] | None = None) -> dict[str, Any]:
+               metas: list[dict[str, dict[str, Any]]] | None = None) -> TaskRecord:
     if metas is None:
         metas = [_tensor_meta(r.arrays) for _, r in results]
     statuses = [r.status for _, r in results]
     ok_reps = [r for _, r in results if r.ok]
     errors = [r.error.to_dict() for _, r in results if r.error is not None]
-    rec: dict[str, Any] = {
-        "key": task.key, "case_id": task.case.id, "family": task.case.family, "subject": task.subject,
-        "device": task.device, "context": task.context, "bad_input": task.case.bad,
-        "runs": len(results), "ok_runs": len(ok_reps),
-        "statuses": {s: statuses.count(s) for s in sorted(set(statuses))},
-        "status": ("ok" if len(ok_reps) == len(results) else
-                   "skipped" if statuses and statuses[0] == "skipped" else
-                   "error" if not ok_reps else "partial"),
-        "skip_reason": next((r.skip_reason for _, r in results if r.skip_reason), None),
-        "errors": errors[:1] + [e for e in errors[1:] if e["message"] != errors[0]["message"]][:3],
-        "declared_warnings": sorted({w for _, r in results for w in r.declared_warnings}),
-        "subject_seconds": sum(r.subject_seconds for _, r in results),
-        "processes": sorted({slot for slot, _ in results}),
-        "tensors": {},
-        "array_file": None,
-    }
-    ok_slots = [slot for slot, r in results if r.ok]
-    rec["rep_processes"] = ok_slots
-    rec["rep_digests"] = {}
+    tensors: dict[str, TensorStats] = {}
+    rep_digests: dict[str, tuple[str | None, ...]] = {}
     if ok_reps:
         reps = [r.arrays for r in ok_reps]
         names = sorted({k for a in reps for k in a})
-        # Per repetition, so the gate can tell run-to-run (pool) from across-process (fresh) drift.
+        # Per repetition, so the judge can tell run-to-run (pool) from across-process (fresh) drift.
         ok_metas = [m for m, (_, r) in zip(metas, results) if r.ok]
         # Digests already taken for runs.jsonl: reuse them rather than hash every array again.
-        rec["rep_digests"] = {k: [m[k]["digest"] if k in m else None for m in ok_metas] for k in names}
-        comps = compare.compare_results(reps)
-        rec["tensors"] = {name: _comparison_dict(c) for name, c in comps.items()}
-    return rec
-
-
-def _comparison_dict(c: Any) -> dict[str, Any]:
-    return {
-        "dtype": c.dtype, "shape": list(c.shape), "repeats": c.repeats, "bitwise_identical": c.bitwise_identical,
-        "n_diff": c.n_diff, "n_total": c.n_total, "frac_diff": c.frac_diff, "max_ulp": int(c.max_ulp),
-        "max_ulp_index": None if c.max_ulp_index is None else list(c.max_ulp_index),
-        "first_diff_index": None if c.first_diff_index is None else list(c.first_diff_index),
-        "n_unique": c.n_unique, "digest": c.digests[0] if c.digests else None,
-        "nan_count": c.nan_count, "inf_count": c.inf_count, "shape_mismatch": c.shape_mismatch,
-    }
+        rep_digests = {k: tuple(m[k]["digest"] if k in m else None for m in ok_metas) for k in names}
+        for name, c in compare.compare_results(reps).items():
+            worst = None
+            if not c.bitwise_identical and c.diff_reps:
+                idx = c.max_ulp_index if c.max_ulp_index is not None else c.first_diff_index
+                worst = (compare.value_text(reps[0].get(name), idx),
+                         compare.value_text(reps[c.diff_reps[0]].get(name), idx))
+            tensors[name] = TensorStats.from_comparison(c, worst)
+    return TaskRecord(
+        key=task.key, case_id=task.case.id, family=task.case.family, subject=task.subject,
+        device=task.device, context=task.context, bad_input=task.case.bad,
+        runs=len(results), ok_runs=len(ok_reps),
+        statuses={s: statuses.count(s) for s in sorted(set(statuses))},
+        status=("ok" if len(ok_reps) == len(results) else
+                "skipped" if statuses and statuses[0] == "skipped" else
+                "error" if not ok_reps else "partial"),
+        skip_reason=next((r.skip_reason for _, r in results if r.skip_reason), None),
+        errors=tuple(errors[:1] + [e for e in errors[1:] if e["message"] != errors[0]["message"]][:3]),
+        declared_warnings=tuple(sorted({w for _, r in results for w in r.declared_warnings})),
+        subject_seconds=sum(r.subject_seconds for _, r in results),
+        processes=tuple(sorted({slot for slot, _ in results})),
+        tensors=tensors, array_file=None,
+        rep_processes=tuple(slot for slot, r in results if r.ok), rep_digests=rep_digests)
 
 
 def _end_torn_line(path: str) -> None:

@@ -14,10 +14,7 @@ Two kinds of question are answered:
   judged on the bit pattern: ``-0.0`` and ``+0.0`` differ, two NaNs with different payloads
   differ. Distances are measured in ULPs from the bit patterns (as NumPy's ``nulp_diff``
   does), and messages follow ``torch.testing.assert_close``.
-- *Is this result close to the float64 oracle?* :func:`compare_oracle` returns
-  :class:`OracleError`: absolute, relative and ULP error against tolerances that say where
-  they come from (:data:`TOLERANCES`, :func:`gradient_tolerance`), with a dossier in the style
-  of Chainer's ``gradient_check.check_backward``.
+- *Is this result close to the float64 oracle?* That is :mod:`harness.judge.tolerance`'s question.
 
 ULP distance (:func:`ulp_distance`). A float's bits are sign-magnitude; they are mapped onto
 a monotonic integer line by keeping non-negative floats as their magnitude and mirroring
@@ -43,10 +40,9 @@ import numpy as np
 from harness.core.errors import ComparisonFailure
 
 __all__ = [
-    "ULP_MAX", "TOLERANCES", "digest", "bits", "ulp_distance", "item_path",
+    "ULP_MAX", "value_text", "digest", "bits", "ulp_distance", "item_path",
     "TensorComparison", "compare_repeats", "compare_pair", "compare_results",
-    "OracleError", "gradient_tolerance", "compare_oracle",
-    "assert_bit_identical", "assert_within_oracle", "assert_results_identical",
+    "assert_bit_identical", "assert_results_identical",
 ]
 
 #: The ULP distance reported for NaN against non-NaN, for a shape/dtype mismatch and for
@@ -268,6 +264,23 @@ def _item_line(name: str) -> list[str]:
     return [f"The failure occurred for item {item_path(name)}"] if name else []
 
 
+def value_text(a: np.ndarray | None, index: tuple | None) -> str:
+    """One element as ``repr`` and, for floats and ints, its bits in hex: ``-1.5e-07 (0xb4210fb6)``.
+
+    ``""`` where there is no array or no index (or the index is outside it)."""
+    if a is None or index is None:
+        return ""
+    a = np.asarray(a)
+    try:
+        v = a[tuple(index)]
+    except (IndexError, TypeError):
+        return ""
+    if a.dtype.kind in _BITS_KINDS and a.dtype.itemsize in _UINT:
+        word = int(np.asarray(v).reshape(1).view(_UINT[a.dtype.itemsize])[0])
+        return f"{str(v)} (0x{word:0{2 * a.dtype.itemsize}x})"
+    return str(v)
+
+
 def _array_text(a: np.ndarray) -> str:
     return np.array2string(
         a, threshold=_PRINT_THRESHOLD, edgeitems=3, max_line_width=100, floatmode="unique"
@@ -478,264 +491,6 @@ def compare_results(reps: Sequence[Mapping[str, np.ndarray]]) -> dict[str, Tenso
     return {n: _compare(n, [rep.get(n) for rep in reps], True) for n in names}
 
 
-# --------------------------------------------------------------------------- tolerances
-
-_TORCH = "torch.testing.assert_close defaults"
-
-#: dtype name -> (atol, rtol, source): ``torch.testing.assert_close``'s defaults, for
-#: results that should agree to rounding (a forward value computed two ways).
-TOLERANCES: dict[str, tuple[float, float, str]] = {
-    "float16": (1e-5, 1e-3, _TORCH),
-    "float32": (1e-5, 1.3e-6, _TORCH),
-    "float64": (1e-7, 1e-7, _TORCH),
-}
-
-# (atol, rtol) of gradient_tolerance before the n_terms scaling; see its docstring.
-_GRADIENT_BASE: dict[str, tuple[float, float]] = {
-    "float16": (1e-2, 1e-2),
-    "float32": (1e-4, 1e-3),
-    "float64": (1e-9, 1e-7),
-}
-
-
-def gradient_tolerance(dtype: str | np.dtype, n_terms: int = 1) -> tuple[float, float, str]:
-    """(atol, rtol, source) for a gradient computed in ``dtype`` against the float64 oracle.
-
-    Gradients are sums (an embedding's ``gW`` row adds one upstream row per occurrence of its
-    id, an LSTM's weight gradient adds one term per time step and batch row), so they carry
-    more rounding error than a single operation and :data:`TOLERANCES` is too tight. The base
-    pairs follow Chainer's ``gradient_check.check_backward`` (defaults ``atol=1e-5,
-    rtol=1e-4``, meant for float64 finite differences), widened for the dtype's epsilon:
-
-    - float16 (eps 9.8e-4): ``atol=1e-2, rtol=1e-2``, about 10 eps -- the pair Chainer's own
-      function tests pass to ``check_backward`` for float16 (e.g. ``TestEmbedID``).
-    - float32 (eps 1.2e-7): ``atol=1e-4, rtol=1e-3``, one decade looser than the
-      ``check_backward`` defaults -- the pair Chainer's tests commonly use for float32.
-    - float64 (eps 2.2e-16): ``atol=1e-9, rtol=1e-7``. The oracle is analytic, not a finite
-      difference, so only the summation order differs; ``rtol`` is torch's float64 default
-      and ``atol`` leaves four decades over ``n * eps`` for sums of thousands of O(1) terms.
-
-    Rounding errors of ``n_terms`` summed terms grow like a random walk, so ``atol`` is
-    multiplied by ``sqrt(max(n_terms, 1))``; ``rtol`` is not scaled. Integer and bool dtypes
-    have no rounding error: ``(0.0, 0.0)``. Complex dtypes use their component's pair.
-
-    Raises:
-        ValueError: for a dtype with no entry (e.g. longdouble, strings).
-    """
-    dt = np.dtype(dtype)
-    n = max(int(n_terms), 1)
-    if dt.kind in "biu":
-        return 0.0, 0.0, f"exact: {dt.name} has no rounding error"
-    key = np.dtype(f"f{dt.itemsize // 2}").name if dt.kind == "c" else dt.name
-    if key not in _GRADIENT_BASE:
-        raise ValueError(f"no gradient tolerance for dtype {dt.name}")
-    atol, rtol = _GRADIENT_BASE[key]
-    source = (f"Chainer gradient_check.check_backward style (atol=1e-5, rtol=1e-4 for float64 "
-              f"finite differences), widened for {key}: atol={atol:g}, rtol={rtol:g}")
-    if n > 1:
-        source += f"; atol x sqrt({n}) for {n} summed terms"
-    return atol * math.sqrt(n), rtol, source
-
-
-# --------------------------------------------------------------------------- oracle
-
-
-@dataclass(frozen=True)
-class OracleError:
-    """Error of a result against its float64 oracle.
-
-    Attributes:
-        name: the item path, dotted.
-        dtype, shape: of the actual (subject's) array.
-        max_abs, max_abs_index: greatest ``|actual - expected|`` (inf at NaN vs non-NaN or an
-            unmatched infinity; 0 where both are NaN or equal infinities) and where.
-        max_rel, max_rel_index: greatest ``|actual - expected| / |expected|`` (inf where the
-            oracle is 0 and the result is not) and where.
-        max_ulp, max_ulp_index: greatest ULP distance between the result and the oracle cast
-            to the result's dtype (rounded for integers), and where.
-        atol, rtol, tolerance_source: the tolerance and where it comes from.
-        within_tolerance: every element has ``|actual - expected| <= atol + rtol * |expected|``
-            with both finite, or is equal (equal infinities), or both are NaN.
-        n_mismatch, n_total: elements outside the tolerance, and all elements.
-        nan_count, oracle_nan_count, inf_count, oracle_inf_count: in actual and in the oracle.
-        shape_mismatch: the shapes differ (then not within tolerance and the maxima are inf);
-            expected_shape is the oracle's shape.
-        expected_text, actual_text: the arrays as summarized text, for :meth:`message`.
-    """
-
-    name: str
-    dtype: str
-    max_abs: float
-    max_rel: float
-    max_ulp: int
-    max_abs_index: tuple | None
-    atol: float
-    rtol: float
-    tolerance_source: str
-    within_tolerance: bool
-    nan_count: int
-    oracle_nan_count: int
-    inf_count: int
-    oracle_inf_count: int
-    shape_mismatch: bool
-    shape: tuple = ()
-    max_rel_index: tuple | None = None
-    max_ulp_index: tuple | None = None
-    n_mismatch: int = 0
-    n_total: int = 0
-    expected_shape: tuple = ()
-    expected_text: str = field(default="", repr=False, compare=False)
-    actual_text: str = field(default="", repr=False, compare=False)
-
-    def message(self) -> str:
-        """A dossier in the style of Chainer's ``gradient_check.check_backward`` failure."""
-        head = ("Gradient error against the float64 oracle exceeds tolerance!"
-                if not self.within_tolerance else
-                "Gradient error against the float64 oracle is within tolerance.")
-        lines = [head, "", f"Tolerance: atol={self.atol:g}, rtol={self.rtol:g} "
-                           f"(source: {self.tolerance_source})",
-                 "Allowed: |actual - expected| <= atol + rtol * |expected|"]
-        if self.shape_mismatch:
-            lines.append(f"The shapes do not match: actual {self.dtype}{self.shape}, "
-                         f"expected float64{self.expected_shape}")
-        else:
-            pct = self.n_mismatch / self.n_total if self.n_total else 0.0
-            lines += [
-                f"Mismatched elements: {self.n_mismatch} / {self.n_total} ({pct:.1%})",
-                f"Greatest absolute difference: {self.max_abs!r} at index "
-                f"{_index_text(self.max_abs_index)}",
-                f"Greatest relative difference: {self.max_rel!r} at index "
-                f"{_index_text(self.max_rel_index)}",
-                f"Greatest ULP distance (in {self.dtype}): "
-                f"{'NaN vs non-NaN' if self.max_ulp == ULP_MAX else self.max_ulp} at index "
-                f"{_index_text(self.max_ulp_index)}",
-            ]
-        lines += [
-            f"NaN: actual {self.nan_count}, oracle {self.oracle_nan_count}; "
-            f"Inf: actual {self.inf_count}, oracle {self.oracle_inf_count}",
-            "",
-            "expected (float64 oracle):",
-            self.expected_text,
-            f"actual ({self.dtype}):",
-            self.actual_text,
-        ]
-        if self.within_tolerance:
-            return "\n".join(lines + ([f"Item {item_path(self.name)}"] if self.name else []))
-        return "\n".join(lines + _item_line(self.name))
-
-
-def _oracle_cast(expected: np.ndarray, dt: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
-    """The oracle in the subject's dtype, and where (for integer dtypes) it was not finite."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        if dt.kind == "f":
-            return expected.astype(dt), None
-        bad = ~np.isfinite(expected)
-        if dt.kind == "b":
-            return np.where(bad, False, expected != 0), bad
-        info = np.iinfo(dt)
-        e = np.clip(np.rint(np.where(bad, 0.0, expected)), float(info.min), float(info.max))
-        # float(2**63 - 1) is 2**63, which does not cast to int64: saturate those explicitly
-        return np.where(e >= float(info.max), info.max, e.astype(dt)).astype(dt), bad
-
-
-def compare_oracle(
-    name: str,
-    actual: np.ndarray,
-    expected: np.ndarray,
-    *,
-    atol: float | None = None,
-    rtol: float | None = None,
-    source: str | None = None,
-    n_terms: int = 1,
-    bound: np.ndarray | None = None,
-    normwise: bool = False,
-    text: bool = True,
-) -> OracleError:
-    """Measure ``actual`` (the subject's dtype) against the float64 oracle ``expected``.
-
-    ``atol``/``rtol`` default to :func:`gradient_tolerance` of ``actual.dtype`` (with
-    ``n_terms``); ``source`` defaults to that tolerance's source, or ``"caller-supplied"``.
-    ``bound`` (same shape, optional) is an a-priori rounding-error bound per element, such as
-    the summation bound ``n * u * sum(|terms|)`` of a float sum: an element whose error is
-    within it is within tolerance even when ``atol + rtol * |expected|`` is smaller, because
-    cancellation makes a correctly rounded-per-step sum far off in relative terms.
-    ``normwise`` also accepts an element whose error is within ``rtol * max|expected|`` over the
-    tensor (normwise relative error): right for gradients, whose elements are sums of terms of
-    the tensor's scale, so a small element can carry the rounding error of large terms.
-    NaN in ``actual`` where the oracle is not NaN (or the reverse) is out of tolerance; NaNs
-    at the oracle's NaN positions are fine. Infinities must match exactly. Empty arrays are
-    within tolerance with all errors 0; integer and bool results are compared as float64
-    (abs/rel) and on their integer line (ULP).
-
-    Raises:
-        TypeError: for complex, string or object results.
-    """
-    a = _native(np.asarray(actual))
-    dt = a.dtype
-    if dt.kind not in "biuf":
-        raise TypeError(f"compare_oracle {name!r}: unsupported dtype {dt}")
-    e = np.asarray(expected).astype(np.float64, copy=False)
-    d_atol, d_rtol, d_src = gradient_tolerance(dt, n_terms)
-    if source is None:
-        source = d_src if atol is None and rtol is None else (
-            "caller-supplied" if atol is not None and rtol is not None
-            else f"caller-supplied {'atol' if atol is not None else 'rtol'}; otherwise {d_src}")
-    if normwise:
-        source += "; or normwise: err <= rtol * max|expected| of the tensor"
-    if bound is not None:
-        source += "; or within the summation bound 2*n*u*sum|terms| (Higham, Accuracy and Stability, 4.2)"
-    atol = d_atol if atol is None else float(atol)
-    rtol = d_rtol if rtol is None else float(rtol)
-    nan_count, inf_count = _nonfinite_counts(a)
-    o_nan, o_inf = _nonfinite_counts(e)
-    common = dict(
-        name=name, dtype=dt.name, shape=tuple(int(n) for n in a.shape), atol=atol, rtol=rtol,
-        tolerance_source=source, nan_count=nan_count, oracle_nan_count=o_nan,
-        inf_count=inf_count, oracle_inf_count=o_inf, n_total=int(a.size),
-        expected_shape=tuple(int(n) for n in e.shape),
-        # The printed values cost more than the measures on big tensors: tables pass text=False.
-        expected_text=_array_text(e) if text else "(not rendered)",
-        actual_text=_array_text(a) if text else "(not rendered)",
-    )
-    if a.shape != e.shape:
-        return OracleError(
-            max_abs=math.inf, max_rel=math.inf, max_ulp=ULP_MAX, max_abs_index=None,
-            within_tolerance=False, shape_mismatch=True, n_mismatch=int(max(a.size, e.size)),
-            **common)
-    if a.size == 0:
-        return OracleError(max_abs=0.0, max_rel=0.0, max_ulp=0, max_abs_index=None,
-                           within_tolerance=True, shape_mismatch=False, **common)
-    a64 = a.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        both_nan = np.isnan(a64) & np.isnan(e)
-        same = (a64 == e) | both_nan
-        err = np.abs(a64 - e)
-        err[same] = 0.0
-        err[np.isnan(err)] = math.inf  # NaN against a number
-        finite = np.isfinite(a64) & np.isfinite(e)
-        allowed = atol + rtol * np.abs(e)
-        if bound is not None and np.shape(bound) == a.shape:
-            allowed = np.maximum(allowed, np.asarray(bound, dtype=np.float64))
-        if normwise:
-            fin = np.abs(e[np.isfinite(e)])
-            if fin.size:
-                allowed = np.maximum(allowed, rtol * float(fin.max()))
-        ok = same | (finite & (err <= allowed))
-        rel = err / np.abs(e)
-        rel[err == 0] = 0.0
-    ecast, bad = _oracle_cast(e, dt)
-    ulp = ulp_distance(a, ecast)
-    if bad is not None:
-        ulp[bad.reshape(ulp.shape)] = ULP_MAX
-    ia, ir, iu = int(np.argmax(err)), int(np.argmax(rel)), int(np.argmax(ulp))
-    n_mismatch = int(a.size - np.count_nonzero(ok))
-    return OracleError(
-        max_abs=float(err.flat[ia]), max_rel=float(rel.flat[ir]), max_ulp=int(ulp.flat[iu]),
-        max_abs_index=_unravel(ia, a.shape), max_rel_index=_unravel(ir, a.shape),
-        max_ulp_index=_unravel(iu, a.shape), within_tolerance=n_mismatch == 0,
-        shape_mismatch=False, n_mismatch=n_mismatch, **common)
-
-
 # --------------------------------------------------------------------------- asserts
 
 
@@ -761,30 +516,6 @@ def assert_bit_identical(
     else:
         result = compare_repeats(name, reps_or_a)
     if not result.bitwise_identical:
-        raise ComparisonFailure(result.message())
-    return result
-
-
-def assert_within_oracle(
-    name: str,
-    actual: np.ndarray,
-    expected: np.ndarray,
-    *,
-    atol: float | None = None,
-    rtol: float | None = None,
-    source: str | None = None,
-    n_terms: int = 1,
-    bound: np.ndarray | None = None,
-    normwise: bool = False,
-    text: bool = True,
-) -> OracleError:
-    """Raise :class:`ComparisonFailure` with the dossier unless within the oracle's tolerance.
-
-    Takes :func:`compare_oracle`'s arguments; returns its result when within tolerance.
-    """
-    result = compare_oracle(name, actual, expected, atol=atol, rtol=rtol, source=source,
-                            n_terms=n_terms)
-    if not result.within_tolerance:
         raise ComparisonFailure(result.message())
     return result
 

@@ -78,7 +78,7 @@ class Contract:
         if dtype in self.tolerance:
             atol, rtol = self.tolerance[dtype]
             return float(atol), float(rtol), f"contracts.toml line {self.line}"
-        from harness.judge.bitwise import gradient_tolerance
+        from harness.judge.tolerance import gradient_tolerance
 
         return gradient_tolerance(dtype, n_terms)
 

@@ -320,7 +320,7 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
     with tempfile.TemporaryDirectory(prefix="harness-audit-") as work:
         records = Campaign(work, settings).run(tasks) if tasks else {}
         for task in tasks:
-            rec = records[task.key]
+            rec = records[task.key].to_dict()
             e = _entry(rec)
             if arrays_dir is not None and rec.get("array_file"):
                 got = load_arrays(work, rec["array_file"])
@@ -484,9 +484,11 @@ def _failing(status: str) -> bool:
 
 
 def _measure(name: str, x: np.ndarray | None, y: np.ndarray | None) -> tuple[float, float, float, bool]:
-    """(max ULP, max relative difference, max absolute difference, within gradient_tolerance) of two
-    kept arrays. The relative difference of an element is ``|a - b| / max(|a|, |b|)``."""
+    """(max ULP, max relative difference, max absolute difference, within tolerance) of two kept arrays:
+    B against A under the one tolerance policy (:func:`harness.judge.tolerance.judge_oracle`, A standing in
+    for the reference), so an audit's "within tolerance" means what the gate's and the report's mean."""
     from harness.judge import bitwise as compare
+    from harness.judge import tolerance
 
     if x is None or y is None or x.shape != y.shape or x.dtype != y.dtype:
         return math.inf, math.inf, math.inf, False
@@ -494,26 +496,13 @@ def _measure(name: str, x: np.ndarray | None, y: np.ndarray | None) -> tuple[flo
     ulp = math.inf if c.max_ulp == compare.ULP_MAX else float(c.max_ulp)
     if c.bitwise_identical:
         return 0.0, 0.0, 0.0, True
-    if x.dtype.kind not in "fciub":
+    if x.dtype.kind not in "fiub":
         return ulp, math.inf, math.inf, False
-    a, b = x.astype(np.float64 if x.dtype.kind != "c" else np.complex128), y.astype(
-        np.float64 if y.dtype.kind != "c" else np.complex128)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        both_nan = np.isnan(a) & np.isnan(b)
-        same = (a == b) | both_nan
-        diff = np.where(same, 0.0, np.abs(a - b))
-        scale = np.maximum(np.abs(a), np.abs(b))
-        rel = np.where(same, 0.0, np.where(scale > 0, diff / scale, np.inf))
-        rel = np.where(np.isnan(rel), np.inf, rel)
-        try:
-            atol, rtol, _ = compare.gradient_tolerance(x.dtype)
-        except ValueError:
-            atol = rtol = 0.0
-        within = bool(np.all(same | (diff <= atol + rtol * np.abs(a))))
-    if not rel.size:
-        return ulp, 0.0, 0.0, within
-    absdiff = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
-    return ulp, float(np.max(rel)), absdiff, within
+    try:
+        e, _ = tolerance.judge_oracle(None, name, y, x.astype(np.float64), text=False)
+    except (TypeError, ValueError):
+        return ulp, math.inf, math.inf, False
+    return ulp, float(e.max_rel), float(e.max_abs), bool(e.within_tolerance)
 
 
 def compare_audits(a: Audit | str | os.PathLike[str], b: Audit | str | os.PathLike[str]) -> AuditComparison:

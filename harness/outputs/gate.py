@@ -1,342 +1,230 @@
-"""The CI gate: check runs against the determinism contracts, and a fresh campaign against a baseline.
+"""The CI gate verb: run the gate campaign, take its measures and verdicts, check a baseline, write JUnit.
 
-The checks are plain functions from results to :class:`Violation` lists; only ``assert_*``
-raise (:class:`~harness.core.errors.ContractViolation`, whose message is the dossier: the contract
-that broke, the tensor, the comparator's statistics, the case JSON and the replay command).
-The pytest suites call them in-process; ``python -m harness gate`` runs a campaign in worker
-processes and checks every task record. Exit codes: 0 pass, 1 contract broken, 2 usage/set-up.
+No rule lives here: every verdict comes from :mod:`harness.judge.verdicts` through the campaign's measure pass
+(:func:`harness.execute.measures.measure_campaign`). This module turns broken measures into dossiers with a
+replay command that reproduces them, adds the gate's own honesty checks (the positive control fired; a
+baseline shares tasks with this run), and writes JUnit. Exit codes: 0 pass, 1 contract broken, 2 usage or
+set-up error.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import shlex
 import sys
 import time
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
-from xml.sax.saxutils import escape
+from typing import Any, Mapping, Sequence
 
-import numpy as np
-
-from harness.judge import bitwise as compare
 from harness.core.cases import Case
-from harness.judge.contracts import BadInputRule, Contract, Contracts, load_contracts, validate
-from harness.core.errors import ContractViolation
-from harness.subjects.base import RunResult
-from harness.subjects.registry import SUBJECTS as _SUBJECTS
+from harness.core.errors import InvalidArgument
+from harness.core.records import Measure, TaskRecord
+from harness.execute.campaign import load_tasks
+from harness.execute.measures import campaign_cases, load_measures, measure_campaign
+from harness.judge import verdicts
+from harness.judge.contracts import Contracts, load_contracts, validate
+from harness.judge.verdicts import Violation, assert_no_violations
+
+__all__ = ["Violation", "assert_no_violations", "gate_campaign", "gate_violations", "check_baseline",
+           "control_check", "replay_for", "cmd_gate", "cmd_contracts_check", "write_junit"]
 
 
-def _role(name: str) -> str:
-    return _SUBJECTS[name].role if name in _SUBJECTS else "subject"
-
-__all__ = ["Violation", "replay_command", "check_repeats", "check_oracle", "check_across", "check_bad_input",
-           "assert_no_violations", "no_contract", "cmd_gate", "cmd_contracts_check", "gate_campaign",
-           "check_baseline"]
-
-
-def replay_command(case_path: str, subject: str, device: str, context: str = "default") -> str:
-    """The command that reproduces one run from the case's JSON alone."""
-    return f"python -m harness replay {case_path} --subject {subject} --device {device} --context {context}"
-
-
-@dataclass(frozen=True)
-class Violation:
-    """One broken contract, with everything needed to reproduce it."""
-
-    kind: str            # not reproducible | not reproducible across processes | differs across contexts | ...
-    subject: str
-    device: str
-    context: str
-    tensor: str
-    detail: str          # the comparator's message
-    contract: str        # the contract line, described
-    case: Case | None = None
-
-    def dossier(self) -> str:
-        lines = [f"Contract broken: {self.kind}", f"Contract: {self.contract}",
-                 f"Subject: {self.subject}   Device: {self.device}   Context: {self.context}"]
-        if self.tensor:
-            lines.append(f"Tensor: {self.tensor}")
-        lines += ["", self.detail.rstrip()]
-        if self.case is not None:
-            path = f"case-{self.case.id}.json"
-            lines += ["", f"Case ({self.case.id}): {self.case.to_json()}",
-                      f"Reproduce: save the case JSON as {path}, then",
-                      f"  {replay_command(path, self.subject, self.device, self.context)}"]
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "subject": self.subject, "device": self.device, "context": self.context,
-                "tensor": self.tensor, "detail": self.detail, "contract": self.contract,
-                "case_id": None if self.case is None else self.case.id}
+def replay_for(run_dir: str, m: Measure) -> str:
+    """The ``python -m harness replay`` command (every value quoted) that reproduces this measure's finding."""
+    path = os.path.join(run_dir, "cases", f"{m.case_id}.json")
+    argv = ["python", "-m", "harness", "replay", path, "--subject", m.subject]
+    if m.kind == "device":
+        argv += ["--devices", f"{m.other},{m.device}", "--context", m.context]
+    elif m.kind == "context":
+        argv += ["--device", m.device, "--contexts", f"{m.other},{m.context}"]
+    else:
+        argv += ["--device", m.device, "--context", m.context]
+        if m.kind in ("repeat", "process"):
+            argv += ["--repeats", "5"]
+    return shlex.join(argv)
 
 
-def no_contract(subject: str, device: str, context: str, case: Case | None = None) -> Violation:
-    """The failure for a subject x device x context that the contracts file does not cover."""
-    return Violation("no contract", subject, device, context, "",
-                     f"No contract line covers subject={subject!r} device={device!r} context={context!r}: "
-                     f"add one to contracts.toml (a missing line is a failure, not a pass).", "(none)", case)
-
-
-def check_repeats(contract: Contract, case: Case, subject: str, device: str, context: str,
-                  reps: Sequence[Mapping[str, np.ndarray]], processes: Sequence[str] | None = None) -> list[Violation]:
-    """Run-to-run checks. ``processes`` labels each repetition ('pool' or 'fresh:k'); the pool's
-    repetitions are checked against ``reproducible``, the fresh ones against ``across_processes``."""
-    out: list[Violation] = []
-    processes = list(processes) if processes is not None else ["pool"] * len(reps)
-    pool = [r for r, p in zip(reps, processes) if p == "pool"]
-    fresh = [r for r, p in zip(reps, processes) if p != "pool"]
-    if contract.reproducible and len(pool) > 1:
-        for name, c in compare.compare_results(pool).items():
-            if not c.bitwise_identical:
-                out.append(Violation("not reproducible run to run", subject, device, context, name,
-                                     f"{c.message()}\nRepetitions that disagreed: {c.n_unique} distinct results "
-                                     f"in {c.repeats} runs", contract.describe(), case))
-    if contract.across_processes and pool and fresh:
-        for name, c in compare.compare_results([pool[0], *fresh]).items():
-            if not c.bitwise_identical:
-                out.append(Violation("not reproducible across processes", subject, device, context, name,
-                                     c.message(), contract.describe(), case))
-    return out
-
-
-def check_across(contract: Contract, case: Case, subject: str, device: str, context: str,
-                 arrays: Mapping[str, np.ndarray], other_context: str,
-                 other: Mapping[str, np.ndarray]) -> list[Violation]:
-    """Bits must match another context's (when the contract names it in ``identical_across``)."""
-    if other_context not in contract.identical_across:
-        return []
+def gate_violations(run_dir: str, measures: Sequence[Measure], cases: Mapping[str, Case] | None = None
+                    ) -> list[Violation]:
+    """The broken measures of a campaign as dossiers, each with its case file written under ``cases/`` and the
+    replay command that reproduces it."""
+    cases = campaign_cases(run_dir) if cases is None else cases
     out = []
-    for name in sorted(set(arrays) | set(other)):
-        if name not in arrays or name not in other:
-            out.append(Violation(f"differs from context {other_context}", subject, device, context, name,
-                                 f"tensor {name} is missing in one of the two contexts", contract.describe(), case))
-            continue
-        c = compare.compare_pair(name, arrays[name], other[name])
-        if not c.bitwise_identical:
-            out.append(Violation(f"differs from context {other_context}", subject, device, context, name,
-                                 c.message(), contract.describe(), case))
+    for v in verdicts.violations(measures):
+        m = v.measure
+        case_file = ""
+        if m.case_id in cases:
+            from harness.core.fileio import atomic_write
+
+            case_file = os.path.join(run_dir, "cases", f"{m.case_id}.json")
+            if not os.path.exists(case_file):
+                atomic_write(case_file, cases[m.case_id].to_json() + "\n")
+        out.append(dataclasses.replace(v, replay=replay_for(run_dir, m) if case_file else "", case_file=case_file))
     return out
 
 
-def check_oracle(contract: Contract, case: Case, subject: str, device: str, context: str,
-                 arrays: Mapping[str, np.ndarray], oracle: Mapping[str, np.ndarray]) -> list[Violation]:
-    """Every tensor the oracle also has must be within the contract's tolerance of it."""
-    if contract.oracle != "within":
-        return []
-    from harness.core.cases import build_arrays
-    from harness.subjects.oracle import rounding_bounds
+def control_check(tasks: Mapping[str, TaskRecord], measures: Sequence[Measure]) -> list[Measure]:
+    """The gate could have failed: the positive control (a subject of role ``control`` that declares itself
+    nondeterministic) ran and diverged at least once run to run. A broken measure when it did not."""
+    from harness.subjects.registry import SUBJECTS
 
+    controls = [n for n, s in SUBJECTS.items() if s.role == "control" and s.declared_for("cpu").deterministic is False]
     out = []
-    bounds: dict[str, dict[str, np.ndarray]] = {}
-    for name in sorted(set(arrays) & set(oracle)):
-        a = arrays[name]
-        if a.dtype.kind != "f":
+    for name in controls:
+        ran = [r for r in tasks.values() if r.subject == name and r.status == "ok"]
+        fired = any(m.subject == name and m.kind == "repeat" and m.identical is False for m in measures)
+        if fired:
             continue
-        if a.dtype.name not in bounds:
-            bounds[a.dtype.name] = rounding_bounds(case.family, case.spec, build_arrays(case), a.dtype.name)
-        atol, rtol, source = contract.tolerance_for(a.dtype.name, _n_terms(case))
-        e = compare.compare_oracle(name, a, oracle[name], atol=atol, rtol=rtol, source=source,
-                                   bound=bounds[a.dtype.name].get(name), normwise=name.startswith("grad"))
-        if not e.within_tolerance:
-            out.append(Violation("gradient error beyond tolerance", subject, device, context, name,
-                                 e.message(), contract.describe(), case))
+        why = ("did not run" if not ran else
+               f"ran {len(ran)} task(s) and never diverged: this gate could not have caught nondeterminism")
+        out.append(Measure(kind="task", case_id="", subject=name, device="cpu", context="*", tensor="",
+                           verdict=verdicts.BROKEN, rule="the positive control must diverge",
+                           contract="gate honesty: a check that cannot fail is not a check", detail=f"{name} {why}"))
     return out
 
 
-def _n_terms(case: Case) -> int:
-    # How many terms a gradient element may sum: repeats of an id, or time steps times batch.
-    s = case.spec
-    if case.family == "embed":
-        return max(1, int(np.prod(s["ids_shape"])) if s["ids_shape"] else 1)
-    return max(1, int(sum(s["lengths"])))
+def gate_campaign(run_dir: str, contracts: Contracts, *, control: bool = True) -> list[Violation]:
+    """Measure a finished campaign under ``contracts`` (writing ``measures.jsonl``) and return its violations,
+    including a positive control that did not fire (``control=False`` leaves that check out)."""
+    measures = measure_campaign(run_dir, contracts)
+    if control:
+        measures = measures + control_check(load_tasks(run_dir), measures)
+    return gate_violations(run_dir, measures)
 
 
-def _matches(error_type: str, names: Iterable[str]) -> bool:
-    return error_type in set(names)
+def _baseline_arrays(baseline_dir: str, rec: TaskRecord | None) -> dict[str, Any] | None:
+    if rec is None or not rec.array_file:
+        return None
+    path = os.path.join(baseline_dir, "arrays", rec.array_file)
+    if not os.path.exists(path):
+        return None
+    import numpy as np
 
-
-def check_bad_input(rules: Sequence[BadInputRule], case: Case, result: RunResult) -> list[Violation]:
-    """A bad input must do what its rule (or, without one, the case's own ``expect``) says."""
-    out = []
-    subject, device = result.subject, result.device
-    kind = device.split(":")[0]
-    expect = dict(case.expect or {})
-    if not rules and expect.get("kind") == "raises":
-        applies = "subjects" not in expect or subject in expect["subjects"]
-        devs = expect.get("devices")
-        applies = applies and (devs is None or kind in devs)
-        if applies:
-            rules = [BadInputRule(tag="(case expect)", subjects=(subject,), device=kind, outcome="raises",
-                                  errors=tuple(expect.get("errors", ())), reason=expect.get("behaviour", ""))]
-    for r in rules:
-        got = "no error" if result.error is None else f"{result.error.type} in {result.error.phase}: {result.error.message}"
-        if result.status in ("crashed", "timeout"):
-            out.append(Violation(f"bad input {r.tag}: the subject {result.status}", subject, device,
-                                 result.context, "", got, r.reason, case))
-        elif r.outcome == "raises" and (result.error is None or not _matches(result.error.type, r.errors)):
-            out.append(Violation(f"bad input {r.tag} must raise {' or '.join(r.errors)}", subject, device,
-                                 result.context, "", f"Got: {got}", r.reason, case))
-        elif r.outcome == "no_error" and result.error is not None:
-            out.append(Violation(f"bad input {r.tag} must not raise", subject, device, result.context, "",
-                                 f"Got: {got}", r.reason, case))
-    return out
-
-
-def assert_no_violations(violations: Sequence[Violation]) -> None:
-    """Raise ContractViolation with every dossier (first one in full) when there is any violation."""
-    if not violations:
-        return
-    head = f"{len(violations)} contract violation(s)\n\n"
-    body = violations[0].dossier()
-    rest = "".join(f"\n- {v.kind}: {v.subject} [{v.device}] {v.context} {v.tensor}" for v in violations[1:20])
-    raise ContractViolation(head + body + (("\n\nAlso:" + rest) if rest else ""))
-
-
-# ---- campaign gate -------------------------------------------------------------------------------------
-def gate_campaign(run_dir: str, contracts: Contracts) -> list[Violation]:
-    """Check every finished task of a campaign directory against the contracts."""
-    from harness.core.cases import load_corpus
-    from harness.execute.campaign import load_arrays, load_tasks
-    from harness.subjects.registry import ORACLE_FOR_FAMILY
-
-    cases = {c.id: c for c in load_corpus(os.path.join(run_dir, "corpus.jsonl"))}
-    tasks = load_tasks(run_dir)
-    by = {(r["case_id"], r["subject"], r["device"], r["context"]): r for r in tasks.values()}
-    arrays_cache: dict[str, dict[str, np.ndarray]] = {}
-
-    def arrays(rec: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        f = rec.get("array_file")
-        if f not in arrays_cache:
-            arrays_cache[f] = load_arrays(run_dir, f)
-        return arrays_cache[f]
-
-    out: list[Violation] = []
-    for rec in tasks.values():
-        if _role(rec["subject"]) == "oracle" or rec["status"] == "skipped":
-            continue
-        case = cases[rec["case_id"]]
-        kind = rec["device"].split(":")[0]
-        rules = contracts.bad_rules(rec["subject"], kind, case.tags, rec["context"])
-        if case.bad or rules:
-            err = rec["errors"][0] if rec["errors"] else None
-            from harness.subjects.base import ErrorInfo
-
-            # A task's own status folds crashes and timeouts into "error"; the per-run counts keep them.
-            runs = rec.get("statuses", {})
-            status = next((s for s in ("crashed", "timeout") if runs.get(s)), "error" if err else "ok")
-            res = RunResult(rec["subject"], case.id, rec["device"], rec["context"], status,
-                            error=None if err is None else ErrorInfo.from_dict(err))
-            out.extend(check_bad_input(rules, case, res))
-            continue
-        contract = contracts.find(rec["subject"], kind, rec["context"])
-        if contract is None:
-            out.append(no_contract(rec["subject"], kind, rec["context"], case))
-            continue
-        if rec["status"] != "ok":
-            e = rec["errors"][0] if rec["errors"] else {"type": rec["status"], "message": "", "phase": ""}
-            out.append(Violation(f"run {rec['status']}", rec["subject"], rec["device"], rec["context"], "",
-                                 f"{e['type']} in {e.get('phase')}: {e['message']}", contract.describe(), case))
-            continue
-        procs = rec.get("rep_processes", [])
-        for name, digests in rec.get("rep_digests", {}).items():
-            pool = {d for d, p in zip(digests, procs) if p == "pool"}
-            fresh = {d for d, p in zip(digests, procs) if p != "pool"}
-            t = rec["tensors"].get(name, {})
-            stats = (f"Mismatched elements: {t.get('n_diff')} / {t.get('n_total')} "
-                     f"({100 * (t.get('frac_diff') or 0):.1f}%)\nGreatest ULP distance: {t.get('max_ulp')} at index "
-                     f"{tuple(t.get('max_ulp_index') or ())}\nUnique results: {t.get('n_unique')} of {t.get('repeats')} runs")
-            if contract.reproducible and len(pool) > 1:
-                out.append(Violation("not reproducible run to run", rec["subject"], rec["device"], rec["context"],
-                                     name, stats, contract.describe(), case))
-            elif contract.across_processes and fresh and (fresh | pool) != pool:
-                out.append(Violation("not reproducible across processes", rec["subject"], rec["device"],
-                                     rec["context"], name, stats, contract.describe(), case))
-        for other_ctx in contract.identical_across:
-            other = by.get((rec["case_id"], rec["subject"], rec["device"], other_ctx))
-            if other is None or other["status"] != "ok" or other_ctx == rec["context"]:
-                continue
-            out.extend(check_across(contract, case, rec["subject"], rec["device"], rec["context"],
-                                    arrays(rec), other_ctx, arrays(other)))
-        oname = ORACLE_FOR_FAMILY.get(case.family)
-        orec = by.get((case.id, oname, "cpu", "default"))
-        if orec is not None and orec["status"] == "ok":
-            out.extend(check_oracle(contract, case, rec["subject"], rec["device"], rec["context"], arrays(rec),
-                                    arrays(orec)))
-    return out
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError):
+        return None
 
 
 def check_baseline(run_dir: str, baseline_dir: str, contracts: Contracts) -> list[Violation]:
-    """Digests the contract says must be stable must equal the baseline's; oracle error must not grow."""
-    from harness.core.cases import load_corpus
-    from harness.execute.campaign import load_tasks
-
-    cases = {c.id: c for c in load_corpus(os.path.join(run_dir, "corpus.jsonl"))}
-    new, old = load_tasks(run_dir), load_tasks(baseline_dir)
+    """A baseline check: digests the contracts call stable must equal the baseline's (with the ULP distance
+    where the baseline kept its arrays, and the environment fields that differ), oracle errors within
+    tolerance there must stay so, and the two runs must share tasks at all."""
+    new = load_tasks(run_dir)
+    old = load_tasks(baseline_dir)
     if not old:
-        from harness.core.errors import InvalidArgument
-
         raise InvalidArgument(f"baseline={baseline_dir!r} holds no tasks.jsonl: not a report directory")
-    out = []
-    for key, rec in new.items():
-        base = old.get(key)
-        if base is None or rec["status"] != "ok" or base["status"] != "ok":
+    shared = [k for k in new if k in old]
+    measures: list[Measure] = []
+    if not shared:
+        measures.append(Measure(kind="baseline", case_id="", subject="(all)", device="*", context="*", tensor="",
+                                verdict=verdicts.BROKEN, rule="the baseline must share tasks with this run",
+                                contract="gate honesty", detail=f"baseline={baseline_dir!r} shares no task with "
+                                f"this run ({len(new)} tasks, {len(old)} in the baseline): nothing was compared"))
+    env_note = _environment_note(run_dir, baseline_dir)
+    for key in shared:
+        rec, base = new[key], old[key]
+        if rec.status != "ok" or base.status != "ok":
             continue
-        kind = rec["device"].split(":")[0]
-        contract = contracts.find(rec["subject"], kind, rec["context"])
+        contract = contracts.find(rec.subject, rec.device_kind, rec.context)
         if contract is None or not (contract.reproducible or contract.across_processes):
             continue
-        for name, t in rec["tensors"].items():
-            b = base["tensors"].get(name)
-            if b is not None and b.get("digest") != t.get("digest"):
-                out.append(Violation("digest changed against the baseline", rec["subject"], rec["device"],
-                                     rec["context"], name,
-                                     f"baseline digest {b.get('digest')}\nnew digest      {t.get('digest')}\n"
-                                     f"baseline: {baseline_dir}", contract.describe(), cases.get(rec["case_id"])))
-    out.extend(_oracle_growth(run_dir, baseline_dir, cases))
+        ident = {"case_id": rec.case_id, "subject": rec.subject, "device": rec.device, "context": rec.context}
+        mine_arrays = barrays = None
+        for name, t in rec.tensors.items():
+            b = base.tensors.get(name)
+            if b is None or b.digest == t.digest:
+                continue
+            if barrays is None:
+                barrays = _baseline_arrays(baseline_dir, base) or {}
+                mine_arrays = _baseline_arrays(run_dir, rec) or {}
+            m = verdicts.judge_pair("baseline", contract, ident, name, mine_arrays.get(name), barrays.get(name),
+                                    other="baseline")
+            if m.detail.startswith("tensor") or m.identical is not False:
+                m = dataclasses.replace(m, identical=False, verdict=verdicts.BROKEN)
+            detail = (f"baseline digest {b.digest}\nnew digest      {t.digest}\nbaseline: {baseline_dir}"
+                      + ("" if barrays else " (no arrays kept there: no ULP distance)") + env_note)
+            measures.append(dataclasses.replace(m, detail=detail))
+    measures += _oracle_growth(run_dir, baseline_dir)
+    return gate_violations(run_dir, measures)
+
+
+def _environment_note(run_dir: str, baseline_dir: str) -> str:
+    import json
+
+    try:
+        with open(os.path.join(run_dir, "environment.json"), encoding="utf-8") as f:
+            a = json.load(f)
+        with open(os.path.join(baseline_dir, "environment.json"), encoding="utf-8") as f:
+            b = json.load(f)
+    except (OSError, ValueError):
+        return ""
+    from harness.outputs.audit import environment_diff
+
+    diff = environment_diff(b, a)
+    if not len(diff):
+        return "\nEnvironment: no field differs from the baseline's"
+    shown = "; ".join(f"{r.field}: {r.A} -> {r.B}" for r in diff.head(6).itertuples())
+    return f"\nEnvironment differences (baseline -> now): {shown}" + (" ..." if len(diff) > 6 else "")
+
+
+def _oracle_growth(run_dir: str, baseline_dir: str) -> list[Measure]:
+    """Oracle measures within tolerance in the baseline and beyond it now."""
+    if not os.path.exists(os.path.join(baseline_dir, "measures.jsonl")):
+        return []
+    base = {(m.case_id, m.subject, m.device, m.context, m.tensor): m for m in load_measures(baseline_dir)
+            if m.kind == "oracle"}
+    out = []
+    for m in load_measures(run_dir):
+        b = base.get((m.case_id, m.subject, m.device, m.context, m.tensor))
+        if m.kind == "oracle" and b is not None and b.within and m.within is False:
+            out.append(dataclasses.replace(m, kind="baseline", verdict=verdicts.BROKEN,
+                                           rule="oracle error grew beyond tolerance against the baseline",
+                                           detail=f"error / allowed {m.error_ratio:.3g} (baseline {b.error_ratio:.3g})"))
     return out
 
 
-def _oracle_growth(run_dir: str, baseline_dir: str, cases: Mapping[str, Case]) -> list[Violation]:
-    """Rows within tolerance in the baseline and beyond it now."""
-    base_csv = os.path.join(baseline_dir, "results.csv")
-    if not os.path.exists(base_csv):
-        return []
-    import pandas as pd
-
-    from harness.outputs import tables
-
-    now = tables.results_frame(run_dir)
-    base = pd.read_csv(base_csv)
-    keys = ["case_id", "subject", "device", "context", "tensor"]
-    if "within_tolerance" not in base.columns or "within_tolerance" not in now.columns:
-        return []
-    m = now.merge(base[keys + ["within_tolerance", "oracle_max_rel"]], on=keys, suffixes=("", "_base"))
-    grew = m[(m["within_tolerance_base"] == True) & (m["within_tolerance"] == False)]  # noqa: E712
-    return [Violation("gradient error grew beyond tolerance", r.subject, r.device, r.context, r.tensor,
-                      f"oracle max rel {r.oracle_max_rel:.3g} (baseline {r.oracle_max_rel_base:.3g})",
-                      "oracle tolerance", cases.get(r.case_id)) for r in grew.itertuples()]
+# ---- JUnit ---------------------------------------------------------------------------------------------
 
 
-def _junit(path: str, checked: Sequence[str], violations: Sequence[Violation], seconds: float) -> None:
-    by_case: dict[str, list[Violation]] = {}
-    for v in violations:
-        by_case.setdefault(f"{v.subject}[{v.device}]::{v.context}", []).append(v)
-    names = sorted(set(checked) | set(by_case))
-    lines = ['<?xml version="1.0" encoding="utf-8"?>',
-             f'<testsuite name="harness-gate" tests="{len(names)}" failures="{len(by_case)}" time="{seconds:.1f}">']
-    for n in names:
-        vs = by_case.get(n, [])
-        lines.append(f'  <testcase classname="harness.outputs.gate" name="{escape(n, {chr(34): "&quot;"})}">')
-        if vs:
-            msg = escape(vs[0].kind, {'"': "&quot;"})
-            lines.append(f'    <failure message="{msg}">{escape(chr(10).join(v.dossier() for v in vs[:5]))}</failure>')
-        lines.append("  </testcase>")
-    lines.append("</testsuite>")
+def write_junit(path: str, tasks: Mapping[str, TaskRecord], violations: Sequence[Violation], seconds: float) -> None:
+    """One testcase per subject[device]::context: a failure where it broke, ``<skipped message=...>`` where
+    none of its tasks ran (with the reason), a pass otherwise. Written with ElementTree."""
+    import xml.etree.ElementTree as ET
+
     from harness.core.fileio import atomic_write
 
-    atomic_write(path, "\n".join(lines) + "\n")
+    cells: dict[str, list[TaskRecord]] = {}
+    for r in tasks.values():
+        cells.setdefault(f"{r.subject}[{r.device}]::{r.context}", []).append(r)
+    by_cell: dict[str, list[Violation]] = {}
+    for v in violations:
+        by_cell.setdefault(f"{v.measure.subject}[{v.measure.device}]::{v.measure.context}", []).append(v)
+    names = sorted(set(cells) | set(by_cell))
+    suite = ET.Element("testsuite", name="harness-gate", tests=str(len(names)), time=f"{seconds:.1f}")
+    failures = skipped = 0
+    for n in names:
+        case = ET.SubElement(suite, "testcase", classname="harness.gate", name=n)
+        vs = by_cell.get(n, [])
+        recs = cells.get(n, [])
+        if vs:
+            failures += 1
+            fail = ET.SubElement(case, "failure", message=vs[0].headline())
+            fail.text = "\n\n".join(v.dossier() for v in vs[:5]) + (f"\n\n... and {len(vs) - 5} more" if len(vs) > 5
+                                                                    else "")
+        elif recs and all(r.status == "skipped" for r in recs):
+            skipped += 1
+            ET.SubElement(case, "skipped", message=recs[0].skip_reason or "not run")
+    suite.set("failures", str(failures))
+    suite.set("skipped", str(skipped))
+    suite.set("errors", "0")
+    ET.indent(suite)
+    atomic_write(path, ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n")
+
+
+# ---- verbs ---------------------------------------------------------------------------------------------
 
 
 def cmd_contracts_check(args: argparse.Namespace) -> int:
@@ -359,15 +247,19 @@ def cmd_contracts_check(args: argparse.Namespace) -> int:
     return 0
 
 
+#: At most this many dossiers are printed in full; the rest are counted.
+SHOWN_DOSSIERS = 10
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
     """``harness gate``: run the gate campaign and check it (and a baseline). 0 / 1 / 2."""
-    from harness.core.cases import load_corpus
-    from harness.core.contexts import CONTEXTS, get_context
-    from harness.generate.corpora import gate_corpus
+    from harness.core.contexts import CONTEXTS, DEFAULT_CONTEXTS, get_context
     from harness.core.devices import parse_devices
-    from harness.outputs.report import new_run_dir
     from harness.execute.campaign import Campaign, CampaignSettings, plan
+    from harness.generate.corpora import gate_corpus
+    from harness.outputs.report import new_run_dir
     from harness.subjects.registry import SUBJECTS, load_entry_points, load_plugin, subjects_for
+    from harness.core.cases import load_corpus
 
     t0 = time.perf_counter()
     load_entry_points()
@@ -379,30 +271,38 @@ def cmd_gate(args: argparse.Namespace) -> int:
         for p in problems:
             print(p, file=sys.stderr)
         return 2
+    if args.baseline and not load_tasks(args.baseline):
+        raise InvalidArgument(f"baseline={args.baseline!r} holds no tasks.jsonl: not a report directory")
     cases = load_corpus(args.corpus) if args.corpus else gate_corpus()
-    from harness.core.contexts import DEFAULT_CONTEXTS
-
     contexts = sorted({c.context for c in contracts.contracts if c.context != "*"} |
                       {x for c in contracts.contracts for x in c.identical_across} | set(DEFAULT_CONTEXTS))
     subjects = subjects_for(None)
+    devices = parse_devices(args.devices)
     run_dir = args.out or new_run_dir()
     camp = Campaign(run_dir, CampaignSettings(repeats=args.repeats, fresh=args.workers_repeats,
                                               plugins=tuple(args.subject_plugin or ()), quiet=args.quiet))
-    camp.write_inputs(cases, {"subjects": [s.name for s in subjects], "devices": args.devices.split(","),
-                              "contexts": contexts, "gate": True})
-    tasks = plan(cases, subjects, parse_devices(args.devices), [get_context(c) for c in contexts])
-    camp.run(tasks)
-    violations = gate_campaign(run_dir, contracts)
-    if args.baseline:
-        violations += check_baseline(run_dir, args.baseline, contracts)
-    checked = sorted({f"{t.subject}[{t.device}]::{t.context}" for t in tasks})
-    if args.junit:
-        _junit(args.junit, checked, violations, time.perf_counter() - t0)
-    for v in violations[:10]:
-        print(v.dossier() + "\n", file=sys.stderr)
-    print(f"gate: {len(tasks)} tasks, {len(checked)} subject/device/context checks, "
-          f"{len(violations)} violation(s); results in {run_dir}")
+    camp.write_inputs(cases, {"subjects": [s.name for s in subjects], "devices": [d.id for d in devices],
+                              "contexts": contexts, "gate": True, "contracts": str(contracts.path)})
+    tasks = plan(cases, subjects, devices, [get_context(c) for c in contexts])
+    records = camp.run(tasks)
+    from harness.core.env import fingerprint
     from harness.core.fileio import atomic_json
 
-    atomic_json(os.path.join(run_dir, "violations.json"), [v.to_dict() for v in violations])
-    return 1 if violations else 0
+    atomic_json(os.path.join(run_dir, "environment.json"), fingerprint())
+    found = gate_campaign(run_dir, contracts)
+    if args.baseline:
+        found += check_baseline(run_dir, args.baseline, contracts)
+    if args.junit:
+        write_junit(args.junit, records, found, time.perf_counter() - t0)
+    for v in found[:SHOWN_DOSSIERS]:
+        print(v.dossier() + "\n", file=sys.stderr)
+    if len(found) > SHOWN_DOSSIERS:
+        print(f"... and {len(found) - SHOWN_DOSSIERS} more violation(s): all of them in "
+              f"{os.path.join(run_dir, 'violations.json')}", file=sys.stderr)
+    cells = {f"{t.subject}[{t.device}]::{t.context}" for t in tasks}
+    skipped = {f"{r.subject}[{r.device}]::{r.context}" for r in records.values()} - {
+        f"{r.subject}[{r.device}]::{r.context}" for r in records.values() if r.status != "skipped"}
+    print(f"gate: {len(tasks)} tasks, {len(cells)} subject/device/context checks ({len(skipped)} skipped: "
+          f"not run), {len(found)} violation(s); results in {run_dir}")
+    atomic_json(os.path.join(run_dir, "violations.json"), [v.to_dict() for v in found])
+    return 1 if found else 0

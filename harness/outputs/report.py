@@ -13,7 +13,8 @@ from harness.core.cases import Case, load_corpus
 from harness.core.contexts import parse_contexts
 from harness.core.devices import parse_devices
 from harness.core.errors import InvalidArgument
-from harness.execute.campaign import Campaign, CampaignSettings, parse_shard, plan, resume_inputs, shard
+from harness.execute.campaign import CampaignSettings, parse_shard, plan, resume_inputs, shard
+from harness.execute.driver import run_campaign
 from harness.subjects.registry import subjects_for
 
 __all__ = ["run_report", "new_run_dir", "point_latest", "REPORTS_DIR"]
@@ -78,30 +79,27 @@ def run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case
         run_dir = args.out or new_run_dir()
     if not cases:
         raise InvalidArgument("corpus holds no cases (check --corpus / --shard)")
-    tasks = plan(cases, subjects, devices, contexts)
-    campaign = Campaign(run_dir, settings)
-    if not args.resume:
-        campaign.write_inputs(cases, {"subjects": [s.name for s in subjects], "devices": [d.id for d in devices],
-                                      "contexts": [c.name for c in contexts], "shard": args.shard})
     if not args.quiet:
+        n = len(plan(cases, subjects, devices, contexts))
         print(f"harness report: {len(cases)} cases, {len(subjects)} subjects, devices "
               f"{', '.join(d.id for d in devices)}, contexts {', '.join(c.name for c in contexts)}: "
-              f"{len(tasks)} tasks x ({settings.repeats} + {settings.fresh} fresh) runs -> {run_dir}", file=sys.stderr)
+              f"{n} tasks x ({settings.repeats} + {settings.fresh} fresh) runs -> {run_dir}", file=sys.stderr)
     t0 = time.perf_counter()
-    campaign.run(tasks)
+    run = run_campaign(run_dir, cases, subjects, devices, contexts, settings, meta={"shard": getattr(args, "shard", None)},
+                       resume=bool(args.resume))
     timings["campaign"] = time.perf_counter() - t0
     root_cause = None
     if not getattr(args, "no_localize", False):
         root_cause = _root_cause_finder(run_dir, settings)
     t0 = time.perf_counter()
     env = fingerprint()
-    files = tables.write_report(run_dir, environment=env, root_cause=root_cause)
+    files = tables.write_report(run_dir, environment=env, root_cause=root_cause, measures=run.measures)
     timings["report_writing"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
-    _write_timings(run_dir, {**campaign.stats, **timings})
+    _write_timings(run_dir, {**run.stats, **timings})
     point_latest(run_dir)
-    summary = tables.summary_frame(tables.results_frame(run_dir))
-    print(tables.terminal_summary(summary))
+    summary = tables.summary_frame(tables.results_frame(run_dir, run.measures))
+    print(tables.terminal_summary(summary, files.pop("_headline", "").splitlines()))
     print(f"\nreport: {files.get('summary.html', run_dir)} ({timings['total']:.0f} s)")
     return 0
 
@@ -126,20 +124,24 @@ def _root_cause_finder(run_dir: str, settings: CampaignSettings) -> Callable[[An
     def find(row: Any) -> str:
         kind = row["kind"]
         case_id, subject, device, context = row["case_id"], row["subject"], row["device"], row["context"]
-        if kind in ("observed but not declared", "declared and observed"):
+        other = row.get("other", "") or ""
+        if kind in ("not reproducible run to run", "not reproducible across processes"):
             key, kwargs = (case_id, subject, device, context, "repeats"), {"device": device, "context": context}
-            how = f"--device {device} --context {context} --repeats 3"
+            how = ["--device", device, "--context", context, "--repeats", "3"]
         elif kind == "cross-context difference":
-            key, kwargs = (case_id, subject, device, context, "contexts"), {"device": device,
-                                                                             "contexts": ("default", context)}
-            how = f"--device {device} --contexts default,{context}"
+            key, kwargs = (case_id, subject, device, context, other), {"device": device,
+                                                                       "contexts": (other or "default", context)}
+            how = ["--device", device, "--contexts", f"{other or 'default'},{context}"]
         elif kind == "cross-device difference":
-            key, kwargs = (case_id, subject, device, context, "devices"), {"devices": ("cpu", device)}
-            how = f"--devices cpu,{device}"
+            key, kwargs = (case_id, subject, device, context, "devices"), {"devices": (other or "cpu", device)}
+            how = ["--devices", f"{other or 'cpu'},{device}"]
         else:
             return ""
         if key not in cache:
-            cmd = f"python -m harness localize {run_dir}/cases/{case_id}.json --subject {subject} {how}"
+            import shlex
+
+            cmd = shlex.join(["python", "-m", "harness", "localize", f"{run_dir}/cases/{case_id}.json",
+                              "--subject", subject, *how])
             try:
                 loc = localize.localize(cases[case_id], subject, repeats=3, **kwargs)
                 if loc.root is not None:

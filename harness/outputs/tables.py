@@ -1,29 +1,21 @@
-"""The report tables: a campaign directory in, pandas frames, plots and report files out.
+"""The report tables: a campaign directory's records and measures in, pandas frames out.
 
-Data flows one way: ``tasks.jsonl`` and ``arrays/*.npz`` (written by :mod:`harness.execute.campaign`)
-become :func:`results_frame`, one row per case x subject x device x context x tensor. Every
-other table is computed *only* from that frame, so each number in ``summary.csv``,
-``findings.csv``, ``summary.md`` and ``summary.html`` can be traced back to rows of
-``results.csv``:
+Data flows one way. The campaign wrote ``tasks.jsonl`` (:class:`~harness.core.records.TaskRecord`) and its
+measure pass ``measures.jsonl`` (:class:`~harness.core.records.Measure`, each with its verdict); this module
+only arranges them. Nothing here loads an array or judges anything:
 
-- :func:`summary_frame`: per subject x device x context, with a ``finding`` class;
-- :func:`findings_frame`: one row per divergence or error group, with a ``replay`` command;
-- :func:`plot_ulp_distribution`, :func:`plot_error_vs_size`: PNG plots (Agg, no pyplot);
-- :func:`write_report`: all of the above written atomically into the campaign directory;
-- :func:`terminal_summary`: a compact text table for the end of a run.
+- :func:`results_frame`: one row per case x subject x device x context x tensor (``results.csv``);
+- :func:`summary_frame`: per subject x device x context, with the worst ``verdict``;
+- :func:`cells_frame`: the verdict matrix, per subject x device x context x relation;
+- :func:`findings_frame`: one row per subject x device x context x case x kind of finding, with a
+  ``replay`` command that reproduces it;
+- :func:`oracle_errors_frame`, :func:`divergence_frame`: what the plots draw;
+- :func:`verdict_lines`: the headline, one line per verdict.
 
-Finding classes (row level in ``results.finding``, group level in ``summary.finding``):
-
-- ``"observed but not declared"``: a tensor is not bitwise reproducible across repetitions,
-  and neither the subject's declaration for the device kind (``Declared.deterministic is
-  False``) nor Chainer's own ``chainer.utils.nondeterministic`` warnings announced it. The
-  most important finding.
-- ``"declared and observed"``: not reproducible, and announced by one of the two.
-- ``"declared, not observed"``: announced, but every repetition was bit-identical.
-- ``"reproducible"``: not announced and bit-identical.
-- ``"no data"`` (summary only): the group produced no tensor (every task errored or skipped).
-
-A group gets the first class, in that order, that any of its rows has.
+``finding`` (row level) keeps the declared-versus-observed classes, which say whether a divergence was
+announced (by the subject's declaration or Chainer's ``warn_nondeterministic`` warnings):
+``"observed but not declared"``, ``"declared and observed"``, ``"declared, not observed"``, ``"reproducible"``
+(``"no data"`` for a group without tensors). ``verdict`` says whether the contract holds.
 """
 
 from __future__ import annotations
@@ -34,26 +26,25 @@ import io
 import json
 import os
 import shlex
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from harness.core.cases import Case
+from harness.core.records import VERDICT_ORDER, Measure, TaskRecord
+from harness.execute.campaign import load_tasks
+from harness.execute.measures import campaign_cases, load_measures, measure_campaign
 from harness.judge import bitwise as compare
-from harness.core.cases import Case, build_arrays, load_corpus
-from harness.core.errors import HarnessError
-from harness.execute.campaign import load_arrays, load_tasks
+from harness.judge.measure import REFERENCE_CONTEXT, REFERENCE_DEVICE
+from harness.judge.verdicts import worst
 
 __all__ = [
-    "RESULT_COLUMNS", "SUMMARY_COLUMNS", "FINDING_COLUMNS", "REFERENCE_DEVICE", "REFERENCE_CONTEXT",
-    "results_frame", "summary_frame", "findings_frame", "plot_ulp_distribution", "plot_error_vs_size",
-    "write_report", "terminal_summary", "flatten_environment", "replay_command", "oracle_n_terms",
+    "RESULT_COLUMNS", "SUMMARY_COLUMNS", "FINDING_COLUMNS", "CELL_COLUMNS", "REFERENCE_DEVICE", "REFERENCE_CONTEXT",
+    "results_frame", "summary_frame", "findings_frame", "cells_frame", "oracle_errors_frame", "divergence_frame",
+    "verdict_lines", "plot_ulp_distribution", "plot_error_vs_size", "write_report", "terminal_summary",
+    "flatten_environment", "replay_command", "measures_of",
 ]
-
-#: Cross-device measures compare every GPU row with the same case/subject/context/tensor here.
-REFERENCE_DEVICE = "cpu"
-#: Cross-context measures compare every row with the same case/subject/device/tensor here.
-REFERENCE_CONTEXT = "default"
 
 #: The columns of :func:`results_frame`, in order: the documented ones, then extras.
 RESULT_COLUMNS: tuple[str, ...] = (
@@ -61,36 +52,44 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "bitwise_reproducible", "n_diff", "frac_diff", "max_ulp_repeat", "first_diff_index", "digest",
     "n_unique", "cross_device_max_ulp", "cross_device_identical", "cross_context_max_ulp",
     "cross_context_identical", "oracle_max_abs", "oracle_max_rel", "oracle_max_ulp", "within_tolerance",
-    "tolerance", "nan_count", "inf_count", "oracle_nan_count", "declared_nondeterministic",
+    "tolerance", "nan_count", "inf_count", "declared_nondeterministic",
     "chainer_declared", "observed_nondeterministic", "status", "error", "bad_input", "case_size",
+    "error_ratio", "verdict", "contract",
     # extras
     "finding", "n_total", "cross_device_n_diff", "cross_context_n_diff", "oracle_n_mismatch",
     "declared_reason", "device_kind", "error_type", "error_phase", "error_message", "error_expected",
-    "expectation", "skip_reason", "runs", "ok_runs", "key", "array_file",
+    "expectation", "skip_reason", "runs", "ok_runs", "key", "array_file", "role",
 )
 
 _STR = ("case_id", "family", "subject", "device", "context", "tensor", "dtype", "shape",
         "first_diff_index", "digest", "tolerance", "chainer_declared", "status", "error", "finding",
         "declared_reason", "device_kind", "error_type", "error_phase", "error_message", "expectation",
-        "skip_reason", "key", "array_file")
-_INT = ("repeats", "n_diff", "n_unique", "nan_count", "inf_count", "oracle_nan_count", "case_size",
+        "skip_reason", "key", "array_file", "verdict", "contract", "role")
+_INT = ("repeats", "n_diff", "n_unique", "nan_count", "inf_count", "case_size",
         "n_total", "cross_device_n_diff", "cross_context_n_diff", "oracle_n_mismatch", "runs", "ok_runs")
 _UINT = ("max_ulp_repeat", "cross_device_max_ulp", "cross_context_max_ulp", "oracle_max_ulp")
-_FLOAT = ("frac_diff", "oracle_max_abs", "oracle_max_rel")
+_FLOAT = ("frac_diff", "oracle_max_abs", "oracle_max_rel", "error_ratio")
 _BOOL = ("bitwise_reproducible", "cross_device_identical", "cross_context_identical", "within_tolerance",
          "declared_nondeterministic", "observed_nondeterministic", "bad_input", "error_expected")
 
 #: The columns of :func:`summary_frame`, in order.
 SUMMARY_COLUMNS: tuple[str, ...] = (
-    "subject", "device", "context", "cases_run", "tasks", "tensors", "bitwise_share_tensors",
+    "subject", "device", "context", "verdict", "cases_run", "tasks", "tensors", "bitwise_share_tensors",
     "bitwise_share_tasks", "worst_max_ulp_repeat", "worst_cross_device_ulp", "worst_cross_context_ulp",
-    "worst_oracle_max_rel", "share_within_tolerance", "oracle_compared", "nan_count", "errors", "skipped",
-    "declared_subject", "declared_chainer", "observed_tensors", "finding",
+    "worst_error_ratio", "share_within_tolerance", "oracle_compared", "nan_count", "errors", "skipped",
+    "declared_subject", "declared_chainer", "observed_tensors", "finding", "contract",
 )
 
 #: The columns of :func:`findings_frame`, in order.
 FINDING_COLUMNS: tuple[str, ...] = (
-    "kind", "subject", "device", "context", "case_id", "tensor", "count", "detail", "replay", "root_cause",
+    "kind", "verdict", "subject", "device", "context", "other", "relation", "case_id", "tensors_differing",
+    "tensors", "worst_tensor", "worst_ulp", "detail", "replay", "root_cause",
+)
+
+#: The columns of :func:`cells_frame`, in order.
+CELL_COLUMNS: tuple[str, ...] = (
+    "subject", "role", "device", "context", "relation", "verdict", "worst_ulp", "tensors", "tensors_differing",
+    "error_ratio", "allowed", "contract", "reason",
 )
 
 OBSERVED_NOT_DECLARED = "observed but not declared"
@@ -100,13 +99,15 @@ REPRODUCIBLE = "reproducible"
 NO_DATA = "no data"
 _GROUP_ORDER = (OBSERVED_NOT_DECLARED, DECLARED_AND_OBSERVED, DECLARED_NOT_OBSERVED, REPRODUCIBLE)
 
-#: Finding kinds, most important first (the sort order of :func:`findings_frame`).
+#: Finding kinds, most important first (within one verdict).
 FINDING_KINDS: tuple[str, ...] = (
-    OBSERVED_NOT_DECLARED, "beyond oracle tolerance", "error", "cross-device difference",
-    "cross-context difference", DECLARED_AND_OBSERVED, "expected error",
+    "not reproducible run to run", "not reproducible across processes", "beyond oracle tolerance",
+    "invariance broken", "error", "cross-context difference", "cross-device difference", "baseline changed",
+    "expected error", "bad input misbehaved",
 )
 
 _GROUP_KEYS = ["subject", "device", "context"]
+_BITWISE_KINDS = ("repeat", "process", "context", "device", "baseline", "relation")
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -122,93 +123,15 @@ def _error_text(err: Mapping[str, Any]) -> str:
     return f"{err.get('type', '')} in {err.get('phase', '')}: {err.get('message', '')}"
 
 
-def _device_kind(device: str) -> str:
-    return "cpu" if device == "cpu" else "gpu" if device.startswith(("gpu", "cuda", "@cupy")) else device
-
-
-def _npz_key(tensor: str) -> str:
-    # the runner stores arrays with "/" replaced by "_" (npz member names are paths)
-    return tensor.replace("/", "_")
-
-
-def _is_oracle(subject: str, family: str) -> bool:
-    from harness.subjects.registry import ORACLE_FOR_FAMILY
-
-    from harness.subjects.registry import SUBJECTS
-
-    return subject == ORACLE_FOR_FAMILY.get(family) or (subject in SUBJECTS and SUBJECTS[subject].role == "oracle")
-
-
-def _declaration(subject: str, device_kind: str) -> tuple[bool | None, str]:
-    """(declared nondeterministic?, reason): None where the subject is unknown or declares nothing."""
+def _subject_info(subject: str, device_kind: str) -> tuple[str, bool | None, str]:
+    """(role, declared nondeterministic?, reason) of a registered subject (unknown ones: plain subjects)."""
     from harness.subjects.registry import SUBJECTS
 
     subj = SUBJECTS.get(subject)
     if subj is None:
-        return None, "subject not registered in this process"
+        return "subject", None, "subject not registered in this process"
     d = subj.declared_for(device_kind)
-    return (None if d.deterministic is None else not d.deterministic), d.reason
-
-
-def _expected_errors(expect: Mapping[str, Any] | None, subject: str, device_kind: str) -> set[str] | None:
-    """The error class names a bad case expects of ``subject`` on ``device_kind`` (None: no raise expected)."""
-    if expect is None:
-        return None
-    subs = expect.get("subjects")
-    if subs is not None and subject not in subs:
-        return None
-    devs = expect.get("devices")
-    if devs is not None and device_kind not in devs:
-        return None
-    kind = expect.get("kind")
-    if kind == "raises":
-        return set(expect.get("errors", ()))
-    if kind == "either":
-        out: set[str] = set()
-        for sub in expect.get("of", ()):
-            out |= _expected_errors(sub, subject, device_kind) or set()
-        return out or None
-    return None
-
-
-def _expectation_text(expect: Mapping[str, Any] | None) -> str:
-    if expect is None:
-        return ""
-    kind = str(expect.get("kind", ""))
-    if kind == "raises":
-        return f"raises {', '.join(expect.get('errors', ()))}"
-    if kind == "either":
-        return "either: " + "; ".join(_expectation_text(e) for e in expect.get("of", ()))
-    return kind
-
-
-def oracle_n_terms(case: Case | None, tensor: str) -> int:
-    """How many terms are summed into one element of ``tensor``, for :func:`compare.gradient_tolerance`.
-
-    Forward outputs and double-backward results are 1. An embedding's ``grad.W`` row adds one
-    upstream row per occurrence of its id: the largest id count of the case's ``x``. Every other
-    LSTM / pipeline gradient adds one term per time step and batch row: ``sum(lengths)``. 1
-    where the case is unknown or its arrays cannot be rebuilt.
-    """
-    if case is None or not tensor.startswith("grad.") or tensor.startswith("grad2."):
-        return 1
-    spec = case.spec
-    if tensor == "grad.W" and case.family in ("embed", "pipeline"):
-        try:
-            x = np.asarray(build_arrays(case)["x"]).reshape(-1)
-            il = spec.get("ignore_label")
-            if il is not None:
-                x = x[x != il]
-            x = x[(x >= 0) & (x < int(spec["vocab"]))].astype(np.int64)
-            return max(int(np.bincount(x).max()) if x.size else 1, 1)
-        except (HarnessError, KeyError, TypeError, ValueError):
-            return 1
-    if case.family in ("lstm", "pipeline"):
-        try:
-            return max(int(sum(int(n) for n in spec["lengths"])), 1)
-        except (KeyError, TypeError, ValueError):
-            return 1
-    return 1
+    return subj.role, (None if d.deterministic is None else not d.deterministic), d.reason
 
 
 def _case_size(case: Case | None) -> int | None:
@@ -218,40 +141,6 @@ def _case_size(case: Case | None) -> int | None:
         return int(case.size())
     except Exception:  # noqa: BLE001 - a bad case's spec may not have a size
         return None
-
-
-class _ArrayCache:
-    """Repetition-0 arrays of each task, loaded at most once per file."""
-
-    def __init__(self, directory: str) -> None:
-        self.directory = directory
-        self._cache: dict[str, dict[str, np.ndarray]] = {}
-
-    def get(self, fname: str | None) -> dict[str, np.ndarray]:
-        if not fname:
-            return {}
-        if fname not in self._cache:
-            try:
-                self._cache[fname] = load_arrays(self.directory, fname)
-            except (OSError, ValueError):
-                self._cache[fname] = {}  # a missing or torn file: no array measures for that task
-        return self._cache[fname]
-
-    def tensor(self, rec: Mapping[str, Any] | None, tensor: str) -> np.ndarray | None:
-        if rec is None:
-            return None
-        return self.get(rec.get("array_file")).get(_npz_key(tensor))
-
-    @property
-    def loaded(self) -> int:
-        return len(self._cache)
-
-
-def _load_cases(directory: str) -> dict[str, Case]:
-    path = os.path.join(directory, "corpus.jsonl")
-    if not os.path.exists(path):
-        return {}
-    return {c.id: c for c in load_corpus(path)}
 
 
 def _typed(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -269,9 +158,6 @@ def _typed(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return df
 
 
-# --------------------------------------------------------------------------- results
-
-
 def _row_finding(observed: bool | None, declared: bool) -> str:
     if observed is None:
         return ""
@@ -280,127 +166,102 @@ def _row_finding(observed: bool | None, declared: bool) -> str:
     return DECLARED_NOT_OBSERVED if declared else REPRODUCIBLE
 
 
-def _rounding_bound(case: Any, name: str, dtype: str, cache: dict[tuple[str, str], dict[str, Any]]) -> Any:
-    """The oracle's a-priori summation bound for one tensor (None where it has none)."""
-    if case is None:
-        return None
-    key = (case.id, dtype)
-    if key not in cache:
-        from harness.core.cases import build_arrays
-        from harness.subjects.oracle import rounding_bounds
+def measures_of(campaign_dir: str, contracts: Any = None) -> list[Measure]:
+    """The campaign's measures; where the measure pass has not run yet (an interrupted campaign, records made
+    elsewhere) it runs now, once, and writes ``measures.jsonl``."""
+    if os.path.exists(os.path.join(campaign_dir, "measures.jsonl")):
+        return load_measures(campaign_dir)
+    if not os.path.exists(os.path.join(campaign_dir, "tasks.jsonl")):
+        return []
+    if contracts is None:
+        from harness.judge.contracts import load_contracts
 
-        try:
-            cache[key] = rounding_bounds(case.family, case.spec, build_arrays(case), dtype)
-        except Exception:  # noqa: BLE001 - a bad case simply has no bound
-            cache[key] = {}
-    return cache[key].get(name)
+        contracts = load_contracts(None)
+    return measure_campaign(campaign_dir, contracts)
 
 
-def results_frame(campaign_dir: str) -> pd.DataFrame:
+def _ulp(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
+# --------------------------------------------------------------------------- results
+
+
+def results_frame(campaign_dir: str, measures: Sequence[Measure] | None = None) -> pd.DataFrame:
     """One row per case x subject x device x context x tensor of a campaign directory.
 
-    A task that produced no tensors (error, skip, crash, timeout) gets one row with
-    ``tensor == ""`` and ``error`` filled (``"Type in phase: message"`` or
-    ``"skipped: reason"``); a partial task's tensor rows carry its error too. Columns are
-    :data:`RESULT_COLUMNS`: the repetition measures from the task record, then cross-device
-    (against :data:`REFERENCE_DEVICE`), cross-context (against :data:`REFERENCE_CONTEXT`) and
-    oracle measures from the repetition-0 arrays (each ``.npz`` loaded once), the
-    declarations, and the case's size and expectation from ``corpus.jsonl``. Missing
-    measures are ``<NA>`` / NaN / ``""``. ``frame.attrs["campaign_dir"]`` holds the directory.
+    A task that produced no tensors (error, skip, crash, timeout) gets one row with ``tensor == ""`` and
+    ``error`` filled (``"Type in phase: message"`` or ``"skipped: reason"``). Columns are
+    :data:`RESULT_COLUMNS`: the repetition measures of the task record, then the measures of the measure
+    pass: cross-device (against :data:`REFERENCE_DEVICE`), cross-context (against :data:`REFERENCE_CONTEXT`),
+    oracle error (``error_ratio`` = error / allowed, 1.0 at the tolerance; ``tolerance`` = what was allowed
+    and why; ``oracle_max_rel``/``oracle_max_ulp`` are elementwise and large near zero: kept for analysis,
+    not for reading), and ``verdict``, the worst verdict of the row's measures. Missing measures are
+    ``<NA>`` / NaN / ``""``. ``frame.attrs["campaign_dir"]`` holds the directory.
     """
-    from harness.subjects.registry import ORACLE_FOR_FAMILY
-
     tasks = load_tasks(campaign_dir)
-    cases = _load_cases(campaign_dir)
-    arrays = _ArrayCache(campaign_dir)
-    by_key = {(r["case_id"], r["subject"], r["device"], r["context"]): r for r in tasks.values()}
-    n_terms_cache: dict[tuple[str, str], int] = {}
-    bound_cache: dict[tuple[str, str], dict[str, Any]] = {}
+    cases = campaign_cases(campaign_dir)
+    measures = measures_of(campaign_dir) if measures is None else measures
+    by: dict[tuple[str, str, str, str, str], list[Measure]] = {}
+    for m in measures:
+        by.setdefault((m.case_id, m.subject, m.device, m.context, m.tensor), []).append(m)
     rows: list[dict[str, Any]] = []
-    for rec in sorted(tasks.values(), key=lambda r: (r["subject"], r["device"], r["context"], r["case_id"])):
-        case_id, family, subject = rec["case_id"], rec.get("family", ""), rec["subject"]
-        device, context = rec["device"], rec["context"]
-        kind = _device_kind(device)
-        case = cases.get(case_id)
-        declared, reason = _declaration(subject, kind)
-        chainer = ", ".join(rec.get("declared_warnings") or ())
+    for rec in sorted(tasks.values(), key=lambda r: (r.subject, r.device, r.context, r.case_id)):
+        kind = rec.device_kind
+        case = cases.get(rec.case_id)
+        role, declared, reason = _subject_info(rec.subject, kind)
+        chainer = ", ".join(rec.declared_warnings)
         is_declared = bool(declared) or bool(chainer)
-        errors = rec.get("errors") or []
-        status = rec.get("status", "")
-        first = errors[0] if errors else None
-        if status == "skipped":
-            error = f"skipped: {rec.get('skip_reason') or ''}"
+        first = rec.first_error
+        if rec.status == "skipped":
+            error = f"skipped: {rec.skip_reason or ''}"
         else:
             error = _error_text(first) if first else ""
-        allowed = _expected_errors(case.expect if case is not None else None, subject, kind)
+        task_ms = by.get((rec.case_id, rec.subject, rec.device, rec.context, ""), [])
+        bad = next((m for m in task_ms if m.rule.startswith("bad input")), None)
         base: dict[str, Any] = {
-            "case_id": case_id, "family": family, "subject": subject, "device": device, "context": context,
-            "status": status, "error": error, "bad_input": bool(rec.get("bad_input", False)),
+            "case_id": rec.case_id, "family": rec.family, "subject": rec.subject, "device": rec.device,
+            "context": rec.context, "status": rec.status, "error": error, "bad_input": rec.bad_input,
             "case_size": _case_size(case), "declared_nondeterministic": declared, "chainer_declared": chainer,
-            "declared_reason": reason, "device_kind": kind,
+            "declared_reason": reason, "device_kind": kind, "role": role,
             "error_type": first.get("type", "") if first else "",
             "error_phase": first.get("phase", "") if first else "",
             "error_message": first.get("message", "") if first else "",
-            "error_expected": (None if first is None else
-                               bool(allowed is not None and first.get("type", "") in allowed)),
-            "expectation": _expectation_text(case.expect if case is not None else None),
-            "skip_reason": rec.get("skip_reason") or "", "runs": rec.get("runs"), "ok_runs": rec.get("ok_runs"),
-            "key": rec.get("key", ""), "array_file": rec.get("array_file") or "",
+            "error_expected": (None if first is None or bad is None else bad.verdict == "expected error"),
+            "expectation": bad.expected if bad is not None else "",
+            "skip_reason": rec.skip_reason or "", "runs": rec.runs, "ok_runs": rec.ok_runs,
+            "key": rec.key, "array_file": rec.array_file or "",
         }
-        tensors: Mapping[str, Mapping[str, Any]] = rec.get("tensors") or {}
-        if not tensors:
-            rows.append({**base, "tensor": "", "finding": ""})
+        task_verdict = worst(m.verdict for m in task_ms)
+        contract = next((m.contract for m in task_ms), "")
+        if not rec.tensors:
+            rows.append({**base, "tensor": "", "finding": "", "verdict": task_verdict, "contract": contract})
             continue
-        oracle_name = ORACLE_FOR_FAMILY.get(family)
-        oracle_rec = None if _is_oracle(subject, family) else by_key.get(
-            (case_id, oracle_name, REFERENCE_DEVICE, REFERENCE_CONTEXT))
-        dev_rec = by_key.get((case_id, subject, REFERENCE_DEVICE, context)) if kind != REFERENCE_DEVICE else None
-        ctx_rec = by_key.get((case_id, subject, device, REFERENCE_CONTEXT)) if context != REFERENCE_CONTEXT else None
-        for name, t in tensors.items():
-            bitwise = t.get("bitwise_identical")
-            observed = None if bitwise is None else not bool(bitwise)
-            row = {**base, "tensor": name, "dtype": t.get("dtype", ""),
-                   "shape": str(tuple(int(n) for n in t.get("shape", ()))), "repeats": t.get("repeats"),
-                   "bitwise_reproducible": bitwise, "n_diff": t.get("n_diff"), "frac_diff": t.get("frac_diff"),
-                   "max_ulp_repeat": t.get("max_ulp"), "first_diff_index": _index_text(t.get("first_diff_index")),
-                   "digest": t.get("digest") or "", "n_unique": t.get("n_unique"),
-                   "nan_count": t.get("nan_count"), "inf_count": t.get("inf_count"), "n_total": t.get("n_total"),
-                   "observed_nondeterministic": observed, "finding": _row_finding(observed, is_declared)}
-            mine = None
-            for prefix, other in (("cross_device", dev_rec), ("cross_context", ctx_rec)):
-                ref = arrays.tensor(other, name)
-                if ref is None:
-                    continue
-                mine = arrays.tensor(rec, name) if mine is None else mine
-                if mine is None:
-                    continue
-                c = compare.compare_pair(name, mine, ref)
-                row[f"{prefix}_max_ulp"] = int(c.max_ulp)
-                row[f"{prefix}_identical"] = bool(c.bitwise_identical)
-                row[f"{prefix}_n_diff"] = int(c.n_diff)
-            expected = arrays.tensor(oracle_rec, name)
-            if expected is not None:
-                mine = arrays.tensor(rec, name) if mine is None else mine
-            if expected is not None and mine is not None:
-                key = (case_id, name)
-                if key not in n_terms_cache:
-                    n_terms_cache[key] = oracle_n_terms(case, name)
-                try:
-                    atol, rtol, source = compare.gradient_tolerance(mine.dtype, n_terms_cache[key])
-                    bound = _rounding_bound(case, name, mine.dtype.name, bound_cache)
-                    e = compare.compare_oracle(name, mine, expected, atol=atol, rtol=rtol, source=source,
-                                               bound=bound, normwise=name.startswith("grad"), text=False)
-                except (TypeError, ValueError):
-                    e = None  # a dtype with no tolerance or no oracle comparison (strings, complex)
-                if e is not None:
-                    row.update(oracle_max_abs=e.max_abs, oracle_max_rel=e.max_rel, oracle_max_ulp=int(e.max_ulp),
-                               within_tolerance=bool(e.within_tolerance), oracle_nan_count=e.oracle_nan_count,
-                               oracle_n_mismatch=e.n_mismatch,
-                               tolerance=f"atol={e.atol:g}, rtol={e.rtol:g} ({e.tolerance_source})")
+        for name, t in rec.tensors.items():
+            observed = not t.bitwise_identical
+            row = {**base, "tensor": name, "dtype": t.dtype, "shape": str(tuple(t.shape)), "repeats": t.repeats,
+                   "bitwise_reproducible": t.bitwise_identical, "n_diff": t.n_diff, "frac_diff": t.frac_diff,
+                   "max_ulp_repeat": t.max_ulp, "first_diff_index": _index_text(t.first_diff_index),
+                   "digest": t.digest or "", "n_unique": t.n_unique, "nan_count": t.nan_count,
+                   "inf_count": t.inf_count, "n_total": t.n_total, "observed_nondeterministic": observed,
+                   "finding": _row_finding(observed, is_declared)}
+            ms = by.get((rec.case_id, rec.subject, rec.device, rec.context, name), [])
+            for m in ms:
+                if m.kind == "device" and m.other == REFERENCE_DEVICE:
+                    row.update(cross_device_max_ulp=_ulp(m.max_ulp), cross_device_identical=m.identical,
+                               cross_device_n_diff=m.n_diff)
+                elif m.kind == "context" and m.other == REFERENCE_CONTEXT:
+                    row.update(cross_context_max_ulp=_ulp(m.max_ulp), cross_context_identical=m.identical,
+                               cross_context_n_diff=m.n_diff)
+                elif m.kind == "oracle":
+                    row.update(oracle_max_abs=m.max_abs, oracle_max_rel=m.max_rel, oracle_max_ulp=_ulp(m.max_ulp),
+                               within_tolerance=m.within, oracle_n_mismatch=m.n_diff, error_ratio=m.error_ratio,
+                               tolerance=m.allowed)
+            row["verdict"] = worst([task_verdict] + [m.verdict for m in ms])
+            row["contract"] = next((m.contract for m in ms), contract)
             rows.append(row)
     df = _typed(rows)
     df.attrs["campaign_dir"] = os.path.abspath(campaign_dir)
-    df.attrs["arrays_loaded"] = arrays.loaded
     return df
 
 
@@ -421,17 +282,16 @@ def _group_finding(findings: Iterable[str]) -> str:
 
 
 def summary_frame(results: pd.DataFrame) -> pd.DataFrame:
-    """Per subject x device x context, computed only from ``results`` (see the module docstring).
+    """Per subject x device x context, computed only from ``results``.
 
-    Columns (:data:`SUMMARY_COLUMNS`): ``cases_run`` (distinct cases of tasks not skipped),
-    ``tasks``, ``tensors`` (tensor rows), ``bitwise_share_tensors`` (mean of
-    ``bitwise_reproducible`` over tensor rows), ``bitwise_share_tasks`` (share of tasks with
-    tensors whose every tensor is reproducible), ``worst_*`` (maxima of ``max_ulp_repeat``,
-    ``cross_device_max_ulp``, ``cross_context_max_ulp``, ``oracle_max_rel``),
-    ``share_within_tolerance`` (of the ``oracle_compared`` rows that have an oracle measure),
+    Columns (:data:`SUMMARY_COLUMNS`): ``verdict`` (the worst of the group's rows), ``cases_run`` (distinct
+    cases of tasks not skipped), ``tasks``, ``tensors`` (tensor rows), ``bitwise_share_tensors`` (mean of
+    ``bitwise_reproducible`` over tensor rows), ``bitwise_share_tasks`` (share of tasks whose every tensor is
+    reproducible), ``worst_*`` (maxima of ``max_ulp_repeat``, ``cross_device_max_ulp``,
+    ``cross_context_max_ulp``, ``error_ratio``), ``share_within_tolerance`` (of the ``oracle_compared`` rows),
     ``nan_count`` (sum), ``errors`` (tasks with an error, skips excluded), ``skipped`` (tasks),
-    ``declared_subject`` (the subject's declaration), ``declared_chainer`` (Chainer's warnings
-    seen in any task), ``observed_tensors`` (rows not reproducible) and ``finding``.
+    ``declared_subject``, ``declared_chainer``, ``observed_tensors`` (rows not reproducible), ``finding`` and
+    ``contract`` (the line the group was judged against).
     """
     out: list[dict[str, Any]] = []
     if len(results):
@@ -444,7 +304,7 @@ def summary_frame(results: pd.DataFrame) -> pd.DataFrame:
             chainer = sorted({w.strip() for v in g["chainer_declared"] for w in v.split(",") if w.strip()})
             rep = t["bitwise_reproducible"].dropna()
             out.append({
-                "subject": subject, "device": device, "context": context,
+                "subject": subject, "device": device, "context": context, "verdict": worst(g["verdict"]),
                 "cases_run": int(tasks.loc[tasks["status"] != "skipped", "case_id"].nunique()),
                 "tasks": int(len(tasks)), "tensors": int(len(t)),
                 "bitwise_share_tensors": float(rep.astype(float).mean()) if len(rep) else np.nan,
@@ -452,8 +312,7 @@ def summary_frame(results: pd.DataFrame) -> pd.DataFrame:
                 "worst_max_ulp_repeat": _max_or_na(t["max_ulp_repeat"]),
                 "worst_cross_device_ulp": _max_or_na(t["cross_device_max_ulp"]),
                 "worst_cross_context_ulp": _max_or_na(t["cross_context_max_ulp"]),
-                "worst_oracle_max_rel": float(t["oracle_max_rel"].max()) if t["oracle_max_rel"].notna().any()
-                else np.nan,
+                "worst_error_ratio": float(t["error_ratio"].max()) if t["error_ratio"].notna().any() else np.nan,
                 "share_within_tolerance": float(oracle.astype(float).mean()) if len(oracle) else np.nan,
                 "oracle_compared": int(len(oracle)),
                 "nan_count": int(t["nan_count"].fillna(0).sum()),
@@ -464,6 +323,7 @@ def summary_frame(results: pd.DataFrame) -> pd.DataFrame:
                 "declared_chainer": ", ".join(chainer),
                 "observed_tensors": int((~rep.astype(bool)).sum()),
                 "finding": _group_finding(t["finding"]),
+                "contract": next((c for c in g["contract"] if c), ""),
             })
     df = pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
     for c in ("worst_max_ulp_repeat", "worst_cross_device_ulp", "worst_cross_context_ulp"):
@@ -471,123 +331,155 @@ def summary_frame(results: pd.DataFrame) -> pd.DataFrame:
     for c in ("cases_run", "tasks", "tensors", "oracle_compared", "nan_count", "errors", "skipped",
               "observed_tensors"):
         df[c] = df[c].astype("int64")
-    for c in ("bitwise_share_tensors", "bitwise_share_tasks", "worst_oracle_max_rel", "share_within_tolerance"):
+    for c in ("bitwise_share_tensors", "bitwise_share_tasks", "worst_error_ratio", "share_within_tolerance"):
         df[c] = df[c].astype("float64")
     df.attrs.update(results.attrs)
+    return df
+
+
+# --------------------------------------------------------------------------- the verdict matrix
+
+
+def cells_frame(measures: Sequence[Measure], tasks: Mapping[str, TaskRecord] | None = None) -> pd.DataFrame:
+    """The verdict matrix: one row per subject x device x context x relation (:data:`CELL_COLUMNS`).
+
+    ``verdict`` is the worst of the cell's measures; ``worst_ulp`` the greatest ULP distance of a bitwise
+    measure that differed; ``error_ratio`` the greatest error / allowed against the oracle, with ``allowed``
+    said there; ``reason`` why a cell was skipped or errored.
+    """
+    groups: dict[tuple[str, str, str, str], list[Measure]] = {}
+    for m in measures:
+        groups.setdefault((m.subject, m.device, m.context, m.relation), []).append(m)
+    rows = []
+    for (subject, device, context, relation), ms in sorted(groups.items()):
+        role, _, _ = _subject_info(subject, "gpu" if device.startswith("gpu") else "cpu")
+        diff = [m for m in ms if m.kind in _BITWISE_KINDS and m.identical is False]
+        tensors = {(m.case_id, m.tensor) for m in ms if m.tensor}
+        oracle = [m for m in ms if m.kind == "oracle" and m.error_ratio is not None]
+        top = max(oracle, key=lambda m: m.error_ratio) if oracle else None
+        reasons = sorted({m.detail for m in ms if m.kind == "task" and m.verdict in ("skipped", "error") and m.detail})
+        ulps = [m.max_ulp for m in diff if m.max_ulp is not None]
+        rows.append({
+            "subject": subject, "role": role, "device": device, "context": context, "relation": relation,
+            "verdict": worst(m.verdict for m in ms), "worst_ulp": max(ulps) if ulps else None,
+            "tensors": len(tensors), "tensors_differing": len({(m.case_id, m.tensor) for m in diff}),
+            "error_ratio": None if top is None else top.error_ratio, "allowed": "" if top is None else top.allowed,
+            "contract": next((m.contract for m in ms if m.contract), ""), "reason": "; ".join(reasons)[:300],
+        })
+    df = pd.DataFrame(rows, columns=list(CELL_COLUMNS))
+    df["worst_ulp"] = pd.array(df["worst_ulp"].tolist(), dtype="UInt64")
+    df["error_ratio"] = pd.to_numeric(df["error_ratio"], errors="coerce").astype("float64")
+    for c in ("tensors", "tensors_differing"):
+        df[c] = df[c].astype("int64")
     return df
 
 
 # --------------------------------------------------------------------------- findings
 
 
-def replay_command(campaign_dir: str, case_id: str, subject: str, device: str, context: str) -> str:
-    """The shell command that replays one task from its case file under ``<campaign_dir>/cases``."""
+def replay_command(campaign_dir: str, case_id: str, subject: str, device: str, context: str, *,
+                   contexts: Sequence[str] = (), devices: Sequence[str] = (), repeats: int | None = None) -> str:
+    """The shell command (every value quoted) that reproduces one finding from its case file under
+    ``<campaign_dir>/cases``: one context and device, or two contexts / two devices to compare."""
     path = os.path.join(campaign_dir, "cases", f"{case_id}.json")
-    return shlex.join(["python", "-m", "harness", "replay", path, "--subject", subject,
-                       "--device", device, "--context", context])
+    argv = ["python", "-m", "harness", "replay", path, "--subject", subject]
+    argv += ["--devices", ",".join(devices)] if devices else ["--device", device]
+    argv += ["--contexts", ",".join(contexts)] if contexts else ["--context", context]
+    if repeats is not None:
+        argv += ["--repeats", str(repeats)]
+    return shlex.join(argv)
 
 
-def _atomic_write(path: str, data: str | bytes) -> str:
-    """Write ``data`` to ``path`` atomically (see :mod:`harness.core.fileio`)."""
-    from harness.core.fileio import atomic_write
-
-    return atomic_write(path, data)
-
-
-def _fmt(v: Any) -> str:
-    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
-        return "n/a"
-    if isinstance(v, (int, np.integer)) and int(v) == compare.ULP_MAX:
-        return "NaN vs non-NaN"
-    if isinstance(v, (float, np.floating)):
-        return f"{float(v):.3g}"
-    return str(v)
-
-
-def _divergences(t: pd.DataFrame) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    cols = ["subject", "device", "context", "case_id", "tensor"]
-    for _, r in t[t["observed_nondeterministic"].fillna(False).astype(bool)].iterrows():
-        out.append({**{c: r[c] for c in cols}, "kind": r["finding"], "count": 1,
-                    "detail": f"max ULP {_fmt(r['max_ulp_repeat'])}, {_fmt(r['n_diff'])}/{_fmt(r['n_total'])} "
-                              f"elements, {_fmt(r['n_unique'])} unique of {_fmt(r['repeats'])} repeats, first at "
-                              f"{r['first_diff_index'] or 'n/a'}"
-                              + (f"; Chainer declared: {r['chainer_declared']}" if r["chainer_declared"] else "")})
-    for prefix, label, ref in (("cross_device", "cross-device difference", f"vs {REFERENCE_DEVICE}"),
-                               ("cross_context", "cross-context difference", f"vs context {REFERENCE_CONTEXT}")):
-        diff = t[t[f"{prefix}_identical"].notna() & ~t[f"{prefix}_identical"].fillna(True).astype(bool)]
-        for _, r in diff.iterrows():
-            out.append({**{c: r[c] for c in cols}, "kind": label, "count": 1,
-                        "detail": f"max ULP {_fmt(r[f'{prefix}_max_ulp'])} {ref}, "
-                                  f"{_fmt(r[f'{prefix}_n_diff'])}/{_fmt(r['n_total'])} elements"})
-    beyond = t[t["within_tolerance"].notna() & ~t["within_tolerance"].fillna(True).astype(bool)]
-    for _, r in beyond.iterrows():
-        out.append({**{c: r[c] for c in cols}, "kind": "beyond oracle tolerance", "count": 1,
-                    "detail": f"max rel {_fmt(r['oracle_max_rel'])}, max abs {_fmt(r['oracle_max_abs'])}, "
-                              f"max ULP {_fmt(r['oracle_max_ulp'])}, {_fmt(r['oracle_n_mismatch'])}/"
-                              f"{_fmt(r['n_total'])} elements beyond {r['tolerance']}"})
-    return out
+def _finding_kind(m: Measure) -> str | None:
+    if m.kind == "task":
+        if m.verdict == "error":
+            return "error"
+        if m.rule.startswith("bad input"):
+            return "expected error" if m.verdict == "expected error" and m.actual != "no error" else (
+                "bad input misbehaved" if m.verdict == "broken" else None)
+        return None
+    if m.kind == "oracle":
+        return None if m.within else "beyond oracle tolerance"
+    if m.identical is not False:
+        return None
+    return {"repeat": "not reproducible run to run", "process": "not reproducible across processes",
+            "context": "cross-context difference", "device": "cross-device difference",
+            "baseline": "baseline changed", "relation": "invariance broken"}[m.kind]
 
 
-def _error_groups(results: pd.DataFrame) -> list[dict[str, Any]]:
-    tasks = results.drop_duplicates("key")
-    errs = tasks[(tasks["error"] != "") & (tasks["status"] != "skipped")].copy()
-    if not len(errs):
-        return []
-    errs["_expected"] = errs["error_expected"].fillna(False).astype(bool)
-    out: list[dict[str, Any]] = []
-    keys = ["_expected", "subject", "error_type", "error_message"]
-    for (expected, subject, etype, msg), g in errs.groupby(keys, sort=True):
-        first = g.iloc[0]
-        where = (f"{len(g)} task(s); cases {', '.join(sorted(set(g['case_id'])))}; devices "
-                 f"{', '.join(sorted(set(g['device'])))}; contexts {', '.join(sorted(set(g['context'])))}")
-        detail = f"{first['error']} [{where}]"
-        if expected:
-            detail += f"; the case expects: {first['expectation']}"
-        out.append({"kind": "expected error" if expected else "error", "subject": subject,
-                    "device": first["device"], "context": first["context"], "case_id": first["case_id"],
-                    "tensor": "", "count": int(len(g)), "detail": detail})
-    return out
+def findings_frame(measures: Sequence[Measure], campaign_dir: str, *,
+                   root_cause: Callable[[pd.Series], str] | None = None, write_cases: bool = True) -> pd.DataFrame:
+    """Every finding, one row per subject x device x context x case x kind (expected errors: one row per
+    subject x error type), broken verdicts first (:data:`FINDING_COLUMNS`).
 
-
-def findings_frame(results: pd.DataFrame, campaign_dir: str | None = None, *,
-                   root_cause: Callable[[pd.Series], str] | None = None,
-                   write_cases: bool = True) -> pd.DataFrame:
-    """Every divergence and error group of ``results``, most important first.
-
-    Rows (:data:`FINDING_COLUMNS`): tensors not bitwise reproducible (kind = the row's
-    ``finding``: ``"observed but not declared"`` or ``"declared and observed"``), cross-device
-    and cross-context differences, results beyond the oracle tolerance, and tasks with errors
-    grouped by subject, exception type and message (``count`` tasks; ``"expected error"`` where
-    the bad case expects that exception). Sorted by :data:`FINDING_KINDS`, then subject, device,
-    context, case and tensor. ``replay`` is a ``python -m harness replay`` command; with
-    ``write_cases`` each finding's case is written to ``<campaign_dir>/cases/<case_id>.json``
-    (from ``corpus.jsonl``) so it runs. ``campaign_dir`` defaults to
-    ``results.attrs["campaign_dir"]``. ``root_cause(row)`` fills the ``root_cause`` column
-    (empty without it; an exception it raises is recorded there, not raised).
+    ``replay`` is a ``python -m harness replay`` command that reproduces the finding (both contexts or both
+    devices for a cross-context or cross-device difference); with ``write_cases`` each finding's case is
+    written to ``<campaign_dir>/cases/<case_id>.json`` so it runs. ``root_cause(row)`` fills ``root_cause``
+    (an exception it raises is recorded there, not raised).
     """
-    campaign_dir = campaign_dir or results.attrs.get("campaign_dir", ".")
-    rows: list[dict[str, Any]] = []
-    if len(results):
-        rows = _divergences(results[results["tensor"] != ""]) + _error_groups(results)
+    groups: dict[tuple[str, ...], list[Measure]] = {}
+    compared: dict[tuple[str, ...], set[str]] = {}
+    for m in measures:
+        if m.tensor:
+            compared.setdefault((m.kind, m.subject, m.device, m.context, m.case_id, m.other), set()).add(m.tensor)
+        kind = _finding_kind(m)
+        if kind is None:
+            continue
+        if kind == "expected error":
+            key = (kind, m.subject, m.device, m.context, m.relation, m.actual.split(" ", 1)[0])
+        else:
+            key = (kind, m.subject, m.device, m.context, m.relation, m.case_id, m.other)
+        groups.setdefault(key, []).append(m)
+    rows = []
+    for key, ms in groups.items():
+        kind, subject, device, context, relation = key[:5]
+        first = ms[0]
+        tensors = [m for m in ms if m.tensor]
+        ulps = [m for m in tensors if m.max_ulp is not None]
+        top = max(ulps, key=lambda m: m.max_ulp) if ulps else (tensors[0] if tensors else first)
+        if kind == "expected error":
+            cases = sorted({m.case_id for m in ms})
+            detail = f"{first.actual} ({len(cases)} case(s): {', '.join(cases[:6])}{' ...' if len(cases) > 6 else ''})"
+        elif kind in ("error", "bad input misbehaved"):
+            detail = f"{first.actual or first.detail} ({first.rule})"
+        elif kind == "beyond oracle tolerance":
+            detail = (f"error / allowed {top.error_ratio:.3g} in {top.tensor}: actual {top.actual}, oracle "
+                      f"{top.expected} ({top.allowed})")
+        else:
+            ulp = "NaN vs non-NaN" if top.max_ulp == compare.ULP_MAX else top.max_ulp
+            detail = (f"{len(tensors)} tensor(s) differ, worst {top.tensor} {ulp} ULP at {top.max_ulp_index}: "
+                      f"{top.actual} vs {top.expected} ({top.other})")
+        case_id = first.case_id
+        if kind in ("cross-context difference",):
+            replay = replay_command(campaign_dir, case_id, subject, device, context, contexts=(first.other, context))
+        elif kind == "cross-device difference":
+            replay = replay_command(campaign_dir, case_id, subject, device, context, devices=(first.other, device))
+        elif kind in ("not reproducible run to run", "not reproducible across processes"):
+            replay = replay_command(campaign_dir, case_id, subject, device, context, repeats=5)
+        else:
+            replay = replay_command(campaign_dir, case_id, subject, device, context)
+        total = compared.get((first.kind, subject, device, context, case_id, first.other), set())
+        rows.append({"kind": kind, "verdict": worst(m.verdict for m in ms), "subject": subject, "device": device,
+                     "context": context, "other": first.other, "relation": relation, "case_id": case_id,
+                     "tensors_differing": len({m.tensor for m in tensors}),
+                     "tensors": max(len(total), len({m.tensor for m in tensors})), "worst_tensor": top.tensor,
+                     "worst_ulp": top.max_ulp if top.kind != "oracle" else None, "detail": detail,
+                     "replay": replay})
     df = pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
     if not len(df):
-        df["count"] = df["count"].astype("int64")
         return df
     rank = {k: i for i, k in enumerate(FINDING_KINDS)}
-    df["_rank"] = df["kind"].map(rank).fillna(len(rank))
-    df = df.sort_values(["_rank", "subject", "device", "context", "case_id", "tensor"], kind="stable")
-    df = df.drop(columns="_rank").reset_index(drop=True)
-    df["count"] = df["count"].astype("int64")
-    df["replay"] = [replay_command(campaign_dir, r.case_id, r.subject, r.device, r.context)
-                    for r in df.itertuples()]
+    df["_v"] = -df["verdict"].map(VERDICT_ORDER).fillna(0)
+    df["_k"] = df["kind"].map(rank).fillna(len(rank))
+    df = df.sort_values(["_v", "_k", "subject", "device", "context", "case_id"], kind="stable")
+    df = df.drop(columns=["_v", "_k"]).reset_index(drop=True)
+    df["worst_ulp"] = pd.array(df["worst_ulp"].tolist(), dtype="UInt64")
     if write_cases:
-        cases = _load_cases(campaign_dir)
+        cases = campaign_cases(campaign_dir)
         for cid in sorted(set(df["case_id"])):
             if cid in cases:
                 _atomic_write(os.path.join(campaign_dir, "cases", f"{cid}.json"), cases[cid].to_json() + "\n")
     df["root_cause"] = [_call_root_cause(root_cause, r) for _, r in df.iterrows()]
-    df.attrs.update(results.attrs)
     return df
 
 
@@ -598,6 +490,83 @@ def _call_root_cause(fn: Callable[[pd.Series], str] | None, row: pd.Series) -> s
         return str(fn(row) or "")
     except Exception as exc:  # noqa: BLE001 - a failing localizer must not lose the report
         return f"root cause failed: {type(exc).__name__}: {exc}"
+
+
+def _atomic_write(path: str, data: str | bytes) -> str:
+    """Write ``data`` to ``path`` atomically (see :mod:`harness.core.fileio`)."""
+    from harness.core.fileio import atomic_write
+
+    return atomic_write(path, data)
+
+
+# --------------------------------------------------------------------------- plot inputs and the headline
+
+
+def oracle_errors_frame(measures: Sequence[Measure], cases: Mapping[str, Case]) -> pd.DataFrame:
+    """One row per oracle measure: ``subject, device, context, case_id, tensor, case_size, error_ratio,
+    max_abs`` (what the error-against-size plot draws)."""
+    rows = [{"subject": m.subject, "device": m.device, "context": m.context, "case_id": m.case_id,
+             "tensor": m.tensor, "case_size": _case_size(cases.get(m.case_id)), "error_ratio": m.error_ratio,
+             "max_abs": m.max_abs} for m in measures if m.kind == "oracle"]
+    return pd.DataFrame(rows, columns=["subject", "device", "context", "case_id", "tensor", "case_size",
+                                       "error_ratio", "max_abs"])
+
+
+def divergence_frame(measures: Sequence[Measure]) -> pd.DataFrame:
+    """Per subject x axis (repeat, process, context, device, relation): the worst ULP distance and the share of
+    bit-identical comparisons (what the divergence heatmap draws)."""
+    rows: dict[tuple[str, str], list[Measure]] = {}
+    for m in measures:
+        if m.kind in _BITWISE_KINDS and m.identical is not None:
+            rows.setdefault((m.subject, m.kind), []).append(m)
+    out = []
+    for (subject, axis), ms in sorted(rows.items()):
+        ulps = [m.max_ulp for m in ms if m.identical is False and m.max_ulp is not None]
+        out.append({"subject": subject, "axis": axis, "worst_ulp": max(ulps) if ulps else 0,
+                    "share_identical": sum(bool(m.identical) for m in ms) / len(ms), "compared": len(ms)})
+    df = pd.DataFrame(out, columns=["subject", "axis", "worst_ulp", "share_identical", "compared"])
+    df["worst_ulp"] = pd.array(df["worst_ulp"].tolist(), dtype="UInt64")
+    return df
+
+
+def verdict_lines(cells: pd.DataFrame, findings: pd.DataFrame, environment: Mapping[str, Any],
+                  contracts_checked: int | None = None) -> list[str]:
+    """The headline, one line per verdict: what broke, what was found but allowed, what holds, what did not
+    run and why."""
+    lines: list[str] = []
+    ran = cells[cells["verdict"] != "skipped"] if len(cells) else cells
+    broken = ran[ran["verdict"] == "broken"] if len(ran) else ran
+    errors = ran[ran["verdict"] == "error"] if len(ran) else ran
+    if len(broken):
+        lines.append(f"{len(broken)} contract(s) broken: " + "; ".join(
+            f"{r.subject} [{r.device}] {r.context}" for r in broken.head(6).itertuples())
+            + (" ..." if len(broken) > 6 else ""))
+    if len(errors):
+        lines.append(f"{len(errors)} subject x device x context cell(s) with errors: " + "; ".join(
+            f"{r.subject} [{r.device}] {r.context}" for r in errors.head(6).itertuples()))
+    allowed = findings[findings["verdict"] == "diverged as allowed"] if len(findings) else findings
+    if len(allowed):
+        by_kind: dict[tuple[str, str], set[str]] = {}
+        for r in allowed.itertuples():
+            where = r.context if r.kind == "cross-context difference" else r.device if "device" in r.kind else ""
+            by_kind.setdefault((r.kind, where), set()).add(r.subject)
+        for (kind, where), subjects in sorted(by_kind.items()):
+            causes = sorted({c.split(" [", 1)[0] for c in allowed.loc[allowed["kind"] == kind, "root_cause"] if c})
+            lines.append(f"finding, allowed by its contract: {kind}{f' in {where}' if where else ''} for "
+                         f"{', '.join(sorted(subjects))}" + (f" (localized: {causes[0]})" if causes else ""))
+    if len(ran) and not len(broken) and not len(errors):
+        n = len(ran) if contracts_checked is None else contracts_checked
+        lines.append(f"all {n} subject x device x context contracts hold")
+    skipped = cells[cells["verdict"] == "skipped"] if len(cells) else cells
+    for device, g in (skipped.groupby("device", sort=True) if len(skipped) else []):
+        if (ran["device"] == device).any() if len(ran) else False:
+            continue
+        reason = next((r for r in g["reason"] if r), "not run")
+        lines.append(f"{device}: not run ({reason})")
+    gpu = dict(environment.get("gpu") or {}) if isinstance(environment, Mapping) else {}
+    if not any(l.startswith("gpu") for l in lines) and not gpu.get("available", True):
+        lines.append(f"GPU: not run ({gpu.get('reason', 'no GPU')})")
+    return lines or ["nothing ran"]
 
 
 # --------------------------------------------------------------------------- plots
@@ -654,32 +623,30 @@ def plot_ulp_distribution(results: pd.DataFrame, path: str) -> str:
 
 
 def plot_error_vs_size(results: pd.DataFrame, path: str) -> str:
-    """Log-log scatter of ``oracle_max_rel`` against ``case_size``, one colour per family; PNG at ``path``.
-
-    Exact results (relative error 0) are drawn at 1e-18 and infinite ones are counted in the
-    legend; with no oracle measure an empty axis says so. Returns ``path``.
-    """
+    """Log-log scatter of ``error_ratio`` (error / allowed) against ``case_size``, one colour per family, with
+    the tolerance drawn at 1; PNG at ``path``. Exact results are drawn at 1e-6; with no oracle measure an
+    empty axis says so. Returns ``path``."""
     fig = _figure()
     ax = fig.add_subplot(1, 1, 1)
     ax.set_xlabel("case size (elements)")
-    ax.set_ylabel("max relative error against the float64 oracle")
-    ax.set_title("Oracle error against input size")
-    t = results[results["oracle_max_rel"].notna() & results["case_size"].notna()] if len(results) else results
+    ax.set_ylabel("error / allowed (1 = at the tolerance)")
+    ax.set_title("Error against the float64 oracle, by input size")
+    t = results[results["error_ratio"].notna() & results["case_size"].notna()] if len(results) else results
     if not len(t):
         _note(ax, "no results were compared with an oracle")
         return _save(fig, path)
-    floor = 1e-18
+    floor = 1e-6
     ax.set_xscale("log")
     ax.set_yscale("log")
     for i, (family, g) in enumerate(t.groupby("family", sort=True)):
-        rel = g["oracle_max_rel"].to_numpy(dtype="float64")
+        q = g["error_ratio"].to_numpy(dtype="float64")
         size = g["case_size"].astype("float64").to_numpy()
-        fin = np.isfinite(rel)
+        fin = np.isfinite(q)
         label = f"{family} ({int((~fin).sum())} infinite, not drawn)" if (~fin).any() else str(family)
-        ax.scatter(np.maximum(size[fin], 1.0), np.maximum(rel[fin], floor), s=14, alpha=0.7,
-                   color=f"C{i}", label=label)
-    ax.axhline(floor, color="0.8", lw=0.8, ls=":")
-    ax.legend(fontsize=8, title="family (exact = 1e-18)", title_fontsize=8)
+        ax.scatter(np.maximum(size[fin], 1.0), np.maximum(q[fin], floor), s=14, alpha=0.7, color=f"C{i}",
+                   label=label)
+    ax.axhline(1.0, color="tab:red", lw=1.2, ls="--", label="tolerance")
+    ax.legend(fontsize=8, title=f"family (exact = {floor:g})", title_fontsize=8)
     fig.tight_layout()
     return _save(fig, path)
 
@@ -715,8 +682,8 @@ def _html(df: pd.DataFrame, highlight: str | None = None) -> str:
     if floats:
         sty = sty.format(subset=floats, formatter="{:.3g}", na_rep="")
     if highlight is not None and highlight in df.columns:
-        colors = {OBSERVED_NOT_DECLARED: "background-color: #f8d0d0", "beyond oracle tolerance": "background-color: #f8e0c0",
-                  "error": "background-color: #f8e0c0"}
+        colors = {"broken": "background-color: #f8d0d0", "error": "background-color: #f8e0c0",
+                  "diverged as allowed": "background-color: #fff3c0"}
         sty = sty.map(lambda v: colors.get(v, ""), subset=[highlight])
     return sty.to_html(table_attributes='class="report"')
 
@@ -731,7 +698,8 @@ table.report th { background: #eee; }
 img { max-width: 100%; }
 </style></head><body>
 <h1>{{ title }}</h1>
-<p>Every number is computed from <code>results.csv</code> ({{ n_rows }} rows) in {{ campaign_dir }}.</p>
+<ul>{% for line in headline %}<li>{{ line }}</li>{% endfor %}</ul>
+<p>Campaign directory: {{ campaign_dir }}.</p>
 <h2>Subject x device x context</h2>
 {{ summary_table | safe }}
 <h2>Findings</h2>
@@ -746,20 +714,23 @@ img { max-width: 100%; }
 
 
 def write_report(campaign_dir: str, *, environment: Mapping[str, Any],
-                 root_cause: Callable[[pd.Series], str] | None = None) -> dict[str, str]:
+                 root_cause: Callable[[pd.Series], str] | None = None,
+                 measures: Sequence[Measure] | None = None) -> dict[str, str]:
     """Write the report files of a campaign into its directory, each atomically; returns {file name: path}.
 
-    Files: ``results.csv`` (and ``results.parquet`` where pyarrow is importable),
-    ``summary.csv``, ``findings.csv``, ``summary.md``, ``summary.html`` (the tables, the plots
-    as base64 ``<img>``, the flattened environment), ``environment.json``,
-    ``ulp_distribution.png``, ``error_vs_size.png``, and the findings' case files under
-    ``cases/``.
+    Files: ``results.csv`` (and ``results.parquet`` where pyarrow is importable), ``summary.csv``,
+    ``cells.csv`` (the verdict matrix), ``findings.csv``, ``summary.md``, ``summary.html``,
+    ``environment.json``, the plots, and the findings' case files under ``cases/``. Everything comes from the
+    records and ``measures.jsonl``; nothing is measured here.
     """
     import jinja2
 
-    results = results_frame(campaign_dir)
+    measures = measures_of(campaign_dir) if measures is None else list(measures)
+    results = results_frame(campaign_dir, measures)
     summary = summary_frame(results)
-    findings = findings_frame(results, campaign_dir, root_cause=root_cause)
+    cells = cells_frame(measures)
+    findings = findings_frame(measures, campaign_dir, root_cause=root_cause)
+    headline = verdict_lines(cells, findings, environment)
     env_table = flatten_environment(environment)
     out: dict[str, str] = {}
 
@@ -772,6 +743,7 @@ def write_report(campaign_dir: str, *, environment: Mapping[str, Any],
         results.to_parquet(buf, index=False)
         put("results.parquet", buf.getvalue())
     put("summary.csv", summary.to_csv(index=False))
+    put("cells.csv", cells.to_csv(index=False))
     put("findings.csv", findings.to_csv(index=False))
     put("environment.json", json.dumps(dict(environment), indent=1, sort_keys=True, default=str) + "\n")
     plots = []
@@ -782,8 +754,7 @@ def write_report(campaign_dir: str, *, environment: Mapping[str, Any],
     md_findings = findings.copy()
     md_findings["replay"] = md_findings["replay"].map(lambda s: f"`{s}`" if s else s)
     sections = [
-        "# Reproducibility report",
-        f"Every number is computed from `results.csv` ({len(results)} rows).",
+        "# Reproducibility report", *(f"- {line}" for line in headline),
         "## Subject x device x context", _markdown(summary),
         "## Findings", _markdown(md_findings),
         "## Plots", *(f"![{name}]({name})" for name, _ in plots),
@@ -791,23 +762,25 @@ def write_report(campaign_dir: str, *, environment: Mapping[str, Any],
     ]
     put("summary.md", "\n\n".join(sections) + "\n")
     page = jinja2.Environment(autoescape=True).from_string(_PAGE).render(
-        title="Reproducibility report", n_rows=len(results), campaign_dir=os.path.abspath(campaign_dir),
-        summary_table=_html(summary, "finding"), findings_table=_html(findings, "kind"),
+        title="Reproducibility report", headline=headline, campaign_dir=os.path.abspath(campaign_dir),
+        summary_table=_html(summary, "verdict"), findings_table=_html(findings, "verdict"),
         environment_table=_html(env_table), plots=plots)
     put("summary.html", page)
+    out["_headline"] = "\n".join(headline)
     return out
 
 
-def terminal_summary(summary: pd.DataFrame) -> str:
-    """A compact text table of :func:`summary_frame` for the end of a run."""
+def terminal_summary(summary: pd.DataFrame, headline: Sequence[str] = ()) -> str:
+    """The verdict in a few lines, then a compact table of :func:`summary_frame`."""
     if not len(summary):
         return "no tasks"
-    cols = ["subject", "device", "context", "cases_run", "bitwise_share_tensors", "worst_max_ulp_repeat",
-            "worst_oracle_max_rel", "errors", "skipped", "finding"]
+    cols = ["subject", "device", "context", "verdict", "cases_run", "bitwise_share_tensors", "worst_max_ulp_repeat",
+            "worst_cross_context_ulp", "worst_error_ratio", "errors", "skipped"]
     shown = summary[cols].rename(columns={"cases_run": "cases", "bitwise_share_tensors": "bitwise",
-                                          "worst_max_ulp_repeat": "max_ulp", "worst_oracle_max_rel": "oracle_rel"})
+                                          "worst_max_ulp_repeat": "max_ulp", "worst_cross_context_ulp": "ctx_ulp",
+                                          "worst_error_ratio": "err/allowed"})
     # Groups where everything was skipped (a device that is not here) become one line per device.
-    empty = (summary["finding"] == "no data") & (summary["errors"].fillna(0) == 0)
+    empty = (summary["verdict"] == "skipped")
     tail = []
     for dev, grp in summary[empty].groupby("device", sort=True):
         tail.append(f"{dev}: {len(grp)} subject x context groups, every run skipped "
@@ -815,4 +788,4 @@ def terminal_summary(summary: pd.DataFrame) -> str:
     shown = shown[~empty.to_numpy()]
     shown = shown.astype(object).where(shown.notna(), None)
     table = shown.to_markdown(index=False, tablefmt="simple", floatfmt=".3g", missingval="-") if len(shown) else ""
-    return "\n".join([table, *tail]).strip()
+    return "\n".join([*headline, "", table, *tail]).strip()

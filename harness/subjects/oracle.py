@@ -373,32 +373,3 @@ ORACLES: dict[str, Callable[[Mapping[str, Any], Mapping[str, np.ndarray]], dict[
     "lstm": lstm_oracle,
     "pipeline": pipeline_oracle,
 }
-
-
-def rounding_bounds(family: str, spec: Mapping[str, Any], arrays: Mapping[str, np.ndarray],
-                    dtype: str) -> dict[str, np.ndarray]:
-    """A-priori rounding-error bounds of float sums in ``dtype``, per output element.
-
-    For the embedding gradient ``grad.W[v] = sum of gy rows with id v`` summed in ``dtype``,
-    any summation order satisfies ``|computed - exact| <= (n_v - 1) * u * sum |gy rows|``
-    (``u`` = unit roundoff; Higham, Accuracy and Stability of Numerical Algorithms, 2nd ed.,
-    section 4.2). Twice that is returned, which also covers the final rounding and the
-    float32 -> float64 comparison. Other tensors have no bound here (empty dict entries).
-    """
-    if family != "embed" or np.dtype(dtype).kind != "f":
-        return {}
-    x = np.asarray(arrays["x"])
-    if x.dtype.kind not in "iu":
-        return {}
-    vocab, width = int(spec["vocab"]), int(spec["width"])
-    flat = x.reshape(-1).astype(np.int64)
-    gy = np.abs(np.asarray(arrays["gy"], dtype=np.float64)).reshape(flat.size, -1)
-    il = spec.get("ignore_label")
-    keep = (flat >= 0) & (flat < vocab) & (True if il is None else flat != il)
-    if gy.shape[-1] != width:
-        return {}
-    mass = np.zeros((vocab, width))
-    np.add.at(mass, flat[keep], gy[keep])
-    counts = np.bincount(flat[keep], minlength=vocab).astype(np.float64)
-    u = float(np.finfo(dtype).eps) / 2
-    return {"grad.W": 2.0 * np.maximum(counts - 1, 0)[:, None] * u * mass}

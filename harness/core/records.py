@@ -1,0 +1,323 @@
+"""The typed records every stage after the campaign reads: :class:`TaskRecord` and :class:`Measure`.
+
+A campaign writes one :class:`TaskRecord` per task to ``tasks.jsonl`` as it finishes, and, once the runs are
+done, one :class:`Measure` per judged comparison to ``measures.jsonl``. Tables, the gate, audits, ``replay``
+and the pytest suites read these records; none of them recomputes a measure. Both are frozen dataclasses with
+a JSON round trip (``to_dict`` / ``from_dict``); ``from_dict`` refuses a malformed line with a one-line
+:class:`~harness.core.errors.RecordError` naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Iterable, Iterator, Mapping
+
+from harness.core.errors import RecordError
+
+__all__ = ["TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "VERDICTS", "VERDICT_ORDER",
+           "read_records", "read_tasks", "read_measures", "write_jsonl", "device_kind_of"]
+
+#: What a measure compares: repetitions in one process, fresh processes, another context, another device,
+#: the float64 oracle, a stored baseline, a related case (invariance), or nothing (a task that ran no tensor).
+MEASURE_KINDS = ("repeat", "process", "context", "device", "oracle", "baseline", "relation", "task")
+
+#: The verdicts, best first. "diverged as allowed": bits differ where the contract does not require identity.
+VERDICTS = ("bit-identical", "within tolerance", "expected error", "diverged as allowed", "skipped", "error",
+            "broken")
+#: Rank of each verdict; a group's verdict is its worst member's (skipped only when nothing else ran).
+VERDICT_ORDER = {v: i for i, v in enumerate(VERDICTS)}
+
+
+def device_kind_of(device: str) -> str:
+    """The kind (``cpu``/``gpu``) of a device id, as :class:`~harness.core.devices.Device` says it."""
+    from harness.core.devices import parse_device
+
+    return parse_device(device).kind
+
+
+def _need(d: Mapping[str, Any], name: str, types: type | tuple[type, ...], where: str) -> Any:
+    if name not in d:
+        raise RecordError(f"{where}: field {name!r} is missing")
+    v = d[name]
+    if not isinstance(v, types) or (isinstance(v, bool) and bool not in (types if isinstance(types, tuple)
+                                                                          else (types,))):
+        raise RecordError(f"{where}: field {name!r}={v!r:.60} is not {getattr(types, '__name__', types)}")
+    return v
+
+
+@dataclass(frozen=True)
+class TensorStats:
+    """How the repetitions of one tensor of one task compared (measured by the runner, once)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    repeats: int
+    bitwise_identical: bool
+    n_diff: int
+    n_total: int
+    frac_diff: float
+    max_ulp: int
+    max_ulp_index: tuple[int, ...] | None
+    first_diff_index: tuple[int, ...] | None
+    n_unique: int
+    digest: str | None
+    nan_count: int
+    inf_count: int
+    shape_mismatch: bool
+    #: Repetition 0's value and the first differing repetition's at the greatest ULP distance (hex bits too).
+    worst_values: tuple[str, str] | None = None
+
+    @classmethod
+    def from_comparison(cls, c: Any, worst_values: tuple[str, str] | None = None) -> "TensorStats":
+        """From a :class:`~harness.judge.bitwise.TensorComparison`."""
+        return cls(worst_values=worst_values, dtype=c.dtype, shape=tuple(c.shape), repeats=c.repeats, bitwise_identical=c.bitwise_identical,
+                   n_diff=c.n_diff, n_total=c.n_total, frac_diff=c.frac_diff, max_ulp=int(c.max_ulp),
+                   max_ulp_index=None if c.max_ulp_index is None else tuple(c.max_ulp_index),
+                   first_diff_index=None if c.first_diff_index is None else tuple(c.first_diff_index),
+                   n_unique=c.n_unique, digest=c.digests[0] if c.digests else None, nan_count=c.nan_count,
+                   inf_count=c.inf_count, shape_mismatch=c.shape_mismatch)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("shape", "max_ulp_index", "first_diff_index", "worst_values"):
+            d[k] = None if d[k] is None else list(d[k])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], where: str = "tensor") -> "TensorStats":
+        if not isinstance(d, Mapping):
+            raise RecordError(f"{where}: not an object")
+        kw = {f.name: d.get(f.name) for f in fields(cls)}
+        try:
+            kw["shape"] = tuple(int(n) for n in (kw["shape"] or ()))
+            for k in ("max_ulp_index", "first_diff_index"):
+                kw[k] = None if kw[k] is None else tuple(int(n) for n in kw[k])
+            for k in ("repeats", "n_diff", "n_total", "max_ulp", "n_unique", "nan_count", "inf_count"):
+                kw[k] = int(kw[k] or 0)
+            kw["frac_diff"] = float(kw["frac_diff"] or 0.0)
+            kw["bitwise_identical"] = bool(kw["bitwise_identical"])
+            kw["shape_mismatch"] = bool(kw["shape_mismatch"])
+            kw["dtype"] = str(kw["dtype"] or "")
+            if kw["worst_values"] is not None:
+                kw["worst_values"] = tuple(str(v) for v in kw["worst_values"])
+        except (TypeError, ValueError) as exc:
+            raise RecordError(f"{where}: {exc}") from None
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One finished task: case x subject x device x context, its runs and how its repetitions compared."""
+
+    key: str
+    case_id: str
+    family: str
+    subject: str
+    device: str
+    context: str
+    status: str  # ok | partial | error | skipped
+    runs: int = 0
+    ok_runs: int = 0
+    bad_input: bool = False
+    statuses: Mapping[str, int] = field(default_factory=dict)
+    skip_reason: str | None = None
+    errors: tuple[Mapping[str, Any], ...] = ()
+    declared_warnings: tuple[str, ...] = ()
+    subject_seconds: float = 0.0
+    processes: tuple[str, ...] = ()
+    tensors: Mapping[str, TensorStats] = field(default_factory=dict)
+    array_file: str | None = None
+    rep_processes: tuple[str, ...] = ()
+    rep_digests: Mapping[str, tuple[str | None, ...]] = field(default_factory=dict)
+    #: Where it ran, for cluster campaigns (host name, GPU id or UUID); empty on the local pool.
+    host: str = ""
+    attempts: int = 1
+
+    @property
+    def device_kind(self) -> str:
+        return device_kind_of(self.device)
+
+    @property
+    def first_error(self) -> Mapping[str, Any] | None:
+        return self.errors[0] if self.errors else None
+
+    @property
+    def run_status(self) -> str:
+        """The status that says what happened to the runs: crashed/timeout win over a plain error."""
+        for s in ("crashed", "timeout"):
+            if self.statuses.get(s):
+                return s
+        return self.status
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["tensors"] = {k: v.to_dict() for k, v in self.tensors.items()}
+        d["errors"] = [dict(e) for e in self.errors]
+        for k in ("declared_warnings", "processes", "rep_processes"):
+            d[k] = list(d[k])
+        d["rep_digests"] = {k: list(v) for k, v in self.rep_digests.items()}
+        d["statuses"] = dict(self.statuses)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "task record") -> "TaskRecord":
+        """Parse one ``tasks.jsonl`` object; a malformed one is a one-line :class:`RecordError`."""
+        if not isinstance(d, Mapping):
+            raise RecordError(f"{where}: not a JSON object")
+        kw: dict[str, Any] = {}
+        for name in ("key", "case_id", "subject", "device", "context", "status"):
+            kw[name] = _need(d, name, str, where)
+        kw["family"] = str(d.get("family", ""))
+        try:
+            kw["runs"] = int(d.get("runs", 0))
+            kw["ok_runs"] = int(d.get("ok_runs", 0))
+            kw["bad_input"] = bool(d.get("bad_input", False))
+            kw["statuses"] = {str(k): int(v) for k, v in dict(d.get("statuses") or {}).items()}
+            kw["skip_reason"] = d.get("skip_reason")
+            kw["errors"] = tuple(dict(e) for e in (d.get("errors") or ()))
+            kw["declared_warnings"] = tuple(str(w) for w in (d.get("declared_warnings") or ()))
+            kw["subject_seconds"] = float(d.get("subject_seconds", 0.0))
+            kw["processes"] = tuple(str(p) for p in (d.get("processes") or ()))
+            kw["tensors"] = {str(k): TensorStats.from_dict(v, f"{where}: tensor {k!r}")
+                             for k, v in dict(d.get("tensors") or {}).items()}
+            kw["array_file"] = d.get("array_file")
+            kw["rep_processes"] = tuple(str(p) for p in (d.get("rep_processes") or ()))
+            kw["rep_digests"] = {str(k): tuple(v) for k, v in dict(d.get("rep_digests") or {}).items()}
+            kw["host"] = str(d.get("host", ""))
+            kw["attempts"] = int(d.get("attempts", 1))
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise RecordError(f"{where}: {exc}") from None
+        return cls(**kw)
+
+
+def _finite(v: float | None) -> float | None:
+    if v is None:
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else (math.copysign(1e308, v) if not math.isnan(v) else None)
+
+
+@dataclass(frozen=True)
+class Measure:
+    """One judged comparison: for one case x subject x device x context x tensor, against one reference.
+
+    ``kind`` (:data:`MEASURE_KINDS`) says what the reference is; ``other`` names it (the other context or
+    device, the oracle subject, the baseline, the relation member). The statistics are those of the
+    comparison; ``verdict`` (:data:`VERDICTS`) is what the judge concluded under ``contract`` by ``rule``.
+    """
+
+    kind: str
+    case_id: str
+    subject: str
+    device: str
+    context: str
+    tensor: str
+    other: str = ""
+    relation: str = ""
+    dtype: str = ""
+    shape: tuple[int, ...] = ()
+    identical: bool | None = None
+    n_diff: int | None = None
+    n_total: int | None = None
+    max_ulp: int | None = None
+    max_ulp_index: tuple[int, ...] | None = None
+    n_unique: int | None = None
+    repeats: int | None = None
+    max_abs: float | None = None
+    max_abs_index: tuple[int, ...] | None = None
+    max_rel: float | None = None
+    error_ratio: float | None = None
+    allowed: str = ""
+    within: bool | None = None
+    actual: str = ""
+    expected: str = ""
+    verdict: str = ""
+    rule: str = ""
+    contract: str = ""
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in MEASURE_KINDS:
+            raise RecordError(f"measure kind={self.kind!r} is not one of {', '.join(MEASURE_KINDS)}")
+        if self.verdict and self.verdict not in VERDICTS:
+            raise RecordError(f"measure verdict={self.verdict!r} is not one of {', '.join(VERDICTS)}")
+
+    @property
+    def where(self) -> str:
+        """``subject [device] context``, the way dossiers and tables name a row."""
+        return f"{self.subject} [{self.device}] {self.context}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k in ("shape", "max_ulp_index", "max_abs_index"):
+            d[k] = None if d[k] is None else list(d[k])
+        for k in ("max_abs", "max_rel", "error_ratio"):
+            d[k] = _finite(d[k])
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str = "measure") -> "Measure":
+        if not isinstance(d, Mapping):
+            raise RecordError(f"{where}: not a JSON object")
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise RecordError(f"{where}: unknown field {unknown[0]!r}")
+        kw = dict(d)
+        for name in ("kind", "case_id", "subject", "device", "context", "tensor"):
+            _need(d, name, str, where)
+        try:
+            for k in ("shape", "max_ulp_index", "max_abs_index"):
+                if kw.get(k) is not None:
+                    kw[k] = tuple(int(n) for n in kw[k])
+            if kw.get("shape") is None:
+                kw["shape"] = ()
+        except (TypeError, ValueError) as exc:
+            raise RecordError(f"{where}: {exc}") from None
+        return cls(**kw)
+
+
+def read_records(path: str) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON) of each line of a JSONL file.
+
+    A torn line (an object cut short by an interrupted write: it starts with ``{``, does not end with ``}``; a
+    resumed campaign ends it with a newline and writes on) is skipped; any other undecodable line is a
+    :class:`RecordError` naming the file and line."""
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8", errors="strict") as f:
+        lines = f.readlines()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield n, json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            text = line.strip()
+            if text.startswith("{") and not text.endswith("}"):
+                continue  # an object cut short by an interrupted campaign
+            raise RecordError(f"{path}:{n}: not JSON ({str(exc).splitlines()[0]})") from None
+
+
+def read_tasks(path: str) -> dict[str, TaskRecord]:
+    """The task records of a ``tasks.jsonl``, by key (a later line of the same key wins: a rerun task)."""
+    out: dict[str, TaskRecord] = {}
+    for n, obj in read_records(path):
+        rec = TaskRecord.from_dict(obj, f"{path}:{n}")
+        out[rec.key] = rec
+    return out
+
+
+def read_measures(path: str) -> list[Measure]:
+    """Every measure of a ``measures.jsonl``."""
+    return [Measure.from_dict(obj, f"{path}:{n}") for n, obj in read_records(path)]
+
+
+def write_jsonl(path: str, records: Iterable[Any]) -> None:
+    """Write records (objects with ``to_dict``) as JSONL, atomically."""
+    from harness.core.fileio import atomic_write
+
+    atomic_write(path, "".join(json.dumps(r.to_dict(), sort_keys=True, allow_nan=False) + "\n" for r in records))

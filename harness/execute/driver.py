@@ -1,0 +1,53 @@
+"""The one campaign driver: plan -> campaign directory -> runs -> measure pass.
+
+``report``, ``gate``, ``audit`` and the bench all run a campaign through :func:`run_campaign`; only what they
+do with the records and measures afterwards differs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from harness.core.cases import Case
+from harness.core.contexts import Context
+from harness.core.devices import Device
+from harness.core.records import Measure, TaskRecord
+from harness.execute.campaign import Campaign, CampaignSettings, Task, plan
+from harness.execute.measures import measure_campaign
+from harness.subjects.base import Subject
+
+__all__ = ["CampaignRun", "run_campaign"]
+
+
+@dataclass
+class CampaignRun:
+    """What a campaign produced: its plan, records (old and new on a resume) and measures, and its stats."""
+
+    directory: str
+    tasks: list[Task]
+    records: dict[str, TaskRecord]
+    measures: list[Measure] = field(default_factory=list)
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subject], devices: Sequence[Device],
+                 contexts: Sequence[Context], settings: CampaignSettings, *, meta: Mapping[str, Any] | None = None,
+                 contracts: Any = None, resume: bool = False, executor: Any = None,
+                 oracle_contexts: tuple[str, ...] = ("default",)) -> CampaignRun:
+    """Plan every applicable task, run those not finished yet into ``directory`` (writing ``corpus.jsonl`` and
+    ``campaign.json`` first unless ``resume``), then measure them all under ``contracts`` (the shipped
+    contracts file when None) into ``measures.jsonl``. ``executor`` runs the tasks (default: the local pool)."""
+    if contracts is None:
+        from harness.judge.contracts import load_contracts
+
+        contracts = load_contracts(None)
+    tasks = plan(cases, subjects, devices, contexts, oracle_contexts=oracle_contexts)
+    campaign = Campaign(directory, settings)
+    if not resume:
+        campaign.write_inputs(list(cases), {"subjects": [s.name for s in subjects], "devices": [d.id for d in devices],
+                                            "contexts": [c.name for c in contexts], "contracts": str(contracts.path),
+                                            **dict(meta or {})})
+    records = campaign.run(tasks, executor=executor)
+    measures = measure_campaign(directory, contracts, tasks=records)
+    return CampaignRun(directory, tasks, records, measures, campaign.stats)

@@ -1,0 +1,77 @@
+"""Runs in this process, measured exactly as a campaign's measure pass measures worker runs.
+
+The pytest suites and ``replay`` use :func:`measure_here`: R runs of a subject on a case, the record the
+campaign would write for them (:func:`harness.execute.campaign.outcome_of`), and its measures from
+:func:`harness.judge.measure.measure_task` -- the same judges, so an in-process verdict and a campaign verdict
+on the same runs cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from harness.core.cases import Case
+from harness.core.contexts import get_context
+from harness.core.devices import CPU, Device
+from harness.core.records import Measure, TaskRecord
+from harness.execute.campaign import Task, outcome_of
+from harness.judge.contracts import Contracts
+from harness.judge.measure import Reference, measure_task
+from harness.subjects.base import RunResult, execute
+from harness.subjects.registry import get_subject
+
+__all__ = ["Here", "measure_here", "oracle_arrays"]
+
+_ORACLE_CACHE: dict[str, dict[str, Any]] = {}
+
+
+@dataclass
+class Here:
+    """The runs, their record and their measures."""
+
+    results: list[RunResult]
+    record: TaskRecord
+    measures: list[Measure]
+
+
+def oracle_arrays(subject: str, case: Case) -> tuple[str, dict[str, Any]] | None:
+    """``(oracle name, its arrays)`` for a subject's case (cached per case), None where no oracle applies or it
+    failed."""
+    name = get_subject(subject).oracle
+    if name is None or not get_subject(name).applies_to(case):
+        return None
+    key = f"{name}|{case.id}"
+    if key not in _ORACLE_CACHE:
+        r = execute(get_subject(name), case, CPU, get_context("default"))
+        _ORACLE_CACHE[key] = r.arrays if r.ok else {}
+        if len(_ORACLE_CACHE) > 256:
+            _ORACLE_CACHE.pop(next(iter(_ORACLE_CACHE)))
+    return (name, _ORACLE_CACHE[key]) if _ORACLE_CACHE[key] else None
+
+
+def measure_here(contracts: Contracts, subject: str, case: Case, device: Device, context: str = "default",
+                 repeats: int = 3, *, contexts: Sequence[str] = (), devices: Sequence[Device] = ()) -> Here:
+    """R runs of ``subject`` on ``case`` here, and every measure of them: run to run, against each of
+    ``contexts`` and ``devices`` (run once each here), against the oracle, or by the bad-input rule.
+    A bad input runs once."""
+    rules = contracts.bad_rules(subject, device.kind, case.tags, context)
+    contract = contracts.find(subject, device.kind, context)
+    subj = get_subject(subject)
+    bad = case.bad or bool(rules)
+    ctx = get_context(context)
+    results = [execute(subj, case, device, ctx) for _ in range(1 if bad else max(1, repeats))]
+    record = outcome_of(Task(case, subject, device.id, context), [("pool", r) for r in results]).record
+    arrays = next((r.arrays for r in results if r.ok), None)
+    refs = []
+    if results[0].status != "skipped" and arrays is not None and not bad:
+        for other in contexts:
+            o = execute(subj, case, device, get_context(other))
+            refs.append(Reference("context", other, o.arrays if o.ok else None))
+        for dev in devices:
+            o = execute(subj, case, dev, ctx)
+            refs.append(Reference("device", dev.id, o.arrays if o.ok else None))
+    oracle = None if bad or arrays is None else oracle_arrays(subject, case)
+    measures = measure_task(record, case, contract, role=subj.role, bad_rules=rules, arrays=arrays,
+                            references=refs, oracle=oracle, text=True)
+    return Here(results, record, measures)

@@ -1,0 +1,102 @@
+"""The measure pass: right after a campaign's runs, every task is measured once into ``measures.jsonl``.
+
+It loads each task's repetition-0 arrays (and those of the tasks it is compared with) once, asks
+:func:`harness.judge.measure.measure_task` for the measures and their verdicts, and writes them. The tables,
+the gate and audits read ``measures.jsonl``; none of them loads arrays to measure again.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from typing import Any, Mapping
+
+import numpy as np
+
+from harness.core.cases import Case, load_corpus
+from harness.core.records import Measure, TaskRecord, read_measures, read_tasks, write_jsonl
+from harness.judge.contracts import Contracts
+from harness.judge.measure import Reference, measure_task, references_for
+
+__all__ = ["MEASURES_FILE", "measure_campaign", "load_measures", "campaign_cases"]
+
+MEASURES_FILE = "measures.jsonl"
+
+
+class _Arrays:
+    """Repetition-0 arrays by file, the most recent few kept (a task is compared with a handful of others)."""
+
+    def __init__(self, directory: str, keep: int = 48) -> None:
+        self.directory, self.keep = directory, keep
+        self._cache: OrderedDict[str, dict[str, np.ndarray]] = OrderedDict()
+        self.loaded = 0
+
+    def get(self, rec: TaskRecord | None) -> dict[str, np.ndarray] | None:
+        if rec is None or not rec.array_file:
+            return None
+        f = rec.array_file
+        if f in self._cache:
+            self._cache.move_to_end(f)
+            return self._cache[f]
+        path = os.path.join(self.directory, "arrays", f)
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+        except (OSError, ValueError):
+            return None  # a file lost with an interrupted campaign: that task simply has no array measures
+        self.loaded += 1
+        self._cache[f] = arrays
+        if len(self._cache) > self.keep:
+            self._cache.popitem(last=False)
+        return arrays
+
+
+def campaign_cases(directory: str) -> dict[str, Case]:
+    """The cases of a campaign directory, by id."""
+    path = os.path.join(directory, "corpus.jsonl")
+    return {c.id: c for c in load_corpus(path)} if os.path.exists(path) else {}
+
+
+def _role_and_oracle(subject: str) -> tuple[str, str | None]:
+    from harness.subjects.registry import SUBJECTS
+
+    s = SUBJECTS.get(subject)
+    return ("subject", None) if s is None else (s.role, s.oracle)
+
+
+def measure_campaign(directory: str, contracts: Contracts, *, tasks: Mapping[str, TaskRecord] | None = None,
+                     write: bool = True) -> list[Measure]:
+    """Measure every finished task of a campaign directory under ``contracts``; write ``measures.jsonl``."""
+    tasks = dict(tasks) if tasks is not None else read_tasks(os.path.join(directory, "tasks.jsonl"))
+    cases = campaign_cases(directory)
+    by = {(r.case_id, r.subject, r.device, r.context): r for r in tasks.values()}
+    arrays = _Arrays(directory)
+    out: list[Measure] = []
+    order = sorted(tasks.values(), key=lambda r: (r.case_id, r.subject, r.context, r.device))
+    for rec in order:
+        role, oracle_name = _role_and_oracle(rec.subject)
+        case = cases.get(rec.case_id)
+        contract = contracts.find(rec.subject, rec.device_kind, rec.context)
+        rules = contracts.bad_rules(rec.subject, rec.device_kind, case.tags if case else (), rec.context)
+        mine = arrays.get(rec)
+        refs = []
+        for kind, dev, ctx in references_for(rec, contract):
+            other = by.get((rec.case_id, rec.subject, dev, ctx))
+            if other is not None and other.ok_runs:
+                refs.append(Reference(kind, ctx if kind == "context" else dev, arrays.get(other)))
+        oracle = None
+        if oracle_name is not None:
+            orec = by.get((rec.case_id, oracle_name, "cpu", "default"))
+            oarr = arrays.get(orec) if orec is not None and orec.status == "ok" else None
+            if oarr is not None:
+                oracle = (oracle_name, oarr)
+        out += measure_task(rec, case, contract, role=role, bad_rules=rules, arrays=mine, references=refs,
+                            oracle=oracle)
+    if write:
+        write_jsonl(os.path.join(directory, MEASURES_FILE), out)
+    return out
+
+
+def load_measures(directory: str) -> list[Measure]:
+    """The measures of a campaign directory (empty where the measure pass has not run)."""
+    return read_measures(os.path.join(directory, MEASURES_FILE))

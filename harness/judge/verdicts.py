@@ -1,0 +1,392 @@
+"""One judge per verdict: pure functions from measured comparisons (and a contract) to :class:`Measure` records.
+
+Every verdict the harness gives comes from one of these functions, and nothing else decides one:
+
+- :func:`judge_repeats`: run to run in one process (``reproducible``) and across fresh processes
+  (``across_processes``), from the per-repetition digests the runner recorded;
+- :func:`judge_pair`: two results that may have to be bit-identical: another context (``identical_across``),
+  another device, a stored baseline (digests that must be stable), a related case (``invariant_under``);
+- :func:`judge_oracle`: error against the float64 oracle under the one tolerance policy
+  (:func:`harness.judge.tolerance.judge_oracle`);
+- :func:`judge_bad_input`: what a bad input must do (its rule in the contracts file, else the case's own
+  ``expect``, "either" included);
+- :func:`judge_task`: a task that produced no tensor (error, crash, timeout, skip) or has no contract.
+
+The gate, the report's tables, ``replay``, audits and the pytest suites call these; :func:`violations` turns
+the broken ones into :class:`Violation` dossiers and :func:`assert_no_violations` only raises what it is given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from harness.core.errors import ContractViolation
+from harness.core.records import VERDICT_ORDER, Measure, TensorStats
+from harness.judge import bitwise
+from harness.judge.tolerance import OracleError, Tolerance
+
+__all__ = ["BIT_IDENTICAL", "WITHIN", "EXPECTED_ERROR", "ALLOWED", "SKIPPED", "ERROR", "BROKEN", "worst",
+           "judge_repeats", "judge_pair", "judge_oracle", "judge_bad_input", "judge_task", "Expectation",
+           "expectation_for", "Violation", "violations", "assert_no_violations", "NO_CONTRACT"]
+
+BIT_IDENTICAL = "bit-identical"
+WITHIN = "within tolerance"
+EXPECTED_ERROR = "expected error"
+ALLOWED = "diverged as allowed"
+SKIPPED = "skipped"
+ERROR = "error"
+BROKEN = "broken"
+#: The rule name of a subject x device x context that the contracts file does not cover (a failure).
+NO_CONTRACT = "no contract"
+
+
+def worst(verdicts: Iterable[str]) -> str:
+    """The worst of some verdicts (:data:`~harness.core.records.VERDICTS` order); skipped only when all are."""
+    vs = [v for v in verdicts if v]
+    ran = [v for v in vs if v != SKIPPED]
+    if not ran:
+        return SKIPPED if vs else ""
+    return max(ran, key=lambda v: VERDICT_ORDER[v])
+
+
+def _describe(contract: Any) -> str:
+    return contract.describe() if contract is not None else "(no contract line)"
+
+
+def _base(kind: str, key: Mapping[str, str], tensor: str, **kw: Any) -> dict[str, Any]:
+    return dict(kind=kind, case_id=key["case_id"], subject=key["subject"], device=key["device"],
+                context=key["context"], tensor=tensor, **kw)
+
+
+# --------------------------------------------------------------------------- run to run
+
+
+def judge_repeats(contract: Any, key: Mapping[str, str], tensor: str, stats: TensorStats,
+                  digests: Sequence[str | None], processes: Sequence[str], *, judged: bool = True) -> list[Measure]:
+    """Run-to-run verdicts of one tensor: repetitions in the pooled worker (``pool``) against ``reproducible``,
+    and the fresh workers (``fresh:k``) against ``across_processes``.
+
+    ``digests`` and ``processes`` are per successful repetition, as the runner recorded them. The statistics
+    (``stats``: mismatched elements, greatest ULP and where) are over all repetitions. ``judged=False`` (a bad
+    input, judged by its own rule) records the measures with the verdict "diverged as allowed" when they differ.
+    """
+    pool = [d for d, p in zip(digests, processes) if p == "pool"]
+    fresh = [d for d, p in zip(digests, processes) if p != "pool"]
+    out = []
+    common = dict(dtype=stats.dtype, shape=tuple(stats.shape), n_total=stats.n_total, contract=_describe(contract))
+    stat = dict(n_diff=stats.n_diff, max_ulp=stats.max_ulp, max_ulp_index=stats.max_ulp_index,
+                actual=stats_value(stats, 0), expected=stats_value(stats, 1))
+    if len(pool) > 1:
+        same = len(set(pool)) == 1
+        rule = "reproducible: bit-identical run to run in one process"
+        verdict = BIT_IDENTICAL if same else _differs(contract, judged, contract is not None and contract.reproducible)
+        out.append(Measure(**_base("repeat", key, tensor, other="pool", identical=same, n_unique=len(set(pool)),
+                                   repeats=len(pool), verdict=verdict, rule=_rule(contract, rule), **common,
+                                   **({} if same else stat))))
+    if pool and fresh:
+        same = set(fresh) <= {pool[0]}
+        rule = "across_processes: bit-identical in fresh worker processes"
+        verdict = BIT_IDENTICAL if same else _differs(contract, judged,
+                                                        contract is not None and contract.across_processes)
+        out.append(Measure(**_base("process", key, tensor, other="fresh", identical=same,
+                                   n_unique=len(set(pool[:1] + fresh)), repeats=len(fresh) + 1, verdict=verdict,
+                                   rule=_rule(contract, rule), **common, **({} if same else stat))))
+    return out
+
+
+def stats_value(stats: Any, which: int) -> str:
+    """The value of repetition 0 (``which=0``) or of the first differing repetition (1) at the greatest ULP
+    distance, as the runner recorded it (``""`` where it did not)."""
+    vals = getattr(stats, "worst_values", None) or ()
+    return vals[which] if len(vals) > which else ""
+
+
+def _rule(contract: Any, rule: str) -> str:
+    return NO_CONTRACT if contract is None else rule
+
+
+def _differs(contract: Any, judged: bool, required: bool) -> str:
+    if not judged:
+        return ALLOWED
+    if contract is None or required:
+        return BROKEN
+    return ALLOWED
+
+
+# --------------------------------------------------------------------------- pairs
+
+
+_PAIR_RULES = {
+    "context": "identical_across: bit-identical to context {other}",
+    "device": "bit-identical to device {other}",
+    "baseline": "digest stable against the baseline",
+    "relation": "invariant_under {relation}: bit-identical to the related case",
+}
+
+
+def pair_required(kind: str, contract: Any, other: str, relation: str = "") -> bool:
+    """Whether the contract requires the two results of a pair to be bit-identical."""
+    if contract is None:
+        return False
+    if kind == "context":
+        return other in tuple(contract.identical_across)
+    if kind == "baseline":
+        return bool(contract.reproducible or contract.across_processes)
+    if kind == "relation":
+        return relation in tuple(getattr(contract, "invariant_under", ()) or ())
+    return False  # no contract line asks for identity across devices: the oracle decides there
+
+
+def judge_pair(kind: str, contract: Any, key: Mapping[str, str], tensor: str, mine: np.ndarray | None,
+               other_arrays: np.ndarray | None, other: str, *, relation: str = "", judged: bool = True) -> Measure:
+    """Bitwise verdict of one tensor against the same tensor elsewhere (``kind``: context, device, baseline,
+    relation). A tensor missing on one side is a difference."""
+    rule = _PAIR_RULES[kind].format(other=other, relation=relation)
+    required = pair_required(kind, contract, other, relation)
+    common = dict(other=other, relation=relation, contract=_describe(contract),
+                  rule=rule if required or contract is not None else NO_CONTRACT)
+    if mine is None or other_arrays is None:
+        side = "here" if mine is None else f"in {other}"
+        return Measure(**_base(kind, key, tensor, identical=False, verdict=_differs(contract, judged, required),
+                               detail=f"tensor {tensor} is missing {side}", **common))
+    c = bitwise.compare_pair(tensor, mine, other_arrays)
+    same = c.bitwise_identical
+    idx = c.max_ulp_index if c.max_ulp_index is not None else c.first_diff_index
+    return Measure(**_base(kind, key, tensor, dtype=c.dtype, shape=tuple(c.shape), identical=same,
+                           n_diff=c.n_diff, n_total=c.n_total, max_ulp=int(c.max_ulp),
+                           max_ulp_index=None if idx is None else tuple(idx),
+                           actual="" if same else bitwise.value_text(mine, idx),
+                           expected="" if same else bitwise.value_text(other_arrays, idx),
+                           verdict=BIT_IDENTICAL if same else _differs(contract, judged, required), **common))
+
+
+# --------------------------------------------------------------------------- oracle
+
+
+def judge_oracle(contract: Any, key: Mapping[str, str], tensor: str, error: OracleError, tolerance: Tolerance,
+                 oracle_name: str) -> Measure:
+    """Verdict of one tensor's error against its oracle (measured by :func:`harness.judge.tolerance.judge_oracle`):
+    within tolerance, else broken where the contract says ``oracle = "within"``, else diverged as allowed."""
+    required = contract is not None and contract.oracle == "within"
+    verdict = WITHIN if error.within_tolerance else (BROKEN if required or contract is None else ALLOWED)
+    return Measure(**_base("oracle", key, tensor, other=oracle_name, dtype=error.dtype, shape=tuple(error.shape),
+                           n_diff=error.n_mismatch, n_total=error.n_total, max_ulp=int(error.max_ulp),
+                           max_ulp_index=error.max_ulp_index, max_abs=error.max_abs,
+                           max_abs_index=error.max_abs_index, max_rel=error.max_rel,
+                           error_ratio=error.error_ratio, allowed=tolerance.describe(),
+                           within=error.within_tolerance, actual=error.actual_at, expected=error.expected_at,
+                           verdict=verdict,
+                           rule="oracle = within: error within tolerance" if contract is not None else NO_CONTRACT,
+                           contract=_describe(contract)))
+
+
+# --------------------------------------------------------------------------- bad inputs
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What a bad input must do: raise one of ``errors`` (any error where ``errors`` is None), or not raise
+    where ``no_error_ok``."""
+
+    errors: frozenset[str] | None
+    no_error_ok: bool
+    reason: str
+    source: str  # the rule (contracts.toml line) or the case's own expect
+
+    def describe(self) -> str:
+        if self.errors is None:
+            return "any outcome"
+        raises = f"raises {' or '.join(sorted(self.errors))}" if self.errors else ""
+        if self.no_error_ok:
+            return f"{raises} or no error" if raises else "no error"
+        return raises
+
+
+def _from_expect(expect: Mapping[str, Any] | None, subject: str, device_kind: str) -> Expectation | None:
+    if not expect:
+        return None
+    subs = expect.get("subjects")
+    if subs is not None and subject not in subs:
+        return None
+    devs = expect.get("devices")
+    if devs is not None and device_kind not in devs:
+        return None
+    kind = expect.get("kind")
+    reason = str(expect.get("behaviour", ""))
+    if kind == "raises":
+        return Expectation(frozenset(expect.get("errors", ())), False, reason, "the case's expect")
+    if kind == "either":
+        parts = [_from_expect(sub, subject, device_kind) for sub in expect.get("of", ())]
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            return None
+        if any(p.errors is None for p in parts):
+            return Expectation(None, True, reason, "the case's expect (either)")
+        return Expectation(frozenset().union(*(p.errors for p in parts)), any(p.no_error_ok for p in parts),
+                           reason, "the case's expect (either)")
+    if kind in ("documented", "propagates"):
+        # No error outside debug mode; in it, the documented errors (errors_in_debug) are what it raises.
+        return Expectation(frozenset(expect.get("errors_in_debug", ())), True, reason, "the case's expect")
+    return None
+
+
+def expectation_for(rules: Sequence[Any], expect: Mapping[str, Any] | None, subject: str,
+                    device_kind: str) -> Expectation | None:
+    """The one reading of what a bad input must do: the contracts file's rules for it (all of them), else the
+    case's own ``expect``; None where neither says anything."""
+    if rules:
+        errors: frozenset[str] | None = frozenset()
+        no_error_ok, any_outcome = True, False
+        for r in rules:
+            if r.outcome == "raises":
+                errors = (errors or frozenset()) | frozenset(r.errors)
+                no_error_ok = False
+            elif r.outcome == "any":
+                any_outcome = True
+        if any_outcome and not errors:
+            errors = None
+        reason = "; ".join(r.reason for r in rules if r.reason)
+        where = ", ".join(f"contracts.toml line {r.line} ({r.tag})" for r in rules)
+        return Expectation(errors, no_error_ok, reason, where)
+    return _from_expect(expect, subject, device_kind)
+
+
+def judge_bad_input(expectation: Expectation | None, key: Mapping[str, str], run_status: str,
+                    error: Mapping[str, Any] | None) -> Measure:
+    """Verdict of a bad input: its error (or its absence) against :func:`expectation_for`. A crash or a
+    timeout is never what a bad input may do."""
+    got = "no error" if error is None else f"{error.get('type')} in {error.get('phase')}: {error.get('message')}"
+    exp = expectation or Expectation(frozenset(), True, "no expectation: a bad input treated as a valid one",
+                                     "(none)")
+    if run_status in ("crashed", "timeout"):
+        verdict, why = BROKEN, f"the subject {run_status}"
+    elif error is None:
+        verdict, why = (EXPECTED_ERROR if exp.no_error_ok else BROKEN), "no error"
+    elif exp.errors is None or str(error.get("type")) in exp.errors:
+        verdict, why = EXPECTED_ERROR, "error as expected"
+    else:
+        verdict, why = BROKEN, "another error"
+    return Measure(**_base("task", key, "", verdict=verdict, rule=f"bad input must: {exp.describe()}",
+                           contract=f"{exp.source}: {exp.reason}".strip(), actual=got, expected=exp.describe(),
+                           detail=why))
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def judge_task(contract: Any, key: Mapping[str, str], status: str, run_status: str,
+               error: Mapping[str, Any] | None, skip_reason: str | None) -> Measure | None:
+    """The task-level verdict where there is one: skipped (with its reason), an error, a crash or timeout, or
+    no contract line; None for a task whose runs all succeeded under a contract."""
+    if status == "skipped":
+        return Measure(**_base("task", key, "", verdict=SKIPPED, rule="not run", detail=skip_reason or "",
+                               contract=_describe(contract)))
+    if status != "ok":
+        got = "" if error is None else f"{error.get('type')} in {error.get('phase')}: {error.get('message')}"
+        return Measure(**_base("task", key, "", verdict=ERROR, rule=f"run {run_status}", actual=got,
+                               detail=got, contract=_describe(contract)))
+    if contract is None:
+        return Measure(**_base("task", key, "", verdict=BROKEN, rule=NO_CONTRACT, contract="(none)",
+                               detail=f"No contract line covers subject={key['subject']!r} "
+                                      f"device={key['device']!r} context={key['context']!r}: add one to "
+                                      f"contracts.toml (a missing line is a failure, not a pass)."))
+    return None
+
+
+# --------------------------------------------------------------------------- violations
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A broken measure, with what reproduces it."""
+
+    measure: Measure
+    replay: str = ""
+    case_file: str = ""
+
+    @property
+    def kind(self) -> str:
+        """The rule that broke."""
+        return self.measure.rule
+
+    @property
+    def subject(self) -> str:
+        return self.measure.subject
+
+    @property
+    def device(self) -> str:
+        return self.measure.device
+
+    @property
+    def context(self) -> str:
+        return self.measure.context
+
+    @property
+    def tensor(self) -> str:
+        return self.measure.tensor
+
+    @property
+    def detail(self) -> str:
+        return self.measure.detail
+
+    def headline(self) -> str:
+        """One line naming subject, device, context, rule and tensor: pytest's short summary shows it."""
+        m = self.measure
+        what = f" tensor {m.tensor}" if m.tensor else ""
+        return (f"{m.subject} [{m.device}] {m.context}: {m.verdict} -- {m.rule}{what}"
+                f" (case {m.case_id}, {m.kind})")
+
+    def dossier(self) -> str:
+        """The failure as a reader needs it: headline, contract, statistics, values at the worst index and
+        the allowed amount, and the command that reproduces it."""
+        m = self.measure
+        lines = [self.headline(), f"Contract: {m.contract}"]
+        if m.n_total is not None and m.n_diff is not None and m.n_total:
+            lines.append(f"Mismatched elements: {m.n_diff} / {m.n_total} ({m.n_diff / m.n_total:.1%})")
+        if m.kind == "oracle":
+            lines.append(f"Greatest error / allowed: {m.error_ratio:.3g} at index {m.max_abs_index}; "
+                         f"greatest absolute difference {m.max_abs:.3g} ({m.allowed})")
+            if m.max_rel is not None:
+                lines.append(f"Greatest relative difference: {m.max_rel:.3g}")
+        if m.max_ulp is not None and m.max_ulp_index is not None:
+            ulp = "NaN vs non-NaN" if m.max_ulp == bitwise.ULP_MAX else str(m.max_ulp)
+            lines.append(f"Greatest ULP distance: {ulp} at index {m.max_ulp_index}")
+        if m.actual or m.expected:
+            ref = {"oracle": "oracle", "repeat": "another repetition", "process": "a fresh process"}.get(
+                m.kind, m.other or "reference")
+            lines.append(f"Actual: {m.actual}   {ref}: {m.expected}")
+        if m.n_unique is not None and m.repeats:
+            lines.append(f"Unique results: {m.n_unique} of {m.repeats} runs")
+        if m.detail:
+            lines += m.detail.rstrip().splitlines()[:8]
+        if self.replay:
+            lines += [f"Reproduce: {self.replay}"]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.measure.to_dict(), "replay": self.replay, "case_file": self.case_file}
+
+
+def violations(measures: Iterable[Measure]) -> list[Violation]:
+    """The measures a gate fails on: broken and error verdicts (a skip is not a pass, and not a failure here:
+    the caller says what was skipped)."""
+    return [Violation(m) for m in measures if m.verdict in (BROKEN, ERROR)]
+
+
+def assert_no_violations(found: Sequence[Violation], *, limit: int = 40) -> None:
+    """Raise :class:`ContractViolation` carrying the first dossier in full and one line for each other,
+    at most ``limit`` lines in all, its first line the first violation's headline."""
+    __tracebackhide__ = True
+    if not found:
+        return
+    first = found[0].dossier().splitlines()
+    rest = [f"- {v.headline()}" for v in found[1:]]
+    room = max(limit - len(first) - 2, 0)
+    more = len(rest) - room
+    body = first + ([f"{len(found)} violation(s) in all; the others:"] + rest[:room] if rest else [])
+    if more > 0:
+        body.append(f"... and {more} more")
+    raise ContractViolation("\n".join(body))
