@@ -29,14 +29,14 @@ CASES = [
     Case("embed", 11, {"vocab": 3, "width": 4, "ids_shape": [400], "id_kind": "collision", "distinct": 2}),
     Case("lstm", 3, {"n_layers": 1, "in_size": 3, "hidden": 4, "lengths": [3, 2]}),
 ]
-SUBJECTS = ["chainer.embed_id", "control.nondeterministic", "control.deterministic", "chainer.NStepLSTM",
+SUBJECT_NAMES = ["chainer.embed_id", "control.nondeterministic", "control.deterministic", "chainer.NStepLSTM",
             "oracle.embed", "oracle.lstm"]
 
 
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("judge") / "run")
-    run = run_campaign(d, CASES, subjects_for(SUBJECTS), [CPU], [get_context("default"), get_context("blas1")],
+    run = run_campaign(d, CASES, subjects_for(SUBJECT_NAMES), [CPU], [get_context("default"), get_context("blas1")],
                        CampaignSettings(repeats=3, fresh=0, quiet=True), contracts=load_contracts())
     return run
 
