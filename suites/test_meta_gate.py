@@ -204,3 +204,75 @@ def test_xdist_workers_are_pinned_one_gpu_each():
     assert pin_xdist_worker_gpu({}, count=4) is None  # not an xdist worker
     kept = {"PYTEST_XDIST_WORKER": "gw0", "CUDA_VISIBLE_DEVICES": "3"}
     assert pin_xdist_worker_gpu(kept, count=4) is None and kept["CUDA_VISIBLE_DEVICES"] == "3"
+
+
+ZERO_TOLERANCE = """
+[[contract]]
+subject = "chainer.embed_id"
+device = "cpu"
+context = "blas2"
+reproducible = true
+across_processes = true
+identical_across = []
+oracle = "within"
+tolerance = { float32 = [0.0, 0.0] }
+reason = "meta-test: a stated tolerance is what is enforced (no summation bound or normwise rule unless listed)"
+"""
+
+
+def test_a_stated_zero_tolerance_is_enforced(tmp_path):
+    contracts = _contracts_with(tmp_path, ZERO_TOLERANCE)
+    violations = contract_violations(contracts, "chainer.embed_id", COLLIDE, CPU, context="blas2", repeats=2)
+    oracle = [v for v in violations if v.measure.kind == "oracle"]
+    assert oracle and any(v.tensor == "grad.W" for v in oracle), [v.headline() for v in violations]
+    assert all("up to 0 + 0*|expected| allowed" in v.measure.allowed for v in oracle)
+    # the same case under the shipped default-context line passes: the looser rules apply there
+    assert contract_violations(load_contracts(), "chainer.embed_id", COLLIDE, CPU, repeats=2) == []
+
+
+def test_gate_fails_when_the_positive_control_cannot_fire(small_run):
+    """small_run has no control subject at all: a gate over it could not have caught nondeterminism."""
+    from harness.outputs.gate import gate_campaign
+
+    found = gate_campaign(small_run, load_contracts())
+    control = [v for v in found if v.kind == "the positive control must diverge"]
+    assert control and "control.nondeterministic did not run" in control[0].detail
+    assert gate_campaign(small_run, load_contracts(), control=False) == []
+
+
+def test_a_baseline_sharing_no_task_is_a_failure(small_run, tmp_path):
+    from harness.core.contexts import get_context
+    from harness.execute.campaign import CampaignSettings
+    from harness.execute.driver import run_campaign
+    from harness.subjects.registry import subjects_for
+
+    other = str(tmp_path / "other")
+    run_campaign(other, [Case("embed", 99, {"vocab": 4, "width": 2, "ids_shape": [5]})],
+                 subjects_for(["chainer.embed_id"]), [CPU], [get_context("default")],
+                 CampaignSettings(repeats=2, fresh=0, quiet=True))
+    [v] = check_baseline(small_run, other, load_contracts())
+    assert v.kind == "the baseline must share tasks with this run" and "shares no task" in v.detail
+
+
+def test_junit_marks_cells_that_did_not_run_as_skipped(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    from harness.core.contexts import get_context
+    from harness.core.devices import Device
+    from harness.execute.campaign import CampaignSettings
+    from harness.execute.driver import run_campaign
+    from harness.outputs.gate import write_junit
+    from harness.subjects.registry import subjects_for
+
+    run = run_campaign(str(tmp_path / "r"), [COLLIDE], subjects_for(["chainer.embed_id"]), [CPU, Device("gpu", 0)],
+                       [get_context("default")], CampaignSettings(repeats=2, fresh=0, quiet=True))
+    if any(r.device == "gpu:0" and r.status != "skipped" for r in run.records.values()):
+        pytest.skip("a GPU is present: its cell ran")
+    path = tmp_path / "gate.xml"
+    write_junit(str(path), run.records, [], 1.0)
+    suite = ET.parse(path).getroot()
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    skipped = cases["chainer.embed_id[gpu:0]::default"].find("skipped")
+    assert skipped is not None and skipped.get("message").startswith("no GPU")
+    assert cases["chainer.embed_id[cpu]::default"].find("skipped") is None
+    assert suite.get("skipped") == "1" and suite.get("failures") == "0"
