@@ -200,3 +200,17 @@ def test_database_path_honours_env(monkeypatch, tmp_path):
     assert database_path().parts[-2:] == (".hypothesis", "examples")
     monkeypatch.setenv(DB_ENV, str(tmp_path / "db"))
     assert database_path() == tmp_path / "db"
+
+
+def test_one_profile_definition():
+    """Profiles are defined once: the strategies' size bounds and Hypothesis's profiles use the same names."""
+    from hypothesis import settings as hsettings
+
+    from harness.generate.strategies import SIZE_BOUNDS
+
+    assert set(SIZE_BOUNDS) == set(PROFILES)
+    load_profile("ci")
+    for p in PROFILES.values():
+        registered = hsettings.get_profile(p.name)
+        assert registered.max_examples == p.max_examples and registered.derandomize == p.derandomize
+        assert (registered.database is None) == (not p.keep_examples)

@@ -13,6 +13,7 @@ The sizes of the cases each profile draws are in :data:`harness.generate.strateg
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
@@ -20,13 +21,33 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 
 from harness.core.errors import InvalidArgument
 
-__all__ = ["PROFILE_ENV", "DB_ENV", "PROFILES", "register_profiles", "load_profile", "default_profile",
+__all__ = ["PROFILE_ENV", "DB_ENV", "Profile", "PROFILES", "register_profiles", "load_profile", "default_profile",
            "database_path", "example_database"]
 
 PROFILE_ENV = "HARNESS_PROFILE"
 DB_ENV = "HARNESS_HYPOTHESIS_DB"
-PROFILES = ("ci", "dev", "audit")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How hard the property tests look: examples per test, derandomized or not, whether examples are kept.
+    The sizes of the cases a profile draws are :data:`harness.generate.strategies.SIZE_BOUNDS`[name]."""
+
+    name: str
+    max_examples: int
+    derandomize: bool
+    keep_examples: bool
+    purpose: str
+
+
+#: The one definition of each profile (the command line's choices, the strategies' bounds and Hypothesis's
+#: registered profiles all take their names from here).
+PROFILES: dict[str, Profile] = {p.name: p for p in (
+    Profile("ci", 12, True, False, "the CI gate: few examples, derandomized, no database"),
+    Profile("dev", 50, False, True, "local work: more examples, failures kept in the example database"),
+    Profile("audit", 500, False, True, "driver audits: many examples at large sizes, where GPU atomics race"),
+)}
 
 _QUIET_HEALTH = (HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much)
 
@@ -45,15 +66,10 @@ def example_database() -> DirectoryBasedExampleDatabase:
 def register_profiles() -> None:
     """Register ``ci``, ``dev`` and ``audit`` with Hypothesis (safe to call more than once)."""
     db = example_database()
-    settings.register_profile(
-        "ci", max_examples=12, derandomize=True, database=None, deadline=None, print_blob=True,
-        suppress_health_check=_QUIET_HEALTH)
-    settings.register_profile(
-        "dev", max_examples=50, deadline=None, database=db, print_blob=True,
-        suppress_health_check=_QUIET_HEALTH)
-    settings.register_profile(
-        "audit", max_examples=500, deadline=None, database=db, print_blob=True,
-        suppress_health_check=_QUIET_HEALTH)
+    for p in PROFILES.values():
+        settings.register_profile(
+            p.name, max_examples=p.max_examples, derandomize=p.derandomize, database=db if p.keep_examples else None,
+            deadline=None, print_blob=True, suppress_health_check=_QUIET_HEALTH)
 
 
 def default_profile() -> str:
