@@ -45,7 +45,10 @@ def misbehaving_registered():
 
 
 def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """Every line of a campaign's JSONL file (a finished report keeps it as ``NAME.gz``)."""
+    from harness.core.records import read_records
+
+    return [obj for _, obj in read_records(str(path))]
 
 
 def subjects(*names: str):
@@ -215,7 +218,7 @@ def test_interrupted_report_resumes_to_the_same_records(tmp_path, resume_corpus)
     assert proc.returncode == -signal.SIGKILL
     before = load_tasks(str(b_dir))
     assert 2 <= len(before) < 8, len(before)
-    runs_before = len((b_dir / "runs.jsonl").read_text().splitlines())
+    runs_before = len(read_jsonl(b_dir / "runs.jsonl"))
 
     p = subprocess.run([sys.executable, "-m", "harness", "report", "--resume", str(b_dir), "--quiet",
                         "--no-localize"], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT)

@@ -18,7 +18,8 @@ from typing import Any, Iterable, Iterator, Mapping
 from harness.core.errors import RecordError
 
 __all__ = ["TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "VERDICTS", "VERDICT_ORDER",
-           "read_records", "read_tasks", "read_measures", "write_jsonl", "device_kind_of"]
+           "read_records", "read_tasks", "read_measures", "write_jsonl", "compress_jsonl", "restore_jsonl",
+           "device_kind_of"]
 
 #: What a measure compares: repetitions in one process, fresh processes, another context, another device,
 #: the float64 oracle, a stored baseline, a related case (invariance), or nothing (a task that ran no tensor).
@@ -250,12 +251,17 @@ class Measure:
         """``subject [device] context``, the way dossiers and tables name a row."""
         return f"{self.subject} [{self.device}] {self.context}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, compact: bool = False) -> dict[str, Any]:
+        """The JSON form; ``compact`` leaves out fields that hold their default (``from_dict`` restores them),
+        which is how ``measures.jsonl`` stores them."""
         d = asdict(self)
         for k in ("shape", "max_ulp_index", "max_abs_index"):
             d[k] = None if d[k] is None else list(d[k])
         for k in ("max_abs", "max_rel", "error_ratio"):
             d[k] = _finite(d[k])
+        if compact:
+            keep = {"kind", "case_id", "subject", "device", "context", "tensor"}
+            d = {k: v for k, v in d.items() if k in keep or v not in (None, "", [], ())}
         return d
 
     @classmethod
@@ -283,13 +289,20 @@ class Measure:
 def read_records(path: str) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON) of each line of a JSONL file.
 
+    Reads ``path``, or ``path.gz`` where a finished report compressed it (:func:`compress_jsonl`).
     A torn line (an object cut short by an interrupted write: it starts with ``{``, does not end with ``}``; a
     resumed campaign ends it with a newline and writes on) is skipped; any other undecodable line is a
     :class:`RecordError` naming the file and line."""
     if not os.path.exists(path):
-        return
-    with open(path, encoding="utf-8", errors="strict") as f:
-        lines = f.readlines()
+        if not os.path.exists(path + ".gz"):
+            return
+        import gzip
+
+        with gzip.open(path + ".gz", "rt", encoding="utf-8", errors="strict") as f:
+            lines = f.readlines()
+    else:
+        with open(path, encoding="utf-8", errors="strict") as f:
+            lines = f.readlines()
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -316,8 +329,38 @@ def read_measures(path: str) -> list[Measure]:
     return [Measure.from_dict(obj, f"{path}:{n}") for n, obj in read_records(path)]
 
 
-def write_jsonl(path: str, records: Iterable[Any]) -> None:
-    """Write records (objects with ``to_dict``) as JSONL, atomically."""
+def compress_jsonl(path: str) -> str | None:
+    """Replace a finished JSONL file by ``path.gz`` (written atomically before the plain file goes, so an
+    interruption loses nothing); returns the new path, None where there was no file."""
+    import gzip
+
     from harness.core.fileio import atomic_write
 
-    atomic_write(path, "".join(json.dumps(r.to_dict(), sort_keys=True, allow_nan=False) + "\n" for r in records))
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        data = f.read()
+    atomic_write(path + ".gz", gzip.compress(data, compresslevel=6, mtime=0))
+    os.remove(path)
+    return path + ".gz"
+
+
+def restore_jsonl(path: str) -> None:
+    """Undo :func:`compress_jsonl` (a resumed campaign appends to the plain file)."""
+    import gzip
+
+    from harness.core.fileio import atomic_write
+
+    if os.path.exists(path) or not os.path.exists(path + ".gz"):
+        return
+    with gzip.open(path + ".gz", "rb") as f:
+        atomic_write(path, f.read())
+    os.remove(path + ".gz")
+
+
+def write_jsonl(path: str, records: Iterable[Any]) -> None:
+    """Write records (objects with ``to_dict(compact=True)``) as JSONL, atomically."""
+    from harness.core.fileio import atomic_write
+
+    atomic_write(path, "".join(json.dumps(r.to_dict(compact=True), sort_keys=True, allow_nan=False,
+                                          separators=(",", ":")) + "\n" for r in records))

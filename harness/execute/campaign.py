@@ -35,7 +35,7 @@ from harness.core.contexts import Context, get_context
 from harness.core.devices import Device, parse_device
 from harness.core.errors import InvalidArgument, WorkerError
 from harness.core.fileio import atomic_json, atomic_npz
-from harness.core.records import TaskRecord, TensorStats, read_tasks
+from harness.core.records import TaskRecord, TensorStats, read_tasks, restore_jsonl
 from harness.subjects.base import ErrorInfo, RunResult, Subject
 from harness.execute.worker import Worker
 from harness.subjects.registry import get_subject
@@ -366,6 +366,7 @@ class Campaign:
         progress = _Progress(len(todo), self.settings.quiet)
         executor = executor if executor is not None else LocalPool()
         for name in ("runs.jsonl", "tasks.jsonl"):
+            restore_jsonl(os.path.join(self.dir, name))  # a finished report compressed them
             _end_torn_line(os.path.join(self.dir, name))
         with open(os.path.join(self.dir, "runs.jsonl"), "a", encoding="utf-8") as runs_f, \
                 open(os.path.join(self.dir, "tasks.jsonl"), "a", encoding="utf-8") as tasks_f:

@@ -93,7 +93,10 @@ def measure_campaign(directory: str, contracts: Contracts, *, tasks: Mapping[str
         out += measure_task(rec, case, contract, role=role, bad_rules=rules, arrays=mine, references=refs,
                             oracle=oracle)
     if write:
-        write_jsonl(os.path.join(directory, MEASURES_FILE), out)
+        path = os.path.join(directory, MEASURES_FILE)
+        if os.path.exists(path + ".gz"):
+            os.remove(path + ".gz")  # measured again (a resumed campaign): the plain file is the current one
+        write_jsonl(path, out)
     return out
 
 

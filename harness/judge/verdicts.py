@@ -53,7 +53,11 @@ def worst(verdicts: Iterable[str]) -> str:
 
 
 def _describe(contract: Any) -> str:
-    return contract.describe() if contract is not None else "(no contract line)"
+    """Which contract line judged: short, since every measure carries it (the rule says what it required)."""
+    if contract is None:
+        return "(no contract line)"
+    where = f"contracts.toml line {contract.line}" if getattr(contract, "line", 0) else "built in"
+    return f"{contract.subject} on {contract.device} in {contract.context} ({where})"
 
 
 def _base(kind: str, key: Mapping[str, str], tensor: str, **kw: Any) -> dict[str, Any]:

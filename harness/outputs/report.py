@@ -7,12 +7,13 @@ import datetime as _dt
 import os
 import sys
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 from harness.core.cases import Case, load_corpus
 from harness.core.contexts import parse_contexts
 from harness.core.devices import parse_devices
 from harness.core.errors import InvalidArgument
+from harness.core.records import Measure, TaskRecord, compress_jsonl
 from harness.execute.campaign import CampaignSettings, parse_shard, plan, resume_inputs, shard
 from harness.execute.driver import run_campaign
 from harness.subjects.registry import subjects_for
@@ -94,6 +95,10 @@ def run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case
     t0 = time.perf_counter()
     env = fingerprint()
     files = tables.write_report(run_dir, environment=env, root_cause=root_cause, measures=run.measures)
+    if getattr(args, "keep_arrays", "findings") != "all":
+        prune_arrays(run_dir, run.records, run.measures)
+    for name in ("tasks.jsonl", "runs.jsonl", "measures.jsonl"):
+        compress_jsonl(os.path.join(run_dir, name))  # read back transparently; a --resume restores them
     timings["report_writing"] = time.perf_counter() - t0
     timings["total"] = time.perf_counter() - t_start
     _write_timings(run_dir, {**run.stats, **timings})
@@ -102,6 +107,31 @@ def run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case
     print(tables.terminal_summary(summary, files.pop("_headline", "").splitlines()))
     print(f"\nreport: {files.get('summary.html', run_dir)} ({timings['total']:.0f} s)")
     return 0
+
+
+def prune_arrays(run_dir: str, records: Mapping[str, TaskRecord], measures: Sequence[Measure]) -> list[str]:
+    """Keep repetition 0's arrays only for tasks with a finding and the tasks they were compared with (what
+    ``localize`` and a baseline's ULP distances need); delete the rest. Returns the files deleted."""
+    from harness.outputs.tables import _finding_kind
+
+    keep: set[tuple[str, str, str, str]] = set()
+    for m in measures:
+        if _finding_kind(m) is None or m.kind == "task":
+            continue
+        keep.add((m.case_id, m.subject, m.device, m.context))
+        if m.kind == "context":
+            keep.add((m.case_id, m.subject, m.device, m.other))
+        elif m.kind in ("device", "oracle"):
+            keep.add((m.case_id, m.subject if m.kind == "device" else m.other,
+                      m.other if m.kind == "device" else "cpu", m.context if m.kind == "device" else "default"))
+    wanted = {r.array_file for r in records.values() if (r.case_id, r.subject, r.device, r.context) in keep}
+    gone = []
+    folder = os.path.join(run_dir, "arrays")
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if name.endswith(".npz") and name not in wanted:
+            os.remove(os.path.join(folder, name))
+            gone.append(name)
+    return gone
 
 
 def _write_timings(run_dir: str, timings: dict[str, Any]) -> None:

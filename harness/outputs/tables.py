@@ -169,9 +169,10 @@ def _row_finding(observed: bool | None, declared: bool) -> str:
 def measures_of(campaign_dir: str, contracts: Any = None) -> list[Measure]:
     """The campaign's measures; where the measure pass has not run yet (an interrupted campaign, records made
     elsewhere) it runs now, once, and writes ``measures.jsonl``."""
-    if os.path.exists(os.path.join(campaign_dir, "measures.jsonl")):
+    have = lambda name: any(os.path.exists(os.path.join(campaign_dir, name + s)) for s in ("", ".gz"))  # noqa: E731
+    if have("measures.jsonl"):
         return load_measures(campaign_dir)
-    if not os.path.exists(os.path.join(campaign_dir, "tasks.jsonl")):
+    if not have("tasks.jsonl"):
         return []
     if contracts is None:
         from harness.judge.contracts import load_contracts
@@ -529,43 +530,50 @@ def divergence_frame(measures: Sequence[Measure]) -> pd.DataFrame:
     return df
 
 
-def verdict_lines(cells: pd.DataFrame, findings: pd.DataFrame, environment: Mapping[str, Any],
-                  contracts_checked: int | None = None) -> list[str]:
-    """The headline, one line per verdict: what broke, what was found but allowed, what holds, what did not
-    run and why."""
+def _cause(text: str) -> str:
+    """A root cause without its trailing ``[command]``."""
+    return text.split(" [python -m harness", 1)[0].strip()
+
+
+def verdict_lines(cells: pd.DataFrame, findings: pd.DataFrame, environment: Mapping[str, Any]) -> list[str]:
+    """The headline, one line per verdict: what broke, what was found but is allowed by its contract (with its
+    localized cause), how the controls behaved, whether every contract holds, and what did not run and why."""
     lines: list[str] = []
     ran = cells[cells["verdict"] != "skipped"] if len(cells) else cells
-    broken = ran[ran["verdict"] == "broken"] if len(ran) else ran
-    errors = ran[ran["verdict"] == "error"] if len(ran) else ran
-    if len(broken):
-        lines.append(f"{len(broken)} contract(s) broken: " + "; ".join(
-            f"{r.subject} [{r.device}] {r.context}" for r in broken.head(6).itertuples())
-            + (" ..." if len(broken) > 6 else ""))
-    if len(errors):
-        lines.append(f"{len(errors)} subject x device x context cell(s) with errors: " + "; ".join(
-            f"{r.subject} [{r.device}] {r.context}" for r in errors.head(6).itertuples()))
-    allowed = findings[findings["verdict"] == "diverged as allowed"] if len(findings) else findings
-    if len(allowed):
-        by_kind: dict[tuple[str, str], set[str]] = {}
-        for r in allowed.itertuples():
-            where = r.context if r.kind == "cross-context difference" else r.device if "device" in r.kind else ""
-            by_kind.setdefault((r.kind, where), set()).add(r.subject)
-        for (kind, where), subjects in sorted(by_kind.items()):
-            causes = sorted({c.split(" [", 1)[0] for c in allowed.loc[allowed["kind"] == kind, "root_cause"] if c})
-            lines.append(f"finding, allowed by its contract: {kind}{f' in {where}' if where else ''} for "
-                         f"{', '.join(sorted(subjects))}" + (f" (localized: {causes[0]})" if causes else ""))
-    if len(ran) and not len(broken) and not len(errors):
-        n = len(ran) if contracts_checked is None else contracts_checked
-        lines.append(f"all {n} subject x device x context contracts hold")
+    for verdict, label in (("broken", "contract(s) broken"), ("error", "subject x device x context cell(s) with errors")):
+        bad = ran[ran["verdict"] == verdict] if len(ran) else ran
+        if len(bad):
+            lines.append(f"{len(bad)} {label}: " + "; ".join(
+                f"{r.subject} [{r.device}] {r.context}" for r in bad.head(6).itertuples()) + (" ..." if len(bad) > 6 else ""))
+    roles = dict(zip(cells["subject"], cells["role"])) if len(cells) else {}
+    subj = findings[findings["subject"].map(lambda s: roles.get(s, "subject") == "subject")] if len(findings) else findings
+    allowed = subj[subj["verdict"] == "diverged as allowed"] if len(subj) else subj
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for r in allowed.itertuples():
+        where = (f"between {r.other} and {r.context}" if r.kind == "cross-context difference" else
+                 f"between {r.other} and {r.device}" if r.kind == "cross-device difference" else
+                 f"on {r.device} in {r.context}")
+        groups.setdefault((r.kind, where), []).append(r)
+    for (kind, where), rows in sorted(groups.items()):
+        subjects = sorted({r.subject for r in rows})
+        causes = [_cause(r.root_cause) for r in rows if r.root_cause and not r.root_cause.startswith(("not localized",
+                                                                                                  "root cause failed"))]
+        lines.append(f"finding (allowed by its contract): {', '.join(subjects)}: {kind} {where} "
+                     f"({len(rows)} case(s), worst {max(int(r.worst_ulp) for r in rows if pd.notna(r.worst_ulp)) if any(pd.notna(r.worst_ulp) for r in rows) else 'n/a'} ULP)"
+                     + (f"; localized: {causes[0]}" if causes else ""))
+    controls = ran[ran["role"] == "control"] if len(ran) else ran
+    for name, g in (controls.groupby("subject", sort=True) if len(controls) else []):
+        diverged = int((g["tensors_differing"] > 0).sum())
+        lines.append(f"control {name}: diverged in {diverged} of {len(g)} cell(s) that ran" if diverged else
+                     f"control {name}: bit-identical in all {len(g)} cell(s) that ran")
+    if len(ran) and not (ran["verdict"].isin(["broken", "error"])).any():
+        lines.append(f"all {int((ran['role'] != 'oracle').sum())} subject x device x context contracts hold")
     skipped = cells[cells["verdict"] == "skipped"] if len(cells) else cells
     for device, g in (skipped.groupby("device", sort=True) if len(skipped) else []):
-        if (ran["device"] == device).any() if len(ran) else False:
+        if len(ran) and (ran["device"] == device).any():
             continue
         reason = next((r for r in g["reason"] if r), "not run")
         lines.append(f"{device}: not run ({reason})")
-    gpu = dict(environment.get("gpu") or {}) if isinstance(environment, Mapping) else {}
-    if not any(l.startswith("gpu") for l in lines) and not gpu.get("available", True):
-        lines.append(f"GPU: not run ({gpu.get('reason', 'no GPU')})")
     return lines or ["nothing ran"]
 
 
