@@ -200,7 +200,7 @@ def test_summary_traceable_to_results(real: dict) -> None:
     csv = pd.read_csv(os.path.join(real["dir"], "summary.csv"))
     assert csv["tasks"].tolist() == s["tasks"].tolist()
     assert csv["finding"].tolist() == s["finding"].tolist()
-    assert len(pd.read_csv(os.path.join(real["dir"], "results.csv"))) == len(r)
+    assert len(pd.read_csv(os.path.join(real["dir"], "results.csv.gz"))) == len(r)
 
 
 def test_findings_replay_commands(real: dict) -> None:
@@ -229,7 +229,7 @@ def test_findings_replay_commands(real: dict) -> None:
 
 def test_report_files(real: dict) -> None:
     d, w = real["dir"], real["written"]
-    for name in ("results.csv", "summary.csv", "cells.csv", "findings.csv", "summary.md", "summary.html", "environment.json",
+    for name in ("results.csv.gz", "summary.csv", "cells.csv", "findings.csv", "summary.md", "summary.html", "environment.json",
                  "ulp_distribution.png", "error_vs_size.png"):
         assert w[name] == os.path.join(d, name) and os.path.getsize(w[name]) > 0
     try:

@@ -110,20 +110,15 @@ def run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case
 
 
 def prune_arrays(run_dir: str, records: Mapping[str, TaskRecord], measures: Sequence[Measure]) -> list[str]:
-    """Keep repetition 0's arrays only for tasks with a finding and the tasks they were compared with (what
-    ``localize`` and a baseline's ULP distances need); delete the rest. Returns the files deleted."""
+    """Keep repetition 0's arrays only for the tasks of subjects (not controls or oracles) with a finding;
+    delete the rest (``replay`` and ``localize`` rebuild any run from its case file). Returns the files
+    deleted."""
     from harness.outputs.tables import _finding_kind
+    from harness.subjects.registry import SUBJECTS
 
-    keep: set[tuple[str, str, str, str]] = set()
-    for m in measures:
-        if _finding_kind(m) is None or m.kind == "task":
-            continue
-        keep.add((m.case_id, m.subject, m.device, m.context))
-        if m.kind == "context":
-            keep.add((m.case_id, m.subject, m.device, m.other))
-        elif m.kind in ("device", "oracle"):
-            keep.add((m.case_id, m.subject if m.kind == "device" else m.other,
-                      m.other if m.kind == "device" else "cpu", m.context if m.kind == "device" else "default"))
+    keep = {(m.case_id, m.subject, m.device, m.context) for m in measures
+            if m.kind != "task" and _finding_kind(m) is not None
+            and (SUBJECTS[m.subject].role if m.subject in SUBJECTS else "subject") == "subject"}
     wanted = {r.array_file for r in records.values() if (r.case_id, r.subject, r.device, r.context) in keep}
     gone = []
     folder = os.path.join(run_dir, "arrays")

@@ -4,7 +4,7 @@ Data flows one way. The campaign wrote ``tasks.jsonl`` (:class:`~harness.core.re
 measure pass ``measures.jsonl`` (:class:`~harness.core.records.Measure`, each with its verdict); this module
 only arranges them. Nothing here loads an array or judges anything:
 
-- :func:`results_frame`: one row per case x subject x device x context x tensor (``results.csv``);
+- :func:`results_frame`: one row per case x subject x device x context x tensor (``results.csv.gz``);
 - :func:`summary_frame`: per subject x device x context, with the worst ``verdict``;
 - :func:`cells_frame`: the verdict matrix, per subject x device x context x relation;
 - :func:`findings_frame`: one row per subject x device x context x case x kind of finding, with a
@@ -726,7 +726,7 @@ def write_report(campaign_dir: str, *, environment: Mapping[str, Any],
                  measures: Sequence[Measure] | None = None) -> dict[str, str]:
     """Write the report files of a campaign into its directory, each atomically; returns {file name: path}.
 
-    Files: ``results.csv`` (and ``results.parquet`` where pyarrow is importable), ``summary.csv``,
+    Files: ``results.csv.gz`` (and ``results.parquet`` where pyarrow is importable), ``summary.csv``,
     ``cells.csv`` (the verdict matrix), ``findings.csv``, ``summary.md``, ``summary.html``,
     ``environment.json``, the plots, and the findings' case files under ``cases/``. Everything comes from the
     records and ``measures.jsonl``; nothing is measured here.
@@ -745,7 +745,8 @@ def write_report(campaign_dir: str, *, environment: Mapping[str, Any],
     def put(name: str, data: str | bytes) -> None:
         out[name] = _atomic_write(os.path.join(campaign_dir, name), data)
 
-    put("results.csv", results.to_csv(index=False))
+    # One row per tensor (tens of thousands): stored gzip-compressed; pandas, DuckDB and R read it as it is.
+    put("results.csv.gz", _gzip_csv(results))
     if importlib.util.find_spec("pyarrow") is not None:
         buf = io.BytesIO()
         results.to_parquet(buf, index=False)
@@ -778,6 +779,12 @@ def write_report(campaign_dir: str, *, environment: Mapping[str, Any],
     return out
 
 
+def _gzip_csv(df: pd.DataFrame) -> bytes:
+    import gzip
+
+    return gzip.compress(df.to_csv(index=False).encode("utf-8"), compresslevel=6, mtime=0)
+
+
 def terminal_summary(summary: pd.DataFrame, headline: Sequence[str] = ()) -> str:
     """The verdict in a few lines, then a compact table of :func:`summary_frame`."""
     if not len(summary):
@@ -792,7 +799,7 @@ def terminal_summary(summary: pd.DataFrame, headline: Sequence[str] = ()) -> str
     tail = []
     for dev, grp in summary[empty].groupby("device", sort=True):
         tail.append(f"{dev}: {len(grp)} subject x context groups, every run skipped "
-                    f"({int(grp['skipped'].fillna(0).sum())} tasks); see results.csv for the reason")
+                    f"({int(grp['skipped'].fillna(0).sum())} tasks); see results.csv.gz for the reason")
     shown = shown[~empty.to_numpy()]
     shown = shown.astype(object).where(shown.notna(), None)
     table = shown.to_markdown(index=False, tablefmt="simple", floatfmt=".3g", missingval="-") if len(shown) else ""
