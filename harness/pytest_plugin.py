@@ -95,6 +95,14 @@ def pytest_configure(config: Any) -> None:
     if choice not in ("cpu", "gpu", "all") and not choice.startswith("gpu:"):
         raise pytest.UsageError(f"--device={choice!r} is not cpu, gpu, gpu:N or all")
     GateState.devices = parse_devices(choice)
+    if _gpu_count_without_cupy() > 0:
+        # nvidia-smi sees a GPU: the GPU suites must run, so a GPU that CuPy cannot use is an error, not a skip.
+        from harness.core.devices import Device
+
+        ok, reason = Device("gpu", 0).availability()
+        if not ok and os.environ.get("HARNESS_ALLOW_UNUSABLE_GPU") != "1":
+            raise pytest.UsageError(f"nvidia-smi sees a GPU but the harness cannot use it: {reason} "
+                                    f"(set HARNESS_ALLOW_UNUSABLE_GPU=1 to run the CPU suites anyway)")
     if choice != "all":
         # A device asked for by name must be there: a GPU runner whose CuPy is broken must not go green.
         for d in GateState.devices:
@@ -116,6 +124,8 @@ def pytest_report_header(config: Any) -> list[str]:
     for d in GateState.devices:
         ok, reason = d.availability()
         devs.append(d.id if ok else f"{d.id} (skipped: {reason})")
+    if not any(d.is_gpu and d.available for d in GateState.devices):
+        devs.append("no GPU: every GPU test is skipped with its reason")
     c = GateState.contracts
     return [f"harness: profile={GateState.profile} (max_examples={s.max_examples}) seed={seed_text} "
             f"repeats={GateState.repeats}",
