@@ -30,7 +30,8 @@ from harness.subjects.base import RunResult, execute
 from harness.subjects.registry import get_subject
 
 __all__ = ["run_repeats", "measures_in_process", "contract_violations", "bad_input_violations",
-           "contract_property", "assert_contract", "ExampleCounter", "GateState", "cases_for", "min_examples"]
+           "contract_property", "assert_contract", "ExampleCounter", "GateState", "cases_for", "min_examples",
+           "check_every_example"]
 
 
 class GateState:
@@ -282,6 +283,26 @@ def cases_for(subject: str) -> Any:
     base = {"embed": strategies.embed_cases, "lstm": strategies.lstm_cases,
             "pipeline": strategies.pipeline_cases}[subj.family](**bounds)
     return base.filter(subj.applies_to)
+
+
+def check_every_example(contracts: Contracts, subject: str, device: Device) -> int:
+    """The property gate of one subject: every example of :func:`cases_for` keeps its contract (a flaky
+    divergence included, see :func:`contract_property`). Fails when fewer than :func:`min_examples` examples
+    were really checked; returns how many were."""
+    __tracebackhide__ = True
+    from hypothesis import given
+
+    counter = ExampleCounter()
+
+    @contract_property
+    @given(case=cases_for(subject))
+    def check(case: Case) -> None:
+        assert_contract(contract_violations(contracts, subject, case, device))
+        counter.ran()
+
+    check()
+    counter.require(min_examples())
+    return counter.count
 
 
 def min_examples() -> int:
