@@ -173,27 +173,18 @@ def _read_case(path: str, case_id: str | None) -> Any:
 
 
 # ---- replay --------------------------------------------------------------------------------------
-def cmd_replay(args: argparse.Namespace) -> int:
-    """0: bit-identical over the repeats and within the oracle's tolerance; 1: a difference."""
-    from harness.core.contexts import get_context
-    from harness.core.devices import parse_device, resolve_device
+def _replay_runs(subject: Any, case: Any, device: Any, context: Any, repeats: int,
+                 oracle: dict[str, Any] | None) -> tuple[dict[str, Any] | None, bool]:
+    """Run ``repeats`` times under one context and print the comparator's lines; returns (the first
+    good run's arrays or None, whether anything differed)."""
     from harness.judge import bitwise as compare
     from harness.subjects.base import execute
-    from harness.subjects.registry import ORACLE_FOR_FAMILY, get_subject
 
-    _load_plugins(args.subject_plugin)
-    argcheck.int_at_least("repeats", args.repeats, 1)
-    subject = get_subject(args.subject)
-    device = resolve_device(args.device)
-    context = get_context(args.context)
-    case = _read_case(args.case, args.case_id)
-    print(f"case {case.id} ({case.family}), subject {subject.name}, device {device.id}, context {context.name}, "
-          f"{args.repeats} repeats")
-    results = [execute(subject, case, device, context) for _ in range(args.repeats)]
+    results = [execute(subject, case, device, context) for _ in range(repeats)]
     statuses = [r.status for r in results]
     if results[0].status == "skipped":
         print(f"skipped: {results[0].skip_reason}")
-        return 0
+        return None, False
     for r in results:
         if r.error is not None:
             print(f"error: {r.error}")
@@ -203,13 +194,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
           f"chainer declared nondeterminism: {', '.join(warned) or 'none'}")
     ok = [r.arrays for r in results if r.ok]
     if not ok:
-        return 0
+        return None, False
     comps = compare.compare_results(ok)
-    oracle = None
-    oname = ORACLE_FOR_FAMILY.get(case.family)
-    if oname and oname != subject.name:
-        o = execute(get_subject(oname), case, parse_device("cpu"), get_context("default"))
-        oracle = o.arrays if o.ok else None
     differs = False
     for name, c in comps.items():
         line = (f"  {name:18s} {c.dtype:8s} {str(c.shape):14s} "
@@ -227,6 +213,63 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if not c.bitwise_identical:
             print()
             print(c.message())
+    return ok[0], differs
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """0: bit-identical over the repeats (and across --contexts) and within the oracle's tolerance;
+    1: a difference."""
+    from harness.core.contexts import get_context
+    from harness.core.devices import parse_device, resolve_device
+    from harness.judge import bitwise as compare
+    from harness.subjects.base import execute
+    from harness.subjects.registry import ORACLE_FOR_FAMILY, get_subject
+
+    _load_plugins(args.subject_plugin)
+    argcheck.int_at_least("repeats", args.repeats, 1)
+    subject = get_subject(args.subject)
+    device = resolve_device(args.device)
+    if args.contexts is not None:
+        if args.context is not None:
+            raise InvalidArgument(f"context={args.context!r} and contexts={args.contexts!r}: give one of them")
+        names = argcheck.name_list("contexts", args.contexts) or []
+        if len(names) != 2:
+            raise InvalidArgument(f"contexts={args.contexts!r} must name two contexts, A,B")
+        contexts = [get_context(n) for n in names]
+    else:
+        contexts = [get_context(args.context or "default")]
+    case = _read_case(args.case, args.case_id)
+    oracle = None
+    oname = ORACLE_FOR_FAMILY.get(case.family)
+    if oname and oname != subject.name:
+        o = execute(get_subject(oname), case, parse_device("cpu"), get_context("default"))
+        oracle = o.arrays if o.ok else None
+    firsts, differs = [], False
+    for context in contexts:
+        print(f"case {case.id} ({case.family}), subject {subject.name}, device {device.id}, "
+              f"context {context.name}, {args.repeats} repeats")
+        first, d = _replay_runs(subject, case, device, context, args.repeats, oracle)
+        firsts.append(first)
+        differs = differs or d
+    if len(contexts) == 2 and all(f is not None for f in firsts):
+        a, b = firsts
+        print(f"across contexts {contexts[0].name} and {contexts[1].name} (first run of each):")
+        messages = []
+        for name in dict.fromkeys([*a, *b]):
+            if name not in a or name not in b:
+                print(f"  {name:18s} DIFFERS: missing under {contexts[0].name if name not in a else contexts[1].name}")
+                differs = True
+                continue
+            c = compare.compare_pair(name, a[name], b[name])
+            line = f"  {name:18s} {'bit-identical' if c.bitwise_identical else 'DIFFERS'}"
+            if not c.bitwise_identical:
+                differs = True
+                line += f"  n_diff {c.n_diff}/{c.n_total} max_ulp {c.max_ulp}"
+                messages.append(c.message())
+            print(line)
+        for m in messages:
+            print()
+            print(m)
     return 1 if differs else 0
 
 
@@ -379,13 +422,16 @@ def build_parser() -> argparse.ArgumentParser:
     r = _verb(sub, "replay", "run one case and print what the comparator finds",
               "Run one case (from its JSON alone) several times and print, per tensor, whether the repetitions "
               "are bit-identical and how far they are from the oracle.",
-              _codes("0  bit-identical over the repeats and within the oracle's tolerance (or skipped, said so)",
-                     "1  a difference: DIFFERS between repeats, or BEYOND TOLERANCE of the oracle"))
+              _codes("0  bit-identical over the repeats (and across --contexts) and within the oracle's tolerance "
+                     "(or skipped, said so)",
+                     "1  a difference: DIFFERS between repeats or contexts, or BEYOND TOLERANCE of the oracle"))
     r.add_argument("case", metavar="CASE.json", help="a case JSON file, or a JSON-lines corpus (with --case-id)")
     r.add_argument("--case-id", help="the case to take from a corpus")
     r.add_argument("--subject", required=True, help="registered subject name")
     r.add_argument("--device", default="cpu", help="cpu, gpu or gpu:N; must be usable here (default cpu)")
-    r.add_argument("--context", default="default", help="execution context name (default: default)")
+    r.add_argument("--context", help="execution context name (default: default)")
+    r.add_argument("--contexts", metavar="A,B", help="run under two contexts and compare them too (instead of "
+                                                     "--context)")
     r.add_argument("--repeats", type=int, default=5, help="repetitions to compare, >= 1 (default 5)")
     _add_plugin(r)
     r.set_defaults(func=cmd_replay)

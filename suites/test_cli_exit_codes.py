@@ -337,3 +337,28 @@ def test_compare_exit_code_is_0_same_1_changed_2_error(audits, tmp_path):
     # Without the flag a successful comparison is 0, changed or not.
     assert harness("compare", str(a), str(b)).returncode == 0
     refused(harness("compare", str(a), str(tmp_path / "missing.json"), "--exit-code"), "missing.json")
+
+
+READOUT_CASE = Case("lstm", 5, {"n_layers": 1, "in_size": 16384, "hidden": 1, "lengths": [1],
+                                "dtype": "float64", "w_scale": 0.01})
+
+
+def test_replay_contexts_compares_two_contexts_and_exits_1_when_they_differ(tmp_path):
+    # control.blas_readout: a float64 dot product of K=16384 that OpenBLAS splits over its threads.
+    path = tmp_path / "readout.json"
+    path.write_text(READOUT_CASE.to_json())
+    plugin = ["--subject-plugin", "suites.plugins.pipeline_control:SUBJECTS"]
+    p = harness("replay", str(path), "--subject", "control.blas_readout", *plugin, "--contexts", "blas1,blas2",
+                "--repeats", "2")
+    assert p.returncode == 1, p.stdout + p.stderr
+    across = p.stdout.split("across contexts blas1 and blas2", 1)[1]
+    assert "DIFFERS" in across and "bit-identical over 2" in p.stdout  # each context alone is reproducible
+    # The index-ordered sum does not care about BLAS threads: the same two contexts give exit 0.
+    case = tmp_path / "case.json"
+    case.write_text(CASE.to_json())
+    same = harness("replay", str(case), "--subject", "control.deterministic", "--contexts", "blas1,blas2",
+                   "--repeats", "2")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "DIFFERS" not in same.stdout and same.stdout.count("bit-identical") >= 3
+    refused(harness("replay", str(path), "--subject", "control.blas_readout", *plugin, "--contexts", "blas1"),
+            "contexts='blas1'", "two contexts")
