@@ -362,3 +362,34 @@ def test_replay_contexts_compares_two_contexts_and_exits_1_when_they_differ(tmp_
     assert "DIFFERS" not in same.stdout and same.stdout.count("bit-identical") >= 3
     refused(harness("replay", str(path), "--subject", "control.blas_readout", *plugin, "--contexts", "blas1"),
             "contexts='blas1'", "two contexts")
+
+
+# ---- fuzz: any value of these options is exit 2 with one line, or accepted (never a traceback) ----------
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+_TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+_NUMBERISH = st.one_of(_TEXT, st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e309", "1", "2/2", "0/0", "1/0",
+                                                "gpu", "gpu:-1", "cpu,,", "all", " "]),
+                       st.integers(-10**6, 10**6).map(str), st.floats(allow_nan=True).map(str))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flag=st.sampled_from(["--timeout", "--repeats", "--workers-repeats", "--examples", "--shard", "--devices",
+                             "--subjects", "--contexts", "--corpus", "--seed"]), value=_NUMBERISH)
+def test_fuzzed_report_values_are_one_line_errors(flag, value, tmp_path_factory, capsys):
+    """In-process (fast): ``--out`` at an existing file is checked last, so a value that passes its own
+    check still ends in exit 2 before any work; a bad value must be refused first, in one line."""
+    from harness.cli import main
+
+    afile = tmp_path_factory.mktemp("fuzz") / "afile"
+    afile.write_text("x")
+    capsys.readouterr()
+    try:
+        code = main(["report", f"{flag}={value}", "--out", str(afile), "--quiet"])
+    except SystemExit as exc:  # argparse: a value of the wrong type
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2, (flag, value, err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("harness: error: "), (flag, value, err)
+    assert "Traceback" not in err
