@@ -1,7 +1,7 @@
-"""The command line: ``python -m harness VERB ...``, one function per verb. Nothing imports this module.
+"""Check that Chainer's embeddings and LSTMs give the same bits every time, on every device and setting.
 
-Exit codes: 0 done (a finding is not a failure, except for ``gate``), 1 a contract broken
-(``gate``, ``contracts check``), 2 usage or set-up error, with a one-line message on stderr.
+``python -m harness VERB --help`` explains each verb. Every verb checks all its arguments before it
+starts any work; a bad one is a single ``harness: error: ...`` line on stderr and exit code 2.
 """
 
 from __future__ import annotations
@@ -10,11 +10,38 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
-from harness.core.errors import HarnessError
+from harness.core import argcheck
+from harness.core.errors import HarnessError, InvalidArgument
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
+
+_DESCRIPTION = """\
+Check that Chainer's embeddings (F.embed_id, L.EmbedID, ESPnet's deterministic EmbedID) and LSTMs
+(NStepLSTM and friends) give the same bits every time: run generated cases repeatedly on CPU and GPU,
+in fresh processes and under different settings, and compare the bits and the error against a float64
+oracle.
+
+  python -m harness report            run the default campaign, write tables under reports/
+  python -m harness gate              check the determinism contracts (for CI; exit 1 when broken)
+  python -m harness replay CASE.json  rerun one case and show what differs
+"""
+
+_COMMON_CODES = "  2  a usage or set-up error (one line on stderr, nothing run)\n  130  interrupted"
+
+
+def _codes(*lines: str) -> str:
+    return "Exit codes:\n" + "".join(f"  {ln}\n" for ln in lines) + _COMMON_CODES
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (``harness: error: VERB: ...``), exit code 2."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        verb = self.prog.removeprefix("python -m harness").strip()
+        where = f"{verb}: " if verb else ""
+        self.exit(2, f"harness: error: {where}{message} (see python -m harness {verb} --help)\n".replace("  ", " "))
 
 
 def _load_plugins(specs: Sequence[str] | None) -> None:
@@ -25,8 +52,41 @@ def _load_plugins(specs: Sequence[str] | None) -> None:
         load_plugin(s)
 
 
-def _split(text: str | None) -> list[str] | None:
-    return None if text is None else [t.strip() for t in text.split(",") if t.strip()]
+def _note(text: str) -> None:
+    print(f"harness: note: {text}", file=sys.stderr)
+
+
+def _check_subjects(text: str | None) -> list[str] | None:
+    from harness.subjects.registry import subjects_for
+
+    names = argcheck.name_list("subjects", text)
+    if names is not None:
+        subjects_for(names)  # UnknownSubject names the first unknown one
+    return names
+
+
+def _check_contexts(text: str | None) -> list[str] | None:
+    from harness.core.contexts import get_context
+
+    names = argcheck.name_list("contexts", text)
+    for n in names or ():
+        get_context(n)
+    return names
+
+
+def _check_shard(text: str | None) -> None:
+    from harness.execute.campaign import parse_shard
+
+    parse_shard(text)
+
+
+def _check_corpus(path: str | None) -> None:
+    if path is not None:
+        from harness.core.cases import load_corpus
+
+        argcheck.readable_file("corpus", path)
+        if not load_corpus(path):
+            raise InvalidArgument(f"corpus={path!r} holds no cases")
 
 
 # ---- env ------------------------------------------------------------------------------------
@@ -73,8 +133,12 @@ def cmd_cases(args: argparse.Namespace) -> int:
     from harness.core.cases import write_corpus
     from harness.generate.strategies import corpus
 
+    argcheck.int_at_least("examples", args.examples, 1)
+    to_stdout = args.out in (None, "-")
+    if not to_stdout:
+        argcheck.writable_file("out", args.out)
     cases = corpus(args.family, examples=args.examples, seed=args.seed, profile=args.profile)
-    if args.out in (None, "-"):
+    if to_stdout:
         for c in cases:
             print(c.to_json())
     else:
@@ -89,8 +153,13 @@ def _read_case(path: str, case_id: str | None) -> Any:
 
     if not os.path.exists(path):
         raise CaseError(f"case file={path!r} does not exist")
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
+    if os.path.isdir(path):
+        raise CaseError(f"case file={path!r} is a directory")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CaseError(f"case file={path!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     stripped = text.strip()
     if "\n" in stripped:  # a corpus
         cases = load_corpus(path)
@@ -105,24 +174,38 @@ def _read_case(path: str, case_id: str | None) -> Any:
 
 # ---- replay --------------------------------------------------------------------------------------
 def cmd_replay(args: argparse.Namespace) -> int:
+    """0: every comparison bit-identical and within the oracle's tolerance (or the run was skipped, said so);
+    1: a difference reproduced."""
     from harness.core.contexts import get_context
-    from harness.core.devices import parse_device
-    from harness.core.errors import InvalidArgument
+    from harness.core.devices import resolve_device
     from harness.judge.contracts import load_contracts
     from harness.outputs.replay import replay
     from harness.subjects.registry import get_subject
 
     _load_plugins(args.subject_plugin)
-    case = _read_case(args.case, args.case_id)
+    argcheck.int_at_least("repeats", args.repeats, 1)
     subject = get_subject(args.subject)
-    if args.repeats < 1:
-        raise InvalidArgument(f"repeats={args.repeats} must be >= 1")
-    devices = [parse_device(d) for d in (_split(args.devices) or [args.device])]
-    contexts = _split(args.contexts) or [args.context]
-    for c in contexts:
-        get_context(c)
-    return replay(load_contracts(getattr(args, "contracts", None)), case, subject.name, devices, contexts,
-                  args.repeats)
+    if args.contexts is not None:
+        if args.context is not None:
+            raise InvalidArgument(f"context={args.context!r} and contexts={args.contexts!r}: give one of them")
+        names = argcheck.name_list("contexts", args.contexts) or []
+        if len(names) != 2:
+            raise InvalidArgument(f"contexts={args.contexts!r} must name two contexts, A,B")
+    else:
+        names = [args.context or "default"]
+    contexts = [get_context(n).name for n in names]
+    if args.devices is not None:
+        if args.device not in (None, "cpu"):
+            raise InvalidArgument(f"device={args.device!r} and devices={args.devices!r}: give one of them")
+        dev_names = argcheck.name_list("devices", args.devices) or []
+        if len(dev_names) != 2:
+            raise InvalidArgument(f"devices={args.devices!r} must name two devices, A,B")
+        devices = [resolve_device(n, "devices") for n in dev_names]
+    else:
+        devices = [resolve_device(args.device or "cpu")]
+    contracts = load_contracts(args.contracts)
+    case = _read_case(args.case, args.case_id)
+    return replay(contracts, case, subject.name, devices, contexts, args.repeats)
 
 
 # ---- report ----------------------------------------------------------------------------------------
@@ -134,25 +217,36 @@ def cmd_report(args: argparse.Namespace) -> int:
     return run_report(args, default_corpus)
 
 
-def _add_campaign_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--subjects", help="comma list of subject names (default: all)")
-    p.add_argument("--devices", default="all", help="cpu, gpu, gpu:N, all (default: cpu and every GPU present)")
-    p.add_argument("--contexts", help="comma list of context names (default: the default set)")
-    p.add_argument("--repeats", type=int, default=5, help="in-process repetitions R (default 5)")
-    p.add_argument("--workers-repeats", type=int, default=2, help="fresh-process repetitions K (default 2)")
-    p.add_argument("--examples", type=int, default=None, help="generated examples per family")
-    p.add_argument("--seed", type=int, default=20261202, help="corpus seed")
-    p.add_argument("--corpus", help="a corpus .jsonl to run instead of generating one")
-    p.add_argument("--out", help="output directory (default reports/<run-id>)")
-    p.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per run before the worker is killed")
-    p.add_argument("--resume", metavar="DIR", help="continue an interrupted campaign in DIR")
-    p.add_argument("--shard", help="run shard i/n of the corpus")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--no-localize", action="store_true", help="do not localize findings")
+# ---- gate / contracts -------------------------------------------------------------------------------
+def cmd_gate(args: argparse.Namespace) -> int:
+    """Validate every gate argument, then hand over to :func:`harness.outputs.gate.cmd_gate` (holding the
+    ``--out`` directory's lock while it runs)."""
+    from harness.outputs import gate
+    from harness.outputs.report import lock_run_dir
+
+    _load_plugins(args.subject_plugin)
+    argcheck.int_at_least("repeats", args.repeats, 1)
+    argcheck.int_at_least("workers-repeats", args.workers_repeats, 0)
+    from harness.core.devices import select_devices
+
+    sel = select_devices(args.devices)
+    if args.baseline is not None:
+        argcheck.baseline_dir("baseline", args.baseline)
+    _check_corpus(args.corpus)
+    if args.junit is not None:
+        argcheck.writable_file("junit", args.junit)
+    if args.out is not None:
+        argcheck.run_dir_for_output("out", args.out)
+    for n in sel.notes:  # after every check, so that a usage error stays one line
+        _note(n)
+    # (gate.cmd_gate loads the plug-ins again: registering is idempotent, and its workers need the list.)
+    if args.out is None:
+        return int(gate.cmd_gate(args) or 0)
+    with lock_run_dir(args.out, "out"):
+        return int(gate.cmd_gate(args) or 0)
 
 
-# ---- dispatch ---------------------------------------------------------------------------------------
+# ---- audit / compare / merge --------------------------------------------------------------------------
 def _lazy(module: str, func: str) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         import importlib
@@ -162,100 +256,224 @@ def _lazy(module: str, func: str) -> Callable[[argparse.Namespace], int]:
     return run
 
 
+def cmd_localize(args: argparse.Namespace) -> int:
+    from harness.core.contexts import get_context
+    from harness.core.devices import resolve_device
+    from harness.outputs import localize
+
+    from harness.subjects.registry import get_subject
+
+    _load_plugins(args.subject_plugin)
+
+    get_subject(args.subject)
+    resolve_device(args.device)
+    get_context(args.context)
+    if args.devices is not None:
+        for d in localize._pair(args.devices, "devices") or ():
+            resolve_device(d, "devices")
+    if args.contexts is not None:
+        for c in localize._pair(args.contexts, "contexts") or ():
+            get_context(c)
+    if args.devices is None and args.contexts is None:
+        argcheck.int_at_least("repeats", args.repeats, 2)
+    argcheck.readable_file("case", args.case)
+    return localize.cmd_localize(args)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from harness.outputs.bench import cmd_bench as run
+
+    if args.out is not None:
+        argcheck.writable_dir("out", args.out)
+    return int(run(args) or 0)
+
+
+# ---- the parser -------------------------------------------------------------------------------------
+_PLUGIN_HELP = "load and register subjects from package.module:object (repeatable)"
+
+
+def _verb(sub: Any, name: str, help: str, description: str, codes: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help, description=description, epilog=codes,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _add_plugin(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ", help=_PLUGIN_HELP)
+
+
+def _add_campaign_options(p: argparse.ArgumentParser) -> None:
+    # Defaults are None here and filled in by harness.outputs.report: with --resume, a flag the
+    # user gave is compared against the run directory's campaign.json, a default is not.
+    p.add_argument("--subjects", help="comma list of subject names (default: all registered subjects)")
+    p.add_argument("--devices", help="cpu, gpu, gpu:N or all, comma-separated (default all: cpu and every usable "
+                                     "GPU; a GPU named here must be usable)")
+    p.add_argument("--contexts", help="comma list of context names (default: the default set)")
+    p.add_argument("--repeats", type=int, help="in-process repetitions R, >= 1 (default 5)")
+    p.add_argument("--workers-repeats", type=int, help="fresh-process repetitions K, >= 0 (default 2)")
+    p.add_argument("--examples", type=int, help="generated examples per family, >= 1 (default: the corpus's own)")
+    p.add_argument("--seed", type=int, help="corpus seed (default 20261202)")
+    p.add_argument("--corpus", help="a corpus .jsonl to run instead of generating one")
+    p.add_argument("--out", metavar="DIR", help="a new (absent or empty) output directory (default reports/<run-id>)")
+    _add_plugin(p)
+    p.add_argument("--timeout", type=float, help="seconds per run before the worker is killed, > 0 (default 120)")
+    p.add_argument("--resume", metavar="DIR", help="continue an interrupted campaign in DIR (flags given must "
+                                                   "agree with its campaign.json)")
+    p.add_argument("--shard", metavar="I/N", help="run shard i of n of the corpus (1-based)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--no-localize", action="store_true", help="do not localize findings")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m harness", description=__doc__.splitlines()[0])
+    """The one argparse tree of every verb."""
+    p = _Parser(prog="python -m harness", description=_DESCRIPTION, epilog=_codes(
+        "0  done (see each verb's --help for what else it may return)", "1  a finding that fails the verb "
+        "(gate, contracts check, replay, compare --exit-code)"), formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    e = sub.add_parser("env", help="the environment fingerprint")
-    e.add_argument("--json", action="store_true")
+    e = _verb(sub, "env", "the environment fingerprint", "Print the environment fingerprint: Python, Chainer, "
+              "NumPy, CuPy, CUDA, BLAS, GPU, environment variables.",
+              _codes("0  printed (with --check: the CPU stack is usable)", "2  with --check: Chainer or ESPnet unusable"))
+    e.add_argument("--json", action="store_true", help="print the fingerprint as JSON")
     e.add_argument("--check", action="store_true", help="one line per set-up problem; exit 2 if unusable")
     e.set_defaults(func=cmd_env)
 
-    s = sub.add_parser("subjects", help="list registered subjects")
-    s.add_argument("--json", action="store_true")
-    s.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ")
+    s = _verb(sub, "subjects", "list registered subjects", "List the registered subjects, their family, devices "
+              "and declared determinism.", _codes("0  listed"))
+    s.add_argument("--json", action="store_true", help="print the list as JSON")
+    _add_plugin(s)
     s.set_defaults(func=cmd_subjects)
 
-    c = sub.add_parser("cases", help="write a corpus of generated cases")
-    c.add_argument("--family", default="all", choices=["embed", "lstm", "pipeline", "all"])
-    c.add_argument("--examples", type=int, default=20)
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--profile", default="ci", choices=["ci", "dev", "audit"])
-    c.add_argument("--out")
+    c = _verb(sub, "cases", "write a corpus of generated cases", "Generate cases and write them as a JSON-lines "
+              "corpus (the same seed writes the same bytes).", _codes("0  written"))
+    c.add_argument("--family", default="all", choices=["embed", "lstm", "pipeline", "all"],
+                   help="which family of cases (default all)")
+    c.add_argument("--examples", type=int, default=20, help="examples per family, >= 1 (default 20)")
+    c.add_argument("--seed", type=int, default=0, help="the generator seed (default 0)")
+    c.add_argument("--profile", default="ci", choices=["ci", "dev", "audit"],
+                   help="size profile of the generated cases (default ci)")
+    c.add_argument("--out", metavar="FILE", help="the corpus file to write (default or '-': stdout)")
     c.set_defaults(func=cmd_cases)
 
-    r = sub.add_parser("replay", help="run one case and print what the comparator finds")
-    r.add_argument("case", metavar="CASE.json")
-    r.add_argument("--case-id")
-    r.add_argument("--subject", required=True)
-    r.add_argument("--device", default="cpu", help="the device to run on (default cpu)")
-    r.add_argument("--devices", default=None, metavar="A,B",
-                   help="run on B and compare it with A (a cross-device finding)")
-    r.add_argument("--context", default="default", help="the context to run in (default: default)")
-    r.add_argument("--contexts", default=None, metavar="A,B",
-                   help="run in B and compare it with A (a cross-context finding)")
-    r.add_argument("--repeats", type=int, default=5, help="runs in this process (default 5)")
-    r.add_argument("--contracts", default=None, metavar="FILE", help="contracts file (default: contracts.toml)")
-    r.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ")
+    r = _verb(sub, "replay", "run one case and print what the judges find",
+              "Run one case (from its JSON alone) several times and print, per tensor, whether the repetitions "
+              "are bit-identical and how far they are from the oracle; with --contexts A,B or --devices A,B, "
+              "also whether B's results are bit-identical to A's (the command a report prints for a finding).",
+              _codes("0  bit-identical over the repeats (and across --contexts/--devices) and within the oracle's "
+                     "tolerance (or skipped, said so)",
+                     "1  a difference: DIFFERS between repeats, contexts or devices, or BEYOND TOLERANCE"))
+    r.add_argument("case", metavar="CASE.json", help="a case JSON file, or a JSON-lines corpus (with --case-id)")
+    r.add_argument("--case-id", help="the case to take from a corpus")
+    r.add_argument("--subject", required=True, help="registered subject name")
+    r.add_argument("--device", default="cpu", help="cpu, gpu or gpu:N; must be usable here (default cpu)")
+    r.add_argument("--devices", metavar="A,B", help="run on B and compare it with A too (instead of --device)")
+    r.add_argument("--context", help="execution context name (default: default)")
+    r.add_argument("--contexts", metavar="A,B", help="run under B and compare it with A too (instead of "
+                                                     "--context)")
+    r.add_argument("--repeats", type=int, default=5, help="repetitions to compare, >= 1 (default 5)")
+    r.add_argument("--contracts", metavar="FILE", help="contracts file the verdicts use (default: contracts.toml)")
+    _add_plugin(r)
     r.set_defaults(func=cmd_replay)
 
-    rep = sub.add_parser("report", help="run a campaign and write the report tables")
+    rep = _verb(sub, "report", "run a campaign and write the report tables",
+                "Run the campaign (every case x subject x device x context, R times in a pooled worker and once "
+                "in each of K fresh workers) and write results.csv, summary.md/html and the findings. An existing "
+                "run directory is never mixed into: --out must be new or empty; --resume DIR continues one.",
+                _codes("0  the report was written (findings are rows, not failures)"))
     _add_campaign_options(rep)
     rep.set_defaults(func=cmd_report)
 
-    ct = sub.add_parser("contracts", help="contracts file tools")
+    ct = _verb(sub, "contracts", "contracts file tools", "Tools for the determinism contracts file.",
+               _codes("0  see the action"))
     ct_sub = ct.add_subparsers(dest="contracts_verb", required=True, metavar="ACTION")
-    chk = ct_sub.add_parser("check", help="validate a contracts file")
-    chk.add_argument("--contracts", help="contracts TOML (default: the shipped one)")
-    chk.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ")
+    chk = _verb(ct_sub, "check", "validate a contracts file", "Validate a contracts file against the registered "
+                "subjects and contexts.", _codes("0  valid", "1  problems, one line each"))
+    chk.add_argument("--contracts", metavar="FILE", help="contracts TOML (default: the shipped contracts.toml)")
+    _add_plugin(chk)
     chk.set_defaults(func=_lazy("harness.outputs.gate", "cmd_contracts_check"))
 
-    g = sub.add_parser("gate", help="check a fresh run against the contracts (and a baseline)")
-    g.add_argument("--contracts")
-    g.add_argument("--baseline", metavar="DIR", help="a stored report to compare digests with")
-    g.add_argument("--devices", default="all")
-    g.add_argument("--corpus")
-    g.add_argument("--out")
-    g.add_argument("--junit", metavar="FILE")
-    g.add_argument("--repeats", type=int, default=3)
-    g.add_argument("--workers-repeats", type=int, default=1)
-    g.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ")
-    g.add_argument("--quiet", action="store_true")
-    g.set_defaults(func=_lazy("harness.outputs.gate", "cmd_gate"))
+    g = _verb(sub, "gate", "check a fresh run against the contracts (and a baseline)",
+              "Run the gate campaign in worker processes and check every task against the determinism "
+              "contracts, and (with --baseline) the digests against a stored run.",
+              _codes("0  every check passed", "1  a contract broken (the dossiers are on stderr)"))
+    g.add_argument("--contracts", metavar="FILE", help="contracts TOML (default: the shipped contracts.toml)")
+    g.add_argument("--baseline", metavar="DIR", help="a stored run directory (tasks.jsonl, corpus.jsonl, "
+                                                     "campaign.json) to compare digests with")
+    g.add_argument("--devices", default="all", help="cpu, gpu, gpu:N or all (default all; a GPU named here must "
+                                                    "be usable)")
+    g.add_argument("--corpus", metavar="FILE", help="a corpus .jsonl (default: the gate corpus)")
+    g.add_argument("--out", metavar="DIR", help="a new (absent or empty) run directory (default reports/<run-id>)")
+    g.add_argument("--junit", metavar="FILE", help="write a JUnit XML file of the checks")
+    g.add_argument("--repeats", type=int, default=3, help="in-process repetitions, >= 1 (default 3)")
+    g.add_argument("--workers-repeats", type=int, default=1, help="fresh-process repetitions, >= 0 (default 1)")
+    _add_plugin(g)
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g.set_defaults(func=cmd_gate)
 
-    a = sub.add_parser("audit", help="digest every subject on a corpus into an audit file")
-    a.add_argument("--corpus")
-    a.add_argument("--devices", default="all")
-    a.add_argument("--contexts", default="default")
-    a.add_argument("--out", required=True)
-    a.add_argument("--keep-arrays", metavar="DIR")
-    a.add_argument("--shard")
-    a.add_argument("--repeats", type=int, default=2)
-    a.add_argument("--subjects")
-    a.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ")
-    a.add_argument("--quiet", action="store_true")
+    a = _verb(sub, "audit", "digest every subject on a corpus into an audit file",
+              "Run every subject on a corpus and write an audit file: per case x subject x device x context, the "
+              "digest of every tensor and whether the repetitions agreed, with the environment fingerprint.",
+              _codes("0  the audit file was written"))
+    a.add_argument("--corpus", metavar="FILE", help="a corpus .jsonl (default suites/corpus/audit.jsonl)")
+    a.add_argument("--devices", default="all", help="cpu, gpu, gpu:N or all (default all; a GPU named here must "
+                                                    "be usable)")
+    a.add_argument("--contexts", default="default", help="comma list of context names (default: default)")
+    a.add_argument("--out", required=True, metavar="FILE", help="the audit file to write (JSON)")
+    a.add_argument("--keep-arrays", metavar="DIR", help="also keep every entry's arrays as .npz files in DIR")
+    a.add_argument("--shard", metavar="I/N", help="run shard i of n of the corpus (1-based)")
+    a.add_argument("--repeats", type=int, default=2, help="repetitions per entry, >= 2 (default 2)")
+    a.add_argument("--subjects", help="comma list of subjects (default: all but the control.* self-tests)")
+    _add_plugin(a)
+    a.add_argument("--quiet", action="store_true", help="no progress bar")
     a.set_defaults(func=_lazy("harness.outputs.audit", "cmd_audit"))
 
-    cmp_ = sub.add_parser("compare", help="what changed between two audit files")
-    cmp_.add_argument("a", metavar="A.json")
-    cmp_.add_argument("b", metavar="B.json")
-    cmp_.add_argument("--out", metavar="DIR")
+    cmp_ = _verb(sub, "compare", "what changed between two audit files",
+                 "Compare two audit files entry by entry: per subject x device x context, how many tensors "
+                 "changed digest, by how much, a verdict, and the environment fields that differ.",
+                 _codes("0  compared (with --exit-code: the same: every entry present in both is identical)",
+                        "1  with --exit-code: changed (a verdict other than identical, or an entry in one file "
+                        "only), as git diff --exit-code"))
+    cmp_.add_argument("a", metavar="A.json", help="the first audit file")
+    cmp_.add_argument("b", metavar="B.json", help="the second audit file")
+    cmp_.add_argument("--out", metavar="DIR", help="also write compare.md/.csv/.html into DIR")
+    cmp_.add_argument("--exit-code", action="store_true", help="exit 1 when anything changed, 0 when the same")
     cmp_.set_defaults(func=_lazy("harness.outputs.audit", "cmd_compare"))
 
-    m = sub.add_parser("merge", help="many audit files as one matrix")
-    m.add_argument("files", nargs="+", metavar="AUDIT.json")
-    m.add_argument("--out", metavar="DIR", required=True)
+    m = _verb(sub, "merge", "many audit files as one matrix",
+              "Merge audit files into one subject/device/context x machine matrix (shards of one run join one "
+              "column).", _codes("0  merged and written"))
+    m.add_argument("files", nargs="+", metavar="AUDIT.json", help="audit files")
+    m.add_argument("--out", metavar="DIR", required=True, help="the directory to write merge.md/.csv/.html into")
     m.set_defaults(func=_lazy("harness.outputs.audit", "cmd_merge"))
 
-    lo = sub.add_parser("localize", help="the first Chainer function whose outputs differ", add_help=False)
-    lo.add_argument("rest", nargs=argparse.REMAINDER)
-    lo.set_defaults(func=lambda a: __import__("harness.outputs.localize", fromlist=["main_localize"]).main_localize(a.rest))
+    lo = _verb(sub, "localize", "the first Chainer function whose outputs differ",
+               "Record a digest of every Chainer function node's inputs and outputs over two runs (repeats, two "
+               "contexts or two devices) and name the first node whose outputs differ while its inputs matched.",
+               _codes("0  it ran (the localization is printed, also when nothing differed)"))
+    lo.add_argument("case", metavar="CASE.json", help="a case JSON file, or a JSON-lines corpus (with --case-id)")
+    lo.add_argument("--case-id", help="the case to take from a corpus (an id or a unique prefix)")
+    lo.add_argument("--subject", required=True, help="registered subject name")
+    lo.add_argument("--device", default="cpu", help="cpu, gpu or gpu:N; must be usable here (default cpu)")
+    lo.add_argument("--contexts", metavar="A,B", help="two contexts to compare (one run each)")
+    lo.add_argument("--devices", metavar="A,B", help="two devices to compare (one run each)")
+    lo.add_argument("--context", default="default", help="the context for repeats / --devices (default: default)")
+    lo.add_argument("--repeats", type=int, default=3, help="runs to compare when neither --contexts nor --devices, "
+                                                           ">= 2 (default 3)")
+    _add_plugin(lo)
+    lo.add_argument("--json", action="store_true", help="print the localization as JSON")
+    lo.set_defaults(func=cmd_localize)
 
-    b = sub.add_parser("bench", help="measure the harness against the bare computation")
-    b.add_argument("--out", metavar="DIR")
+    b = _verb(sub, "bench", "measure the harness against the bare computation",
+              "Measure the harness's overhead against the subjects' own time, the comparator's throughput and "
+              "the oracle's cost; write bench.csv, bench.md and plots.", _codes("0  measured and written"))
+    b.add_argument("--out", metavar="DIR", help="output directory (default reports/bench/<run-id>)")
     b.add_argument("--quick", action="store_true", help="smaller sizes, for tests")
-    b.set_defaults(func=_lazy("harness.outputs.bench", "cmd_bench"))
+    b.set_defaults(func=cmd_bench)
     return p
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -265,7 +483,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except HarnessError as exc:
-        print(f"harness: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"harness: error: {type(exc).__name__}: {_first_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("harness: interrupted; finished rows are on disk (use --resume DIR)", file=sys.stderr)

@@ -23,7 +23,7 @@ import pytest
 from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.judge.contracts import Contracts, load_contracts
-from harness.core.devices import Device, parse_devices
+from harness.core.devices import Device
 from harness.core.records import Measure
 from harness.judge.verdicts import Violation, assert_no_violations
 from harness.subjects.base import RunResult, execute
@@ -95,7 +95,15 @@ def pytest_configure(config: Any) -> None:
     choice = config.getoption("device")
     if choice not in ("cpu", "gpu", "all") and not choice.startswith("gpu:"):
         raise pytest.UsageError(f"--device={choice!r} is not cpu, gpu, gpu:N or all")
-    GateState.devices = parse_devices(choice)
+    from harness.core.devices import select_devices
+
+    try:
+        # The one rule: a device asked for by name must be usable (a GPU runner whose CuPy is broken must not
+        # go green); "all" means what is here, the rest skipped with its reason.
+        selection = select_devices(choice)
+    except InvalidArgument as exc:
+        raise pytest.UsageError(f"--device: {exc}") from None
+    GateState.devices = selection.planned
     if _gpu_count_without_cupy() > 0:
         # nvidia-smi sees a GPU: the GPU suites must run, so a GPU that CuPy cannot use is an error, not a skip.
         from harness.core.devices import Device
@@ -104,12 +112,6 @@ def pytest_configure(config: Any) -> None:
         if not ok and os.environ.get("HARNESS_ALLOW_UNUSABLE_GPU") != "1":
             raise pytest.UsageError(f"nvidia-smi sees a GPU but the harness cannot use it: {reason} "
                                     f"(set HARNESS_ALLOW_UNUSABLE_GPU=1 to run the CPU suites anyway)")
-    if choice != "all":
-        # A device asked for by name must be there: a GPU runner whose CuPy is broken must not go green.
-        for d in GateState.devices:
-            ok, reason = d.availability()
-            if not ok:
-                raise pytest.UsageError(f"--device={choice!r}: {d.id} is not usable: {reason}")
     GateState.contracts = load_contracts(config.getoption("contracts"))
     GateState.repeats = max(1, int(config.getoption("gate_repeats")))
     GateState.baseline = config.getoption("baseline")

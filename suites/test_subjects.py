@@ -378,7 +378,7 @@ def test_external_plugin_is_listed(plugin_dir):
 def test_external_plugin_is_replayed(plugin_dir):
     p = harness("replay", str(plugin_dir / "case.json"), "--subject", "mine.doubled_embed", "--device", "cpu",
                 "--repeats", "3", "--subject-plugin", "my_subjects_mod:doubled", pythonpath=str(plugin_dir))
-    assert p.returncode == 1, p.stderr  # beyond tolerance: a difference, exit 1
+    assert p.returncode == 1, p.stderr  # replay exits 1 on a difference: here BEYOND TOLERANCE of the oracle
     assert "subject mine.doubled_embed" in p.stdout
     lines = {ln.split()[0]: ln for ln in p.stdout.splitlines() if ln.startswith("  ")}
     assert "bit-identical over 3" in lines["y"] and "bit-identical over 3" in lines["grad.W"], p.stdout

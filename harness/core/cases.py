@@ -390,17 +390,12 @@ def _build_arrays(case: Case) -> dict[str, np.ndarray]:
 
 # ---- corpora ----------------------------------------------------------------------------------
 def write_corpus(cases: Iterable[Case], path: str) -> int:
-    """Write cases as JSON lines (canonical bytes; same cases, same file). Returns the count."""
-    import os
-    import tempfile
+    """Write cases as JSON lines (canonical bytes; same cases, same file), atomically, mode 0644.
+    Returns the count."""
+    from harness.core.fileio import atomic_write
 
     lines = [c.to_json() + "\n" for c in cases]
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".corpus-", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-        f.writelines(lines)
-    os.replace(tmp, path)
+    atomic_write(path, "".join(lines))
     return len(lines)
 
 

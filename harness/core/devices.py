@@ -16,7 +16,8 @@ import numpy as np
 
 from harness.core.errors import InvalidArgument
 
-__all__ = ["Device", "CPU", "parse_device", "parse_devices", "available_gpus", "cupy_status"]
+__all__ = ["Device", "CPU", "parse_device", "parse_devices", "available_gpus", "cupy_status", "DeviceSelection",
+           "select_devices", "resolve_devices", "resolve_device"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -172,6 +173,98 @@ def parse_devices(text: str | None) -> list[Device]:
     for d in out:
         seen.setdefault(d.id, d)
     return list(seen.values())
+
+
+@dataclass(frozen=True)
+class DeviceSelection:
+    """What a ``--devices`` value asks for, here.
+
+    ``usable``: the devices that will really run. ``skipped``: devices the value only implied
+    (``all`` on a machine without a GPU), each with the reason it cannot run; they are kept so
+    that plans and reports show them as skipped rows, never drop them silently.
+    """
+
+    text: str
+    usable: tuple[Device, ...]
+    skipped: tuple[tuple[Device, str], ...] = ()
+
+    @property
+    def planned(self) -> list[Device]:
+        """Usable and skipped devices, in the order asked: what a campaign plans (skipped ones end as
+        ``skipped`` rows with the reason)."""
+        order = {d.id: i for i, d in enumerate(_expand(self.text))}
+        both = [*self.usable, *(d for d, _ in self.skipped)]
+        return sorted(both, key=lambda d: order.get(d.id, len(order)))
+
+    @property
+    def notes(self) -> list[str]:
+        """One line per skipped device, for the terminal."""
+        return [f"devices={self.text!r}: skipping {d.id}: {reason}" for d, reason in self.skipped]
+
+
+def _expand(text: str) -> list[Device]:
+    out: list[Device] = []
+    for part in text.split(","):
+        p = part.strip().lower()
+        if p in ("all", "default"):
+            out.append(CPU)
+            out.extend(Device("gpu", i) for i in range(max(available_gpus(), 1)))
+        elif p in ("gpu", "cuda"):
+            out.extend(Device("gpu", i) for i in range(max(available_gpus(), 1)))
+        else:
+            out.append(parse_device(p))
+    return list({d.id: d for d in out}.values())
+
+
+def select_devices(text: str | None) -> DeviceSelection:
+    """The one rule for ``--devices`` (report, gate, audit, localize, the pytest plug-in):
+
+    - ``all`` (the default, also None) means "what is here": CPU and every usable GPU; a GPU that
+      is not usable is *skipped* with its reason (see :attr:`DeviceSelection.notes`).
+    - a device asked for by name (``gpu``, ``gpu:N``, ``cpu``) must be usable: otherwise
+      :class:`InvalidArgument` with the reason (``devices='gpu': no usable GPU: CuPy is not installed``).
+    - ``''`` or an unknown name is :class:`InvalidArgument`.
+    """
+    if text is None:
+        text = "all"
+    parts = [p.strip().lower() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise InvalidArgument(f"devices={text!r} names no device: give cpu, gpu, gpu:N or all")
+    named = [p for p in parts if p not in ("all", "default")]
+    for p in named:
+        if p in ("gpu", "cuda"):
+            cp, reason = cupy_status()
+            if cp is None or available_gpus() == 0:
+                raise InvalidArgument(f"devices={text!r}: no usable GPU: {reason}")
+        else:
+            d = parse_device(p)
+            ok, reason = d.availability()
+            if not ok:
+                raise InvalidArgument(f"devices={text!r}: {d.id} is not usable: {reason}")
+    usable, skipped = [], []
+    for d in _expand(text):
+        ok, reason = d.availability()
+        if ok:
+            usable.append(d)
+        else:
+            skipped.append((d, reason))
+    return DeviceSelection(text, tuple(usable), tuple(skipped))
+
+
+def resolve_devices(text: str | None) -> tuple[list[Device], list[str]]:
+    """``(devices to run, skip notes)`` for a ``--devices`` value, by :func:`select_devices`'s rule;
+    raises :class:`InvalidArgument` for a device asked for by name that is not usable here."""
+    sel = select_devices(text)
+    return list(sel.usable), sel.notes
+
+
+def resolve_device(text: str, name: str = "device") -> Device:
+    """One device asked for by name (``replay --device``, ``localize --device``): it must be usable here."""
+    d = parse_device(text)
+    ok, reason = d.availability()
+    if not ok:
+        raise InvalidArgument(f"{name}={text!r}: {d.id} is not usable: {reason}")
+    return d
 
 
 def visible_devices_env() -> str | None:

@@ -65,7 +65,7 @@ from harness.core.errors import AuditFileError, InvalidArgument
 __all__ = [
     "DEFAULT_CORPUS", "FORMAT", "VERSION", "VERDICTS", "Audit", "AuditComparison", "MergeResult",
     "run_audit", "load_audit", "compare_audits", "merge_audits", "machine_label", "environment_diff",
-    "flatten", "cmd_audit", "cmd_compare", "cmd_merge",
+    "flatten", "cmd_audit", "cmd_compare", "cmd_merge", "compare_changed",
 ]
 
 #: The committed audit corpus (see suites/corpus/README.md for how it was made).
@@ -347,14 +347,35 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from harness.subjects.registry import load_entry_points, load_plugin
+    """``harness audit``: every argument checked before the audit runs; 0 when the file was written."""
+    from harness.core import argcheck
+    from harness.core.contexts import get_context
+    from harness.core.devices import select_devices
+    from harness.execute.campaign import parse_shard
+    from harness.subjects.registry import load_entry_points, load_plugin, subjects_for
 
     load_entry_points()
     for s in args.subject_plugin or ():
         load_plugin(s)
+    argcheck.int_at_least("repeats", args.repeats, 2)
+    subjects = argcheck.name_list("subjects", args.subjects)
+    if subjects is not None:
+        subjects_for(subjects)
+    for c in argcheck.name_list("contexts", args.contexts) or ():
+        get_context(c)
+    parse_shard(args.shard)
+    sel = select_devices(args.devices)
+    if args.corpus is not None:
+        argcheck.readable_file("corpus", args.corpus)
+    argcheck.writable_file("out", args.out)
+    if args.keep_arrays is not None:
+        argcheck.writable_dir("keep-arrays", args.keep_arrays)
+    for note in sel.notes:  # after every check, so that a usage error stays one line
+        print(f"harness: note: {note}", file=sys.stderr)
     t0 = time.perf_counter()
-    data = run_audit(args.corpus, args.devices, args.contexts, args.out, keep_arrays=args.keep_arrays,
-                     shard=args.shard, repeats=args.repeats, subjects=args.subjects, quiet=args.quiet,
+    # The implied GPU of "all" stays in the plan: its entries are recorded as skipped, with the reason.
+    data = run_audit(args.corpus, sel.planned, args.contexts, args.out, keep_arrays=args.keep_arrays,
+                     shard=args.shard, repeats=args.repeats, subjects=subjects, quiet=args.quiet,
                      plugins=tuple(args.subject_plugin or ()))
     counts = collections.Counter(e["status"] for e in data["entries"])
     disagreed = sum(1 for e in data["entries"] if e["repeats_agreed"] is False)
@@ -741,7 +762,36 @@ def write_compare(cmp: AuditComparison, out_dir: str) -> dict[str, str]:
     return paths
 
 
+def compare_changed(cmp: AuditComparison) -> tuple[bool, str]:
+    """``(changed, one line)`` for ``compare --exit-code``: changed when a row's verdict is anything but
+    "identical" (rows with only skipped entries excepted) or an entry is in one audit only; and also
+    when nothing at all was compared, since "the same" must have been seen, not assumed."""
+    rows = cmp.rows
+    if not len(rows):
+        return True, "nothing to compare: both audits are empty"
+    only = int(rows["only_in_a"].sum() + rows["only_in_b"].sum())
+    skipped_only = (rows["verdict"] == "not compared") & (rows["only_in_a"] == 0) & (rows["only_in_b"] == 0)
+    bad = rows[(rows["verdict"] != "identical") & ~skipped_only]
+    compared = int(rows["cases"].sum())
+    if compared == 0:
+        return True, "nothing compared: no entry ran in both audits (skipped or missing)"
+    if len(bad) or only:
+        kinds = collections.Counter(bad["verdict"])
+        parts = [f"{v} {n}" for v, n in sorted(kinds.items())]
+        if only:
+            parts.append(f"{only} entries in one audit only")
+        return True, f"changed: {len(bad)} of {len(rows)} subject/device/context rows ({', '.join(parts)})"
+    return False, f"same: {compared} entries identical in {len(rows)} subject/device/context rows"
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
+    """``harness compare A B``: 0 when compared; with ``--exit-code`` 0 same / 1 changed (2 on error)."""
+    from harness.core import argcheck
+
+    argcheck.readable_file("a", args.a)
+    argcheck.readable_file("b", args.b)
+    if args.out:
+        argcheck.writable_dir("out", args.out)
     cmp = compare_audits(args.a, args.b)
     for w in cmp.warnings:
         print(f"harness compare: warning: {w}", file=sys.stderr)
@@ -749,7 +799,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.out:
         paths = write_compare(cmp, args.out)
         print(f"compare: wrote {', '.join(paths.values())}", file=sys.stderr)
-    return 0
+    changed, line = compare_changed(cmp)
+    print(f"compare: {line}", file=sys.stderr)
+    return 1 if (changed and getattr(args, "exit_code", False)) else 0
 
 
 # ==== merge ====================================================================================
@@ -914,6 +966,12 @@ def write_merge(res: MergeResult, out_dir: str) -> dict[str, str]:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
+    """``harness merge FILES --out DIR``: 0 when the matrix was written."""
+    from harness.core import argcheck
+
+    for f in args.files:
+        argcheck.readable_file("files", f)
+    argcheck.writable_dir("out", args.out)
     res = merge_audits(args.files)
     for w in res.warnings:
         print(f"harness merge: warning: {w}", file=sys.stderr)

@@ -254,7 +254,7 @@ SHOWN_DOSSIERS = 10
 def cmd_gate(args: argparse.Namespace) -> int:
     """``harness gate``: run the gate campaign and check it (and a baseline). 0 / 1 / 2."""
     from harness.core.contexts import CONTEXTS, DEFAULT_CONTEXTS, get_context
-    from harness.core.devices import parse_devices
+    from harness.core.devices import select_devices
     from harness.execute.campaign import Campaign, CampaignSettings, plan
     from harness.generate.corpora import gate_corpus
     from harness.outputs.report import new_run_dir
@@ -277,7 +277,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
     contexts = sorted({c.context for c in contracts.contracts if c.context != "*"} |
                       {x for c in contracts.contracts for x in c.identical_across} | set(DEFAULT_CONTEXTS))
     subjects = subjects_for(None)
-    devices = parse_devices(args.devices)
+    selection = select_devices(args.devices)
+    for note in selection.notes:
+        print(f"harness: note: {note}", file=sys.stderr)
+    devices = selection.planned  # an implied, unusable GPU stays planned: its checks are <skipped> in JUnit
     run_dir = args.out or new_run_dir()
     camp = Campaign(run_dir, CampaignSettings(repeats=args.repeats, fresh=args.workers_repeats,
                                               plugins=tuple(args.subject_plugin or ()), quiet=args.quiet))

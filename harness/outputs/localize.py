@@ -62,7 +62,8 @@ from harness.subjects.base import RunResult, Subject, execute
 chainer = import_chainer()
 
 __all__ = ["ArrayDigest", "Event", "Stream", "Localization", "HashStreamHook", "record", "align",
-           "localize", "main_localize", "digest_array"]
+           "localize", "main_localize", "digest_array",
+           "add_arguments", "cmd_localize"]
 
 
 # ---- digests -----------------------------------------------------------------------------------
@@ -647,10 +648,8 @@ def _pair(text: str | None, what: str) -> list[str] | None:
     return parts
 
 
-def main_localize(argv: list[str]) -> int:
-    """``localize CASE.json --subject NAME ...``: print where two runs first diverge. 0 when it ran."""
-    p = _Parser(prog="harness localize",
-                description="Name the first Chainer function whose outputs differ while its inputs matched.")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``harness localize`` (the command line's subparser and :func:`main_localize` share them)."""
     p.add_argument("case", metavar="CASE.json", help="a case JSON file, or a JSON-lines corpus (with --case-id)")
     p.add_argument("--case-id", help="the case to take from a corpus (an id or a unique prefix)")
     p.add_argument("--subject", required=True, help="registered subject name")
@@ -662,6 +661,30 @@ def main_localize(argv: list[str]) -> int:
     p.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ",
                    help="load and register subjects from package.module:object (repeatable)")
     p.add_argument("--json", action="store_true", help="print the localization as JSON")
+
+
+def cmd_localize(args: argparse.Namespace) -> int:
+    """Run the localization the parsed ``args`` ask for and print it; HarnessError propagates. 0 when it ran."""
+    from harness.subjects.registry import load_plugin
+
+    for spec in args.subject_plugin:
+        load_plugin(spec)
+    case = _load_case(args.case, args.case_id)
+    loc = localize(case, args.subject, device=args.device, contexts=_pair(args.contexts, "contexts"),
+                   devices=_pair(args.devices, "devices"), repeats=args.repeats, context=args.context)
+    if args.json:
+        print(json.dumps(loc.to_dict(), indent=2, sort_keys=True))
+    else:
+        print(loc.message())
+    return 0
+
+
+def main_localize(argv: list[str]) -> int:
+    """``localize CASE.json --subject NAME ...`` in-process: print where two runs first diverge. 0 when it ran.
+    (``python -m harness localize`` is the same verb through the one command-line parser.)"""
+    p = _Parser(prog="harness localize",
+                description="Name the first Chainer function whose outputs differ while its inputs matched.")
+    add_arguments(p)
     try:
         args = p.parse_args(argv)
     except _BadInput as exc:
@@ -670,19 +693,8 @@ def main_localize(argv: list[str]) -> int:
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
     try:
-        from harness.subjects.registry import load_plugin
-
-        for spec in args.subject_plugin:
-            load_plugin(spec)
-        case = _load_case(args.case, args.case_id)
-        loc = localize(case, args.subject, device=args.device, contexts=_pair(args.contexts, "contexts"),
-                       devices=_pair(args.devices, "devices"), repeats=args.repeats, context=args.context)
+        return cmd_localize(args)
     except HarnessError as exc:
         print(f"harness localize: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
               file=sys.stderr)
         return 2
-    if args.json:
-        print(json.dumps(loc.to_dict(), indent=2, sort_keys=True))
-    else:
-        print(loc.message())
-    return 0

@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as _dt
+import json
 import os
+import shlex
 import sys
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from harness.core.cases import Case, load_corpus
 from harness.core.contexts import parse_contexts
-from harness.core.devices import parse_devices
+from harness.core.devices import parse_devices, select_devices
 from harness.core.errors import InvalidArgument
 from harness.core.records import Measure, TaskRecord, compress_jsonl
 from harness.execute.campaign import CampaignSettings, parse_shard, plan, resume_inputs, shard
 from harness.execute.driver import run_campaign
 from harness.subjects.registry import subjects_for
 
-__all__ = ["run_report", "new_run_dir", "point_latest", "REPORTS_DIR"]
+__all__ = ["run_report", "new_run_dir", "point_latest", "lock_run_dir", "read_campaign_meta", "REPORTS_DIR"]
 
 REPORTS_DIR = "reports"
 
@@ -42,20 +45,188 @@ def point_latest(run_dir: str, base: str = REPORTS_DIR) -> None:
         pass
 
 
+_DEFAULTS = {"repeats": 5, "workers_repeats": 2, "timeout": 120.0, "seed": 20261202}
+
+
+@contextlib.contextmanager
+def lock_run_dir(run_dir: str, name: str = "out") -> Iterator[None]:
+    """Hold ``run_dir/.lock`` (``fcntl.flock``, non-blocking) while a campaign writes into ``run_dir``.
+
+    A second run into the same directory gets :class:`InvalidArgument` naming the holder's pid instead
+    of running every task a second time. The lock goes with the process (also on kill -9); the file
+    stays, holding the last holder's pid.
+    """
+    import fcntl
+
+    os.makedirs(run_dir, exist_ok=True)
+    path = os.path.join(run_dir, ".lock")
+    f = open(path, "a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            raise InvalidArgument(f"{name}={run_dir!r} is in use by another harness run (pid {holder}; lock "
+                                  f"{path})") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        yield
+    finally:
+        f.close()  # releases the lock
+
+
+def read_campaign_meta(run_dir: str, name: str = "resume") -> dict[str, Any]:
+    """``run_dir/campaign.json`` checked whole, with ``tasks.jsonl`` line by line: one-line errors for
+    a missing, garbage or incomplete file, or a task line that is not a record."""
+    from harness.core.argcheck import jsonl_records
+
+    if not os.path.isdir(run_dir):
+        raise InvalidArgument(f"{name}={run_dir!r} is not a directory: nothing to resume")
+    path = os.path.join(run_dir, "campaign.json")
+    if not os.path.exists(path):
+        raise InvalidArgument(f"{name}={run_dir!r} holds no campaign.json: nothing to resume")
+    try:
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise InvalidArgument(f"{name}: {path} is not readable JSON: {str(exc).splitlines()[0]}") from None
+    if not isinstance(meta, dict):
+        raise InvalidArgument(f"{name}: {path} is not a JSON object")
+    kinds = {"subjects": list, "devices": list, "contexts": list, "repeats": int, "fresh": int,
+             "timeout": (int, float)}
+    for key, kind in kinds.items():
+        if not isinstance(meta.get(key), kind) or isinstance(meta.get(key), bool):
+            raise InvalidArgument(f"{name}: {path}: {key}={meta.get(key)!r} is missing or not a {getattr(kind, '__name__', 'number')}")
+    for key in ("subjects", "devices", "contexts"):
+        if not all(isinstance(x, str) for x in meta[key]):
+            raise InvalidArgument(f"{name}: {path}: {key}={meta[key]!r} must be a list of names")
+    if not isinstance(meta.get("plugins", []), list):
+        raise InvalidArgument(f"{name}: {path}: plugins={meta.get('plugins')!r} must be a list")
+    tasks = os.path.join(run_dir, "tasks.jsonl")
+    if os.path.exists(tasks):
+        jsonl_records(name, tasks, ("key", "case_id", "subject", "device", "context", "status"))
+    if not os.path.exists(os.path.join(run_dir, "corpus.jsonl")):
+        raise InvalidArgument(f"{name}={run_dir!r} holds no corpus.jsonl: nothing to resume")
+    return meta
+
+
+def _resume_conflicts(args: argparse.Namespace, meta: dict[str, Any], cases: list[Case],
+                      default_corpus: Callable[..., list[Case]]) -> list[str]:
+    """The flags given with ``--resume`` that contradict its campaign.json, as ``name (here X, there Y)``."""
+    from harness.core.cases import corpus_digest
+
+    out = []
+
+    def differ(flag: str, given: Any, stored: Any) -> None:
+        if given != stored:
+            out.append(f"{flag} (given {given!r}, campaign.json {stored!r})")
+
+    if args.subjects is not None:
+        differ("--subjects", [s.name for s in subjects_for(_names(args.subjects))], meta["subjects"])
+    if args.devices is not None:
+        differ("--devices", [d.id for d in select_devices(args.devices).planned], meta["devices"])
+    if args.contexts is not None:
+        differ("--contexts", [c.name for c in parse_contexts(args.contexts)], meta["contexts"])
+    if args.repeats is not None:
+        differ("--repeats", args.repeats, meta["repeats"])
+    if args.workers_repeats is not None:
+        differ("--workers-repeats", args.workers_repeats, meta["fresh"])
+    if args.timeout is not None:
+        differ("--timeout", float(args.timeout), float(meta["timeout"]))
+    if args.shard is not None:
+        differ("--shard", args.shard, meta.get("shard"))
+    if args.corpus is not None or args.examples is not None or args.seed is not None:
+        given = _fresh_cases(args, default_corpus)
+        if corpus_digest(given) != corpus_digest(cases):
+            flags = "/".join(f for f, v in (("--corpus", args.corpus), ("--examples", args.examples),
+                                               ("--seed", args.seed)) if v is not None)
+            out.append(f"{flags} ({len(given)} cases, not the {len(cases)} of the run directory's corpus.jsonl)")
+    for spec in args.subject_plugin or ():
+        if spec not in meta.get("plugins", ()):
+            out.append(f"--subject-plugin ({spec!r} is not in campaign.json's {meta.get('plugins', [])!r})")
+    return out
+
+
+def _names(text: str | None) -> list[str] | None:
+    from harness.core.argcheck import name_list
+
+    return name_list("subjects", text)
+
+
+def _fresh_cases(args: argparse.Namespace, default_corpus: Callable[..., list[Case]]) -> list[Case]:
+    if args.corpus:
+        from harness.core.argcheck import readable_file
+
+        readable_file("corpus", args.corpus)
+        cases = load_corpus(args.corpus)
+    else:
+        cases = default_corpus(args.examples, seed=_DEFAULTS["seed"] if args.seed is None else args.seed)
+    sh = parse_shard(args.shard)
+    return shard(cases, *sh) if sh is not None else cases
+
+
+def _check_values(args: argparse.Namespace) -> None:
+    """Every value checked alone (before anything is read or run)."""
+    from harness.core import argcheck
+
+    argcheck.int_at_least("repeats", args.repeats, 1)
+    argcheck.int_at_least("workers-repeats", args.workers_repeats, 0)
+    argcheck.int_at_least("examples", args.examples, 1)
+    if args.timeout is not None:
+        argcheck.positive_seconds("timeout", args.timeout)
+    parse_shard(args.shard)
+    subjects_for(argcheck.name_list("subjects", args.subjects))
+    contexts = argcheck.name_list("contexts", args.contexts)
+    parse_contexts(",".join(contexts) if contexts else None)
+    if args.devices is not None:
+        select_devices(args.devices)
+    if args.corpus is not None:
+        argcheck.readable_file("corpus", args.corpus)
+    if args.resume is None and args.out is not None:
+        argcheck.run_dir_for_output("out", args.out)
+    if args.resume is not None and args.out is not None and \
+            os.path.abspath(args.out) != os.path.abspath(args.resume):
+        raise InvalidArgument(f"out={args.out!r} and resume={args.resume!r} name two directories: give one")
+
+
 def run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case]]) -> int:
-    """The report verb. Returns 0 when the report was written (findings are not failures)."""
+    """The report verb. Every argument is checked before the campaign starts (one-line
+    :class:`InvalidArgument`); returns 0 when the report was written (findings are not failures)."""
+    _check_values(args)
+    if args.resume:
+        if not os.path.isdir(args.resume):
+            raise InvalidArgument(f"resume={args.resume!r} is not a directory: nothing to resume")
+        with lock_run_dir(args.resume, "resume"):
+            return _run_report(args, default_corpus, args.resume)
+    run_dir = args.out or new_run_dir()
+    with lock_run_dir(run_dir, "out"):
+        # Between the check above and the lock another run may have written here: check again.
+        if set(os.listdir(run_dir)) - {".lock"}:
+            raise InvalidArgument(f"out={run_dir!r} is an existing non-empty directory: choose a new one, or "
+                                  f"continue it with --resume {run_dir}")
+        return _run_report(args, default_corpus, run_dir)
+
+
+def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case]], run_dir: str) -> int:
     from harness.outputs import tables
     from harness.core.env import fingerprint
 
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     if args.resume:
-        run_dir = args.resume
-        cases, meta = resume_inputs(run_dir)
+        meta = read_campaign_meta(run_dir)
         from harness.subjects.registry import load_plugin
 
         for spec in meta.get("plugins", ()):  # the parent needs the plug-in subjects too, not just the workers
             load_plugin(spec)
+        cases, _ = resume_inputs(run_dir)
+        conflicts = _resume_conflicts(args, meta, cases, default_corpus)
+        if conflicts:
+            raise InvalidArgument(f"resume={run_dir!r}: these flags contradict its campaign.json: "
+                                  f"{'; '.join(conflicts)} (leave them out to resume as it was)")
         subjects = [s for s in subjects_for(meta["subjects"])]
         devices = parse_devices(",".join(meta["devices"]))
         contexts = parse_contexts(",".join(meta["contexts"]))
@@ -63,21 +234,17 @@ def run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case
                                     plugins=tuple(meta.get("plugins", ())), quiet=args.quiet)
     else:
         t0 = time.perf_counter()
-        if args.corpus:
-            cases = load_corpus(args.corpus)
-        else:
-            cases = default_corpus(args.examples, seed=args.seed)
-        sh = parse_shard(args.shard)
-        if sh is not None:
-            cases = shard(cases, *sh)
+        cases = _fresh_cases(args, default_corpus)
         timings["case_building"] = time.perf_counter() - t0
-        names = args.subjects.split(",") if args.subjects else None
-        subjects = subjects_for([n.strip() for n in names] if names else None)
-        devices = parse_devices(args.devices)
+        subjects = subjects_for(_names(args.subjects))
+        sel = select_devices(args.devices)
+        for note in sel.notes:
+            print(f"harness: note: {note}", file=sys.stderr)
+        devices = sel.planned  # an implied, unusable GPU stays in the plan: its rows say "skipped: <reason>"
         contexts = parse_contexts(args.contexts)
-        settings = CampaignSettings(repeats=args.repeats, fresh=args.workers_repeats, timeout=args.timeout,
+        settings = CampaignSettings(repeats=_or(args.repeats, "repeats"), fresh=_or(args.workers_repeats,
+                                    "workers_repeats"), timeout=_or(args.timeout, "timeout"),
                                     plugins=tuple(args.subject_plugin), quiet=args.quiet)
-        run_dir = args.out or new_run_dir()
     if not cases:
         raise InvalidArgument("corpus holds no cases (check --corpus / --shard)")
     if not args.quiet:
@@ -129,6 +296,10 @@ def prune_arrays(run_dir: str, records: Mapping[str, TaskRecord], measures: Sequ
     return gone
 
 
+def _or(value: Any, key: str) -> Any:
+    return _DEFAULTS[key] if value is None else value
+
+
 def _write_timings(run_dir: str, timings: dict[str, Any]) -> None:
     from harness.core.fileio import atomic_json
 
@@ -163,8 +334,6 @@ def _root_cause_finder(run_dir: str, settings: CampaignSettings) -> Callable[[An
         else:
             return ""
         if key not in cache:
-            import shlex
-
             cmd = shlex.join(["python", "-m", "harness", "localize", f"{run_dir}/cases/{case_id}.json",
                               "--subject", subject, *how])
             try:
