@@ -495,6 +495,12 @@ def _signature(a: np.ndarray | None) -> str:
 def _nonfinite_counts(a: np.ndarray) -> tuple[int, int]:
     if a.dtype.kind not in "fc":
         return 0, 0
+    # One SIMD reduction first (about half the cost of the two counts): a sum is finite only when
+    # no element is NaN or +-inf, and almost every tensor is all finite. A sum that overflows from
+    # finite values only sends us on to the exact counts.
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(np.add.reduce(a, axis=None, dtype=a.dtype)):
+            return 0, 0
     return int(np.count_nonzero(np.isnan(a))), int(np.count_nonzero(np.isinf(a)))
 
 
