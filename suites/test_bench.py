@@ -67,8 +67,9 @@ def test_smoke_scaling_and_digest_rows(smoke: dict) -> None:
     frame = pd.read_csv(os.path.join(smoke["dir"], "bench.csv"))
     items = set(frame["item"])
     assert {"1x: overhead ratio", "2x: overhead ratio", "1x: seconds per task", "2x: seconds per task"} <= items
-    fit = frame[frame["item"] == "cost per task, largest / smallest size"]["note"].iloc[0]
-    assert fit.split(":")[0] in ("linear", "superlinear", "sublinear")
+    for item in ("cost per task, largest / smallest size", "harness cost per task, largest / smallest size"):
+        fit = frame[frame["item"] == item]["note"].iloc[0]
+        assert fit.split(":")[0] in ("linear", "superlinear", "sublinear"), item
     raw = json.load(open(os.path.join(smoke["dir"], "bench.json"), encoding="utf-8"))["raw"]
     pts = raw["scaling"]["points"]
     assert [p["factor"] for p in pts] == [1, 2] and pts[1]["tasks"] == 2 * pts[0]["tasks"]

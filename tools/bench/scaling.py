@@ -7,6 +7,7 @@ import math
 from typing import Any, Sequence
 
 from tools.bench.common import Row, figure, linear_fit, log, ratio, save_fig, slope
+from tools.bench.driver import PARTS
 from tools.bench.overhead import TARGET, campaign_round
 
 __all__ = ["bench_scaling", "plot_scaling", "FACTORS", "linearity"]
@@ -38,6 +39,11 @@ def linearity(tasks: Sequence[float], walls: Sequence[float]) -> dict[str, Any]:
                    + ", ".join(f"{m * 1e3:.1f} ms" for m in marginal)
                    + f" between consecutive sizes ({drift:+.0%} from the first to the last step)")
     return {"a": a, "b": b, "r2": r2, "marginal": marginal, "exponent": slope(tasks, walls), "verdict": verdict}
+
+
+def _harness_seconds(p: dict[str, float]) -> float:
+    """Wall seconds that are neither the subjects' nor the oracles' own."""
+    return p["total"] - p["subject"] - p["oracle"]
 
 
 def bench_scaling(level: str = "full", factors: Sequence[int] | None = None, quiet: bool = False
@@ -77,16 +83,27 @@ def bench_scaling(level: str = "full", factors: Sequence[int] | None = None, qui
                         "subjects' forward+backward / tasks", "subjects' forward+backward", p["subject"], "tasks", n,
                         "s/task", 1, note="the floor of the row above"))
     fit = linearity([p["tasks"] for p in points], [p["total"] for p in points])
+    # the harness's own cost: what is neither a subject under test nor an oracle (whose time depends on
+    # which cases a corpus happens to hold); its parts per task say which of them grow
+    own = linearity([p["tasks"] for p in points], [_harness_seconds(p) for p in points])
     last, first = points[-1], points[0]
     rows.append(Row("scaling", "cost per task, largest / smallest size",
                     ratio(ratio(last["total"], last["tasks"]), ratio(first["total"], first["tasks"])),
                     "seconds per task at the largest size / at the smallest", f"s/task at {last['factor']}x",
                     ratio(last["total"], last["tasks"]), f"s/task at {first['factor']}x",
                     ratio(first["total"], first["tasks"]), "", 1, note=fit["verdict"]))
+    rows.append(Row("scaling", "harness cost per task, largest / smallest size",
+                    ratio(ratio(_harness_seconds(last), last["tasks"]), ratio(_harness_seconds(first), first["tasks"])),
+                    "(wall - subjects - oracle) per task at the largest size / at the smallest",
+                    f"s/task at {last['factor']}x", ratio(_harness_seconds(last), last["tasks"]),
+                    f"s/task at {first['factor']}x", ratio(_harness_seconds(first), first["tasks"]), "", 1,
+                    note=own["verdict"] + "; parts in ms per task: " + "; ".join(
+                        f"{p['factor']}x " + ", ".join(f"{k} {ratio(p[k], p['tasks']) * 1e3:.1f}" for k, _ in PARTS)
+                        for p in points)))
     rows.append(Row("scaling", "linear fit: fixed seconds", math.nan, "", "a (seconds)", fit["a"],
                     "b (seconds per task)", fit["b"], "s", len(points), status="context",
                     note=f"exponent of wall vs tasks {fit['exponent']:.3f} (log-log); {fit['verdict']}"))
-    return rows, {"points": points, "fit": fit, "repeats": repeats, "fresh": fresh, "quick": quick}
+    return rows, {"points": points, "fit": fit, "harness_fit": own, "repeats": repeats, "fresh": fresh, "quick": quick}
 
 
 def plot_scaling(raw: dict[str, Any], path: str) -> str:

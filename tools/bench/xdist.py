@@ -79,7 +79,7 @@ def bench_xdist(level: str = "full", rounds: int | None = None, budget_s: float 
                 workload, why = fallback, "-m gate selected nothing: suites/test_compare.py suites/test_strategies.py"
                 res = _run_pytest(workload, w, timeout)
             runs[w].append(res)
-            log(f"scaling round {r + 1}: -n {w}: {res['executed']} cases in {res['wall']:.1f} s (rc {res['rc']})",
+            log(f"xdist round {r + 1}: -n {w}: {res['executed']} cases in {res['wall']:.1f} s (rc {res['rc']})",
                  quiet)
         if r >= 1 and time.perf_counter() - t_start > budget_s:
             break  # at least 2 rounds; stop once the section's time budget is spent
