@@ -22,7 +22,7 @@ import pytest
 
 from harness.outputs import audit as A
 from harness.core.cases import corpus_digest, load_corpus, write_corpus
-from harness.judge.bitwise import digest
+from harness.judge.bitwise import DIGEST_ALGORITHM, digest
 from harness.generate.corpora import anchor_cases
 from harness.core.errors import AuditFileError, InvalidArgument
 
@@ -236,8 +236,10 @@ def test_merge_marks_the_machine_whose_bits_differ(whole, blas_pair):
 
 
 # ---- verdicts, on hand-made audit files ------------------------------------------------------------
-def _synthetic(path: Path, env: dict, entries: list[tuple[str, str, dict[str, np.ndarray] | None]]) -> Path:
-    """An audit file of (subject, status, arrays) entries on one case; arrays kept under ``<path>.arrays``."""
+def _synthetic(path: Path, env: dict, entries: list[tuple[str, str, dict[str, np.ndarray] | None]],
+               algorithm: str | None = DIGEST_ALGORITHM) -> Path:
+    """An audit file of (subject, status, arrays) entries on one case; arrays kept under ``<path>.arrays``.
+    ``algorithm=None`` writes a file as audits were before they named their digest (plain SHA-256)."""
     keep = path.with_suffix(".arrays")
     keep.mkdir(exist_ok=True)
     out = []
@@ -246,7 +248,7 @@ def _synthetic(path: Path, env: dict, entries: list[tuple[str, str, dict[str, np
              "status": status, "error": None if status == "ok" else "ValueError in forward: boom",
              "repeats_agreed": True if status == "ok" else None, "array_file": None, "tensors": {}}
         if status == "ok":
-            e["tensors"] = {k: {"digest": digest(v), "dtype": v.dtype.name, "shape": list(v.shape),
+            e["tensors"] = {k: {"digest": (digest(v, algorithm) if algorithm else digest(v, "sha256").removeprefix("sha256:")), "dtype": v.dtype.name, "shape": list(v.shape),
                                 "repeats_agreed": True} for k, v in arrays.items()}
             e["array_file"] = f"{i}.npz"
             np.savez(keep / e["array_file"], **arrays)
@@ -254,6 +256,8 @@ def _synthetic(path: Path, env: dict, entries: list[tuple[str, str, dict[str, np
     data = {"format": "harness-audit", "version": 1, "created": "2026-01-01T00:00:00+00:00", "environment": env,
             "corpus": {"path": "x", "digest": "d", "cases": 1, "shard": None},
             "settings": {"repeats": 2}, "arrays_dir": str(keep), "entries": out}
+    if algorithm is not None:
+        data["digest"] = algorithm
     path.write_text(json.dumps(data))
     return path
 
@@ -283,6 +287,26 @@ def test_verdicts_from_kept_arrays_and_statuses(work):
     assert env_rows.loc["gpu.driver_version", "kind"] == "GPU driver"
     assert env_rows.loc["gpu.driver_version", "B"] == "570.9"
     assert A.load_audit(a).label == "NVIDIA H200, driver 550.1"
+
+
+def test_audits_of_two_digest_algorithms_are_refused_in_one_line(work):
+    x = np.linspace(-2, 3, 50, dtype=np.float32)
+    env = {"gpu": {"available": False}}
+    new = _synthetic(work / "alg-new.json", env, [("s", "ok", {"y": x})])
+    old = _synthetic(work / "alg-old.json", env, [("s", "ok", {"y": x})], algorithm=None)
+    old2 = _synthetic(work / "alg-old2.json", env, [("s", "ok", {"y": x})], algorithm=None)
+    assert json.loads(new.read_text())["digest"] == DIGEST_ALGORITHM == "xxh3_128"
+    # two files of today's SHA-256 format still compare, and say the same bits are identical
+    assert A.compare_audits(old, old2).verdicts() == {"s": "identical"}
+    assert A.compare_audits(new, new).verdicts() == {"s": "identical"}
+    for call in (lambda: A.compare_audits(new, old), lambda: A.merge_audits([old, new, old2])):
+        with pytest.raises(InvalidArgument, match="different algorithms") as info:
+            call()
+        msg = str(info.value)
+        assert "\n" not in msg and "xxh3_128" in msg and "sha256" in msg and str(old) in msg, msg
+    from harness.cli import main
+
+    assert main(["compare", str(new), str(old)]) == 2
 
 
 # ---- (d) bad audit files -------------------------------------------------------------------------

@@ -12,19 +12,25 @@ import math
 import struct
 import tracemalloc
 
+import blake3
 import numpy as np
 import pytest
+import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from harness.judge import bitwise as C
 from harness.judge.bitwise import (
+    DIGEST_ALGORITHM, DIGEST_ALGORITHMS, digest_algorithm_of, digest_all, digest_mismatch_reason,
+    same_digest, short_digest,
+)
+from harness.judge.bitwise import (
     ULP_MAX, TensorComparison, assert_bit_identical, assert_results_identical, bits, compare_pair,
     compare_repeats, compare_results, digest, item_path, ulp_distance,
 )
 from harness.judge.tolerance import TOLERANCES, OracleError, assert_within_oracle, compare_oracle, gradient_tolerance
-from harness.core.errors import ComparisonFailure, HarnessError
+from harness.core.errors import ComparisonFailure, HarnessError, InvalidArgument
 
 FLOATS = [np.float16, np.float32, np.float64]
 UINT_OF = {np.float16: np.uint16, np.float32: np.uint32, np.float64: np.uint64}
@@ -85,9 +91,63 @@ def test_bits_rejects_non_word_dtypes(bad):
 
 def test_digest_pins_the_format():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
-    want = hashlib.sha256(b"float32|(2, 3)|" + a.tobytes()).hexdigest()
-    assert digest(a) == want
-    assert len(digest(a)) == 64
+    payload = b"float32|(2, 3)|" + a.tobytes()
+    assert DIGEST_ALGORITHM == "xxh3_128"
+    assert digest(a) == "xxh3_128:" + xxhash.xxh3_128(payload).hexdigest()
+    assert digest(a, "sha256") == "sha256:" + hashlib.sha256(payload).hexdigest()
+    assert digest(a, "blake3") == "blake3:" + blake3.blake3(payload).hexdigest()
+    for alg, n_hex in DIGEST_ALGORITHMS.items():
+        assert len(digest(a, alg)) == len(alg) + 1 + n_hex
+
+
+def test_digest_rejects_an_unknown_algorithm():
+    with pytest.raises(ValueError, match="algorithm='md5' is not one of"):
+        digest(np.zeros(3), "md5")
+
+
+def test_digest_names_its_algorithm_and_old_sha256_digests_are_recognised():
+    a = np.arange(6, dtype=np.float32)
+    legacy = hashlib.sha256(b"float32|(6,)|" + a.tobytes()).hexdigest()  # what digest() wrote before
+    for alg in DIGEST_ALGORITHMS:
+        assert digest_algorithm_of(digest(a, alg)) == alg
+    assert digest_algorithm_of(legacy) == "sha256"
+    assert same_digest(legacy, digest(a, "sha256"))  # the old form and the prefixed one are one digest
+    assert same_digest(digest(a), digest(a.copy()))
+    assert not same_digest(digest(a), digest(a + 1))
+    for bad in ("missing", "xxh3_128:zz", "sha256:" + "0" * 10, "md5:" + "0" * 32, "", None):
+        with pytest.raises(ValueError, match="is not '<algorithm>:<hex>'"):
+            digest_algorithm_of(bad)
+
+
+def test_digests_of_two_algorithms_never_compare_silently():
+    a = np.arange(6, dtype=np.float32)
+    x, s = digest(a), digest(a, "sha256")
+    reason = digest_mismatch_reason(x, s)
+    assert reason is not None and "xxh3_128" in reason and "sha256" in reason and "\n" not in reason
+    assert digest_mismatch_reason(x, digest(a + 1)) is None
+    with pytest.raises(InvalidArgument, match="digests of different algorithms cannot be compared"):
+        same_digest(x, s)
+    with pytest.raises(InvalidArgument):
+        same_digest(s[len("sha256:"):], x)  # a legacy digest against a new one: refused too
+    # the missing marker is a plain difference, not a confusion of algorithms
+    assert digest_mismatch_reason("missing", x) is None
+    assert not same_digest("missing", x) and same_digest("missing", "missing")
+
+
+def test_short_digest_keeps_the_algorithm():
+    d = digest(np.zeros(3))
+    assert short_digest(d) == d[: len("xxh3_128:") + 12] and short_digest(d, 4).startswith("xxh3_128:")
+    legacy = "ab" * 32
+    assert short_digest(legacy, 8) == legacy[:8]
+
+
+def test_digest_all_matches_digest_and_marks_missing():
+    big = np.random.default_rng(1).standard_normal(2 ** 19)  # 4 MiB each: the threaded path
+    arrs = [big, None, big + 1, np.zeros(3, np.int8)]
+    for alg in DIGEST_ALGORITHMS:
+        want = tuple("missing" if a is None else digest(a, alg) for a in arrs)
+        assert digest_all(arrs, alg) == want
+    assert digest_all([np.zeros(2), None]) == (digest(np.zeros(2)), "missing")
 
 
 def test_digest_changes_with_dtype_and_shape_even_for_equal_bytes():

@@ -328,8 +328,10 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
                 _atomic_npz(os.path.join(arrays_dir, fname), got)
                 e["array_file"] = fname
             entries.append(e)
+    from harness.judge.bitwise import DIGEST_ALGORITHM
+
     data = {
-        "format": FORMAT, "version": VERSION, "id": audit_id,
+        "format": FORMAT, "version": VERSION, "id": audit_id, "digest": DIGEST_ALGORITHM,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "environment": env,
         "corpus": {"path": corpus_path, "digest": corpus_digest(cases), "cases": len(cases),
@@ -500,6 +502,17 @@ def _as_audit(x: Audit | str | os.PathLike[str]) -> Audit:
     return x if isinstance(x, Audit) else load_audit(x)
 
 
+def _one_digest_algorithm(audits: Sequence[Audit]) -> str:
+    """The digest algorithm every audit uses (files from before the ``digest`` field are SHA-256); a mix is
+    refused in one line, since digests of two algorithms differ whatever the tensors."""
+    algs = {au.path: str(au.data.get("digest", "sha256")) for au in audits}
+    if len(set(algs.values())) > 1:
+        raise InvalidArgument("audit files digest tensors with different algorithms ("
+                              + ", ".join(f"{p!r}: {a}" for p, a in algs.items())
+                              + "): their digests cannot be compared; re-run `harness audit` for the older ones")
+    return next(iter(algs.values()))
+
+
 def _failing(status: str) -> bool:
     return status not in ("ok", "skipped")
 
@@ -531,6 +544,7 @@ def compare_audits(a: Audit | str | os.PathLike[str], b: Audit | str | os.PathLi
     import pandas as pd
 
     a, b = _as_audit(a), _as_audit(b)
+    _one_digest_algorithm([a, b])
     warnings = []
     if a.corpus.get("digest") != b.corpus.get("digest"):
         warnings.append(f"the corpus digests differ (A {str(a.corpus.get('digest'))[:12]}, {a.corpus.get('cases')} "
@@ -853,6 +867,7 @@ def merge_audits(paths: Sequence[str | os.PathLike[str] | Audit]) -> MergeResult
     audits = [_as_audit(p) for p in paths]
     if not audits:
         raise InvalidArgument("merge needs at least one audit file")
+    _one_digest_algorithm(audits)
     warnings: list[str] = []
     # Sources: a sharded audit joins the others of its (label, full corpus, n); the rest stand alone.
     sources: dict[Any, list[Audit]] = {}

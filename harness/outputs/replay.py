@@ -16,6 +16,7 @@ from harness.core.cases import Case
 from harness.core.devices import Device
 from harness.core.records import Measure
 from harness.execute.inprocess import measure_here
+from harness.judge import bitwise
 from harness.judge.contracts import Contracts
 
 __all__ = ["replay", "differs"]
@@ -54,7 +55,7 @@ def _lines(here: Any) -> list[str]:
         out.append(f"  (task) {m.verdict}: {m.rule}" + (f" -- {m.detail or m.actual}" if (m.detail or m.actual) else ""))
     for name, t in here.record.tensors.items():
         ms = by.get(name, [])
-        digest = (t.digest or "")[:16]
+        digest = bitwise.short_digest(t.digest) if t.digest else ""
         parts = [_part(m) for m in sorted(ms, key=lambda m: ("repeat", "process", "context", "device",
                                                                 "oracle").index(m.kind)
                                            if m.kind in ("repeat", "process", "context", "device", "oracle") else 9)]

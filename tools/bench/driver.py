@@ -1,0 +1,174 @@
+"""One report-like campaign, timed through the campaign's public hooks (no patching of private names).
+
+:class:`TimedExecutor` is an executor for :meth:`harness.execute.campaign.Campaign.run`: it wraps another
+(a :class:`~harness.execute.campaign.LocalPool` by default) and measures, per task, the time spent inside
+the wrapped executor (worker start-up and close, the runs, the per-run records, the comparison) apart from
+the time the campaign spends on each outcome it is handed (``runs.jsonl``, ``tasks.jsonl``, the npz).
+What the outcomes themselves account for (``TaskOutcome.seconds``: subject, transfer_and_overhead,
+compare) is summed by the campaign into ``Campaign.stats``; the rest of the time inside is worker start-up
+(where a new start-up group begins, and when the last one closes) and run records (everywhere).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from typing import Any, Iterator, Sequence
+
+from tools.bench.common import median
+
+__all__ = ["TimedExecutor", "scaled_corpus", "one_campaign", "PARTS"]
+
+#: The additive parts of a campaign's wall time above the subjects' own time, with what each holds.
+PARTS = (
+    ("case_building", "case building (corpus, plan, corpus.jsonl)"),
+    ("worker_startup", "worker start-up and close (wall, inside the executor)"),
+    ("transfer", "transfer and per-run overhead (pipe, pickling, input building in the worker)"),
+    ("run_records", "per-run records inside the executor (digest and NaN/Inf counts of every tensor)"),
+    ("compare", "comparator (digests, bit comparison of the repetitions)"),
+    ("writing", "the campaign writing each outcome (runs.jsonl, tasks.jsonl, npz of rep 0), progress"),
+    ("oracle", "oracle subjects' own time"),
+    ("report_writing", "report writing (tables, plots, html)"),
+)
+
+
+class TimedExecutor:
+    """Wraps an executor and times each step of its task stream (see the module docstring).
+
+    ``stats`` is the wrapped executor's, so :meth:`Campaign.run` adds its start-up and restart counts.
+    """
+
+    def __init__(self, inner: Any = None) -> None:
+        from harness.execute.campaign import LocalPool
+
+        self.inner = inner if inner is not None else LocalPool()
+        self.stats: dict[str, float] = self.inner.stats
+        #: one record per step: seconds inside the executor, seconds the campaign took after the
+        #: yield, the outcome's own seconds, and whether the task opened a new start-up group
+        self.steps: list[dict[str, float]] = []
+        self.final_inside = 0.0  # the last step: the last group's workers closing
+
+    def run(self, tasks: Sequence[Any], settings: Any) -> Iterator[tuple[Any, Any]]:
+        from harness.execute.campaign import group_key
+
+        stream = iter(self.inner.run(tasks, settings))
+        last_group: Any = object()
+        while True:
+            t0 = time.perf_counter()
+            try:
+                task, outcome = next(stream)
+            except StopIteration:
+                self.final_inside = time.perf_counter() - t0
+                return
+            t1 = time.perf_counter()
+            g = group_key(task)
+            own = sum(float(outcome.seconds.get(k, 0.0)) for k in ("subject", "transfer_and_overhead", "compare"))
+            step = {"inside": t1 - t0, "own": own, "new_group": float(g != last_group)}
+            last_group = g
+            yield task, outcome
+            step["outside"] = time.perf_counter() - t1
+            self.steps.append(step)
+
+    def split(self) -> dict[str, float]:
+        """Seconds inside the executor beyond the outcomes' own: ``worker_startup`` (the steps that opened
+        a group, less a typical step's residual, plus the final close) and ``run_records`` (the rest);
+        ``writing``: the campaign's time on the outcomes."""
+        resid = [max(s["inside"] - s["own"], 0.0) for s in self.steps]
+        plain = [r for r, s in zip(resid, self.steps) if not s["new_group"]]
+        typical = median(plain) if plain else 0.0
+        startup = self.final_inside + sum(max(r - typical, 0.0) for r, s in zip(resid, self.steps) if s["new_group"])
+        return {"worker_startup": startup, "run_records": max(sum(resid) - (startup - self.final_inside), 0.0),
+                "writing": sum(s.get("outside", 0.0) for s in self.steps), "inside": sum(s["inside"] for s in self.steps)
+                + self.final_inside}
+
+
+def scaled_corpus(factor: int, quick: bool = False) -> list[Any]:
+    """``factor`` times the default corpus: copy ``j`` is :func:`default_corpus` with seed ``DEFAULT_SEED + j``
+    and its anchors re-seeded (same shapes, new values), so every case is new and sizes stay the default's.
+    ``quick``: three anchors (one per family) instead of the default corpus."""
+    import dataclasses
+
+    from harness.generate.corpora import DEFAULT_SEED, anchor_cases, default_corpus
+
+    out: dict[str, Any] = {}
+    for j in range(int(factor)):
+        base = [c for c in anchor_cases() if c.seed in (11, 22, 31)] if quick else default_corpus(seed=DEFAULT_SEED + j)
+        for c in base:
+            if j and "anchor" in c.tags:
+                c = dataclasses.replace(c, seed=c.seed + 100_000 * j)
+            out.setdefault(c.id, c)
+    return list(out.values())
+
+
+def _write_report(directory: str) -> None:
+    """The report of a campaign directory, as ``harness report`` writes it (without localization).
+    Wire to the one campaign driver's report step once it exists."""
+    from harness.core.env import fingerprint
+    from harness.outputs import tables
+
+    tables.write_report(directory, environment=fingerprint(), root_cause=None)
+
+
+def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: int = 2,
+                 report: bool = True, contexts: str = "default") -> dict[str, float]:
+    """One report-like campaign (``factor`` x the default corpus, CPU, ``contexts``) in a temporary
+    directory; its timings, bucketed additively (:data:`PARTS`; ``total`` = subject + the parts)."""
+    from harness.core.contexts import parse_contexts
+    from harness.core.devices import parse_devices
+    from harness.execute.campaign import Campaign, CampaignSettings, plan
+    from harness.subjects.registry import get_subject, subjects_for
+
+    tmp = tempfile.mkdtemp(prefix="harness-bench-")
+    try:
+        t_start = time.perf_counter()
+        cases = scaled_corpus(factor, quick)
+        subjects = subjects_for(None)
+        devices = parse_devices("cpu")
+        ctxs = parse_contexts(contexts)
+        tasks = plan(cases, subjects, devices, ctxs)
+        campaign = Campaign(tmp, CampaignSettings(repeats=repeats, fresh=fresh, quiet=True))
+        campaign.write_inputs(cases, {"subjects": [s.name for s in subjects], "devices": [d.id for d in devices],
+                                      "contexts": [c.name for c in ctxs], "shard": None})
+        t_cases = time.perf_counter() - t_start
+        executor = TimedExecutor()
+        t0 = time.perf_counter()
+        campaign.run(tasks, executor=executor)
+        t_campaign = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if report:
+            _write_report(tmp)
+        t_report = time.perf_counter() - t0
+        total = time.perf_counter() - t_start
+        oracle = 0.0
+        with open(os.path.join(tmp, "runs.jsonl"), encoding="utf-8") as f:
+            for line in f:
+                r = json.loads(line)
+                if get_subject(r["subject"]).role == "oracle":
+                    oracle += sum(v for k, v in r["timings"].items() if k in ("forward", "backward", "double-backward"))
+        st = campaign.stats
+        split = executor.split()
+        subject_all = float(st["subject"])
+        return {
+            "total": total,
+            "subject": subject_all - oracle,
+            "case_building": t_cases,
+            "worker_startup": split["worker_startup"],
+            "transfer": float(st["transfer_and_overhead"]),
+            "run_records": split["run_records"],
+            "compare": float(st["compare"]),
+            # the campaign's own time outside the executor: the outcome writing, plus opening the files
+            "writing": max(t_campaign - split["inside"], 0.0),
+            "oracle": oracle,
+            "report_writing": t_report,
+            "campaign": t_campaign,
+            "worker_startup_summed": float(st.get("worker_startup", 0.0)),
+            "runs": float(st["runs"]),
+            "tasks": float(len(tasks)),
+            "cases": float(len(cases)),
+            "restarts": float(st.get("restarts", 0.0)),
+        }
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,101 @@
+"""Section ``overhead``: a report-like campaign's wall time against the subjects' own forward+backward time,
+and where the rest goes (:data:`tools.bench.driver.PARTS`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+from tools.bench.common import PROJECT_ROOT, Row, figure, log, median, ratio, save_fig
+from tools.bench.driver import PARTS, one_campaign
+
+__all__ = ["bench_overhead", "plot_overhead", "campaign_round", "TARGET"]
+
+#: Issue 17's target for the overhead ratio (the floor is 1.0).
+TARGET = 1.2
+
+
+def campaign_round(factor: int, quick: bool, repeats: int, fresh: int, fresh_interpreter: bool = True,
+                   report: bool = True) -> dict[str, float]:
+    """One campaign (:func:`tools.bench.driver.one_campaign`), by default in a fresh interpreter as
+    ``harness report`` runs: nothing imported or cached from earlier rounds (matplotlib's import lands in
+    report writing, as in a real report)."""
+    if not fresh_interpreter:
+        import importlib
+
+        importlib.import_module("harness.outputs.tables")  # imported before the clock, as in run_report
+        return one_campaign(factor, quick, repeats, fresh, report=report)
+    code = ("import json, sys\n"
+            "from harness.outputs import tables  # imported before the clock starts, as in run_report\n"
+            "from tools.bench.driver import one_campaign\n"
+            f"res = one_campaign({int(factor)}, {bool(quick)!r}, {int(repeats)}, {int(fresh)}, report={bool(report)!r})\n"
+            "sys.stdout.write('\\n' + json.dumps(res) + '\\n')\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PROJECT_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    p = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+                       timeout=3600)
+    if p.returncode != 0:
+        raise RuntimeError(f"campaign round failed (exit {p.returncode}): {p.stderr[-2000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def bench_overhead(level: str = "full", rounds: int | None = None, repeats: int | None = None,
+                   fresh: int | None = None, quiet: bool = False) -> tuple[list[Row], dict[str, Any]]:
+    """The section's rows and per-round raw timings. ``level``: ``full`` (the default corpus, 3 rounds in
+    fresh interpreters, R=5 + 2 fresh), ``quick`` (3 anchors, 2 rounds) or ``smoke`` (3 anchors, one round
+    in this process, R=1 + 0 fresh)."""
+    smoke = level == "smoke"
+    quick = level != "full"
+    rounds = rounds or (1 if smoke else 2 if quick else 3)
+    repeats = repeats or (1 if smoke else 5)
+    fresh = (0 if smoke else 2) if fresh is None else fresh
+    per_round = []
+    for k in range(rounds):
+        per_round.append(campaign_round(1, quick, repeats, fresh, fresh_interpreter=not smoke))
+        log(f"overhead round {k + 1}/{rounds}: total {per_round[-1]['total']:.1f} s, "
+            f"subjects {per_round[-1]['subject']:.1f} s", quiet)
+    med = {key: median(r[key] for r in per_round) for key in per_round[0]}
+    overhead = median(ratio(r["total"], r["subject"]) for r in per_round)
+    corpus = "3 anchor cases" if quick else f"default corpus ({int(med['cases'])} cases)"
+    base_note = (f"{corpus}, cpu, context default, R={repeats} + {fresh} fresh, {int(med['tasks'])} tasks, "
+                 f"{int(med['runs'])} runs; subject time excludes the oracle subjects; localization not run")
+    rows = [Row("overhead", "overhead ratio", overhead, "campaign wall / subjects' forward+backward",
+                "campaign wall (case building + campaign + report writing)", med["total"],
+                "subjects' forward+backward (Campaign.stats subject - oracle)", med["subject"], "s", rounds,
+                target=f"<= {TARGET} (floor 1.0)", status="met" if overhead <= TARGET else "missed", note=base_note)]
+    for key, label in PARTS:
+        share = median(ratio(r[key], r["subject"]) for r in per_round)
+        rows.append(Row("overhead", f"breakdown: {key}", share, f"{key} / subjects' forward+backward",
+                        label, med[key], "subjects' forward+backward", med["subject"], "s", rounds,
+                        note="adds to the overhead ratio; the parts sum to (ratio - 1)"))
+    rows.append(Row("overhead", "context: worker start-up summed over processes",
+                    ratio(med["worker_startup_summed"], med["subject"]),
+                    "summed start-up / subjects' forward+backward", "LocalPool.stats worker_startup (summed)",
+                    med["worker_startup_summed"], "subjects' forward+backward", med["subject"], "s", rounds,
+                    status="context", note="workers start in parallel, so the wall cost is the breakdown row"))
+    return rows, {"rounds": per_round, "repeats": repeats, "fresh": fresh}
+
+
+def plot_overhead(raw: dict[str, Any], path: str) -> str:
+    """One stacked bar: the subjects' time and each part, in units of the subjects' time."""
+    per_round = raw["rounds"]
+    med = {key: median(r[key] for r in per_round) for key in per_round[0]}
+    fig = figure(8, 3.8)
+    ax = fig.add_subplot(1, 1, 1)
+    left = 0.0
+    colors = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c", "#ccb974"]
+    parts = [("subject", "subjects")] + [(k, k) for k, _ in PARTS]
+    for (key, label), color in zip(parts, colors):
+        w = ratio(med[key], med["subject"])
+        ax.barh([0], [w], left=left, color=color, label=f"{label} {w:.2f}")
+        left += w
+    ax.axvline(TARGET, color="black", ls="--", lw=1)
+    ax.text(TARGET, -0.35, f" target {TARGET}", va="center")
+    ax.set_yticks([])
+    ax.set_xlabel("seconds / subjects' forward+backward seconds")
+    ax.set_title(f"Overhead ratio {left:.2f} (median of {len(per_round)} rounds)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=3, fontsize=9)
+    return save_fig(fig, path)

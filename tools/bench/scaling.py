@@ -1,0 +1,143 @@
+"""Section ``scaling``: the default campaign at 1x, 4x and 16x the default corpus; time per task and the
+overhead ratio at each size, and whether cost is linear in the number of tasks."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from tools.bench.common import Row, figure, linear_fit, log, ratio, save_fig, slope
+from tools.bench.driver import PARTS
+from tools.bench.overhead import TARGET, campaign_round
+
+__all__ = ["bench_scaling", "plot_scaling", "FACTORS", "linearity"]
+
+#: Corpus sizes, as multiples of the default corpus.
+FACTORS = (1, 4, 16)
+
+#: Cost is called linear when the marginal cost per task of the largest step is within this factor of the
+#: smallest step's (and the straight-line fit explains the points).
+_LINEAR_TOLERANCE = 0.25
+
+
+def linearity(tasks: Sequence[float], walls: Sequence[float]) -> dict[str, Any]:
+    """Fit ``wall = a + b * tasks`` and compare the marginal cost per task between consecutive sizes.
+
+    Returns the fit (a: fixed seconds, b: seconds per task, r2), the marginal costs, the log-log exponent of
+    wall against tasks, and a one-line verdict: ``linear`` when every marginal cost is within
+    :data:`_LINEAR_TOLERANCE` of the first, ``superlinear``/``sublinear`` when the last is above/below.
+    """
+    a, b, r2 = linear_fit(list(tasks), list(walls))
+    pts = sorted(zip(tasks, walls))
+    marginal = [ratio(w1 - w0, n1 - n0) for (n0, w0), (n1, w1) in zip(pts, pts[1:])]
+    if len(marginal) < 1 or not all(math.isfinite(m) for m in marginal):
+        verdict = "not enough sizes to say"
+    else:
+        drift = ratio(marginal[-1], marginal[0]) - 1.0
+        kind = ("linear" if abs(drift) <= _LINEAR_TOLERANCE else "superlinear" if drift > 0 else "sublinear")
+        verdict = (f"{kind}: wall = {a:.2f} s + {b * 1e3:.1f} ms x tasks (r2 {r2:.4f}); marginal cost per task "
+                   + ", ".join(f"{m * 1e3:.1f} ms" for m in marginal)
+                   + f" between consecutive sizes ({drift:+.0%} from the first to the last step)")
+    return {"a": a, "b": b, "r2": r2, "marginal": marginal, "exponent": slope(tasks, walls), "verdict": verdict}
+
+
+def _harness_seconds(p: dict[str, float]) -> float:
+    """Wall seconds that are neither the subjects' nor the oracles' own."""
+    return p["total"] - p["subject"] - p["oracle"]
+
+
+def bench_scaling(level: str = "full", factors: Sequence[int] | None = None, quiet: bool = False
+                  ) -> tuple[list[Row], dict[str, Any]]:
+    """The rows: per size, time per task and the overhead ratio; then the linearity fit. ``level``: ``full``
+    (the default corpus, R=5 + 2 fresh, each size in a fresh interpreter), ``quick`` (3 anchor cases per
+    copy) or ``smoke`` (3 anchors, sizes 1x and 2x, R=1 + 0 fresh, in this process, no report writing:
+    the overhead section measures that)."""
+    smoke = level == "smoke"
+    quick = level != "full"
+    factors = tuple(factors or ((1, 2) if smoke else FACTORS))
+    repeats, fresh = (1, 0) if smoke else (5, 2)
+    points = []
+    for f in factors:
+        r = campaign_round(f, quick, repeats, fresh, fresh_interpreter=not smoke, report=not smoke)
+        r["factor"] = f
+        points.append(r)
+        log(f"scaling {f}x: {int(r['tasks'])} tasks in {r['total']:.1f} s, overhead {ratio(r['total'], r['subject']):.2f}",
+            quiet)
+    base = "3 anchor cases" if quick else "the default corpus"
+    rows: list[Row] = []
+    for p in points:
+        n = p["tasks"]
+        note = (("smoke: no report writing; " if smoke else "")
+                + f"{p['factor']}x {base} ({int(p['cases'])} cases), cpu, context default, R={repeats} + {fresh} "
+                f"fresh, {int(n)} tasks, {int(p['runs'])} runs; campaign {p['campaign']:.1f} s, report writing "
+                f"{p['report_writing']:.1f} s, worker start-up {p['worker_startup']:.1f} s")
+        ov = ratio(p["total"], p["subject"])
+        target = f"<= {TARGET}" if p["factor"] == 4 and not quick else ""
+        rows.append(Row("scaling", f"{p['factor']}x: overhead ratio", ov, "campaign wall / subjects' forward+backward",
+                        "campaign wall (case building + campaign + report writing)", p["total"],
+                        "subjects' forward+backward", p["subject"], "s", 1, target=target,
+                        status=("met" if ov <= TARGET else "missed") if target else "ok", note=note))
+        rows.append(Row("scaling", f"{p['factor']}x: seconds per task", ratio(p["total"], n), "campaign wall / tasks",
+                        "campaign wall", p["total"], "tasks", n, "s/task", 1, note=note))
+        rows.append(Row("scaling", f"{p['factor']}x: subject seconds per task", ratio(p["subject"], n),
+                        "subjects' forward+backward / tasks", "subjects' forward+backward", p["subject"], "tasks", n,
+                        "s/task", 1, note="the floor of the row above"))
+    fit = linearity([p["tasks"] for p in points], [p["total"] for p in points])
+    # the harness's own cost: what is neither a subject under test nor an oracle (whose time depends on
+    # which cases a corpus happens to hold); its parts per task say which of them grow
+    own = linearity([p["tasks"] for p in points], [_harness_seconds(p) for p in points])
+    last, first = points[-1], points[0]
+    rows.append(Row("scaling", "cost per task, largest / smallest size",
+                    ratio(ratio(last["total"], last["tasks"]), ratio(first["total"], first["tasks"])),
+                    "seconds per task at the largest size / at the smallest", f"s/task at {last['factor']}x",
+                    ratio(last["total"], last["tasks"]), f"s/task at {first['factor']}x",
+                    ratio(first["total"], first["tasks"]), "", 1, note=fit["verdict"]))
+    rows.append(Row("scaling", "harness cost per task, largest / smallest size",
+                    ratio(ratio(_harness_seconds(last), last["tasks"]), ratio(_harness_seconds(first), first["tasks"])),
+                    "(wall - subjects - oracle) per task at the largest size / at the smallest",
+                    f"s/task at {last['factor']}x", ratio(_harness_seconds(last), last["tasks"]),
+                    f"s/task at {first['factor']}x", ratio(_harness_seconds(first), first["tasks"]), "", 1,
+                    note=own["verdict"] + "; parts in ms per task: " + "; ".join(
+                        f"{p['factor']}x " + ", ".join(f"{k} {ratio(p[k], p['tasks']) * 1e3:.1f}" for k, _ in PARTS)
+                        for p in points)))
+    rows.append(Row("scaling", "linear fit: fixed seconds", math.nan, "", "a (seconds)", fit["a"],
+                    "b (seconds per task)", fit["b"], "s", len(points), status="context",
+                    note=f"exponent of wall vs tasks {fit['exponent']:.3f} (log-log); {fit['verdict']}"))
+    return rows, {"points": points, "fit": fit, "harness_fit": own, "repeats": repeats, "fresh": fresh, "quick": quick}
+
+
+def plot_scaling(raw: dict[str, Any], path: str) -> str:
+    """Two panels, readable at 800 px: wall seconds against tasks (with the straight-line fit), and seconds per
+    task and the overhead ratio against the corpus factor."""
+    pts = raw["points"]
+    fit = raw["fit"]
+    fig = figure(8, 3.6)
+    ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    n = [p["tasks"] for p in pts]
+    ax1.plot(n, [p["total"] for p in pts], "o", label="campaign wall")
+    ax1.plot(n, [p["subject"] for p in pts], "s", label="subjects' own")
+    if math.isfinite(fit["a"]):
+        xs = [0.0, max(n)]
+        ax1.plot(xs, [fit["a"] + fit["b"] * x for x in xs], "--", color="grey",
+                 label=f"{fit['a']:.1f} s + {fit['b'] * 1e3:.0f} ms/task")
+    ax1.set_xlabel("tasks")
+    ax1.set_ylabel("seconds")
+    ax1.set_title("Cost against tasks")
+    ax1.legend(fontsize=8)
+    f = [p["factor"] for p in pts]
+    ax2.plot(f, [ratio(p["total"], p["subject"]) for p in pts], "-o", label="overhead ratio")
+    ax2.axhline(TARGET, color="black", ls="--", lw=1, label=f"target {TARGET}")
+    ax2.set_xscale("log", base=2)
+    ax2.set_xticks(f)
+    ax2.set_xticklabels([f"{x}x" for x in f])
+    ax2.set_xlabel("corpus size (x default)")
+    ax2.set_ylabel("campaign wall / subjects' time")
+    ax3 = ax2.twinx()
+    ax3.plot(f, [ratio(p["total"], p["tasks"]) * 1e3 for p in pts], ":s", color="#dd8452", label="ms per task")
+    ax3.set_ylabel("ms per task", color="#dd8452")
+    ax2.set_title("Overhead and time per task")
+    h1, l1 = ax2.get_legend_handles_labels()
+    h2, l2 = ax3.get_legend_handles_labels()
+    ax2.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper right")
+    fig.tight_layout()
+    return save_fig(fig, path)
