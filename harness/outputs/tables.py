@@ -143,6 +143,15 @@ def _case_size(case: Case | None) -> int | None:
         return None
 
 
+def _uint64(values: Iterable[Any]) -> Any:
+    """A nullable UInt64 column from ints and missing values, built without passing through float64 (which
+    cannot hold ULP distances near 2**64, such as NaN against a number)."""
+    vals = list(values)
+    mask = np.array([v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)) for v in vals], dtype=bool)
+    data = np.array([0 if m else int(v) for v, m in zip(vals, mask)], dtype=object).astype(np.uint64)
+    return pd.arrays.IntegerArray(data, mask)
+
+
 def _typed(rows: list[dict[str, Any]]) -> pd.DataFrame:
     df = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
     for c in _STR:
@@ -150,7 +159,7 @@ def _typed(rows: list[dict[str, Any]]) -> pd.DataFrame:
     for c in _INT:
         df[c] = pd.array(df[c].tolist(), dtype="Int64")
     for c in _UINT:
-        df[c] = pd.array(df[c].tolist(), dtype="UInt64")
+        df[c] = _uint64(r.get(c) for r in rows)  # from the rows: the frame may already hold them as floats
     for c in _FLOAT:
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
     for c in _BOOL:
@@ -328,7 +337,7 @@ def summary_frame(results: pd.DataFrame) -> pd.DataFrame:
             })
     df = pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
     for c in ("worst_max_ulp_repeat", "worst_cross_device_ulp", "worst_cross_context_ulp"):
-        df[c] = pd.array(df[c].tolist(), dtype="UInt64")
+        df[c] = _uint64(r[c] for r in out)
     for c in ("cases_run", "tasks", "tensors", "oracle_compared", "nan_count", "errors", "skipped",
               "observed_tensors"):
         df[c] = df[c].astype("int64")
@@ -368,7 +377,7 @@ def cells_frame(measures: Sequence[Measure], tasks: Mapping[str, TaskRecord] | N
             "contract": next((m.contract for m in ms if m.contract), ""), "reason": "; ".join(reasons)[:300],
         })
     df = pd.DataFrame(rows, columns=list(CELL_COLUMNS))
-    df["worst_ulp"] = pd.array(df["worst_ulp"].tolist(), dtype="UInt64")
+    df["worst_ulp"] = _uint64(r["worst_ulp"] for r in rows)
     df["error_ratio"] = pd.to_numeric(df["error_ratio"], errors="coerce").astype("float64")
     for c in ("tensors", "tensors_differing"):
         df[c] = df[c].astype("int64")
@@ -469,12 +478,12 @@ def findings_frame(measures: Sequence[Measure], campaign_dir: str, *,
     df = pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
     if not len(df):
         return df
+    df["worst_ulp"] = _uint64(r["worst_ulp"] for r in rows)
     rank = {k: i for i, k in enumerate(FINDING_KINDS)}
     df["_v"] = -df["verdict"].map(VERDICT_ORDER).fillna(0)
     df["_k"] = df["kind"].map(rank).fillna(len(rank))
     df = df.sort_values(["_v", "_k", "subject", "device", "context", "case_id"], kind="stable")
     df = df.drop(columns=["_v", "_k"]).reset_index(drop=True)
-    df["worst_ulp"] = pd.array(df["worst_ulp"].tolist(), dtype="UInt64")
     if write_cases:
         cases = campaign_cases(campaign_dir)
         for cid in sorted(set(df["case_id"])):
@@ -526,7 +535,7 @@ def divergence_frame(measures: Sequence[Measure]) -> pd.DataFrame:
         out.append({"subject": subject, "axis": axis, "worst_ulp": max(ulps) if ulps else 0,
                     "share_identical": sum(bool(m.identical) for m in ms) / len(ms), "compared": len(ms)})
     df = pd.DataFrame(out, columns=["subject", "axis", "worst_ulp", "share_identical", "compared"])
-    df["worst_ulp"] = pd.array(df["worst_ulp"].tolist(), dtype="UInt64")
+    df["worst_ulp"] = _uint64(r["worst_ulp"] for r in out)
     return df
 
 

@@ -178,7 +178,26 @@ class Recorder:
             self.output(k, v)
 
     def to_host(self) -> dict[str, np.ndarray]:
-        return {k: np.ascontiguousarray(self.device.to_host(v)) for k, v in self._outputs.items()}
+        """The outputs as host NumPy arrays. An output that is not an array of plain numbers (object, string
+        or record dtype: no bits to compare) raises :class:`BadOutput`, which ``execute`` records as the run's
+        error in its ``transfer`` phase -- a finding on that row, never the end of the campaign."""
+        out = {}
+        for k, v in self._outputs.items():
+            a = np.ascontiguousarray(self.device.to_host(v))
+            if a.dtype.kind not in _NUMERIC_KINDS:
+                raise BadOutput(f"output {k!r} has dtype {a.dtype} (shape {a.shape}): only arrays of numbers or "
+                                f"booleans can be compared bit for bit")
+            out[k] = a
+        return out
+
+
+#: dtype kinds an output may have: bool, signed and unsigned ints, floats, complex.
+_NUMERIC_KINDS = "biufc"
+
+
+class BadOutput(Exception):
+    """A subject returned an output the harness cannot compare (raised in the subject's process, recorded as
+    the run's error)."""
 
 
 _SOURCE = re.compile(r"Source: (\S+)")

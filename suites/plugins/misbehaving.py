@@ -10,6 +10,8 @@ PYTHONPATH, so ``suites.plugins`` imports as a namespace package). All are in th
   holds the worker's process id.
 - ``misbehaving.declares``: calls ``chainer.utils.nondeterministic('myAtomic')`` in its backward.
 - ``misbehaving.raises_forward`` / ``misbehaving.raises_backward``: raise ``RuntimeError`` in that phase.
+- ``misbehaving.object_output``: ``y`` is an array of Python objects (no bits to compare).
+- ``misbehaving.wrong_shape``: ``grad.W`` has a shape other than the oracle's.
 - ``misbehaving.slow``: sleeps ``SLOW_SECONDS`` then returns a deterministic function of the case
   (for interrupting a campaign part way).
 """
@@ -103,6 +105,20 @@ def _slow(case: Case, device: Device, context: Context, rec: Recorder) -> None:
     rec.output("y", device.put(y))
 
 
+def _object_output(case: Case, device: Device, context: Context, rec: Recorder) -> None:
+    with rec.phase("forward"):
+        y = np.empty(3, dtype=object)
+        y[:] = [1, "two", None]
+    rec.outputs({"y": y})
+
+
+def _wrong_shape(case: Case, device: Device, context: Context, rec: Recorder) -> None:
+    a = build_arrays(case)
+    with rec.phase("forward"):
+        gw = np.zeros((a["W"].shape[0] + 1, a["W"].shape[1] + 2), dtype=np.float32)
+    rec.outputs({"y": np.full(np.shape(a["x"]) + (a["W"].shape[1],), np.nan, np.float32), "grad.W": gw})
+
+
 SUBJECTS: tuple[Subject, ...] = (
     Subject("misbehaving.segfault", "embed", _segfault, declared=_DECL, description="dies with SIGSEGV"),
     Subject("misbehaving.hang", "embed", _hang, declared=_DECL, description="sleeps an hour"),
@@ -115,5 +131,9 @@ SUBJECTS: tuple[Subject, ...] = (
             description="raises RuntimeError in forward"),
     Subject("misbehaving.raises_backward", "embed", _raises("backward"), declared=_DECL,
             description="raises RuntimeError in backward"),
+    Subject("misbehaving.object_output", "embed", _object_output, declared=_DECL,
+            description="an output of object dtype"),
+    Subject("misbehaving.wrong_shape", "embed", _wrong_shape, declared=_DECL,
+            description="grad.W of the wrong shape, y all NaN"),
     Subject("misbehaving.slow", "embed", _slow, declared=_DECL, description="sleeps, then deterministic"),
 )
