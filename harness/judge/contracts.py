@@ -28,6 +28,7 @@ A subject and device with no matching contract line is a "no contract" failure, 
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -36,12 +37,18 @@ from typing import Any, Iterable, Mapping
 
 from harness.core.errors import ContractError
 
-__all__ = ["Contract", "BadInputRule", "Contracts", "load_contracts", "DEFAULT_CONTRACTS", "validate"]
+__all__ = ["Contract", "BadInputRule", "Contracts", "load_contracts", "DEFAULT_CONTRACTS", "validate", "RELATION_NAMES",
+           "ORACLE_RULE_NAMES"]
 
 DEFAULT_CONTRACTS = Path(__file__).resolve().parents[2] / "contracts.toml"
 
 _CONTRACT_KEYS = {"subject", "device", "context", "reproducible", "across_processes", "identical_across",
-                  "oracle", "tolerance", "reason"}
+                  "oracle", "tolerance", "reason", "invariant_under", "oracle_rules"}
+
+#: The invariance relations a contract may name in ``invariant_under`` (defined in harness.execute.relations).
+RELATION_NAMES = ("alone", "subbatch", "order", "padding", "duplicate")
+#: The looser oracle acceptances a contract may list in ``oracle_rules`` (harness.judge.tolerance).
+ORACLE_RULE_NAMES = ("summation_bound", "normwise")
 _BAD_KEYS = {"tag", "subjects", "device", "outcome", "errors", "reason", "context"}
 
 
@@ -59,6 +66,10 @@ class Contract:
     tolerance: Mapping[str, tuple[float, float]]
     reason: str
     line: int = 0
+    #: Relations under which results must be bit-identical (:data:`RELATION_NAMES`).
+    invariant_under: tuple[str, ...] = ()
+    #: The looser oracle rules that apply; None: both where no tolerance is stated, none where one is.
+    oracle_rules: tuple[str, ...] | None = None
 
     def describe(self) -> str:
         need = []
@@ -70,6 +81,8 @@ class Contract:
             need.append("identical to " + ", ".join(self.identical_across))
         if self.oracle == "within":
             need.append("gradient error within tolerance")
+        if self.invariant_under:
+            need.append("invariant under " + ", ".join(self.invariant_under))
         return (f"{self.subject} on {self.device} in {self.context}: "
                 f"{'; '.join(need) or 'nothing required (record only)'} -- {self.reason}")
 
@@ -148,6 +161,8 @@ def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ContractError(f"contracts={str(p)!r} cannot be read: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ContractError(f"contracts={str(p)!r} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -169,19 +184,43 @@ def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
         oracle = raw.get("oracle", "within")
         if oracle not in ("within", "record"):
             raise ContractError(f"{where}: oracle={oracle!r} must be 'within' or 'record'")
+        if not isinstance(raw.get("context", "*"), str) or not raw.get("context", "*"):
+            raise ContractError(f"{where}: context={raw.get('context')!r} must be a context name or '*'")
         tol = {}
-        for dt, pair in raw.get("tolerance", {}).items():
-            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, (int, float)) for v in pair)):
+        table = raw.get("tolerance", {})
+        if not isinstance(table, dict):
+            raise ContractError(f"{where}: tolerance={table!r} must be a table such as {{ float32 = [1e-4, 1e-3] }}")
+        for dt, pair in table.items():
+            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, (int, float))
+                                                                      and not isinstance(v, bool) for v in pair)):
                 raise ContractError(f"{where}: tolerance.{dt}={pair!r} must be [atol, rtol]")
+            if not all(math.isfinite(v) and v >= 0 for v in pair):
+                raise ContractError(f"{where}: tolerance.{dt}={pair!r} must be finite and >= 0")
+            if dt not in ("float16", "float32", "float64"):
+                raise ContractError(f"{where}: tolerance.{dt} is not a float dtype (float16, float32, float64)")
             tol[dt] = (float(pair[0]), float(pair[1]))
         for key in ("reproducible", "across_processes"):
             if not isinstance(raw.get(key, False), bool):
                 raise ContractError(f"{where}: {key}={raw.get(key)!r} must be true or false")
+        if raw.get("across_processes", False) and not raw.get("reproducible", False):
+            raise ContractError(f"{where}: across_processes = true needs reproducible = true (bits that differ "
+                                f"run to run cannot match across processes)")
+        lists = {}
+        for key, allowed in (("identical_across", None), ("invariant_under", RELATION_NAMES),
+                             ("oracle_rules", ORACLE_RULE_NAMES)):
+            value = raw.get(key, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+                raise ContractError(f"{where}: {key}={value!r} must be a list of names, e.g. [\"default\"]")
+            bad = [v for v in value if allowed is not None and v not in allowed]
+            if bad:
+                raise ContractError(f"{where}: {key} names {bad[0]!r}, not one of {', '.join(allowed)}")
+            lists[key] = tuple(value)
         contracts.append(Contract(
             subject=raw["subject"], device=raw["device"], context=raw.get("context", "*"),
             reproducible=raw.get("reproducible", False), across_processes=raw.get("across_processes", False),
-            identical_across=tuple(raw.get("identical_across", ())), oracle=oracle, tolerance=tol,
-            reason=raw["reason"], line=line))
+            identical_across=lists["identical_across"], oracle=oracle, tolerance=tol,
+            reason=raw["reason"], line=line, invariant_under=lists["invariant_under"],
+            oracle_rules=lists["oracle_rules"] if "oracle_rules" in raw else None))
     rules = []
     for n, raw in enumerate(data.get("bad_input", [])):
         line = _line_of(text, n, "bad_input")
@@ -198,9 +237,28 @@ def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
             if not isinstance(raw.get(key), str) or not raw[key]:
                 raise ContractError(f"{where}: {key} must be a non-empty string")
         subjects = raw.get("subjects", ["*"])
+        if not isinstance(subjects, list) or not all(isinstance(s, str) and s for s in subjects):
+            raise ContractError(f"{where}: subjects={subjects!r} must be a list of subject names (or [\"*\"])")
+        errors = raw.get("errors", [])
+        if not isinstance(errors, list) or not all(isinstance(e, str) and e for e in errors):
+            raise ContractError(f"{where}: errors={errors!r} must be a list of exception class names")
+        for key in ("device", "context"):
+            if not isinstance(raw.get(key, "*"), str):
+                raise ContractError(f"{where}: {key}={raw.get(key)!r} must be a string")
         rules.append(BadInputRule(tag=raw["tag"], subjects=tuple(subjects), device=raw.get("device", "*"),
                                   outcome=outcome, errors=tuple(raw.get("errors", ())), reason=raw["reason"],
                                   context=raw.get("context", "*"), line=line))
+    if not contracts:
+        raise ContractError(f"{p}: holds no [[contract]] line: every subject x device x context needs one")
+    by_tag: dict[tuple[str, str, str, str], set[str]] = {}
+    for r in rules:
+        for s in r.subjects:
+            by_tag.setdefault((r.tag, s, r.device, r.context), set()).add(r.outcome)
+    for (tag, s, dev, ctx), outcomes in by_tag.items():
+        if {"raises", "no_error"} <= outcomes:
+            line = next(r.line for r in rules if r.tag == tag and s in r.subjects and r.outcome == "no_error")
+            raise ContractError(f"{p}:{line}: tag {tag!r} for {s} on {dev} in {ctx} has both a raises and a "
+                                f"no_error rule: they cannot both hold")
     return Contracts(str(p), tuple(contracts), tuple(rules))
 
 
@@ -236,4 +294,22 @@ def validate(contracts: Contracts, subjects: Mapping[str, Any], contexts: Iterab
                 problems.append(f"{where}: subject={s!r} is not registered")
         if ":" not in r.tag:
             problems.append(f"{where}: tag={r.tag!r} is not a case tag (kind:value, e.g. bad:float_ids or ids:empty)")
+    problems += missing_lines(contracts, subjects)
     return problems
+
+
+def missing_lines(contracts: Contracts, subjects: Mapping[str, Any]) -> list[str]:
+    """Coverage: every registered subject (oracles aside: they are the reference) on every device kind it runs
+    on, in every default context that applies there, must have a line; one problem per gap."""
+    from harness.core.contexts import DEFAULT_CONTEXTS, get_context
+
+    out = []
+    for name, s in subjects.items():
+        if getattr(s, "role", "subject") == "oracle":
+            continue
+        for kind in s.devices:
+            for ctx in DEFAULT_CONTEXTS:
+                if get_context(ctx).applies_to(kind) and contracts.find(name, kind, ctx) is None:
+                    out.append(f"{contracts.path}: no line covers subject={name!r} device={kind!r} context={ctx!r} "
+                               f"(add one, or a context = \"*\" line: a missing line is a failure, not a pass)")
+    return out
