@@ -31,7 +31,7 @@ def _split(text: str | None) -> list[str] | None:
 
 # ---- env ------------------------------------------------------------------------------------
 def cmd_env(args: argparse.Namespace) -> int:
-    from harness.core.env import fingerprint
+    from harness.core.env import check_exit, fingerprint
 
     fp = fingerprint()
     if args.check:
@@ -40,8 +40,8 @@ def cmd_env(args: argparse.Namespace) -> int:
             print(f"harness: {p}", file=sys.stderr)
         print(f"harness env: chainer {fp['chainer'].get('version')}, numpy {fp['packages']['numpy']}, "
               f"espnet {fp['packages']['espnet']}, compat patches {fp['compat_patches'] or 'none'}, "
-              f"gpu: {fp['gpu']['reason']}")
-        return 2 if any("chainer" in p or "espnet" in p for p in problems) else 0
+              f"gpu: {fp['gpu']['presence_reason']} (CuPy: {fp['gpu']['reason']})")
+        return check_exit(fp)
     if args.json:
         print(json.dumps(fp, indent=2, sort_keys=True))
     else:
