@@ -159,3 +159,22 @@ def test_env_here_says_no_gpu():
     from harness.core.devices import gpu_presence
 
     assert gpu_presence() == ("absent", "no GPU: nvidia-smi not found")
+
+
+def test_cluster_record_names_the_physical_gpu(tmp_path, monkeypatch):
+    """`gpu:N` on a Dask worker -> the nvidia-smi GPU it is, through CUDA_VISIBLE_DEVICES (dask-cuda sets
+    one per worker). The stand-in nvidia-smi supplies the table."""
+    from harness.core.nvsmi import query_gpus
+    from harness.execute.cluster import _gpu_of
+
+    monkeypatch.setenv("PATH", str(fake_smi(tmp_path)) + os.pathsep + os.environ["PATH"])
+    query_gpus.cache_clear()
+    try:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        assert _gpu_of("gpu:1")["uuid"].startswith("GPU-7a2d1b3f")
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+        got = _gpu_of("gpu:0")
+        assert (got["index"], got["name"], got["uuid"][:12]) == (1, "NVIDIA H200", "GPU-7a2d1b3f")
+        assert _gpu_of("cpu") is None
+    finally:
+        query_gpus.cache_clear()

@@ -24,6 +24,7 @@ import os
 import re
 import socket
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -253,14 +254,16 @@ class DaskExecutor:
                                f"'every' spread; what finished is written, rerun with --resume")
 
 
-_REGISTERED: set[int] = set()
+# Clients whose workers have the plug-in: registering it again under its name would tear the first one
+# down (closing the worker sets another executor of the same client is using).
+_REGISTERED: "weakref.WeakSet[Any]" = weakref.WeakSet()
 
 
 def _register_plugin(client: Any) -> None:
-    if id(client) in _REGISTERED:
+    if client in _REGISTERED:
         return
     client.register_plugin(_DaskPlugin(), name=HarnessWorkerPlugin.name)
-    _REGISTERED.add(id(client))
+    _REGISTERED.add(client)
 
 
 def _make_dask_plugin() -> Any:
