@@ -26,7 +26,7 @@ import socket
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from harness.core.errors import HarnessError, InvalidArgument, WorkerError
 from harness.execute.campaign import CampaignSettings, Task, TaskOutcome, WorkerSet, group_key, run_task
@@ -232,7 +232,12 @@ class DaskExecutor:
                     continue
                 tries = self.client.run_on_scheduler(_attempts, [f.key for f in done])
                 for f in done:
-                    outcome, cost = f.result()
+                    try:
+                        outcome, cost = f.result()
+                    except Exception as exc:  # noqa: BLE001 - KilledWorker (too many deaths), a harness bug
+                        msg = " ".join(str(exc).split())[:300]
+                        raise ClusterError(f"task {futures[f].key} failed on the cluster: {type(exc).__name__}: "
+                                           f"{msg}; what finished is written, rerun with --resume") from exc
                     n = int(tries.get(f.key, 1))
                     outcome.record["attempts"] = n
                     self.stats["retried_tasks"] += int(n > 1)
@@ -361,13 +366,3 @@ def wait_for_workers(client: Any, n: int = 1, timeout: float = 60.0) -> list[str
     except (TimeoutError, OSError) as exc:
         raise ClusterError(f"the cluster has fewer than {n} worker(s) after {timeout:g} s: {exc}") from None
     return sorted(client.scheduler_info(n_workers=-1)["workers"])
-
-
-def run_per_worker(client: Any, fn: Callable[[str, int], Any], workers: Sequence[str]) -> list[Any]:
-    """``fn(address, i)`` for every worker at once (each in a client thread); results in worker order."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=max(1, len(workers))) as pool:
-        futs = [pool.submit(fn, w, i) for i, w in enumerate(workers)]
-        return [f.result() for f in futs]
-
