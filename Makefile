@@ -2,8 +2,13 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# The stamp is keyed on the content of pyproject.toml and constraints.txt: edit either and the venv is rebuilt.
-KEY    := $(shell cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)
+# GPU=0 opts out of CuPy; otherwise .ci/gpu-detect.sh picks the wheel for the driver's CUDA major version
+# (printing one "GPU: ..." line) and the choice is part of the venv's key, so a rebuild keeps it.
+GPU    ?= 1
+GPU_REQ := $(shell GPU='$(GPU)' sh .ci/gpu-detect.sh)
+export HARNESS_GPU := $(if $(filter 0,$(GPU)),0,)
+# The stamp is keyed on pyproject.toml, constraints.txt and the GPU choice: change any and the venv is rebuilt.
+KEY    := $(shell (cat pyproject.toml constraints.txt; echo "gpu=$(GPU_REQ)") | sha256sum | cut -c1-16)
 STAMP  := $(VENV)/.stamp-$(KEY)
 PYTEST_ARGS ?=
 REPORT_ARGS ?=
@@ -23,6 +28,7 @@ $(STAMP): pyproject.toml constraints.txt
 	# espnet's wheel requires torch and dozens of audio packages; the harness imports only
 	# espnet.nets.chainer_backend.deterministic_embed_id (chainer + numpy), so install it alone.
 	$(BIN)/python -m pip install -q -c constraints.txt --no-deps espnet==202511
+	$(if $(GPU_REQ),$(BIN)/python -m pip install -q -c constraints.txt '$(GPU_REQ)',@echo "no CuPy: CPU only")
 	$(BIN)/python -m harness env --check
 	touch $(STAMP)
 

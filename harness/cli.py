@@ -14,6 +14,7 @@ from typing import Any, Callable, NoReturn, Sequence
 
 from harness.core import argcheck
 from harness.core.errors import HarnessError, InvalidArgument
+from harness.outputs.fleet import add_cluster_options
 
 __all__ = ["main", "build_parser"]
 
@@ -91,7 +92,7 @@ def _check_corpus(path: str | None) -> None:
 
 # ---- env ------------------------------------------------------------------------------------
 def cmd_env(args: argparse.Namespace) -> int:
-    from harness.core.env import fingerprint
+    from harness.core.env import check_exit, fingerprint
 
     fp = fingerprint()
     if args.check:
@@ -100,8 +101,8 @@ def cmd_env(args: argparse.Namespace) -> int:
             print(f"harness: {p}", file=sys.stderr)
         print(f"harness env: chainer {fp['chainer'].get('version')}, numpy {fp['packages']['numpy']}, "
               f"espnet {fp['packages']['espnet']}, compat patches {fp['compat_patches'] or 'none'}, "
-              f"gpu: {fp['gpu']['reason']}")
-        return 2 if any("chainer" in p or "espnet" in p for p in problems) else 0
+              f"gpu: {fp['gpu']['presence_reason']} (CuPy: {fp['gpu']['reason']})")
+        return check_exit(fp)
     if args.json:
         print(json.dumps(fp, indent=2, sort_keys=True))
     else:
@@ -380,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "run directory is never mixed into: --out must be new or empty; --resume DIR continues one.",
                 _codes("0  the report was written (findings are rows, not failures)"))
     _add_campaign_options(rep)
+    add_cluster_options(rep)
     rep.set_defaults(func=cmd_report)
 
     ct = _verb(sub, "contracts", "contracts file tools", "Tools for the determinism contracts file.",
@@ -407,6 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--workers-repeats", type=int, default=1, help="fresh-process repetitions, >= 0 (default 1)")
     _add_plugin(g)
     g.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_cluster_options(g)
     g.set_defaults(func=cmd_gate)
 
     a = _verb(sub, "audit", "digest every subject on a corpus into an audit file",
@@ -424,6 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--subjects", help="comma list of subjects (default: all but the control.* self-tests)")
     _add_plugin(a)
     a.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_cluster_options(a)
     a.set_defaults(func=_lazy("harness.outputs.audit", "cmd_audit"))
 
     cmp_ = _verb(sub, "compare", "what changed between two audit files",

@@ -17,7 +17,7 @@ import numpy as np
 from harness.core.errors import InvalidArgument
 
 __all__ = ["Device", "CPU", "parse_device", "parse_devices", "available_gpus", "cupy_status", "DeviceSelection",
-           "select_devices", "resolve_devices", "resolve_device"]
+           "select_devices", "resolve_devices", "resolve_device", "gpu_presence"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -37,6 +37,31 @@ def cupy_status() -> tuple[Any, str]:
     if n == 0:
         return None, f"CuPy {cupy.__version__} sees no CUDA device"
     return cupy, f"{n} CUDA device(s)"
+
+
+def gpu_presence() -> tuple[str, str]:
+    """``(state, reason)``: ``absent`` (no nvidia-smi, or it lists no GPU), ``usable`` (CuPy runs on the
+    GPUs nvidia-smi sees), ``unusable`` (nvidia-smi sees a GPU, or is there and fails, but CuPy cannot
+    use one) or ``disabled`` (``HARNESS_GPU=0``, what ``make GPU=0`` sets).
+
+    ``unusable`` is the state a GPU runner must fail on: without it, every GPU check would skip and the
+    run would pass on a machine it never tested.
+    """
+    from harness.core.nvsmi import query_gpus
+
+    if os.environ.get("HARNESS_GPU", "").strip() == "0":
+        return "disabled", "GPU checks disabled (HARNESS_GPU=0 / make GPU=0)"
+    smi = query_gpus()
+    cp, reason = cupy_status()
+    if not smi["found"]:
+        if cp is not None:  # a driver without the tool (some containers): CuPy's word is enough
+            return "usable", reason
+        return "absent", "no GPU: nvidia-smi not found"
+    if smi["ok"] and not smi["gpus"]:
+        return "absent", "no GPU: nvidia-smi sees no GPU"
+    if cp is None:
+        return "unusable", f"{smi['reason']}, but {reason}"
+    return "usable", f"{smi['reason']}; CuPy {cp.__version__}: {reason}"
 
 
 def available_gpus() -> int:

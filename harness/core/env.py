@@ -14,7 +14,7 @@ from harness.core import compat
 #: The ESPnet module under test (the subjects import it; the fingerprint records whether it imports).
 ESPNET_MODULE = "espnet.nets.chainer_backend.deterministic_embed_id"
 
-__all__ = ["fingerprint", "setup_problems", "flatten_fingerprint", "RESULT_ENV_PATTERNS"]
+__all__ = ["fingerprint", "setup_problems", "flatten_fingerprint", "check_exit", "RESULT_ENV_PATTERNS"]
 
 #: Environment variables that can change numerical results (exact names or prefixes ending in '*').
 RESULT_ENV_PATTERNS: tuple[str, ...] = (
@@ -74,11 +74,18 @@ def _chainer_part() -> dict[str, Any]:
 
 
 def _gpu_part() -> dict[str, Any]:
-    from harness.core.devices import cupy_status
+    from harness.core.devices import cupy_status, gpu_presence
+    from harness.core.nvsmi import query_gpus
 
     cp, reason = cupy_status()
+    smi = query_gpus()
+    # What the driver says, with or without CuPy: a driver audit needs it most when CuPy is what broke.
+    nvsmi = {k: smi[k] for k in ("ok", "reason", "driver_version", "cuda_version", "gpus")}
+    presence, presence_reason = gpu_presence()
     if cp is None:
-        return {"available": False, "reason": reason, "devices": []}
+        return {"available": False, "reason": reason, "devices": [], "presence": presence,
+                "presence_reason": presence_reason, "driver_version": smi["driver_version"],
+                "cuda_version": smi["cuda_version"], "nvidia_smi": nvsmi}
     rt = cp.cuda.runtime
     devices = []
     for i in range(rt.getDeviceCount()):
@@ -96,22 +103,17 @@ def _gpu_part() -> dict[str, Any]:
         cudnn = True
     except Exception:  # noqa: BLE001
         cudnn = False
-    driver = None
-    try:
-        import subprocess
-
-        q = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                           capture_output=True, text=True, timeout=10)
-        driver = q.stdout.strip().splitlines()[0] if q.returncode == 0 and q.stdout.strip() else None
-    except Exception:  # noqa: BLE001
-        pass
     return {
         "available": True,
         "reason": reason,
+        "presence": presence,
+        "presence_reason": presence_reason,
+        "cuda_version": smi["cuda_version"],
+        "nvidia_smi": nvsmi,
         "cupy": cp.__version__,
         "cuda_runtime": rt.runtimeGetVersion(),
         "cuda_driver_api": rt.driverGetVersion(),
-        "driver_version": driver,
+        "driver_version": smi["driver_version"],
         "cudnn_in_cupy": cudnn,
         "devices": devices,
     }
@@ -159,9 +161,19 @@ def setup_problems(fp: dict[str, Any] | None = None) -> list[str]:
     if fp["packages"].get("espnet") is None:
         out.append("espnet is not installed (make installs espnet==202511 with --no-deps)")
     gpu = fp["gpu"]
-    if not gpu["available"] and re.search(r"cannot see a CUDA driver|failed to import", gpu["reason"]):
+    if gpu.get("presence") == "unusable":
+        out.append(f"GPU present but unusable: {gpu.get('presence_reason')}")
+    elif not gpu["available"] and re.search(r"cannot see a CUDA driver|failed to import", gpu["reason"]):
         out.append(gpu["reason"])
     return out
+
+
+def check_exit(fp: dict[str, Any]) -> int:
+    """The exit code of ``harness env --check``: 2 when Chainer or ESPnet is unusable, or a GPU is
+    present but unusable (``fp["gpu"]["presence"] == "unusable"``); else 0."""
+    if fp["gpu"].get("presence") == "unusable":
+        return 2
+    return 2 if any("chainer" in p or "espnet" in p for p in fp["problems"]) else 0
 
 
 def flatten_fingerprint(d: Any, prefix: str = "") -> dict[str, Any]:

@@ -136,6 +136,9 @@ class TaskRecord:
     #: Where it ran, for cluster campaigns (host name, GPU id or UUID); empty on the local pool.
     host: str = ""
     attempts: int = 1
+    dask_worker: str = ""
+    #: The physical GPU it ran on (nvidia-smi's index, name, UUID; cluster campaigns), None elsewhere.
+    gpu: Mapping[str, Any] | None = None
 
     @property
     def device_kind(self) -> str:
@@ -161,6 +164,7 @@ class TaskRecord:
             d[k] = list(d[k])
         d["rep_digests"] = {k: list(v) for k, v in self.rep_digests.items()}
         d["statuses"] = dict(self.statuses)
+        d["gpu"] = None if self.gpu is None else dict(self.gpu)
         return d
 
     @classmethod
@@ -189,6 +193,8 @@ class TaskRecord:
             kw["rep_digests"] = {str(k): tuple(v) for k, v in dict(d.get("rep_digests") or {}).items()}
             kw["host"] = str(d.get("host", ""))
             kw["attempts"] = int(d.get("attempts", 1))
+            kw["dask_worker"] = str(d.get("dask_worker") or "")
+            kw["gpu"] = None if d.get("gpu") is None else dict(d["gpu"])
         except (TypeError, ValueError, AttributeError) as exc:
             raise RecordError(f"{where}: {exc}") from None
         return cls(**kw)

@@ -272,12 +272,17 @@ def _entry(rec: Mapping[str, Any]) -> dict[str, Any]:
 def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts: Any,
               out_path: str | os.PathLike[str], *, keep_arrays: str | os.PathLike[str] | None = None,
               shard: str | None = None, repeats: int = 2, subjects: str | Iterable[str] | None = None,
-              quiet: bool = False, plugins: Sequence[str] = (), timeout: float = 120.0) -> dict[str, Any]:
+              quiet: bool = False, plugins: Sequence[str] = (), timeout: float = 120.0,
+              executor: Any = None, environment: Mapping[str, Any] | None = None,
+              extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Run every subject on the corpus and write the audit file ``out_path``; returns its data.
 
     ``devices`` and ``contexts`` are comma strings (``"cpu"``, ``"all"``; ``"default,blas1"``)
     or lists of names; ``subjects`` None means every registered subject except the
     ``control.*`` self-tests. ``shard="i/n"`` runs the cases of :func:`harness.execute.campaign.shard`.
+    ``executor`` runs the tasks (default the local pool; :class:`harness.execute.cluster.DaskExecutor` for
+    a cluster), ``environment`` is the fingerprint to record (default this process's: a cluster passes the
+    one taken on the worker that ran the tasks) and ``extra`` adds top-level fields (``cluster``).
     """
     from harness.core.cases import corpus_digest, load_corpus
     from harness.core.contexts import Context, get_context
@@ -315,10 +320,10 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
         print(f"harness audit: {len(cases)} of {len(full)} cases, {len(subj)} subjects, devices "
               f"{', '.join(d.id for d in devs)}, contexts {', '.join(c.name for c in ctxs)}: "
               f"{len(tasks)} tasks x {repeats} repetitions -> {out_path}", file=sys.stderr)
-    env = fingerprint()
+    env = dict(environment) if environment is not None else fingerprint()
     entries = []
     with tempfile.TemporaryDirectory(prefix="harness-audit-") as work:
-        records = Campaign(work, settings).run(tasks) if tasks else {}
+        records = Campaign(work, settings).run(tasks, executor=executor) if tasks else {}
         for task in tasks:
             rec = records[task.key].to_dict()
             e = _entry(rec)
@@ -343,6 +348,7 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
         "arrays_dir": arrays_dir,
         "seconds": round(time.perf_counter() - t_start, 3),
         "entries": entries,
+        **dict(extra or {}),
     }
     _atomic_write(os.fspath(out_path), json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n")
     return data
@@ -375,16 +381,27 @@ def cmd_audit(args: argparse.Namespace) -> int:
     for note in sel.notes:  # after every check, so that a usage error stays one line
         print(f"harness: note: {note}", file=sys.stderr)
     t0 = time.perf_counter()
+    if getattr(args, "cluster", None):
+        from harness.outputs.fleet import audit_on_cluster
+
+        for out, data in audit_on_cluster(args):
+            _summary_line(data, out, t0)
+        return 0
     # The implied GPU of "all" stays in the plan: its entries are recorded as skipped, with the reason.
     data = run_audit(args.corpus, sel.planned, args.contexts, args.out, keep_arrays=args.keep_arrays,
                      shard=args.shard, repeats=args.repeats, subjects=subjects, quiet=args.quiet,
                      plugins=tuple(args.subject_plugin or ()))
+    _summary_line(data, args.out, t0)
+    return 0
+
+
+def _summary_line(data: Mapping[str, Any], out: str, t0: float) -> None:
     counts = collections.Counter(e["status"] for e in data["entries"])
     disagreed = sum(1 for e in data["entries"] if e["repeats_agreed"] is False)
+    where = data.get("cluster", {}).get("worker")
     print(f"audit: {len(data['entries'])} entries ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}; "
-          f"repetitions disagreed in {disagreed}) on {machine_label(data['environment'])} -> {args.out} "
-          f"({time.perf_counter() - t0:.0f} s)")
-    return 0
+          f"repetitions disagreed in {disagreed}) on {machine_label(data['environment'])}"
+          f"{f' (Dask worker {where})' if where else ''} -> {out} ({time.perf_counter() - t0:.0f} s)")
 
 
 # ==== environment ==============================================================================

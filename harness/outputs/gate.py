@@ -287,7 +287,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
     camp.write_inputs(cases, {"subjects": [s.name for s in subjects], "devices": [d.id for d in devices],
                               "contexts": contexts, "gate": True, "contracts": str(contracts.path)})
     tasks = plan(cases, subjects, devices, [get_context(c) for c in contexts])
-    records = camp.run(tasks)
+    from harness.outputs.fleet import cluster_targets
+
+    with cluster_targets(args) as targets:
+        if len(targets) > 1:
+            raise InvalidArgument("spread='every' is for audits and reports: a gate judges one column (use shard)")
+        records = camp.run(tasks, executor=targets[0].executor)
     from harness.core.env import fingerprint
     from harness.core.fileio import atomic_json
 

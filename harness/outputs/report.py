@@ -252,28 +252,36 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         print(f"harness report: {len(cases)} cases, {len(subjects)} subjects, devices "
               f"{', '.join(d.id for d in devices)}, contexts {', '.join(c.name for c in contexts)}: "
               f"{n} tasks x ({settings.repeats} + {settings.fresh} fresh) runs -> {run_dir}", file=sys.stderr)
-    t0 = time.perf_counter()
-    run = run_campaign(run_dir, cases, subjects, devices, contexts, settings, meta={"shard": getattr(args, "shard", None)},
-                       resume=bool(args.resume))
-    timings["campaign"] = time.perf_counter() - t0
-    root_cause = None
-    if not getattr(args, "no_localize", False):
-        root_cause = _root_cause_finder(run_dir, settings)
-    t0 = time.perf_counter()
-    env = fingerprint()
-    files = tables.write_report(run_dir, environment=env, root_cause=root_cause, measures=run.measures)
-    if getattr(args, "keep_arrays", "findings") != "all":
-        prune_arrays(run_dir, run.records, run.measures)
-    for name in ("tasks.jsonl", "runs.jsonl", "measures.jsonl"):
-        compress_jsonl(os.path.join(run_dir, name))  # read back transparently; a --resume restores them
-    timings["report_writing"] = time.perf_counter() - t0
-    timings["total"] = time.perf_counter() - t_start
-    _write_timings(run_dir, {**run.stats, **timings})
-    point_latest(run_dir)
-    summary = tables.summary_frame(tables.results_frame(run_dir, run.measures))
-    print(tables.terminal_summary(summary, files.pop("_headline", "").splitlines()))
-    print(f"\nreport: {files.get('summary.html', run_dir)} ({timings['total']:.0f} s)")
-    return 0
+    from harness.outputs.fleet import out_for, run_on_cluster
+
+    def one(target: Any) -> int:
+        # One campaign and its report: here, or on a cluster (one per Dask worker with --spread every).
+        where = out_for(run_dir, target) if target.suffix else run_dir
+        t0 = time.perf_counter()
+        run = run_campaign(where, cases, subjects, devices, contexts, settings, executor=target.executor,
+                           meta={"shard": getattr(args, "shard", None), **({"cluster": target.cluster}
+                                                                           if target.cluster else {})},
+                           resume=bool(args.resume))
+        own = {**timings, "campaign": time.perf_counter() - t0}
+        root_cause = None if getattr(args, "no_localize", False) else _root_cause_finder(where, settings)
+        t0 = time.perf_counter()
+        env = target.environment or fingerprint()
+        frames: dict[str, Any] = {}
+        files = tables.write_report(where, environment=env, root_cause=root_cause, measures=run.measures,
+                                    frames=frames)
+        if getattr(args, "keep_arrays", "findings") != "all":
+            prune_arrays(where, run.records, run.measures)
+        for name in ("tasks.jsonl", "runs.jsonl", "measures.jsonl"):
+            compress_jsonl(os.path.join(where, name))  # read back transparently; a --resume restores them
+        own["report_writing"] = time.perf_counter() - t0
+        own["total"] = time.perf_counter() - t_start
+        _write_timings(where, {**run.stats, **own})
+        point_latest(where)
+        print(tables.terminal_summary(frames["summary"], frames["headline"]))
+        print(f"\nreport: {files.get('summary.html', where)} ({own['total']:.0f} s)")
+        return 0
+
+    return max(run_on_cluster(args, one))
 
 
 def prune_arrays(run_dir: str, records: Mapping[str, TaskRecord], measures: Sequence[Measure]) -> list[str]:

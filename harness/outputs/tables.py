@@ -732,13 +732,13 @@ img { max-width: 100%; }
 
 def write_report(campaign_dir: str, *, environment: Mapping[str, Any],
                  root_cause: Callable[[pd.Series], str] | None = None,
-                 measures: Sequence[Measure] | None = None) -> dict[str, str]:
+                 measures: Sequence[Measure] | None = None, frames: dict[str, Any] | None = None) -> dict[str, str]:
     """Write the report files of a campaign into its directory, each atomically; returns {file name: path}.
 
     Files: ``results.csv.gz`` (and ``results.parquet`` where pyarrow is importable), ``summary.csv``,
     ``cells.csv`` (the verdict matrix), ``findings.csv``, ``summary.md``, ``summary.html``,
     ``environment.json``, the plots, and the findings' case files under ``cases/``. Everything comes from the
-    records and ``measures.jsonl``; nothing is measured here.
+    records and ``measures.jsonl``; nothing is measured here. ``frames`` (a dict) receives the frames built.
     """
     import jinja2
 
@@ -784,7 +784,8 @@ def write_report(campaign_dir: str, *, environment: Mapping[str, Any],
         summary_table=_html(summary, "verdict"), findings_table=_html(findings, "verdict"),
         environment_table=_html(env_table), plots=plots)
     put("summary.html", page)
-    out["_headline"] = "\n".join(headline)
+    if frames is not None:  # what the caller prints at the end, without building the tables again
+        frames.update(results=results, summary=summary, cells=cells, findings=findings, headline=headline)
     return out
 
 

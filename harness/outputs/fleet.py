@@ -1,0 +1,181 @@
+"""``--cluster`` for the audit, report and gate verbs: where the tasks of a campaign run.
+
+Without ``--cluster`` nothing changes (the local pool). With it, :func:`cluster_targets` connects
+(:func:`harness.execute.cluster.connect`) and says where each campaign goes:
+
+- ``--spread shard``: one campaign, its tasks spread over every worker (each task runs once somewhere);
+  the environment recorded is the first worker's, with a warning when the workers' fingerprints differ.
+- ``--spread every``: one campaign per worker, pinned to it, each with the fingerprint taken *on* that
+  worker; an audit writes one file per worker (``A-worker0.json``, ``A-worker1.json``, ...), the columns
+  that ``harness merge`` joins into the driver matrix and ``harness compare`` reads pairwise.
+
+Wiring (cli.py, report.py and gate.py are owned elsewhere): ``add_cluster_options(p)`` on each verb's
+parser; ``run_on_cluster(args, run_one)`` around the code that makes and runs the campaign, with
+``run_one(target)`` passing ``target.executor`` to ``Campaign.run`` / ``run_audit`` and
+``target.environment`` as the fingerprint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, TypeVar
+
+from harness.core.errors import InvalidArgument
+
+__all__ = ["Target", "add_cluster_options", "cluster_targets", "run_on_cluster", "out_for", "audit_on_cluster",
+           "bench_cluster"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class Target:
+    """Where one campaign runs. ``executor`` None is the local pool; ``environment`` None means "take
+    this process's fingerprint"; ``suffix`` tells the per-worker outputs of the every spread apart."""
+
+    executor: Any = None
+    environment: dict[str, Any] | None = None
+    label: str | None = None
+    suffix: str = ""
+    cluster: dict[str, Any] = field(default_factory=dict)
+
+
+def add_cluster_options(parser: argparse.ArgumentParser) -> None:
+    """``--cluster ADDRESS|local|local-cuda``, ``--spread shard|every``, ``--cluster-workers N``."""
+    g = parser.add_argument_group("fleet (Dask)")
+    g.add_argument("--cluster", metavar="ADDRESS", default=None,
+                   help="run the tasks on a Dask cluster: tcp://host:8786, 'local' (a LocalCluster here) or "
+                        "'local-cuda' (one worker per GPU; needs dask-cuda). Default: the local worker pool")
+    g.add_argument("--spread", choices=["shard", "every"], default="shard",
+                   help="shard: each task once somewhere (one column); every: every worker runs the whole "
+                        "corpus (one column per worker, each with its own fingerprint)")
+    g.add_argument("--cluster-workers", type=int, default=2, metavar="N",
+                   help="worker processes of --cluster local (default 2)")
+
+
+def _fp_key(fp: dict[str, Any]) -> str:
+    return json.dumps(fp, sort_keys=True, default=str)
+
+
+@contextmanager
+def cluster_targets(args: argparse.Namespace) -> Iterator[list[Target]]:
+    """The targets of ``args`` (one local target without ``--cluster``); closes what it started."""
+    from harness.execute.cluster import (DaskExecutor, connect, parse_cluster_spec, wait_for_workers,
+                                         worker_fingerprints)
+
+    spec = parse_cluster_spec(getattr(args, "cluster", None))
+    spread = getattr(args, "spread", "shard") or "shard"
+    if spread not in ("shard", "every"):
+        raise InvalidArgument(f"spread={spread!r} is not 'shard' or 'every'")
+    if spec is None:
+        if spread != "shard":
+            raise InvalidArgument(f"spread={spread!r} needs --cluster")
+        yield [Target()]
+        return
+    n = int(getattr(args, "cluster_workers", 2) or 2)
+    with connect(spec, n_workers=n) as conn:
+        addrs = wait_for_workers(conn.client, n if spec == "local" else 1)
+        fps = worker_fingerprints(conn.client)
+        addrs = [a for a in addrs if a in fps]
+        info = {"spec": spec, "spread": spread, "workers": addrs}
+        if spread == "shard":
+            if len({_fp_key(fps[a]) for a in addrs}) > 1:
+                print("harness: warning: the cluster's workers have different environment fingerprints; a "
+                      "shard column mixes them (use --spread every for one column per worker)", file=sys.stderr)
+            yield [Target(DaskExecutor(conn.client), fps[addrs[0]], "cluster", "", info)]
+        else:
+            yield [Target(DaskExecutor(conn.client, workers=[a]), fps[a], f"worker{i}", f"-worker{i}",
+                          {**info, "worker": a, "worker_index": i}) for i, a in enumerate(addrs)]
+
+
+def run_on_cluster(args: argparse.Namespace, run_one: Callable[[Target], T]) -> list[T]:
+    """``run_one(target)`` for every target of ``args``: at once (one client thread each) on a cluster,
+    in this thread without one. Results in target order."""
+    with cluster_targets(args) as targets:
+        if len(targets) == 1:
+            return [run_one(targets[0])]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=len(targets)) as pool:
+            futs = [pool.submit(run_one, t) for t in targets]
+            return [f.result() for f in futs]
+
+
+def out_for(path: str | os.PathLike[str], target: Target) -> str:
+    """``reports/A.json`` -> ``reports/A-worker1.json`` for the every spread (a directory gets the suffix)."""
+    p = Path(os.fspath(path))
+    if not target.suffix:
+        return str(p)
+    return str(p.with_name(p.stem + target.suffix + p.suffix)) if p.suffix else str(p) + target.suffix
+
+
+def audit_on_cluster(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
+    """``harness audit`` with ``--cluster``: the audit files written (path, data), one per target.
+
+    With the every spread and two or more workers, prints the merge matrix of the per-worker columns."""
+    from harness.outputs.audit import merge_audits, run_audit
+
+    plugins = tuple(args.subject_plugin or ())
+
+    def one(t: Target) -> tuple[str, dict[str, Any]]:
+        out = out_for(args.out, t)
+        keep = None if args.keep_arrays is None else out_for(args.keep_arrays, t)
+        data = run_audit(args.corpus, args.devices, args.contexts, out, keep_arrays=keep, shard=args.shard,
+                         repeats=args.repeats, subjects=args.subjects, quiet=args.quiet or len(t.suffix) > 0,
+                         plugins=plugins, executor=t.executor, environment=t.environment,
+                         extra={"cluster": t.cluster} if t.cluster else None)
+        return out, data
+
+    got = run_on_cluster(args, one)
+    if len(got) > 1:
+        res = merge_audits([p for p, _ in got])
+        print(res.to_markdown())
+    return got
+
+
+def bench_cluster(n_cases: int = 6, workers: int = 2, repeats: int = 2,
+                  subjects: tuple[str, ...] = ("chainer.embed_id", "espnet.embed_id", "chainer.NStepLSTM")
+                  ) -> dict[str, Any]:
+    """Cases/s of the local pool against a ``workers``-process LocalCluster on the same small corpus
+    (the first ``n_cases`` of the audit corpus that the subjects apply to, on CPU). Cluster start-up and
+    the Dask workers' first Chainer import are timed apart from the steady run."""
+    import tempfile
+    import time
+
+    from harness.core.cases import load_corpus
+    from harness.core.contexts import get_context
+    from harness.core.devices import CPU
+    from harness.execute.campaign import Campaign, CampaignSettings, plan
+    from harness.execute.cluster import DaskExecutor, connect, wait_for_workers
+    from harness.outputs.audit import DEFAULT_CORPUS
+    from harness.subjects.registry import subjects_for
+
+    subj = subjects_for(list(subjects))
+    cases = [c for c in load_corpus(DEFAULT_CORPUS) if not c.bad and any(s.applies_to(c) for s in subj)][:n_cases]
+    tasks = plan(cases, subj, [CPU], [get_context("default")])
+    settings = CampaignSettings(repeats=repeats, fresh=0, quiet=True)
+    out: dict[str, Any] = {"cases": len(cases), "tasks": len(tasks), "repeats": repeats, "workers": workers}
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        Campaign(d, settings).run(tasks)
+        out["local_seconds"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with connect("local", n_workers=workers) as conn:
+        wait_for_workers(conn.client, workers)
+        out["cluster_start_seconds"] = time.perf_counter() - t0
+        ex = DaskExecutor(conn.client)
+        for run in ("cold", "warm"):  # cold: each Dask worker starts its harness workers (imports Chainer)
+            with tempfile.TemporaryDirectory() as d:
+                t0 = time.perf_counter()
+                Campaign(d, settings).run(tasks, executor=ex)
+                out[f"cluster_{run}_seconds"] = time.perf_counter() - t0
+    for k in ("local", "cluster_cold", "cluster_warm"):
+        out[f"{k}_cases_per_s"] = len(cases) / out[f"{k}_seconds"]
+        out[f"{k}_tasks_per_s"] = len(tasks) / out[f"{k}_seconds"]
+    return out
