@@ -227,7 +227,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
     _load_plugins(args.subject_plugin)
     argcheck.int_at_least("repeats", args.repeats, 1)
-    argcheck.int_at_least("workers-repeats", args.workers_repeats, 0)
+    argcheck.int_at_least("fresh", args.fresh, 0)
     from harness.core.devices import select_devices
 
     sel = select_devices(args.devices)
@@ -310,7 +310,11 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
                                      "GPU; a GPU named here must be usable)")
     p.add_argument("--contexts", help="comma list of context names (default: the default set)")
     p.add_argument("--repeats", type=int, help="in-process repetitions R, >= 1 (default 5)")
-    p.add_argument("--workers-repeats", type=int, help="fresh-process repetitions K, >= 0 (default 2)")
+    p.add_argument("--fresh", type=int, help="runs in fresh worker processes, one each, >= 0 (default 2)")
+    p.add_argument("--relations", help="invariance relations to run, comma list of alone, subbatch, order, padding, "
+                                       "duplicate; 'all' (the default) or 'none'")
+    p.add_argument("--keep-arrays", choices=["findings", "all"], help="keep repetition 0's arrays of the tasks "
+                                                                      "with findings (default) or of every task")
     p.add_argument("--examples", type=int, help="generated examples per family, >= 1 (default: the corpus's own)")
     p.add_argument("--seed", type=int, help="corpus seed (default 20261202)")
     p.add_argument("--corpus", help="a corpus .jsonl to run instead of generating one")
@@ -377,7 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = _verb(sub, "report", "run a campaign and write the report tables",
                 "Run the campaign (every case x subject x device x context, R times in a pooled worker and once "
-                "in each of K fresh workers) and write results.csv, summary.md/html and the findings. An existing "
+                "in each of --fresh N fresh workers, the members of the invariance relations beside it) and write "
+                "results.csv.gz, summary.md/html and the findings. An existing "
                 "run directory is never mixed into: --out must be new or empty; --resume DIR continues one.",
                 _codes("0  the report was written (findings are rows, not failures)"))
     _add_campaign_options(rep)
@@ -406,7 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", metavar="DIR", help="a new (absent or empty) run directory (default reports/<run-id>)")
     g.add_argument("--junit", metavar="FILE", help="write a JUnit XML file of the checks")
     g.add_argument("--repeats", type=int, default=3, help="in-process repetitions, >= 1 (default 3)")
-    g.add_argument("--workers-repeats", type=int, default=1, help="fresh-process repetitions, >= 0 (default 1)")
+    g.add_argument("--fresh", type=int, default=1, help="fresh-process repetitions, >= 0 (default 1)")
     _add_plugin(g)
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     add_cluster_options(g)

@@ -178,7 +178,7 @@ def test_report_bad_arguments_are_one_line(tmp_path, case_file):
     common = ["report", "--corpus", str(corpus), "--subjects", "control.deterministic", "--devices", "cpu",
               "--contexts", "default", "--out", str(tmp_path / "out"), "--quiet", "--no-localize"]
     one_line_error(harness(*common, "--repeats", "0"), "InvalidArgument", "repeats=0")
-    one_line_error(harness(*common, "--workers-repeats", "-1"), "workers-repeats=-1")
+    one_line_error(harness(*common, "--fresh", "-1"), "fresh=-1")
     one_line_error(harness(*common, "--devices", "tpu"), "device='tpu'")  # the last --devices wins
     one_line_error(harness(*common, "--shard", "5/2"), "shard='5/2'")
     one_line_error(harness("report", "--resume", str(tmp_path / "nothing"), "--quiet"), "nothing to resume")

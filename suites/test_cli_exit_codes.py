@@ -31,7 +31,7 @@ GPU_HERE = Device("gpu", 0).available
 VERBS = ["env", "subjects", "cases", "replay", "report", "contracts", "contracts check", "gate", "audit",
          "compare", "merge", "localize", "bench"]
 SMALL = ["--subjects", "control.deterministic", "--contexts", "default", "--repeats", "2",
-         "--workers-repeats", "0", "--quiet", "--no-localize"]
+         "--fresh", "0", "--quiet", "--no-localize"]
 
 
 def harness(*args: str, cwd: Path = ROOT, timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
@@ -280,7 +280,7 @@ def test_a_running_report_holds_the_lock(tmp_path, corpus):
     out = tmp_path / "busy"
     cmd = [sys.executable, "-m", "harness", "report", "--corpus", str(corpus), "--devices", "cpu",
            "--subjects", "misbehaving.hang", "--subject-plugin", "suites.plugins.misbehaving:SUBJECTS",
-           "--contexts", "default", "--repeats", "1", "--workers-repeats", "0", "--timeout", "60",
+           "--contexts", "default", "--repeats", "1", "--fresh", "0", "--timeout", "60",
            "--out", str(out), "--quiet", "--no-localize"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -385,7 +385,7 @@ _NUMBERISH = st.one_of(_TEXT, st.sampled_from(["nan", "inf", "-inf", "-1", "0", 
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(flag=st.sampled_from(["--timeout", "--repeats", "--workers-repeats", "--examples", "--shard", "--devices",
+@given(flag=st.sampled_from(["--timeout", "--repeats", "--fresh", "--examples", "--shard", "--devices",
                              "--subjects", "--contexts", "--corpus", "--seed"]), value=_NUMBERISH)
 def test_fuzzed_report_values_are_one_line_errors(flag, value, tmp_path_factory, capsys):
     """In-process (fast): ``--out`` at an existing file is checked last, so a value that passes its own

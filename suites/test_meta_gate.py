@@ -144,7 +144,7 @@ def test_gate_command_exit_codes_and_junit(small_run, tmp_path):
     corpus = os.path.join(small_run, "corpus.jsonl")
     base = tmp_path / "base"
     cmd = [sys.executable, "-m", "harness", "gate", "--devices", "cpu", "--corpus", corpus, "--repeats", "2",
-           "--workers-repeats", "0", "--quiet"]
+           "--fresh", "0", "--quiet"]
     r0 = subprocess.run(cmd + ["--out", str(base)], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert r0.returncode == 0, r0.stdout + r0.stderr
     recs = [json.loads(x) for x in (base / "tasks.jsonl").read_text().splitlines()]

@@ -199,7 +199,7 @@ def test_interrupted_report_resumes_to_the_same_records(tmp_path, resume_corpus)
     b_dir = tmp_path / "B"
     cmd = [sys.executable, "-m", "harness", "report", "--corpus", str(corpus_path), "--subjects",
            ",".join(RESUME_SUBJECTS), "--devices", "cpu", "--contexts", "default", "--repeats", "2",
-           "--workers-repeats", "1", "--out", str(b_dir), "--quiet", "--no-localize",
+           "--fresh", "1", "--out", str(b_dir), "--quiet", "--no-localize",
            "--subject-plugin", PLUGIN]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
@@ -311,7 +311,7 @@ def test_plan_gives_gpu_tasks_that_end_as_skipped_rows(tmp_path):
     assert len(runs) == len(gpu_tasks) and all(r["status"] == "skipped" and r["pid"] is None for r in runs)
 
 
-@pytest.mark.parametrize("kwargs,name", [({"repeats": 0}, "repeats"), ({"fresh": -1}, "workers-repeats"),
+@pytest.mark.parametrize("kwargs,name", [({"repeats": 0}, "repeats"), ({"fresh": -1}, "fresh"),
                                          ({"timeout": 0}, "timeout"), ({"timeout": -3.0}, "timeout")])
 def test_bad_settings_name_the_argument(kwargs, name):
     with pytest.raises(InvalidArgument) as info:

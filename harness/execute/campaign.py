@@ -87,11 +87,14 @@ def shard(cases: Sequence[Case], i: int, n: int) -> list[Case]:
 
 
 def plan(cases: Iterable[Case], subjects: Iterable[Subject], devices: Iterable[Device],
-         contexts: Iterable[Context], oracle_contexts: tuple[str, ...] = ("default",)) -> list[Task]:
+         contexts: Iterable[Context], oracle_contexts: tuple[str, ...] = ("default",),
+         relation_contexts: tuple[str, ...] = ("default",)) -> list[Task]:
     """Every applicable task, in a stable order. Oracle subjects run only in ``oracle_contexts``
     (they are float64 NumPy and deterministic; once is enough to measure error against them),
     and only on the devices they support; other subjects get a task on every device asked for,
-    so an unavailable GPU shows up as ``skipped`` rows, never as a silent absence."""
+    so an unavailable GPU shows up as ``skipped`` rows, never as a silent absence. The members of
+    invariance relations (:mod:`harness.execute.relations`) run in ``relation_contexts`` only: the
+    relation compares them with their base case in the same context."""
     cases, subjects, devices, contexts = list(cases), list(subjects), list(devices), list(contexts)
     tasks = []
     for ctx in contexts:
@@ -105,6 +108,8 @@ def plan(cases: Iterable[Case], subjects: Iterable[Subject], devices: Iterable[D
                 if dev.kind not in subj.devices:
                     continue
                 for case in cases:
+                    if case.spec.get("relation") is not None and ctx.name not in relation_contexts:
+                        continue
                     if subj.applies_to(case):
                         tasks.append(Task(case, subj.name, dev.id, ctx.name))
     return tasks
@@ -124,7 +129,7 @@ class CampaignSettings:
         if self.repeats < 1:
             raise InvalidArgument(f"repeats={self.repeats} must be >= 1")
         if self.fresh < 0:
-            raise InvalidArgument(f"workers-repeats={self.fresh} must be >= 0")
+            raise InvalidArgument(f"fresh={self.fresh} must be >= 0")
         if self.timeout <= 0:
             raise InvalidArgument(f"timeout={self.timeout} must be > 0")
 
@@ -252,9 +257,10 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
     device = parse_device(task.device)
     ok, reason = device.availability()
     slots = ["pool"] * settings.repeats + [f"fresh:{k}" for k in range(settings.fresh)]
-    if get_subject(task.subject).role == "oracle":
-        # The float64 oracles are references, not subjects under suspicion: two runs in one
-        # process show they are stable; more would only cost time.
+    if get_subject(task.subject).role == "oracle" or task.case.spec.get("relation") is not None:
+        # The float64 oracles are references, not subjects under suspicion, and a relation's member is
+        # compared with its base case, not with itself: two runs in one process show they are stable;
+        # more would only cost time (the base case gets the full R + K).
         slots = ["pool"] * min(2, settings.repeats)
     results: list[tuple[str, RunResult]] = []
     metas: list[dict[str, dict[str, Any]]] = []

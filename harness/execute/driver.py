@@ -34,20 +34,27 @@ class CampaignRun:
 def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subject], devices: Sequence[Device],
                  contexts: Sequence[Context], settings: CampaignSettings, *, meta: Mapping[str, Any] | None = None,
                  contracts: Any = None, resume: bool = False, executor: Any = None,
-                 oracle_contexts: tuple[str, ...] = ("default",)) -> CampaignRun:
+                 oracle_contexts: tuple[str, ...] = ("default",), relations: Sequence[Any] = ()) -> CampaignRun:
     """Plan every applicable task, run those not finished yet into ``directory`` (writing ``corpus.jsonl`` and
     ``campaign.json`` first unless ``resume``), then measure them all under ``contracts`` (the shipped
-    contracts file when None) into ``measures.jsonl``. ``executor`` runs the tasks (default: the local pool)."""
+    contracts file when None) into ``measures.jsonl``. ``executor`` runs the tasks (default: the local pool).
+    ``relations`` (:class:`~harness.execute.relations.Relation`) add each case's members to the corpus (once:
+    a resumed corpus already holds them); they run in the default context."""
     if contracts is None:
         from harness.judge.contracts import load_contracts
 
         contracts = load_contracts(None)
+    cases = list(cases)
+    if relations and not resume:
+        from harness.execute.relations import members
+
+        cases = cases + [m.case for c in cases for m in members(c, relations)]
     tasks = plan(cases, subjects, devices, contexts, oracle_contexts=oracle_contexts)
     campaign = Campaign(directory, settings)
     if not resume:
-        campaign.write_inputs(list(cases), {"subjects": [s.name for s in subjects], "devices": [d.id for d in devices],
-                                            "contexts": [c.name for c in contexts], "contracts": str(contracts.path),
-                                            **dict(meta or {})})
+        campaign.write_inputs(cases, {"subjects": [s.name for s in subjects], "devices": [d.id for d in devices],
+                                      "contexts": [c.name for c in contexts], "contracts": str(contracts.path),
+                                      "relations": [r.name for r in relations], **dict(meta or {})})
     records = campaign.run(tasks, executor=executor)
     measures = measure_campaign(directory, contracts, tasks=records)
     return CampaignRun(directory, tasks, records, measures, campaign.stats)

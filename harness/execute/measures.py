@@ -16,6 +16,7 @@ import numpy as np
 from harness.core.cases import Case, load_corpus
 from harness.core.records import Measure, TaskRecord, read_measures, read_tasks, write_jsonl
 from harness.judge.contracts import Contracts
+from harness.execute.relations import pairs, relation_of
 from harness.judge.measure import Reference, measure_task, references_for
 
 __all__ = ["MEASURES_FILE", "measure_campaign", "load_measures", "campaign_cases"]
@@ -92,12 +93,34 @@ def measure_campaign(directory: str, contracts: Contracts, *, tasks: Mapping[str
                 oracle = (oracle_name, oarr)
         out += measure_task(rec, case, contract, role=role, bad_rules=rules, arrays=mine, references=refs,
                             oracle=oracle)
+        rel = None if case is None else relation_of(case)
+        if rel is not None and rec.ok_runs and role != "oracle":
+            base = by.get((rel["base"], rec.subject, rec.device, rec.context))
+            out += relation_measures(rec, case, rel, contract, arrays.get(base) if base is not None and
+                                     base.ok_runs else None, mine)
     if write:
         path = os.path.join(directory, MEASURES_FILE)
         if os.path.exists(path + ".gz"):
             os.remove(path + ".gz")  # measured again (a resumed campaign): the plain file is the current one
         write_jsonl(path, out)
     return out
+
+
+def relation_measures(rec: TaskRecord, case: Case, rel: Mapping[str, Any], contract: Any,
+                      base: Mapping[str, np.ndarray] | None, member: Mapping[str, np.ndarray] | None) -> list[Measure]:
+    """The invariance measures of one member task against its base task (same subject, device, context):
+    one per tensor pair the relation names, judged bitwise (``kind="relation"``), under ``invariant_under``.
+    Where the base task produced nothing, one task-level measure says so."""
+    from harness.judge.verdicts import SKIPPED, judge_pair
+
+    key = {"case_id": rel["base"], "subject": rec.subject, "device": rec.device, "context": rec.context}
+    label = f"{rel['name']}:{rel['label']}"
+    if base is None or member is None:
+        return [Measure(kind="relation", relation=rel["name"], other=label, verdict=SKIPPED, tensor="",
+                        rule=f"invariant_under {rel['name']}", detail="the base case or the member has no arrays",
+                        **key)]
+    return [judge_pair("relation", contract, key, name, b, m, label, relation=rel["name"])
+            for name, b, m in pairs(case.family, rel["name"], rel["index"], base, member)]
 
 
 def load_measures(directory: str) -> list[Measure]:

@@ -282,10 +282,16 @@ def cmd_gate(args: argparse.Namespace) -> int:
         print(f"harness: note: {note}", file=sys.stderr)
     devices = selection.planned  # an implied, unusable GPU stays planned: its checks are <skipped> in JUnit
     run_dir = args.out or new_run_dir()
-    camp = Campaign(run_dir, CampaignSettings(repeats=args.repeats, fresh=args.workers_repeats,
+    from harness.execute.relations import RELATIONS, members
+
+    # The relations the contracts claim invariance under: their members join the corpus (default context).
+    claimed = sorted({r for c in contracts.contracts for r in c.invariant_under})
+    cases = list(cases) + [m.case for c in cases for m in members(c, [RELATIONS[r] for r in claimed])]
+    camp = Campaign(run_dir, CampaignSettings(repeats=args.repeats, fresh=args.fresh,
                                               plugins=tuple(args.subject_plugin or ()), quiet=args.quiet))
     camp.write_inputs(cases, {"subjects": [s.name for s in subjects], "devices": [d.id for d in devices],
-                              "contexts": contexts, "gate": True, "contracts": str(contracts.path)})
+                              "contexts": contexts, "gate": True, "contracts": str(contracts.path),
+                              "relations": claimed})
     tasks = plan(cases, subjects, devices, [get_context(c) for c in contexts])
     from harness.outputs.fleet import cluster_targets
 

@@ -45,7 +45,7 @@ def point_latest(run_dir: str, base: str = REPORTS_DIR) -> None:
         pass
 
 
-_DEFAULTS = {"repeats": 5, "workers_repeats": 2, "timeout": 120.0, "seed": 20261202}
+_DEFAULTS = {"repeats": 5, "fresh": 2, "timeout": 120.0, "seed": 20261202}
 
 
 @contextlib.contextmanager
@@ -132,12 +132,16 @@ def _resume_conflicts(args: argparse.Namespace, meta: dict[str, Any], cases: lis
         differ("--contexts", [c.name for c in parse_contexts(args.contexts)], meta["contexts"])
     if args.repeats is not None:
         differ("--repeats", args.repeats, meta["repeats"])
-    if args.workers_repeats is not None:
-        differ("--workers-repeats", args.workers_repeats, meta["fresh"])
+    if args.fresh is not None:
+        differ("--fresh", args.fresh, meta["fresh"])
     if args.timeout is not None:
         differ("--timeout", float(args.timeout), float(meta["timeout"]))
     if args.shard is not None:
         differ("--shard", args.shard, meta.get("shard"))
+    if getattr(args, "relations", None) is not None:
+        from harness.execute.relations import parse_relations
+
+        differ("--relations", [r.name for r in parse_relations(args.relations)], meta.get("relations", []))
     if args.corpus is not None or args.examples is not None or args.seed is not None:
         given = _fresh_cases(args, default_corpus)
         if corpus_digest(given) != corpus_digest(cases):
@@ -173,7 +177,7 @@ def _check_values(args: argparse.Namespace) -> None:
     from harness.core import argcheck
 
     argcheck.int_at_least("repeats", args.repeats, 1)
-    argcheck.int_at_least("workers-repeats", args.workers_repeats, 0)
+    argcheck.int_at_least("fresh", args.fresh, 0)
     argcheck.int_at_least("examples", args.examples, 1)
     if args.timeout is not None:
         argcheck.positive_seconds("timeout", args.timeout)
@@ -242,8 +246,8 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
             print(f"harness: note: {note}", file=sys.stderr)
         devices = sel.planned  # an implied, unusable GPU stays in the plan: its rows say "skipped: <reason>"
         contexts = parse_contexts(args.contexts)
-        settings = CampaignSettings(repeats=_or(args.repeats, "repeats"), fresh=_or(args.workers_repeats,
-                                    "workers_repeats"), timeout=_or(args.timeout, "timeout"),
+        settings = CampaignSettings(repeats=_or(args.repeats, "repeats"), fresh=_or(args.fresh,
+                                    "fresh"), timeout=_or(args.timeout, "timeout"),
                                     plugins=tuple(args.subject_plugin), quiet=args.quiet)
     if not cases:
         raise InvalidArgument("corpus holds no cases (check --corpus / --shard)")
@@ -252,13 +256,17 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         print(f"harness report: {len(cases)} cases, {len(subjects)} subjects, devices "
               f"{', '.join(d.id for d in devices)}, contexts {', '.join(c.name for c in contexts)}: "
               f"{n} tasks x ({settings.repeats} + {settings.fresh} fresh) runs -> {run_dir}", file=sys.stderr)
+    from harness.execute.relations import parse_relations
     from harness.outputs.fleet import out_for, run_on_cluster
+
+    relations = [] if args.resume else parse_relations(getattr(args, "relations", None))
 
     def one(target: Any) -> int:
         # One campaign and its report: here, or on a cluster (one per Dask worker with --spread every).
         where = out_for(run_dir, target) if target.suffix else run_dir
         t0 = time.perf_counter()
         run = run_campaign(where, cases, subjects, devices, contexts, settings, executor=target.executor,
+                           relations=relations,
                            meta={"shard": getattr(args, "shard", None), **({"cluster": target.cluster}
                                                                            if target.cluster else {})},
                            resume=bool(args.resume))
