@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from harness.core.cases import Case
 
-__all__ = ["anchor_cases", "default_corpus", "gate_corpus", "DEFAULT_SEED", "DEFAULT_EXAMPLES"]
+__all__ = ["anchor_cases", "relation_cases", "default_corpus", "gate_corpus", "DEFAULT_SEED", "DEFAULT_EXAMPLES"]
 
 DEFAULT_SEED = 20261202
 DEFAULT_EXAMPLES = {"embed": 6, "lstm": 4, "pipeline": 3}
@@ -49,8 +49,22 @@ def anchor_cases() -> list[Case]:
     ]
 
 
+def relation_cases() -> list[Case]:
+    """Cases for the invariance relations: an LSTM batch with tied lengths wide enough (in and hidden 64) that
+    OpenBLAS's GEMM kernels change bits with the batch's size and order (measured here: alone, sub-batch,
+    reversed and duplicated sequences all differ from the whole batch's), and a collision-heavy 2-D id batch
+    whose embedding gradient sums rows in another order when they are permuted."""
+    return [
+        Case("lstm", 51, {"n_layers": 1, "in_size": 64, "hidden": 64, "lengths": [5, 4, 4, 2]},
+             tags=("relations", "lengths:ties")),
+        Case("embed", 52, {"vocab": 50, "width": 8, "ids_shape": [16, 8], "id_kind": "collision", "distinct": 5},
+             tags=("relations", "collision")),
+    ]
+
+
 def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEFAULT_SEED) -> list[Case]:
-    """Anchors plus ``examples`` generated cases per family (ci-profile sizes), deduplicated by id."""
+    """Anchors, the relation cases and ``examples`` generated cases per family (ci-profile sizes),
+    deduplicated by id."""
     from harness.generate.strategies import corpus
 
     if examples is None:
@@ -59,7 +73,7 @@ def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEF
         per = {f: examples for f in DEFAULT_EXAMPLES}
     else:
         per = dict(examples)
-    cases = anchor_cases()
+    cases = anchor_cases() + relation_cases()
     for i, (family, n) in enumerate(sorted(per.items())):
         if n > 0:
             cases.extend(corpus(family, examples=n, seed=seed + i, profile="ci"))

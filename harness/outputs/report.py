@@ -292,23 +292,45 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
     return max(run_on_cluster(args, one))
 
 
+#: Of each task kept for its findings, at most this many tensors (the worst by ULP distance) are kept.
+KEPT_TENSORS = 8
+
+
 def prune_arrays(run_dir: str, records: Mapping[str, TaskRecord], measures: Sequence[Measure]) -> list[str]:
-    """Keep repetition 0's arrays only for the tasks of subjects (not controls or oracles) with a finding;
-    delete the rest (``replay`` and ``localize`` rebuild any run from its case file). Returns the files
-    deleted."""
+    """Keep repetition 0's arrays only for the tasks of subjects (not controls or oracles) with a finding of
+    their own (an invariance finding's two cases replay from their JSON), and of those only the
+    :data:`KEPT_TENSORS` tensors that differ most; delete the rest (``replay`` and ``localize`` rebuild any
+    run from its case file; ``--keep-arrays all`` keeps everything). Returns the files deleted."""
+    import numpy as np
+
+    from harness.core.fileio import atomic_npz
     from harness.outputs.tables import _finding_kind
     from harness.subjects.registry import SUBJECTS
 
-    keep = {(m.case_id, m.subject, m.device, m.context) for m in measures
-            if m.kind != "task" and _finding_kind(m) is not None
-            and (SUBJECTS[m.subject].role if m.subject in SUBJECTS else "subject") == "subject"}
-    wanted = {r.array_file for r in records.values() if (r.case_id, r.subject, r.device, r.context) in keep}
+    worst: dict[tuple[str, str, str, str], dict[str, int]] = {}
+    for m in measures:
+        if m.kind in ("task", "relation") or _finding_kind(m) is None or not m.tensor:
+            continue
+        if (SUBJECTS[m.subject].role if m.subject in SUBJECTS else "subject") != "subject":
+            continue
+        t = worst.setdefault((m.case_id, m.subject, m.device, m.context), {})
+        t[m.tensor] = max(t.get(m.tensor, 0), int(m.max_ulp or 0))
+    wanted = {r.array_file: worst[(r.case_id, r.subject, r.device, r.context)] for r in records.values()
+              if (r.case_id, r.subject, r.device, r.context) in worst and r.array_file}
     gone = []
     folder = os.path.join(run_dir, "arrays")
     for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-        if name.endswith(".npz") and name not in wanted:
-            os.remove(os.path.join(folder, name))
+        path = os.path.join(folder, name)
+        if not name.endswith(".npz"):
+            continue
+        if name not in wanted:
+            os.remove(path)
             gone.append(name)
+            continue
+        keep = sorted(wanted[name], key=lambda k: -wanted[name][k])[:KEPT_TENSORS]
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files if k in keep}
+        atomic_npz(path, arrays)
     return gone
 
 

@@ -561,6 +561,7 @@ def verdict_lines(cells: pd.DataFrame, findings: pd.DataFrame, environment: Mapp
     for r in allowed.itertuples():
         where = (f"between {r.other} and {r.context}" if r.kind == "cross-context difference" else
                  f"between {r.other} and {r.device}" if r.kind == "cross-device difference" else
+                 f"under '{r.relation}' on {r.device}" if r.kind == "invariance broken" else
                  f"on {r.device} in {r.context}")
         groups.setdefault((r.kind, where), []).append(r)
     for (kind, where), rows in sorted(groups.items()):
@@ -570,13 +571,16 @@ def verdict_lines(cells: pd.DataFrame, findings: pd.DataFrame, environment: Mapp
         lines.append(f"finding (allowed by its contract): {', '.join(subjects)}: {kind} {where} "
                      f"({len(rows)} case(s), worst {max(int(r.worst_ulp) for r in rows if pd.notna(r.worst_ulp)) if any(pd.notna(r.worst_ulp) for r in rows) else 'n/a'} ULP)"
                      + (f"; localized: {causes[0]}" if causes else ""))
-    controls = ran[ran["role"] == "control"] if len(ran) else ran
+    # run to run (and across contexts) only: a relation changes the batch, which a control may well feel
+    controls = ran[(ran["role"] == "control") & (ran["relation"] == "")] if len(ran) else ran
     for name, g in (controls.groupby("subject", sort=True) if len(controls) else []):
         diverged = int((g["tensors_differing"] > 0).sum())
         lines.append(f"control {name}: diverged in {diverged} of {len(g)} cell(s) that ran" if diverged else
                      f"control {name}: bit-identical in all {len(g)} cell(s) that ran")
     if len(ran) and not (ran["verdict"].isin(["broken", "error"])).any():
-        lines.append(f"all {int((ran['role'] != 'oracle').sum())} subject x device x context contracts hold")
+        plain = ran[(ran["role"] != "oracle") & (ran["relation"] == "")]
+        lines.append(f"all contracts hold: {len(plain)} subject x device x context cells, "
+                     f"{len(ran) - len(plain) - int((ran['role'] == 'oracle').sum())} invariance cells")
     skipped = cells[cells["verdict"] == "skipped"] if len(cells) else cells
     for device, g in (skipped.groupby("device", sort=True) if len(skipped) else []):
         if len(ran) and (ran["device"] == device).any():
