@@ -40,9 +40,28 @@ __all__ = ["Contract", "BadInputRule", "Contracts", "load_contracts", "DEFAULT_C
 
 DEFAULT_CONTRACTS = Path(__file__).resolve().parents[2] / "contracts.toml"
 
-_CONTRACT_KEYS = {"subject", "device", "context", "reproducible", "across_processes", "identical_across",
-                  "oracle", "tolerance", "reason"}
-_BAD_KEYS = {"tag", "subjects", "device", "outcome", "errors", "reason", "context"}
+#: The relation names an ``invariant_under`` list may hold (issue 13's invariance relations).
+RELATIONS = ("alone", "subbatch", "order", "padding", "duplicate")
+#: The looser oracle rules a contract may opt into (``oracle_rules``); the default for a line
+#: without ``tolerance`` is both (today's behaviour), for a line with ``tolerance`` none.
+ORACLE_RULES = ("summation_bound", "normwise")
+
+# The schema, as data: key -> (kind, required). Hand-written rather than jsonschema because TOML
+# already gives typed values, the checks that matter (finite non-negative tolerances, rules that
+# contradict each other, coverage) are beyond a JSON schema anyway, and every message must carry
+# the key's own file:line, which a schema library does not know.
+_CONTRACT_SCHEMA: dict[str, tuple[str, bool]] = {
+    "subject": ("name", True), "device": ("device", True), "context": ("name", False),
+    "reproducible": ("bool", False), "across_processes": ("bool", False),
+    "identical_across": ("names", False), "oracle": ("oracle", False), "tolerance": ("tolerance", False),
+    "reason": ("name", True), "invariant_under": ("relations", False), "oracle_rules": ("oracle_rules", False),
+}
+_BAD_SCHEMA: dict[str, tuple[str, bool]] = {
+    "tag": ("name", True), "subjects": ("names", False), "device": ("device_or_any", False),
+    "outcome": ("outcome", False), "errors": ("names", False), "reason": ("name", True), "context": ("name", False),
+}
+_CONTRACT_KEYS = set(_CONTRACT_SCHEMA)
+_BAD_KEYS = set(_BAD_SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -59,6 +78,11 @@ class Contract:
     tolerance: Mapping[str, tuple[float, float]]
     reason: str
     line: int = 0
+    #: Invariance relations (names from :data:`RELATIONS`) this line claims hold bit-identically.
+    invariant_under: tuple[str, ...] = ()
+    #: Looser oracle rules this line allows (names from :data:`ORACLE_RULES`); empty means the
+    #: stated (or default) tolerance is enforced as it is.
+    oracle_rules: tuple[str, ...] = ORACLE_RULES
 
     def describe(self) -> str:
         need = []
@@ -141,75 +165,216 @@ def _line_of(text: str, n: int, table: str) -> int:
     return 0
 
 
+def _key_line(lines: list[str], header: int, key: str) -> int:
+    """The line of ``key = ...`` inside the table whose header is at line ``header`` (else the header)."""
+    for i in range(header, len(lines)):  # lines[header] is the line after the header
+        stripped = lines[i].strip()
+        if stripped.startswith("["):
+            break
+        if "=" in stripped and stripped.split("=", 1)[0].strip().strip('"') == key:
+            return i + 1
+    return header
+
+
+def _check_value(kind: str, key: str, value: Any) -> Any:
+    """The value converted, or raise ``ValueError(message)`` naming ``key`` and the value."""
+    import math
+
+    def bad(what: str) -> ValueError:
+        return ValueError(f"{key}={value!r} must be {what}")
+
+    if kind == "name":
+        if not isinstance(value, str) or not value.strip():
+            raise bad("a non-empty string")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    if kind in ("names", "relations", "oracle_rules"):
+        # A bare string would iterate into characters: refuse it, the list is what is meant.
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise bad("a list of strings (e.g. [\"a\"], not \"a\")")
+        allowed = {"relations": RELATIONS, "oracle_rules": ORACLE_RULES}.get(kind)
+        if allowed is not None:
+            unknown = [v for v in value if v not in allowed]
+            if unknown:
+                raise ValueError(f"{key}={value!r}: {', '.join(map(repr, unknown))} not one of {', '.join(allowed)}")
+        if len(set(value)) != len(value):
+            raise bad("a list without repeats")
+        return tuple(value)
+    if kind == "device":
+        if value not in ("cpu", "gpu"):
+            raise bad("'cpu' or 'gpu'")
+        return value
+    if kind == "device_or_any":
+        if value not in ("cpu", "gpu", "*"):
+            raise bad("'cpu', 'gpu' or '*'")
+        return value
+    if kind == "oracle":
+        if value not in ("within", "record"):
+            raise bad("'within' or 'record'")
+        return value
+    if kind == "outcome":
+        if value not in ("raises", "no_error", "any"):
+            raise bad("raises, no_error or any")
+        return value
+    if kind == "tolerance":
+        if not isinstance(value, dict) or not value:
+            raise bad("a table of dtype = [atol, rtol]")
+        out = {}
+        for dt, pair in value.items():
+            if dt not in ("float16", "float32", "float64"):
+                raise ValueError(f"{key}.{dt}: dtype {dt!r} is not float16, float32 or float64")
+            if not (isinstance(pair, list) and len(pair) == 2
+                    and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pair)):
+                raise ValueError(f"{key}.{dt}={pair!r} must be [atol, rtol], two numbers")
+            if not all(math.isfinite(v) and v >= 0 for v in pair):
+                raise ValueError(f"{key}.{dt}={pair!r} must hold finite numbers >= 0")
+            out[dt] = (float(pair[0]), float(pair[1]))
+        return out
+    raise AssertionError(kind)  # pragma: no cover - the schema names a kind this function lacks
+
+
+def _check_table(raw: Any, schema: Mapping[str, tuple[str, bool]], p: Path, lines: list[str], header: int,
+                 table: str) -> dict[str, Any]:
+    """One [[table]] checked against ``schema``: a dict of converted values, or a ContractError at file:line."""
+    if not isinstance(raw, dict):
+        raise ContractError(f"{p}:{header}: [[{table}]] must be a table")
+    unknown = set(raw) - set(schema)
+    if unknown:
+        k = sorted(unknown)[0]
+        raise ContractError(f"{p}:{_key_line(lines, header, k)}: unknown key(s) {', '.join(sorted(unknown))} "
+                            f"(known: {', '.join(sorted(schema))})")
+    out: dict[str, Any] = {}
+    for key, (kind, required) in schema.items():
+        if key not in raw:
+            if required:
+                raise ContractError(f"{p}:{header}: [[{table}]] is missing {key}")
+            continue
+        try:
+            out[key] = _check_value(kind, key, raw[key])
+        except ValueError as exc:
+            raise ContractError(f"{p}:{_key_line(lines, header, key)}: {exc}") from None
+    return out
+
+
+def _headers(lines: list[str], table: str) -> list[int]:
+    return [i for i, line in enumerate(lines, 1) if line.strip().split("#", 1)[0].strip() == f"[[{table}]]"]
+
+
 def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
-    """Parse a contracts file (the shipped one by default); a malformed line raises ContractError."""
+    """Parse and schema-check a contracts file (the shipped one by default).
+
+    Every problem is a one-line :class:`ContractError` with file:line: not UTF-8, not TOML, empty,
+    a key of the wrong type (a string where a list is meant), a non-finite or negative tolerance,
+    ``across_processes`` without ``reproducible``, a tag both ``raises`` and ``no_error``.
+    Coverage (every subject x device x context has a line) is :func:`validate`'s job.
+    """
     p = Path(path) if path is not None else DEFAULT_CONTRACTS
+    if p.is_dir():
+        raise ContractError(f"contracts={str(p)!r} is a directory, not a file")
     try:
-        text = p.read_text(encoding="utf-8")
+        raw_bytes = p.read_bytes()
     except OSError as exc:
-        raise ContractError(f"contracts={str(p)!r} cannot be read: {exc.strerror}") from exc
+        raise ContractError(f"contracts={str(p)!r} cannot be read: {exc.strerror or exc}") from exc
+    try:
+        text = raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw_bytes[:exc.start].count(b"\n") + 1
+        raise ContractError(f"{p}:{line}: not UTF-8 (byte {raw_bytes[exc.start]:#04x})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ContractError(f"{p}: not valid TOML: {exc}") from exc
+        raise ContractError(f"{p}: not valid TOML: {' '.join(str(exc).split())}") from None
+    lines = text.splitlines()
+    unknown_top = set(data) - {"version", "contract", "bad_input"}
+    if unknown_top:
+        raise ContractError(f"{p}: unknown top-level key(s) {', '.join(sorted(unknown_top))}")
     if data.get("version", 1) != 1:
         raise ContractError(f"{p}: version={data.get('version')!r} is not supported (expected 1)")
+    for key in ("contract", "bad_input"):
+        if key in data and not isinstance(data[key], list):
+            raise ContractError(f"{p}: {key} must be an array of tables [[{key}]]")
+    if not data.get("contract"):
+        raise ContractError(f"{p}: holds no [[contract]] line: every subject x device x context needs one")
     contracts = []
-    for n, raw in enumerate(data.get("contract", [])):
-        line = _line_of(text, n, "contract")
-        where = f"{p}:{line}"
-        unknown = set(raw) - _CONTRACT_KEYS
-        if unknown:
-            raise ContractError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-        for key in ("subject", "device", "reason"):
-            if not isinstance(raw.get(key), str) or not raw.get(key):
-                raise ContractError(f"{where}: {key} must be a non-empty string (got {raw.get(key)!r})")
-        if raw["device"] not in ("cpu", "gpu"):
-            raise ContractError(f"{where}: device={raw['device']!r} must be 'cpu' or 'gpu'")
-        oracle = raw.get("oracle", "within")
-        if oracle not in ("within", "record"):
-            raise ContractError(f"{where}: oracle={oracle!r} must be 'within' or 'record'")
-        tol = {}
-        for dt, pair in raw.get("tolerance", {}).items():
-            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, (int, float)) for v in pair)):
-                raise ContractError(f"{where}: tolerance.{dt}={pair!r} must be [atol, rtol]")
-            tol[dt] = (float(pair[0]), float(pair[1]))
-        for key in ("reproducible", "across_processes"):
-            if not isinstance(raw.get(key, False), bool):
-                raise ContractError(f"{where}: {key}={raw.get(key)!r} must be true or false")
+    heads = _headers(lines, "contract")
+    for n, raw in enumerate(data["contract"]):
+        line = heads[n] if n < len(heads) else 0
+        v = _check_table(raw, _CONTRACT_SCHEMA, p, lines, line, "contract")
+        reproducible, across = v.get("reproducible", False), v.get("across_processes", False)
+        if across and not reproducible:
+            raise ContractError(f"{p}:{_key_line(lines, line, 'across_processes')}: across_processes = true "
+                                f"needs reproducible = true (bit-identical across processes implies run to run)")
+        tol = v.get("tolerance", {})
+        # A stated tolerance is what is enforced unless the line opts into looser rules itself.
+        rules = v.get("oracle_rules", () if tol else ORACLE_RULES)
         contracts.append(Contract(
-            subject=raw["subject"], device=raw["device"], context=raw.get("context", "*"),
-            reproducible=raw.get("reproducible", False), across_processes=raw.get("across_processes", False),
-            identical_across=tuple(raw.get("identical_across", ())), oracle=oracle, tolerance=tol,
-            reason=raw["reason"], line=line))
-    rules = []
+            subject=v["subject"], device=v["device"], context=v.get("context", "*"),
+            reproducible=reproducible, across_processes=across,
+            identical_across=v.get("identical_across", ()), oracle=v.get("oracle", "within"), tolerance=tol,
+            reason=v["reason"], line=line, invariant_under=v.get("invariant_under", ()), oracle_rules=rules))
+    rules_out = []
+    heads = _headers(lines, "bad_input")
     for n, raw in enumerate(data.get("bad_input", [])):
-        line = _line_of(text, n, "bad_input")
-        where = f"{p}:{line}"
-        unknown = set(raw) - _BAD_KEYS
-        if unknown:
-            raise ContractError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-        outcome = raw.get("outcome", "raises")
-        if outcome not in ("raises", "no_error", "any"):
-            raise ContractError(f"{where}: outcome={outcome!r} must be raises, no_error or any")
-        if outcome == "raises" and not raw.get("errors"):
-            raise ContractError(f"{where}: outcome='raises' needs errors = [...]")
-        for key in ("tag", "reason"):
-            if not isinstance(raw.get(key), str) or not raw[key]:
-                raise ContractError(f"{where}: {key} must be a non-empty string")
-        subjects = raw.get("subjects", ["*"])
-        rules.append(BadInputRule(tag=raw["tag"], subjects=tuple(subjects), device=raw.get("device", "*"),
-                                  outcome=outcome, errors=tuple(raw.get("errors", ())), reason=raw["reason"],
-                                  context=raw.get("context", "*"), line=line))
-    return Contracts(str(p), tuple(contracts), tuple(rules))
+        line = heads[n] if n < len(heads) else 0
+        v = _check_table(raw, _BAD_SCHEMA, p, lines, line, "bad_input")
+        outcome = v.get("outcome", "raises")
+        if outcome == "raises" and not v.get("errors"):
+            raise ContractError(f"{p}:{line}: outcome='raises' needs errors = [...]")
+        rules_out.append(BadInputRule(tag=v["tag"], subjects=v.get("subjects", ("*",)), device=v.get("device", "*"),
+                                      outcome=outcome, errors=v.get("errors", ()), reason=v["reason"],
+                                      context=v.get("context", "*"), line=line))
+    _check_rule_conflicts(p, rules_out)
+    return Contracts(str(p), tuple(contracts), tuple(rules_out))
 
 
-def validate(contracts: Contracts, subjects: Mapping[str, Any], contexts: Iterable[str]) -> list[str]:
-    """One readable problem per bad line: unknown subjects, contexts, devices a subject lacks, duplicates."""
-    from harness.core.contexts import get_context
+def _check_rule_conflicts(p: Path, rules: list[BadInputRule]) -> None:
+    """Refuse a tag that must both raise and not raise for the same subject, device and context."""
+    def overlap(a: tuple[str, ...] | str, b: tuple[str, ...] | str) -> bool:
+        a = (a,) if isinstance(a, str) else a
+        b = (b,) if isinstance(b, str) else b
+        return "*" in a or "*" in b or bool(set(a) & set(b))
+
+    for i, r in enumerate(rules):
+        for q in rules[:i]:
+            if (r.tag == q.tag and {r.outcome, q.outcome} == {"raises", "no_error"}
+                    and overlap(r.subjects, q.subjects) and overlap(r.device, q.device)
+                    and r.context == q.context):
+                raise ContractError(f"{p}:{r.line}: tag={r.tag!r} is outcome={r.outcome!r} here and "
+                                    f"outcome={q.outcome!r} at {p}:{q.line} for the same subjects/device/context")
+
+
+def validate(contracts: Contracts, subjects: Mapping[str, Any], contexts: Iterable[str],
+             coverage_contexts: Iterable[str] | None = None) -> list[str]:
+    """One readable problem (file:line) per bad line, and one per missing line.
+
+    Bad lines: unknown subjects, contexts, devices a subject lacks, duplicates. Coverage: every
+    registered subject whose role is not ``oracle`` x each device kind it runs on x each context
+    of ``coverage_contexts`` (default :data:`harness.core.contexts.DEFAULT_CONTEXTS`) that applies
+    to that device kind must find a line (:meth:`Contracts.find`), else the gate would report
+    "no contract" for it.
+    """
+    from harness.core.contexts import DEFAULT_CONTEXTS, get_context
     from harness.core.errors import UnknownContext
 
     problems = []
+    for name in sorted(subjects):
+        s = subjects[name]
+        if getattr(s, "role", "subject") == "oracle":
+            continue
+        for kind in getattr(s, "devices", ()):
+            for ctx in (DEFAULT_CONTEXTS if coverage_contexts is None else coverage_contexts):
+                try:
+                    context = get_context(ctx)
+                except UnknownContext:
+                    continue
+                if kind not in getattr(context, "devices", (kind,)):
+                    continue
+                if contracts.find(name, kind, ctx) is None:
+                    problems.append(f"{contracts.path}:1: no [[contract]] line for subject={name!r} "
+                                    f"device={kind!r} context={ctx!r} (add one, or a context = \"*\" line)")
     seen: dict[tuple[str, str, str], int] = {}
     known_contexts = set(contexts)
     for c in contracts.contracts:
