@@ -585,10 +585,19 @@ def _build_arrays(case: Case) -> dict[str, np.ndarray]:
             out["x"] = ids.astype(s.get("id_dtype", "int32"))
             out["W"] = (array_rng(seed, "W").standard_normal((vocab, width))).astype(s.get("dtype", "float32"))
             _lstm_arrays(s, seed, width, lengths, out, with_xs=False)
-    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError, IndexError, MemoryError) as exc:
         raise CaseError(f"case {case.id}: arrays cannot be rebuilt: {type(exc).__name__}: {exc}") from exc
     for name, enc in case.arrays.items():
         out[name] = decode_array(enc)
+    try:
+        _inject(case, out)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise CaseError(f"case {case.id}: inject cannot be applied: {type(exc).__name__}: {_one_line(exc)}") from exc
+    return out
+
+
+def _inject(case: Case, out: dict[str, np.ndarray]) -> None:
+    s = case.spec
     for inj in s.get("inject", ()):  # bad inputs: NaN / Inf planted at given flat positions
         if inj["array"] not in out:
             raise CaseError(f"case {case.id}: inject array={inj['array']!r} is not an array of this case "
@@ -596,7 +605,6 @@ def _build_arrays(case: Case) -> dict[str, np.ndarray]:
         arr = out[inj["array"]]
         if arr.size:
             arr.ravel()[int(inj["index"]) % arr.size] = float(inj["value"])
-    return out
 
 
 # ---- corpora ----------------------------------------------------------------------------------
