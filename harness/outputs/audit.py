@@ -25,6 +25,7 @@ difference goes with it. Three verbs:
 The audit file (plain JSON, written atomically)::
 
     {"format": "harness-audit", "version": 1, "id": "<12 hex>", "created": "<ISO 8601 UTC>",
+     "digest": "sha256" (the tensor digests' algorithm; files without the field are sha256),
      "environment": harness.core.env.fingerprint(),
      "corpus": {"path", "digest" (corpus_digest of the cases run), "cases", "shard": "i/n" | null,
                 "full_digest", "full_cases" (the corpus before sharding)},
@@ -35,6 +36,10 @@ The audit file (plain JSON, written atomically)::
                   "skip_reason", "repeats_agreed" (true | false | null when no tensors),
                   "array_file" (npz name relative to arrays_dir | null),
                   "tensors": {name: {"digest", "dtype", "shape", "repeats_agreed"}}}]}
+
+:func:`load_audit` validates a file whole against this schema (``_TOP_SCHEMA`` and its kin) and
+refuses it with the JSON path of the first bad field: a wrong type, an unknown status, two
+entries of one case x subject x device x context, a key twice in one object, deep nesting.
 """
 
 from __future__ import annotations
@@ -86,9 +91,6 @@ VERDICTS = (
     "not compared",             # nothing in common (skipped on one side, or present in one audit only)
 )
 
-_REQUIRED_TOP = ("format", "version", "created", "environment", "corpus", "settings", "entries")
-_REQUIRED_ENTRY = ("case_id", "family", "subject", "device", "context", "status", "tensors")
-_REQUIRED_TENSOR = ("digest", "dtype", "shape")
 
 
 # ==== the audit file ===========================================================================
