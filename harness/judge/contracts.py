@@ -11,6 +11,8 @@ A contract line::
     identical_across = ["default"] # bit-identical to these contexts' results
     oracle = "within"              # gradient error within tolerance ("within", "record")
     tolerance = { float32 = [1e-4, 1e-3] }   # optional (atol, rtol) per dtype; default compare.gradient_tolerance
+    oracle_rules = ["summation_bound", "normwise"]  # optional looser rules; default both, none with tolerance
+    invariant_under = ["order"]    # optional: relations (alone, subbatch, order, padding, duplicate) that hold
     reason = "exists to be reproducible on GPU: one-hot GEMM instead of atomicAdd"
 
 A bad-input line (it also applies to valid cases carrying the tag, e.g. ``ids:empty``)::
@@ -36,7 +38,8 @@ from typing import Any, Iterable, Mapping
 
 from harness.core.errors import ContractError
 
-__all__ = ["Contract", "BadInputRule", "Contracts", "load_contracts", "DEFAULT_CONTRACTS", "validate"]
+__all__ = ["Contract", "BadInputRule", "Contracts", "load_contracts", "DEFAULT_CONTRACTS", "validate",
+           "RELATIONS", "ORACLE_RULES"]
 
 DEFAULT_CONTRACTS = Path(__file__).resolve().parents[2] / "contracts.toml"
 
@@ -152,17 +155,6 @@ class Contracts:
         # A rule written for this very context overrides the '*' rules of the same tag.
         exact_tags = {r.tag for r in hits if r.context == context}
         return [r for r in hits if r.context == context or r.tag not in exact_tags]
-
-
-def _line_of(text: str, n: int, table: str) -> int:
-    # Line number of the n-th [[table]] header, for messages.
-    count = -1
-    for i, line in enumerate(text.splitlines(), 1):
-        if line.strip() == f"[[{table}]]":
-            count += 1
-            if count == n:
-                return i
-    return 0
 
 
 def _key_line(lines: list[str], header: int, key: str) -> int:
