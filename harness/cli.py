@@ -149,28 +149,10 @@ def cmd_cases(args: argparse.Namespace) -> int:
 
 
 def _read_case(path: str, case_id: str | None) -> Any:
-    from harness.core.cases import Case, load_corpus
-    from harness.core.errors import CaseError
+    """One case from a case file or a corpus (``--case-id``): every problem is one line."""
+    from harness.core.cases import load_case_file
 
-    if not os.path.exists(path):
-        raise CaseError(f"case file={path!r} does not exist")
-    if os.path.isdir(path):
-        raise CaseError(f"case file={path!r} is a directory")
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CaseError(f"case file={path!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
-    stripped = text.strip()
-    if "\n" in stripped:  # a corpus
-        cases = load_corpus(path)
-        if case_id is None:
-            raise CaseError(f"{path} holds {len(cases)} cases: pick one with --case-id")
-        for c in cases:
-            if c.id == case_id:
-                return c
-        raise CaseError(f"case-id={case_id!r} is not in {path}")
-    return Case.from_json(stripped)
+    return load_case_file(path, case_id)
 
 
 # ---- replay --------------------------------------------------------------------------------------
@@ -206,6 +188,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
         devices = [resolve_device(args.device or "cpu")]
     contracts = load_contracts(args.contracts)
     case = _read_case(args.case, args.case_id)
+    from harness.core.cases import check_case_size
+    from harness.subjects.registry import check_case_for_subject
+
+    check_case_for_subject(case, subject)  # a case of another family: refused before anything runs
+    argcheck.int_at_least("max-case-bytes", args.max_case_bytes, 1)
+    check_case_size(case, args.max_case_bytes)  # an oversized case: refused before its arrays are built
     return replay(contracts, case, subject.name, devices, contexts, args.repeats)
 
 
@@ -313,6 +301,9 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fresh", type=int, help="runs in fresh worker processes, one each, >= 0 (default 2)")
     p.add_argument("--relations", help="invariance relations to run, comma list of alone, subbatch, order, padding, "
                                        "duplicate; 'all' (the default) or 'none'")
+    p.add_argument("--max-case-bytes", type=int, metavar="BYTES", help="refuse a case whose inputs need more "
+                                                                      "(default $HARNESS_MAX_CASE_BYTES or a quarter "
+                                                                      "of this machine's memory)")
     p.add_argument("--keep-arrays", choices=["findings", "all"], help="keep repetition 0's arrays of the tasks "
                                                                       "with findings (default) or of every task")
     p.add_argument("--examples", type=int, help="generated examples per family, >= 1 (default: the corpus's own)")
@@ -376,6 +367,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "--context)")
     r.add_argument("--repeats", type=int, default=5, help="repetitions to compare, >= 1 (default 5)")
     r.add_argument("--contracts", metavar="FILE", help="contracts file the verdicts use (default: contracts.toml)")
+    r.add_argument("--max-case-bytes", type=int, metavar="BYTES", help="refuse a case whose inputs need more "
+                                                                      "(default: a quarter of the memory)")
     _add_plugin(r)
     r.set_defaults(func=cmd_replay)
 

@@ -384,3 +384,107 @@ def test_repetitions_that_disagree_are_not_blamed_on_the_environment(work):
     assert e["control.deterministic"]["repeats_agreed"] is True
     v = A.compare_audits(*audits).verdicts()
     assert v == {"control.deterministic": "identical", "control.nondeterministic": "not reproducible"}
+
+
+# ---- issue 18: audit files validated whole; merge refuses a repeat; escaping in HTML and Markdown ----
+def _base_audit(work: Path, name: str, subject: str = "s", shape=(50,)) -> Path:
+    x = np.linspace(-2, 3, int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    return _synthetic(work / name, {"gpu": {"available": False}}, [(subject, "ok", {"y": x})])
+
+
+def _mutated(work: Path, name: str, mutate) -> Path:
+    data = json.loads(_base_audit(work, "base-" + name).read_text())
+    mutate(data)
+    p = work / name
+    p.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return p
+
+
+@pytest.mark.parametrize("name,mutate,message", [
+    ("case-id-list", lambda d: d["entries"][0].__setitem__("case_id", ["c0"]),
+     r"\$\.entries\[0\]\.case_id=\[\.\.\.\] must be a string, got an array"),
+    ("created-int", lambda d: d.__setitem__("created", 5), r"\$\.created=5 must be a string, got an integer"),
+    ("created-junk", lambda d: d.__setitem__("created", "yesterday"), r"\$\.created='yesterday' is not an ISO"),
+    ("status-unknown", lambda d: d["entries"][0].__setitem__("status", "weird"),
+     r"\$\.entries\[0\]\.status='weird' is not one of ok, error"),
+    ("duplicate", lambda d: d["entries"].append(dict(d["entries"][0])),
+     r"\$\.entries\[1\] duplicates \$\.entries\[0\]"),
+    ("shape-str", lambda d: d["entries"][0]["tensors"]["y"].__setitem__("shape", ["50"]),
+     r"tensors\[\"y\"\]\.shape=\[\.\.\.\] must hold non-negative integers"),
+    ("cases-bool", lambda d: d["corpus"].__setitem__("cases", True), r"\$\.corpus\.cases=true must be an integer"),
+    ("digest-algo", lambda d: d.__setitem__("digest", "md5"), r"\$\.digest='md5' is not a digest algorithm"),
+    ("shard-bad", lambda d: d["corpus"].__setitem__("shard", "3"), r"\$\.corpus\.shard='3' must be 'i/n'"),
+])
+def test_bad_audit_field_is_named_by_json_path(work, name, mutate, message):
+    p = _mutated(work, name + ".json", mutate)
+    with pytest.raises(AuditFileError, match=message) as info:
+        A.load_audit(p)
+    assert "\n" not in str(info.value)
+
+
+def test_deep_nesting_and_duplicate_tensor_keys_are_refused(work):
+    deep = work / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(AuditFileError, match="nested too deeply"):
+        A.load_audit(deep)
+    text = _base_audit(work, "dupkey-src.json").read_text()
+    dup = work / "dupkey.json"
+    dup.write_text(text.replace('"tensors": {"y": ', '"tensors": {"y": {"digest": "x", "dtype": "float32", '
+                                '"shape": [1]}, "y": ', 1))
+    with pytest.raises(AuditFileError, match="holds the key 'y' twice"):
+        A.load_audit(dup)
+    with pytest.raises(AuditFileError, match="is a directory"):
+        A.load_audit(work)
+
+
+def test_digest_field_defaults_to_sha256_for_old_files(work):
+    p = _base_audit(work, "old.json")
+    data = json.loads(p.read_text())
+    data.pop("digest", None)  # a file written before audit files named their algorithm
+    p.write_text(json.dumps(data))
+    assert A.digest_algorithm(A.load_audit(p)) == "sha256"
+
+
+def test_changed_shape_is_not_identical(work):
+    a = _base_audit(work, "sh-a.json", shape=(50,))
+    data = json.loads(a.read_text())
+    data["entries"][0]["tensors"]["y"]["shape"] = [5, 10]  # same digest, another shape
+    b = work / "sh-b.json"
+    b.write_text(json.dumps(data))
+    assert A.compare_audits(a, b).verdicts()["s"] != "identical"
+
+
+def test_merge_refuses_the_same_file_twice(work):
+    a = _base_audit(work, "twice.json")
+    with pytest.raises(InvalidArgument, match="is given twice to merge") as info:
+        A.merge_audits([a, a])
+    assert "\n" not in str(info.value)
+    copy = work / "twice-copy.json"
+    copy.write_text(a.read_text())
+    with pytest.raises(InvalidArgument, match="same content"):
+        A.merge_audits([a, copy])
+
+
+@pytest.mark.parametrize("subject", ["<script>alert(1)</script>", "a|b\nc"])
+def test_hostile_subject_names_are_escaped(work, subject):
+    stem = "x" + str(abs(hash(subject)))
+    a = _base_audit(work, stem + "a.json", subject=subject)
+    b = _base_audit(work, stem + "b.json", subject=subject, shape=(5, 10))
+    out = work / (stem + "out")
+    paths = A.write_compare(A.compare_audits(a, b), str(out))
+    mpaths = A.write_merge(A.merge_audits([a, b]), str(out))
+    for p in (paths["html"], mpaths["html"], paths["md"], mpaths["md"]):
+        text = Path(p).read_text()
+        assert "<script>" not in text, p
+        if p.endswith(".md"):
+            assert "a|b" not in text, p  # a bare | would split the cell
+    html_text = Path(paths["html"]).read_text()
+    if "<" in subject:
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html_text
+    for p in (paths["md"], mpaths["md"]):
+        rows = [ln for ln in Path(p).read_text().splitlines() if ln.startswith("|")]
+        assert rows, p
+        widths = {len(ln.replace("\\|", "").split("|")) for ln in rows}
+        assert len(widths) <= 2, (p, widths)  # every row of a table has as many cells as its header
+    if "|" in subject:
+        assert "a\\|b c" in Path(paths["md"]).read_text()

@@ -214,3 +214,110 @@ def test_one_profile_definition():
         registered = hsettings.get_profile(p.name)
         assert registered.max_examples == p.max_examples and registered.derandomize == p.derandomize
         assert (registered.database is None) == (not p.keep_examples)
+
+
+# ---- issue 18: every malformed case is one CaseError line naming the field and value -----------
+from harness.core.cases import (check_case_size, estimate_case_bytes, load_case_file,  # noqa: E402
+                                max_case_bytes_default)
+from harness.core.errors import CaseError, HarnessError  # noqa: E402
+
+_E18 = {"family": "embed", "seed": 0, "spec": {"vocab": 5, "width": 3, "ids_shape": [4]}}
+_L18 = {"family": "lstm", "seed": 0, "spec": {"n_layers": 1, "hidden": 2, "in_size": 2, "lengths": [2, 1]}}
+
+
+def _variant(base, top=None, **spec):
+    d = json.loads(json.dumps(base))
+    d.update(top or {})
+    if isinstance(d.get("spec"), dict):
+        d["spec"].update(spec)
+    return json.dumps(d)
+
+
+@pytest.mark.parametrize("text,message", [
+    (_variant(_E18, w_scale=float("nan")), "NaN"),
+    (_variant(_E18, w_scale=float("inf")), "Infinity"),
+    (b'{"family": "embed\xff"}', "not UTF-8"),
+    (_variant(_L18, lengths=3), "lengths=3"),
+    (_variant(_E18, ids_shape=5), "ids_shape=5"),
+    (_variant(_E18, {"spec": None}), "spec=None"),
+    (_variant(_E18, {"expect": "x"}), "expect='x'"),
+    (_variant(_E18, {"tags": 5}), "tags=5"),
+    (_variant(_E18, ignore_frac="half"), "ignore_frac='half'"),
+    (_variant(_E18, w_scale="big"), "w_scale='big'"),
+    (_variant(_E18, vocab=2.5), "vocab=2.5"),
+    (_variant(_L18, bidirectional="yes"), "bidirectional='yes'"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ("[]", "JSON object"),
+])
+def test_malformed_case_json_is_one_case_error(text, message):
+    with pytest.raises(CaseError, match=message) as info:
+        Case.from_json(text)
+    assert "\n" not in str(info.value)
+
+
+def test_inject_into_missing_array_is_one_line():
+    c = Case.from_json(_variant(_E18, inject=[{"array": "nope", "index": 0, "value": "nan"}]))
+    with pytest.raises(CaseError, match="inject array='nope'") as info:
+        build_arrays(c)
+    assert "\n" not in str(info.value)
+
+
+def test_corpus_bad_line_names_file_and_line(tmp_path):
+    good = Case.from_json(_variant(_E18)).to_json()
+    for bad in (b'{"family": 5}', b"\x00\xff\xfe binary", _variant(_L18, lengths=3).encode()):
+        p = tmp_path / "c.jsonl"
+        p.write_bytes(good.encode() + b"\n" + bad + b"\n")
+        with pytest.raises(CaseError, match=rf"{p}:2: ") as info:
+            load_corpus(str(p))
+        assert "\n" not in str(info.value)
+
+
+def test_case_file_that_is_a_directory_or_not_utf8(tmp_path):
+    with pytest.raises(CaseError, match="is a directory"):
+        load_corpus(str(tmp_path))
+    with pytest.raises(CaseError, match="is a directory"):
+        load_case_file(str(tmp_path))
+    p = tmp_path / "c.json"
+    p.write_bytes(b"\xff\xfe")
+    with pytest.raises(CaseError, match=r"c.json:1: case text is not UTF-8"):
+        load_case_file(str(p))
+
+
+def test_case_of_another_family_is_refused_for_a_subject():
+    from harness.subjects.registry import check_case_for_subject, get_subject
+
+    lstm_case = Case.from_json(_variant(_L18))
+    with pytest.raises(CaseError, match="is a lstm case; subject='chainer.embed_id' takes embed cases"):
+        check_case_for_subject(lstm_case, get_subject("chainer.embed_id"))
+    check_case_for_subject(Case.from_json(_variant(_E18)), get_subject("chainer.embed_id"))  # no error
+
+
+def test_huge_case_refused_before_arrays_are_built():
+    import time
+
+    c = Case.from_json(_variant(_E18, ids_shape=[30000, 30000]))
+    t0 = time.perf_counter()
+    with pytest.raises(CaseError, match=r"case \w+ needs about [\d,]+ bytes of inputs, over the limit of [\d,]+"):
+        build_arrays(c)
+    assert time.perf_counter() - t0 < 0.5
+    assert estimate_case_bytes(c) >= 30000 * 30000 * 3 * 4  # ids, gy at least
+
+
+def test_size_estimate_bounds_the_real_arrays():
+    for text in (_variant(_E18), _variant(_L18), _variant(_L18, bidirectional=True, n_layers=2)):
+        c = Case.from_json(text)
+        real = sum(a.nbytes for a in build_arrays(c).values())
+        assert estimate_case_bytes(c) >= real
+
+
+def test_size_limit_default_and_env(monkeypatch):
+    ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    monkeypatch.delenv("HARNESS_MAX_CASE_BYTES", raising=False)
+    assert max_case_bytes_default() == ram // 4
+    monkeypatch.setenv("HARNESS_MAX_CASE_BYTES", "100")
+    assert max_case_bytes_default() == 100
+    with pytest.raises(CaseError, match="over the limit of 100 bytes"):
+        check_case_size(Case.from_json(_variant(_E18)))
+    monkeypatch.setenv("HARNESS_MAX_CASE_BYTES", "lots")
+    with pytest.raises(HarnessError, match="HARNESS_MAX_CASE_BYTES='lots'"):
+        max_case_bytes_default()

@@ -404,3 +404,19 @@ def test_fuzzed_report_values_are_one_line_errors(flag, value, tmp_path_factory,
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("harness: error: "), (flag, value, err)
     assert "Traceback" not in err
+
+
+def test_an_oversized_case_or_one_of_another_family_is_refused_before_work(tmp_path):
+    huge = tmp_path / "huge.json"
+    huge.write_text(Case("embed", 0, {"vocab": 5, "width": 3, "ids_shape": [30000, 30000]}).to_json())
+    t0 = time.perf_counter()
+    refused(harness("replay", str(huge), "--subject", "chainer.embed_id"), "needs about 43,200,000,240 bytes",
+            "max-case-bytes")
+    assert time.perf_counter() - t0 < 10
+    small = tmp_path / "small.json"
+    small.write_text(CASE.to_json())
+    refused(harness("replay", str(small), "--subject", "chainer.embed_id", "--max-case-bytes", "10"),
+            "over the limit of 10 bytes")
+    lstm = tmp_path / "lstm.json"
+    lstm.write_text(Case("lstm", 0, {"n_layers": 1, "in_size": 2, "hidden": 2, "lengths": [2]}).to_json())
+    refused(harness("replay", str(lstm), "--subject", "chainer.embed_id"), "is a lstm case", "takes embed cases")

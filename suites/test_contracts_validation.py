@@ -1,4 +1,4 @@
-"""The contracts file is validated whole: schema and coverage, one line per problem with file:line."""
+"""Contracts files are validated whole: schema, contradictions and coverage, with file:line in every message."""
 
 from __future__ import annotations
 
@@ -9,92 +9,142 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.contexts import CONTEXTS
 from harness.core.errors import ContractError
-from harness.judge.contracts import load_contracts, validate
+from harness.judge.contracts import ORACLE_RULES, load_contracts, validate
+from harness.subjects.registry import SUBJECTS
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = (ROOT / "contracts.toml").read_text()
+
 LINE = """
 [[contract]]
 subject = "chainer.embed_id"
 device = "cpu"
-context = "blas2"
+context = "blas1"
 reproducible = true
-reason = "planted"
+across_processes = true
+identical_across = ["default"]
+oracle = "within"
+reason = "planted for a test"
 """
 
 
-def _write(tmp_path, text: str, name: str = "c.toml") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
+def _write(tmp_path, text: str | bytes) -> Path:
+    p = tmp_path / "c.toml"
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
     return p
 
 
-@pytest.mark.parametrize("extra,needle", [
-    ("across_processes = true\nreproducible = false", "across_processes = true needs reproducible = true"),
-    ("tolerance = { float32 = [nan, 1e-3] }", "must be finite and >= 0"),
-    ("tolerance = { float32 = [-1, -1] }", "must be finite and >= 0"),
-    ('tolerance = "tight"', "must be a table"),
-    ('identical_across = "default"', "must be a list of names"),
-    ('invariant_under = ["sideways"]', "names 'sideways', not one of alone"),
-    ('oracle_rules = ["vibes"]', "names 'vibes'"),
-])
-def test_a_bad_contract_line_is_refused_with_its_line(tmp_path, extra, needle):
-    body = LINE.replace('reproducible = true\n', "") if "reproducible = false" in extra else LINE
-    text = SHIPPED + body.replace('reason = "planted"', extra + '\nreason = "planted"')
+def _refused(tmp_path, text, message) -> str:
+    p = _write(tmp_path, text)
     with pytest.raises(ContractError) as info:
-        load_contracts(_write(tmp_path, text))
-    msg = str(info.value)
-    assert needle in msg and re.search(r"c\.toml:\d+:", msg) and "\n" not in msg, msg
-
-
-def test_context_must_be_a_name(tmp_path):
-    with pytest.raises(ContractError, match=r"c\.toml:\d+: context=7 must be a context name"):
-        load_contracts(_write(tmp_path, SHIPPED + LINE.replace('context = "blas2"', "context = 7")))
-
-
-def test_subjects_as_a_string_is_refused_not_split_into_characters(tmp_path):
-    rule = '\n[[bad_input]]\ntag = "bad:float_ids"\nsubjects = "chainer.embed_id"\noutcome = "any"\nreason = "x"\n'
-    with pytest.raises(ContractError, match="subjects='chainer.embed_id' must be a list"):
-        load_contracts(_write(tmp_path, SHIPPED + rule))
-
-
-def test_raises_and_no_error_for_the_same_tag_cannot_both_hold(tmp_path):
-    rules = ('\n[[bad_input]]\ntag = "x:y"\nsubjects = ["chainer.embed_id"]\noutcome = "raises"\nerrors = ["E"]\n'
-             'reason = "a"\n\n[[bad_input]]\ntag = "x:y"\nsubjects = ["chainer.embed_id"]\noutcome = "no_error"\n'
-             'reason = "b"\n')
-    with pytest.raises(ContractError, match="both a raises and a no_error rule"):
-        load_contracts(_write(tmp_path, SHIPPED + rules))
-
-
-def test_an_empty_file_and_bytes_that_are_not_utf8_are_refused(tmp_path):
-    with pytest.raises(ContractError, match="holds no \\[\\[contract\\]\\] line"):
-        load_contracts(_write(tmp_path, "version = 1\n"))
-    p = tmp_path / "binary.toml"
-    p.write_bytes(b"\xff\xfe[[contract]]\n")
-    with pytest.raises(ContractError, match="is not UTF-8 text"):
         load_contracts(p)
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert re.search(message, msg), msg
+    return msg
 
 
-def test_missing_coverage_is_a_problem_for_every_gap(tmp_path):
-    from harness.core.contexts import CONTEXTS
-    from harness.subjects.registry import SUBJECTS
+def test_shipped_file_is_valid_and_covered():
+    contracts = load_contracts()
+    assert validate(contracts, SUBJECTS, CONTEXTS) == []
 
+
+@pytest.mark.parametrize("replace,message", [
+    (("across_processes = true", "across_processes = true"), None),  # control: the planted line loads
+    (("reproducible = true", "reproducible = false"), r"c.toml:8: across_processes = true needs reproducible"),
+    (('oracle = "within"', 'oracle = "within"\ntolerance = { float32 = [nan, 1e-3] }'),
+     r"c.toml:11: tolerance.float32=\[nan, 0.001\] must hold finite numbers >= 0"),
+    (('oracle = "within"', 'oracle = "within"\ntolerance = { float32 = [-1, -1] }'),
+     r"c.toml:11: tolerance.float32=\[-1, -1\] must hold finite"),
+    (('oracle = "within"', 'oracle = "within"\ntolerance = "tight"'), r"c.toml:11: tolerance='tight' must be a table"),
+    (('context = "blas1"', "context = 7"), r"c.toml:6: context=7 must be a non-empty string"),
+    (('identical_across = ["default"]', 'identical_across = "default"'),
+     r"c.toml:9: identical_across='default' must be a list of strings"),
+    (('reason = "planted for a test"', 'reason = "x"\ninvariant_under = ["order", "sideways"]'),
+     r"c.toml:12: invariant_under=.*'sideways' not one of alone, subbatch, order, padding, duplicate"),
+    (('reason = "planted for a test"', 'reason = "x"\noracle_rules = ["loose"]'), r"'loose' not one of"),
+    (('reason = "planted for a test"', 'reason = "x"\nbogus = 1'), r"c.toml:12: unknown key\(s\) bogus"),
+])
+def test_bad_contract_line_is_one_line_with_file_and_line(tmp_path, replace, message):
+    text = "version = 1\n" + LINE.replace(*replace)
+    if message is None:
+        [c] = load_contracts(_write(tmp_path, text)).contracts
+        assert c.line == 3 and c.invariant_under == () and c.oracle_rules == ORACLE_RULES
+        assert c.identical_across == ("default",)
+    else:
+        _refused(tmp_path, text, message)
+
+
+def test_empty_file_and_non_utf8_and_directory(tmp_path):
+    _refused(tmp_path, "", r"holds no \[\[contract\]\] line")
+    _refused(tmp_path, "version = 1\n", r"holds no \[\[contract\]\] line")
+    _refused(tmp_path, b'version = 1\n# caf\xe9\n' + LINE.encode(), r"c.toml:2: not UTF-8")
+    with pytest.raises(ContractError, match="is a directory"):
+        load_contracts(tmp_path)
+
+
+def test_subjects_as_a_string_is_refused(tmp_path):
+    text = SHIPPED + '\n[[bad_input]]\ntag = "bad:float_ids"\nsubjects = "chainer.embed_id"\n' \
+                     'outcome = "any"\nreason = "x"\n'
+    msg = _refused(tmp_path, text, r"subjects='chainer.embed_id' must be a list of strings")
+    assert f":{len(SHIPPED.splitlines()) + 4}:" in msg
+
+
+def test_no_error_and_raises_for_the_same_tag_is_refused(tmp_path):
+    text = SHIPPED + """
+[[bad_input]]
+tag = "bad:zz"
+subjects = ["chainer.embed_id"]
+device = "cpu"
+outcome = "raises"
+errors = ["ValueError"]
+reason = "x"
+
+[[bad_input]]
+tag = "bad:zz"
+subjects = ["*"]
+device = "cpu"
+outcome = "no_error"
+reason = "y"
+"""
+    _refused(tmp_path, text, r"tag='bad:zz' is outcome='no_error' here and outcome='raises' at .*c.toml:\d+")
+
+
+def test_missing_coverage_is_a_problem(tmp_path):
+    # Remove every NStepLSTM CPU line: validate must name each missing subject x device x context.
     blocks = SHIPPED.split("[[contract]]")
-    kept = [b for b in blocks if 'subject = "chainer.NStepLSTM"\ndevice = "cpu"' not in b]
-    assert len(kept) < len(blocks), "the shipped file lost its NStepLSTM CPU lines"
-    contracts = load_contracts(_write(tmp_path, "[[contract]]".join(kept)))
-    problems = validate(contracts, SUBJECTS, CONTEXTS)
-    gaps = [p for p in problems if "subject='chainer.NStepLSTM' device='cpu'" in p]
-    assert gaps and all("no line covers" in p for p in gaps)
-    assert validate(load_contracts(), SUBJECTS, CONTEXTS) == []
-
-
-def test_contracts_check_exits_1_with_one_line_per_problem(tmp_path):
-    blocks = SHIPPED.split("[[contract]]")
-    kept = [b for b in blocks if 'subject = "chainer.NStepLSTM"\ndevice = "cpu"' not in b]
+    kept = [b for b in blocks if not ('subject = "chainer.NStepLSTM"' in b and 'device = "cpu"' in b)]
+    assert len(kept) < len(blocks)
     p = _write(tmp_path, "[[contract]]".join(kept))
-    r = subprocess.run([sys.executable, "-m", "harness", "contracts", "check", "--contracts", str(p)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1 and "no line covers subject='chainer.NStepLSTM'" in r.stderr
+    problems = validate(load_contracts(p), SUBJECTS, CONTEXTS)
+    assert problems
+    assert all(re.match(rf"{re.escape(str(p))}:\d+: ", m) for m in problems)
+    assert any("subject='chainer.NStepLSTM' device='cpu' context='default'" in m for m in problems)
+    assert any("context='blas1'" in m for m in problems)
+
+
+def test_stated_tolerance_without_oracle_rules_gets_none(tmp_path):
+    text = "version = 1\n" + LINE.replace('oracle = "within"', 'oracle = "within"\ntolerance = { float32 = [0, 0] }')
+    [c] = load_contracts(_write(tmp_path, text)).contracts
+    assert c.tolerance == {"float32": (0.0, 0.0)} and c.oracle_rules == ()
+    text = text.replace('reason =', 'oracle_rules = ["normwise"]\nreason =')
+    [c] = load_contracts(_write(tmp_path, text)).contracts
+    assert c.oracle_rules == ("normwise",)
+
+
+def test_invariant_under_is_read(tmp_path):
+    text = "version = 1\n" + LINE.replace("reason =", 'invariant_under = ["order", "duplicate"]\nreason =')
+    [c] = load_contracts(_write(tmp_path, text)).contracts
+    assert c.invariant_under == ("order", "duplicate")
+
+
+@pytest.mark.parametrize("text", ["", 'version = 1\n[[contract]]\nsubject = "x"\ncontext = 7\n', b"\xff\xfe"])
+def test_contracts_check_cli_is_one_line_exit_2(tmp_path, text):
+    p = _write(tmp_path, text)
+    r = subprocess.run([sys.executable, "-m", "harness", "contracts", "check", "--contracts", str(p)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("harness: ")  # the prefix wording is cli.py's

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import zlib
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -27,11 +28,13 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from harness.core.errors import CaseError, InvalidArgument
+from harness.core.errors import CaseError, HarnessError, InvalidArgument
 
 __all__ = [
     "Case", "FAMILIES", "FORMAT_VERSION", "build_arrays", "array_rng", "lstm_weight_shapes",
     "load_corpus", "write_corpus", "encode_array", "decode_array", "corpus_digest",
+    "estimate_case_bytes", "max_case_bytes_default", "check_case_size", "check_case_family",
+    "load_case_file", "MAX_CASE_BYTES_ENV",
 ]
 
 FORMAT_VERSION = 1
@@ -131,6 +134,7 @@ class Case:
         """Rebuild a case from :meth:`to_dict` output; bad data raises :class:`CaseError`."""
         if not isinstance(d, Mapping):
             raise CaseError(f"a case must be a JSON object, got {type(d).__name__}")
+        _check_top_level(d)
         version = d.get("version", FORMAT_VERSION)
         if version != FORMAT_VERSION:
             raise CaseError(f"case version={version!r} is not supported (this harness reads {FORMAT_VERSION})")
@@ -142,18 +146,18 @@ class Case:
                        expect=d.get("expect"), tags=tuple(d.get("tags", ())))
         except KeyError as exc:
             raise CaseError(f"case is missing the field {exc.args[0]!r}") from exc
+        except InvalidArgument as exc:  # one error type for "this case text is bad"
+            raise CaseError(str(exc)) from exc
+        except (TypeError, ValueError, OverflowError) as exc:  # a safety net: still one line
+            raise CaseError(f"case cannot be read: {type(exc).__name__}: {_one_line(exc)}") from exc
         if "id" in d and d["id"] != case.id:
             raise CaseError(f"case id={d['id']!r} does not match its content (computed {case.id!r})")
         return case
 
     @classmethod
-    def from_json(cls, text: str) -> "Case":
-        """Parse one case from JSON text."""
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CaseError(f"case JSON is not valid: {exc}") from exc
-        return cls.from_dict(data)
+    def from_json(cls, text: str | bytes) -> "Case":
+        """Parse one case from JSON text (or UTF-8 bytes); every bad input raises a one-line :class:`CaseError`."""
+        return cls.from_dict(_parse_json(text))
 
     @property
     def id(self) -> str:
@@ -179,6 +183,99 @@ class Case:
 
 
 # ---- validation ----------------------------------------------------------------------------
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]
+
+
+def _reject_constant(name: str) -> Any:
+    # JSON has no NaN/Infinity; Python's json accepts them unless told not to.
+    raise CaseError(f"case JSON holds {name}, which is not valid JSON (write non-finite values as strings)")
+
+
+def _parse_json(text: str | bytes) -> Any:
+    """JSON text to data, with one-line CaseErrors for bytes that are not UTF-8, NaN, and deep nesting."""
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CaseError(f"case text is not UTF-8: byte {exc.object[exc.start]:#04x} at offset {exc.start}") from exc
+    if not isinstance(text, str):
+        raise CaseError(f"case text must be str or bytes, got {type(text).__name__}")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise CaseError(f"case JSON is not valid: {exc}") from exc
+    except RecursionError as exc:  # e.g. 100k nested brackets
+        raise CaseError("case JSON is nested too deeply to be a case") from exc
+
+
+def _check_top_level(d: Mapping[str, Any]) -> None:
+    """Types of a case's top-level fields, checked before anything else reads them."""
+    if "spec" in d and not isinstance(d["spec"], Mapping):
+        raise CaseError(f"spec={_short(d['spec'])} must be a JSON object")
+    if "arrays" in d and not isinstance(d["arrays"], Mapping):
+        raise CaseError(f"arrays={_short(d['arrays'])} must be a JSON object")
+    if "arrays" in d:
+        for k, v in d["arrays"].items():
+            if not isinstance(v, Mapping):
+                raise CaseError(f"arrays[{k!r}]={_short(v)} must be a JSON object")
+    if d.get("expect") is not None and not isinstance(d["expect"], Mapping):
+        raise CaseError(f"expect={_short(d['expect'])} must be a JSON object or null")
+    if "tags" in d and (not isinstance(d["tags"], list) or not all(isinstance(t, str) for t in d["tags"])):
+        raise CaseError(f"tags={_short(d['tags'])} must be a list of strings")
+    if "family" in d and not isinstance(d["family"], str):
+        raise CaseError(f"family={_short(d['family'])} must be a string")
+    if "id" in d and not isinstance(d["id"], str):
+        raise CaseError(f"id={_short(d['id'])} must be a string")
+
+
+def _short(v: Any) -> str:
+    r = repr(v)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+_INT_KEYS = ("vocab", "width", "n_layers", "hidden", "in_size", "distinct", "dropout_seed")
+_INT_LIST_KEYS = ("ids_shape", "lengths", "w_shape", "xs_widths")
+_NUMBER_KEYS = ("ignore_frac", "w_scale", "dropout")
+_STR_KEYS = ("id_kind", "gy_kind", "id_dtype", "w_dtype", "dtype", "initial_state")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_spec_types(spec: Mapping[str, Any]) -> None:
+    """The JSON type of every known spec key (values are checked by :func:`_validate_spec`)."""
+    import math
+
+    for k in _INT_KEYS:
+        if k in spec and not _is_int(spec[k]):
+            raise InvalidArgument(f"{k}={_short(spec[k])} must be an int")
+    for k in _INT_LIST_KEYS:
+        if k in spec:
+            v = spec[k]
+            if not isinstance(v, (list, tuple)) or not all(_is_int(n) for n in v):
+                raise InvalidArgument(f"{k}={_short(_thaw(v))} must be a list of ints")
+    for k in _NUMBER_KEYS:
+        if k in spec:
+            v = spec[k]
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+                raise InvalidArgument(f"{k}={_short(v)} must be a finite number")
+    for k in _STR_KEYS:
+        if k in spec and not isinstance(spec[k], str):
+            raise InvalidArgument(f"{k}={_short(spec[k])} must be a string")
+    if "bidirectional" in spec and not isinstance(spec["bidirectional"], bool):
+        raise InvalidArgument(f"bidirectional={_short(spec['bidirectional'])} must be true or false")
+    for i, inj in enumerate(spec.get("inject", ()) if isinstance(spec.get("inject", ()), (list, tuple)) else [None]):
+        if inj is None:
+            raise InvalidArgument(f"inject={_short(spec['inject'])} must be a list of objects")
+        if not isinstance(inj, Mapping) or not isinstance(inj.get("array"), str) or not _is_int(inj.get("index")):
+            raise InvalidArgument(f"inject[{i}]={_short(_thaw(inj))} must be an object with array (str) and index (int)")
+        val = inj.get("value")
+        if isinstance(val, bool) or not (isinstance(val, (int, float)) or val in ("nan", "inf", "-inf")):
+            raise InvalidArgument(f"inject[{i}].value={_short(val)} must be a number or 'nan', 'inf', '-inf'")
+
+
 def _need(spec: Mapping[str, Any], key: str, family: str) -> Any:
     if key not in spec:
         raise InvalidArgument(f"{family} case spec is missing {key!r}")
@@ -193,6 +290,7 @@ def _positive(spec: Mapping[str, Any], key: str, family: str, minimum: int = 1) 
 
 
 def _validate_spec(family: str, spec: Mapping[str, Any], bad: bool) -> None:
+    _check_spec_types(spec)
     kind = spec.get("gy_kind", "random")
     if kind not in GRAD_KINDS:
         raise InvalidArgument(f"gy_kind={kind!r} is not one of {', '.join(GRAD_KINDS)}")
@@ -333,17 +431,127 @@ def _lstm_arrays(spec: Mapping[str, Any], seed: int, in_size: int, lengths: list
         out[name] = _grad(array_rng(seed, name), (n_layers * dirs, batch, hidden), dtype, kind)
 
 
+# ---- limits ------------------------------------------------------------------------------------
+#: Environment variable that overrides :func:`max_case_bytes_default` (bytes, an int).
+MAX_CASE_BYTES_ENV = "HARNESS_MAX_CASE_BYTES"
+
+
+def _itemsize(dtype: Any, default: int = 8) -> int:
+    try:
+        return max(int(np.dtype(dtype).itemsize), 1)
+    except TypeError:
+        return default
+
+
+def _prod(shape: Iterable[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= max(int(d), 0)
+    return n
+
+
+def estimate_case_bytes(case: Case) -> int:
+    """The bytes of the case's input arrays, from its spec's shapes alone (nothing is allocated).
+
+    A lower bound on what a run needs (subjects also hold outputs and gradients, about as much
+    again); integer arithmetic, so a ``[30000, 30000]`` shape costs nothing to estimate.
+    """
+    s = case.spec
+    total = 0
+    if case.family == "embed":
+        shape = [int(n) for n in s["ids_shape"]]
+        vocab, width = int(s["vocab"]), int(s["width"])
+        wsize = _itemsize(s.get("w_dtype", "float32"))
+        n_ids = _prod(shape)
+        # Ids are drawn as int64, then cast; W, gy and ggW in the weight dtype.
+        total += n_ids * (8 + _itemsize(s.get("id_dtype", "int32")))
+        total += _prod(s.get("w_shape", (vocab, width))) * wsize
+        total += n_ids * width * (8 + wsize)  # gy, drawn as float64 then cast
+        total += vocab * width * (8 + wsize)  # ggW
+    else:
+        lengths = [int(n) for n in s["lengths"]]
+        hidden, n_layers = int(s["hidden"]), int(s["n_layers"])
+        in_size = int(s["in_size"]) if case.family == "lstm" else int(s["width"])
+        dirs = 2 if s.get("bidirectional", False) else 1
+        size = _itemsize(s.get("dtype", "float32"))
+        batch = len(lengths)
+        steps = sum(lengths)
+        if case.family == "lstm":
+            widths = s.get("xs_widths")
+            total += sum(n * (int(widths[i]) if widths is not None and i < len(widths) else in_size)
+                         for i, n in enumerate(lengths)) * (8 + size)
+        else:
+            vocab = int(s["vocab"])
+            total += batch * max(lengths + [0]) * 16 + vocab * in_size * (8 + size)
+        total += sum(_prod(shape) for _, shape in lstm_weight_shapes(n_layers, in_size, hidden, dirs == 2)) * (8 + size)
+        total += 4 * n_layers * dirs * batch * hidden * (8 + size)  # hx, cx, ghy, gcy
+        total += steps * hidden * dirs * (8 + size)  # gys
+    for enc in case.arrays.values():
+        try:
+            total += _prod(enc.get("shape", ())) * _itemsize(enc.get("dtype"))
+        except (TypeError, ValueError):
+            pass
+    return int(total)
+
+
+def max_case_bytes_default() -> int:
+    """The default per-case limit: ``$HARNESS_MAX_CASE_BYTES``, else a quarter of the machine's RAM.
+
+    A quarter because a run holds the inputs, the outputs, the gradients and the oracle's
+    float64 copies at once, and the machine is shared with other workers.
+    """
+    env = os.environ.get(MAX_CASE_BYTES_ENV, "").strip()
+    if env:
+        try:
+            value = int(env)
+        except ValueError:
+            raise InvalidArgument(f"{MAX_CASE_BYTES_ENV}={env!r} must be a positive int (bytes)") from None
+        if value <= 0:
+            raise InvalidArgument(f"{MAX_CASE_BYTES_ENV}={env!r} must be a positive int (bytes)")
+        return value
+    try:
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # not POSIX: assume 16 GiB, so 4 GiB
+        ram = 16 << 30
+    return max(int(ram) // 4, 1 << 20)
+
+
+def check_case_size(case: Case, limit: int | None = None) -> int:
+    """Raise a one-line :class:`CaseError` when ``case`` needs more than ``limit`` bytes; return the estimate.
+
+    ``limit`` None means :func:`max_case_bytes_default`. Call before building arrays or starting work.
+    """
+    limit = max_case_bytes_default() if limit is None else int(limit)
+    try:
+        est = estimate_case_bytes(case)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise CaseError(f"case {case.id}: size cannot be estimated: {type(exc).__name__}: {_one_line(exc)}") from exc
+    if est > limit:
+        raise CaseError(f"case {case.id} needs about {est:,} bytes of inputs, over the limit of {limit:,} bytes "
+                        f"(max-case-bytes; set {MAX_CASE_BYTES_ENV} or --max-case-bytes to raise it)")
+    return est
+
+
+def check_case_family(case: Case, family: str, subject: str) -> None:
+    """Refuse, in one line, to run ``case`` on subject ``subject`` of another ``family``."""
+    if case.family != family:
+        raise CaseError(f"case {case.id} is a {case.family} case; subject={subject!r} takes {family} cases")
+
+
 _BUILT: dict[str, dict[str, np.ndarray]] = {}
 
 
-def build_arrays(case: Case) -> dict[str, np.ndarray]:
+def build_arrays(case: Case, max_bytes: int | None = None) -> dict[str, np.ndarray]:
     """Every input array of ``case``, rebuilt bit-identically on any machine (host NumPy arrays).
 
     The last few cases' arrays are kept, so the repetitions of a case pay for the random draws
     once; each call returns fresh copies, so a subject that writes into its inputs changes nothing.
+    A case whose estimate (:func:`estimate_case_bytes`) exceeds ``max_bytes`` (default
+    :func:`max_case_bytes_default`) is refused with a :class:`CaseError` before anything is allocated.
     """
     key = case.id
     if key not in _BUILT:
+        check_case_size(case, max_bytes)
         if len(_BUILT) >= 8:
             _BUILT.pop(next(iter(_BUILT)))
         _BUILT[key] = _build_arrays(case)
@@ -377,15 +585,26 @@ def _build_arrays(case: Case) -> dict[str, np.ndarray]:
             out["x"] = ids.astype(s.get("id_dtype", "int32"))
             out["W"] = (array_rng(seed, "W").standard_normal((vocab, width))).astype(s.get("dtype", "float32"))
             _lstm_arrays(s, seed, width, lengths, out, with_xs=False)
-    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError, IndexError, MemoryError) as exc:
         raise CaseError(f"case {case.id}: arrays cannot be rebuilt: {type(exc).__name__}: {exc}") from exc
     for name, enc in case.arrays.items():
         out[name] = decode_array(enc)
+    try:
+        _inject(case, out)
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise CaseError(f"case {case.id}: inject cannot be applied: {type(exc).__name__}: {_one_line(exc)}") from exc
+    return out
+
+
+def _inject(case: Case, out: dict[str, np.ndarray]) -> None:
+    s = case.spec
     for inj in s.get("inject", ()):  # bad inputs: NaN / Inf planted at given flat positions
+        if inj["array"] not in out:
+            raise CaseError(f"case {case.id}: inject array={inj['array']!r} is not an array of this case "
+                            f"(arrays: {', '.join(sorted(out))})")
         arr = out[inj["array"]]
         if arr.size:
             arr.ravel()[int(inj["index"]) % arr.size] = float(inj["value"])
-    return out
 
 
 # ---- corpora ----------------------------------------------------------------------------------
@@ -399,21 +618,55 @@ def write_corpus(cases: Iterable[Case], path: str) -> int:
     return len(lines)
 
 
-def load_corpus(path: str) -> list[Case]:
-    """Read a JSON-lines corpus; a bad line raises :class:`CaseError` naming the file and line."""
-    cases: list[Case] = []
+def _read_bytes(path: str, what: str) -> bytes:
+    if os.path.isdir(path):
+        raise CaseError(f"{what}={path!r} is a directory, not a file")
     try:
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    cases.append(Case.from_json(line))
-                except (CaseError, InvalidArgument) as exc:
-                    raise CaseError(f"{path}:{lineno}: {exc}") from exc
+        with open(path, "rb") as f:
+            return f.read()
     except OSError as exc:
-        raise CaseError(f"corpus={path!r} cannot be read: {exc.strerror}") from exc
+        raise CaseError(f"{what}={path!r} cannot be read: {exc.strerror or exc}") from exc
+
+
+def load_corpus(path: str) -> list[Case]:
+    """Read a JSON-lines corpus; a bad line (bad JSON, bad type, not UTF-8) raises :class:`CaseError` naming file:line."""
+    cases: list[Case] = []
+    data = _read_bytes(path, "corpus")
+    for lineno, line in enumerate(data.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            cases.append(Case.from_json(line))
+        except HarnessError as exc:
+            raise CaseError(f"{path}:{lineno}: {exc}") from exc
     return cases
+
+
+def load_case_file(path: str, case_id: str | None = None) -> Case:
+    """One case from a file holding one case JSON, or from a corpus (then ``case_id`` picks it).
+
+    For ``replay``: every problem (missing, a directory, not UTF-8, bad JSON, an unknown id) is one line.
+    """
+    if not os.path.exists(path):
+        raise CaseError(f"case file={path!r} does not exist")
+    data = _read_bytes(path, "case file")
+    if b"\n" in data.strip():
+        cases = load_corpus(path)
+        if case_id is None:
+            if len(cases) == 1:
+                return cases[0]
+            raise CaseError(f"{path} holds {len(cases)} cases: pick one with --case-id")
+        for c in cases:
+            if c.id == case_id:
+                return c
+        raise CaseError(f"case-id={case_id!r} is not in {path}")
+    try:
+        case = Case.from_json(data)
+    except CaseError as exc:
+        raise CaseError(f"{path}:1: {exc}") from exc
+    if case_id is not None and case.id != case_id:
+        raise CaseError(f"case-id={case_id!r} is not in {path} (it holds {case.id})")
+    return case
 
 
 def corpus_digest(cases: Iterable[Case]) -> str:

@@ -7,6 +7,14 @@ The parent waits at most ``timeout`` seconds for each answer; a worker that dies
 abort, out of memory) or does not answer in time is killed and reported, and the caller starts
 a new one. Environment-level settings (``CUBLAS_WORKSPACE_CONFIG``, ``OMP_NUM_THREADS``,
 ``PYTHONHASHSEED``) are given to the process at start-up, the only time they take effect.
+
+Memory: each worker's address space is limited (``resource.RLIMIT_AS``, soft limit only) to
+``memory_limit`` bytes: the :class:`Worker` argument, else ``$HARNESS_WORKER_MEMORY`` (bytes;
+``0`` or ``none`` for no limit), else half the machine's RAM. A subject that allocates beyond it
+gets ``MemoryError`` (an ``error`` row) or, if native code aborts, dies (a ``crashed`` row); the
+machine never swaps. The limit is lifted before the first GPU run in a worker: CuPy and the CUDA
+driver reserve tens of GiB of virtual address space that is never backed by host memory, so
+``RLIMIT_AS`` would refuse them for no reason (a cgroup limit would be the tool there).
 """
 
 from __future__ import annotations
@@ -23,7 +31,73 @@ from typing import Any, Mapping
 from harness.core.errors import WorkerError
 from harness.subjects.base import ErrorInfo, RunResult
 
-__all__ = ["Worker", "worker_main"]
+__all__ = ["Worker", "worker_main", "MEMORY_ENV", "default_memory_limit", "parse_memory_limit"]
+
+#: Environment variable for the workers' default memory limit (bytes; 0 or "none": no limit).
+MEMORY_ENV = "HARNESS_WORKER_MEMORY"
+# How the parent tells the child its limit (internal).
+_LIMIT_ENV = "HARNESS_WORKER_RLIMIT_AS"
+
+
+def parse_memory_limit(text: str, name: str = MEMORY_ENV) -> int | None:
+    """Bytes from ``text`` (an int, ``0``/``none`` for no limit); a bad value is one InvalidArgument line."""
+    from harness.core.errors import InvalidArgument
+
+    t = text.strip().lower()
+    if t in ("", "0", "none", "off"):
+        return None
+    try:
+        value = int(t)
+    except ValueError:
+        raise InvalidArgument(f"{name}={text!r} must be a number of bytes, or 0/none for no limit") from None
+    if value < 0:
+        raise InvalidArgument(f"{name}={text!r} must be a number of bytes, or 0/none for no limit")
+    return value
+
+
+def default_memory_limit() -> int | None:
+    """``$HARNESS_WORKER_MEMORY`` if set, else half the machine's RAM (None where that is unknown)."""
+    if MEMORY_ENV in os.environ:
+        return parse_memory_limit(os.environ[MEMORY_ENV])
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")) // 2
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _apply_memory_limit() -> None:
+    """In the child, before anything big is imported: the soft RLIMIT_AS the parent asked for."""
+    text = os.environ.pop(_LIMIT_ENV, "")
+    if not text:
+        return
+    try:
+        import resource
+    except ImportError:  # not POSIX: no limit, said in the module docstring
+        return
+    _soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = int(text)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    try:
+        # The soft limit only, so that a GPU run can lift it again (see _lift_memory_limit).
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ValueError, OSError):
+        pass
+
+
+def _lift_memory_limit() -> None:
+    """Before a GPU run: CuPy/CUDA reserve huge virtual address space, so RLIMIT_AS must not apply."""
+    try:
+        import resource
+    except ImportError:
+        return
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
+        except (ValueError, OSError):
+            pass
+
 
 def worker_main(conn: Any, plugins: tuple[str, ...]) -> None:
     """The worker's loop (runs in the child)."""
@@ -52,6 +126,8 @@ def worker_main(conn: Any, plugins: tuple[str, ...]) -> None:
         if msg is None:
             return
         case_json, subject_name, device_id, context_name = msg
+        if not str(device_id).startswith("cpu"):
+            _lift_memory_limit()
         case = cases.get(case_json)
         if case is None:
             case = cases[case_json] = Case.from_json(case_json)
@@ -67,8 +143,19 @@ class Worker:
     """One spawned worker process with its environment overrides."""
 
     def __init__(self, env: Mapping[str, str] | None = None, plugins: tuple[str, ...] = (),
-                 label: str = "pool", start_timeout: float = 120.0) -> None:
+                 label: str = "pool", start_timeout: float = 120.0,
+                 memory_limit: int | None | str = "default") -> None:
+        """``memory_limit``: bytes of address space for the worker (``RLIMIT_AS``), None for no limit,
+        ``"default"`` for :func:`default_memory_limit` (``$HARNESS_WORKER_MEMORY``, else half the RAM)."""
         self.env = dict(env or {})
+        if memory_limit == "default":
+            memory_limit = default_memory_limit()
+        if memory_limit is not None and (not isinstance(memory_limit, int) or isinstance(memory_limit, bool)
+                                         or memory_limit <= 0):
+            from harness.core.errors import InvalidArgument
+
+            raise InvalidArgument(f"memory_limit={memory_limit!r} must be a positive int (bytes) or None")
+        self.memory_limit: int | None = memory_limit
         self.plugins = tuple(plugins)
         self.label = label
         self.start_timeout = start_timeout
@@ -89,6 +176,9 @@ class Worker:
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
         env = {**os.environ, **self.env}
+        env.pop(_LIMIT_ENV, None)
+        if self.memory_limit is not None:
+            env[_LIMIT_ENV] = str(self.memory_limit)
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         quiet = os.environ.get("HARNESS_WORKER_STDERR") != "1"
@@ -198,6 +288,7 @@ class Worker:
 
 
 def _child(argv: list[str]) -> None:
+    _apply_memory_limit()
     read_fd, write_fd, plugins = int(argv[0]), int(argv[1]), tuple(json.loads(argv[2]))
     conn = _Duplex(Connection(read_fd, writable=False), Connection(write_fd, readable=False))
     worker_main(conn, plugins)

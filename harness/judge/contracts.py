@@ -11,6 +11,8 @@ A contract line::
     identical_across = ["default"] # bit-identical to these contexts' results
     oracle = "within"              # gradient error within tolerance ("within", "record")
     tolerance = { float32 = [1e-4, 1e-3] }   # optional (atol, rtol) per dtype; default compare.gradient_tolerance
+    oracle_rules = ["summation_bound", "normwise"]  # optional looser rules; default both, none with tolerance
+    invariant_under = ["order"]    # optional: relations (alone, subbatch, order, padding, duplicate) that hold
     reason = "exists to be reproducible on GPU: one-hot GEMM instead of atomicAdd"
 
 A bad-input line (it also applies to valid cases carrying the tag, e.g. ``ids:empty``)::
@@ -28,7 +30,6 @@ A subject and device with no matching contract line is a "no contract" failure, 
 
 from __future__ import annotations
 
-import math
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -37,19 +38,35 @@ from typing import Any, Iterable, Mapping
 
 from harness.core.errors import ContractError
 
-__all__ = ["Contract", "BadInputRule", "Contracts", "load_contracts", "DEFAULT_CONTRACTS", "validate", "RELATION_NAMES",
-           "ORACLE_RULE_NAMES"]
+__all__ = ["Contract", "BadInputRule", "Contracts", "load_contracts", "DEFAULT_CONTRACTS", "validate",
+           "RELATIONS", "ORACLE_RULES"]
 
 DEFAULT_CONTRACTS = Path(__file__).resolve().parents[2] / "contracts.toml"
 
-_CONTRACT_KEYS = {"subject", "device", "context", "reproducible", "across_processes", "identical_across",
-                  "oracle", "tolerance", "reason", "invariant_under", "oracle_rules"}
+#: The relation names an ``invariant_under`` list may hold (issue 13's invariance relations).
+RELATIONS = ("alone", "subbatch", "order", "padding", "duplicate")
+#: The same names, as harness.execute.relations defines the relations.
+RELATION_NAMES = RELATIONS
+#: The looser oracle rules a contract may opt into (``oracle_rules``); the default for a line
+#: without ``tolerance`` is both (today's behaviour), for a line with ``tolerance`` none.
+ORACLE_RULES = ("summation_bound", "normwise")
 
-#: The invariance relations a contract may name in ``invariant_under`` (defined in harness.execute.relations).
-RELATION_NAMES = ("alone", "subbatch", "order", "padding", "duplicate")
-#: The looser oracle acceptances a contract may list in ``oracle_rules`` (harness.judge.tolerance).
-ORACLE_RULE_NAMES = ("summation_bound", "normwise")
-_BAD_KEYS = {"tag", "subjects", "device", "outcome", "errors", "reason", "context"}
+# The schema, as data: key -> (kind, required). Hand-written rather than jsonschema because TOML
+# already gives typed values, the checks that matter (finite non-negative tolerances, rules that
+# contradict each other, coverage) are beyond a JSON schema anyway, and every message must carry
+# the key's own file:line, which a schema library does not know.
+_CONTRACT_SCHEMA: dict[str, tuple[str, bool]] = {
+    "subject": ("name", True), "device": ("device", True), "context": ("name", False),
+    "reproducible": ("bool", False), "across_processes": ("bool", False),
+    "identical_across": ("names", False), "oracle": ("oracle", False), "tolerance": ("tolerance", False),
+    "reason": ("name", True), "invariant_under": ("relations", False), "oracle_rules": ("oracle_rules", False),
+}
+_BAD_SCHEMA: dict[str, tuple[str, bool]] = {
+    "tag": ("name", True), "subjects": ("names", False), "device": ("device_or_any", False),
+    "outcome": ("outcome", False), "errors": ("names", False), "reason": ("name", True), "context": ("name", False),
+}
+_CONTRACT_KEYS = set(_CONTRACT_SCHEMA)
+_BAD_KEYS = set(_BAD_SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -66,10 +83,11 @@ class Contract:
     tolerance: Mapping[str, tuple[float, float]]
     reason: str
     line: int = 0
-    #: Relations under which results must be bit-identical (:data:`RELATION_NAMES`).
+    #: Invariance relations (names from :data:`RELATIONS`) this line claims hold bit-identically.
     invariant_under: tuple[str, ...] = ()
-    #: The looser oracle rules that apply; None: both where no tolerance is stated, none where one is.
-    oracle_rules: tuple[str, ...] | None = None
+    #: Looser oracle rules this line allows (names from :data:`ORACLE_RULES`); empty means the
+    #: stated (or default) tolerance is enforced as it is.
+    oracle_rules: tuple[str, ...] = ORACLE_RULES
 
     def describe(self) -> str:
         need = []
@@ -81,8 +99,6 @@ class Contract:
             need.append("identical to " + ", ".join(self.identical_across))
         if self.oracle == "within":
             need.append("gradient error within tolerance")
-        if self.invariant_under:
-            need.append("invariant under " + ", ".join(self.invariant_under))
         return (f"{self.subject} on {self.device} in {self.context}: "
                 f"{'; '.join(need) or 'nothing required (record only)'} -- {self.reason}")
 
@@ -91,7 +107,7 @@ class Contract:
         if dtype in self.tolerance:
             atol, rtol = self.tolerance[dtype]
             return float(atol), float(rtol), f"contracts.toml line {self.line}"
-        from harness.judge.tolerance import gradient_tolerance
+        from harness.judge.bitwise import gradient_tolerance
 
         return gradient_tolerance(dtype, n_terms)
 
@@ -143,131 +159,216 @@ class Contracts:
         return [r for r in hits if r.context == context or r.tag not in exact_tags]
 
 
-def _line_of(text: str, n: int, table: str) -> int:
-    # Line number of the n-th [[table]] header, for messages.
-    count = -1
-    for i, line in enumerate(text.splitlines(), 1):
-        if line.strip() == f"[[{table}]]":
-            count += 1
-            if count == n:
-                return i
-    return 0
+def _key_line(lines: list[str], header: int, key: str) -> int:
+    """The line of ``key = ...`` inside the table whose header is at line ``header`` (else the header)."""
+    for i in range(header, len(lines)):  # lines[header] is the line after the header
+        stripped = lines[i].strip()
+        if stripped.startswith("["):
+            break
+        if "=" in stripped and stripped.split("=", 1)[0].strip().strip('"') == key:
+            return i + 1
+    return header
+
+
+def _check_value(kind: str, key: str, value: Any) -> Any:
+    """The value converted, or raise ``ValueError(message)`` naming ``key`` and the value."""
+    import math
+
+    def bad(what: str) -> ValueError:
+        return ValueError(f"{key}={value!r} must be {what}")
+
+    if kind == "name":
+        if not isinstance(value, str) or not value.strip():
+            raise bad("a non-empty string")
+        return value
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise bad("true or false")
+        return value
+    if kind in ("names", "relations", "oracle_rules"):
+        # A bare string would iterate into characters: refuse it, the list is what is meant.
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise bad("a list of strings (e.g. [\"a\"], not \"a\")")
+        allowed = {"relations": RELATIONS, "oracle_rules": ORACLE_RULES}.get(kind)
+        if allowed is not None:
+            unknown = [v for v in value if v not in allowed]
+            if unknown:
+                raise ValueError(f"{key}={value!r}: {', '.join(map(repr, unknown))} not one of {', '.join(allowed)}")
+        if len(set(value)) != len(value):
+            raise bad("a list without repeats")
+        return tuple(value)
+    if kind == "device":
+        if value not in ("cpu", "gpu"):
+            raise bad("'cpu' or 'gpu'")
+        return value
+    if kind == "device_or_any":
+        if value not in ("cpu", "gpu", "*"):
+            raise bad("'cpu', 'gpu' or '*'")
+        return value
+    if kind == "oracle":
+        if value not in ("within", "record"):
+            raise bad("'within' or 'record'")
+        return value
+    if kind == "outcome":
+        if value not in ("raises", "no_error", "any"):
+            raise bad("raises, no_error or any")
+        return value
+    if kind == "tolerance":
+        if not isinstance(value, dict) or not value:
+            raise bad("a table of dtype = [atol, rtol]")
+        out = {}
+        for dt, pair in value.items():
+            if dt not in ("float16", "float32", "float64"):
+                raise ValueError(f"{key}.{dt}: dtype {dt!r} is not float16, float32 or float64")
+            if not (isinstance(pair, list) and len(pair) == 2
+                    and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pair)):
+                raise ValueError(f"{key}.{dt}={pair!r} must be [atol, rtol], two numbers")
+            if not all(math.isfinite(v) and v >= 0 for v in pair):
+                raise ValueError(f"{key}.{dt}={pair!r} must hold finite numbers >= 0")
+            out[dt] = (float(pair[0]), float(pair[1]))
+        return out
+    raise AssertionError(kind)  # pragma: no cover - the schema names a kind this function lacks
+
+
+def _check_table(raw: Any, schema: Mapping[str, tuple[str, bool]], p: Path, lines: list[str], header: int,
+                 table: str) -> dict[str, Any]:
+    """One [[table]] checked against ``schema``: a dict of converted values, or a ContractError at file:line."""
+    if not isinstance(raw, dict):
+        raise ContractError(f"{p}:{header}: [[{table}]] must be a table")
+    unknown = set(raw) - set(schema)
+    if unknown:
+        k = sorted(unknown)[0]
+        raise ContractError(f"{p}:{_key_line(lines, header, k)}: unknown key(s) {', '.join(sorted(unknown))} "
+                            f"(known: {', '.join(sorted(schema))})")
+    out: dict[str, Any] = {}
+    for key, (kind, required) in schema.items():
+        if key not in raw:
+            if required:
+                raise ContractError(f"{p}:{header}: [[{table}]] is missing {key}")
+            continue
+        try:
+            out[key] = _check_value(kind, key, raw[key])
+        except ValueError as exc:
+            raise ContractError(f"{p}:{_key_line(lines, header, key)}: {exc}") from None
+    return out
+
+
+def _headers(lines: list[str], table: str) -> list[int]:
+    return [i for i, line in enumerate(lines, 1) if line.strip().split("#", 1)[0].strip() == f"[[{table}]]"]
 
 
 def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
-    """Parse a contracts file (the shipped one by default); a malformed line raises ContractError."""
+    """Parse and schema-check a contracts file (the shipped one by default).
+
+    Every problem is a one-line :class:`ContractError` with file:line: not UTF-8, not TOML, empty,
+    a key of the wrong type (a string where a list is meant), a non-finite or negative tolerance,
+    ``across_processes`` without ``reproducible``, a tag both ``raises`` and ``no_error``.
+    Coverage (every subject x device x context has a line) is :func:`validate`'s job.
+    """
     p = Path(path) if path is not None else DEFAULT_CONTRACTS
+    if p.is_dir():
+        raise ContractError(f"contracts={str(p)!r} is a directory, not a file")
     try:
-        text = p.read_text(encoding="utf-8")
+        raw_bytes = p.read_bytes()
     except OSError as exc:
-        raise ContractError(f"contracts={str(p)!r} cannot be read: {exc.strerror}") from exc
+        raise ContractError(f"contracts={str(p)!r} cannot be read: {exc.strerror or exc}") from exc
+    try:
+        text = raw_bytes.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ContractError(f"contracts={str(p)!r} is not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        line = raw_bytes[:exc.start].count(b"\n") + 1
+        raise ContractError(f"{p}:{line}: not UTF-8 (byte {raw_bytes[exc.start]:#04x})") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ContractError(f"{p}: not valid TOML: {exc}") from exc
+        raise ContractError(f"{p}: not valid TOML: {' '.join(str(exc).split())}") from None
+    lines = text.splitlines()
+    unknown_top = set(data) - {"version", "contract", "bad_input"}
+    if unknown_top:
+        raise ContractError(f"{p}: unknown top-level key(s) {', '.join(sorted(unknown_top))}")
     if data.get("version", 1) != 1:
         raise ContractError(f"{p}: version={data.get('version')!r} is not supported (expected 1)")
-    contracts = []
-    for n, raw in enumerate(data.get("contract", [])):
-        line = _line_of(text, n, "contract")
-        where = f"{p}:{line}"
-        unknown = set(raw) - _CONTRACT_KEYS
-        if unknown:
-            raise ContractError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-        for key in ("subject", "device", "reason"):
-            if not isinstance(raw.get(key), str) or not raw.get(key):
-                raise ContractError(f"{where}: {key} must be a non-empty string (got {raw.get(key)!r})")
-        if raw["device"] not in ("cpu", "gpu"):
-            raise ContractError(f"{where}: device={raw['device']!r} must be 'cpu' or 'gpu'")
-        oracle = raw.get("oracle", "within")
-        if oracle not in ("within", "record"):
-            raise ContractError(f"{where}: oracle={oracle!r} must be 'within' or 'record'")
-        if not isinstance(raw.get("context", "*"), str) or not raw.get("context", "*"):
-            raise ContractError(f"{where}: context={raw.get('context')!r} must be a context name or '*'")
-        tol = {}
-        table = raw.get("tolerance", {})
-        if not isinstance(table, dict):
-            raise ContractError(f"{where}: tolerance={table!r} must be a table such as {{ float32 = [1e-4, 1e-3] }}")
-        for dt, pair in table.items():
-            if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, (int, float))
-                                                                      and not isinstance(v, bool) for v in pair)):
-                raise ContractError(f"{where}: tolerance.{dt}={pair!r} must be [atol, rtol]")
-            if not all(math.isfinite(v) and v >= 0 for v in pair):
-                raise ContractError(f"{where}: tolerance.{dt}={pair!r} must be finite and >= 0")
-            if dt not in ("float16", "float32", "float64"):
-                raise ContractError(f"{where}: tolerance.{dt} is not a float dtype (float16, float32, float64)")
-            tol[dt] = (float(pair[0]), float(pair[1]))
-        for key in ("reproducible", "across_processes"):
-            if not isinstance(raw.get(key, False), bool):
-                raise ContractError(f"{where}: {key}={raw.get(key)!r} must be true or false")
-        if raw.get("across_processes", False) and not raw.get("reproducible", False):
-            raise ContractError(f"{where}: across_processes = true needs reproducible = true (bits that differ "
-                                f"run to run cannot match across processes)")
-        lists = {}
-        for key, allowed in (("identical_across", None), ("invariant_under", RELATION_NAMES),
-                             ("oracle_rules", ORACLE_RULE_NAMES)):
-            value = raw.get(key, [])
-            if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-                raise ContractError(f"{where}: {key}={value!r} must be a list of names, e.g. [\"default\"]")
-            bad = [v for v in value if allowed is not None and v not in allowed]
-            if bad:
-                raise ContractError(f"{where}: {key} names {bad[0]!r}, not one of {', '.join(allowed)}")
-            lists[key] = tuple(value)
-        contracts.append(Contract(
-            subject=raw["subject"], device=raw["device"], context=raw.get("context", "*"),
-            reproducible=raw.get("reproducible", False), across_processes=raw.get("across_processes", False),
-            identical_across=lists["identical_across"], oracle=oracle, tolerance=tol,
-            reason=raw["reason"], line=line, invariant_under=lists["invariant_under"],
-            oracle_rules=lists["oracle_rules"] if "oracle_rules" in raw else None))
-    rules = []
-    for n, raw in enumerate(data.get("bad_input", [])):
-        line = _line_of(text, n, "bad_input")
-        where = f"{p}:{line}"
-        unknown = set(raw) - _BAD_KEYS
-        if unknown:
-            raise ContractError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-        outcome = raw.get("outcome", "raises")
-        if outcome not in ("raises", "no_error", "any"):
-            raise ContractError(f"{where}: outcome={outcome!r} must be raises, no_error or any")
-        if outcome == "raises" and not raw.get("errors"):
-            raise ContractError(f"{where}: outcome='raises' needs errors = [...]")
-        for key in ("tag", "reason"):
-            if not isinstance(raw.get(key), str) or not raw[key]:
-                raise ContractError(f"{where}: {key} must be a non-empty string")
-        subjects = raw.get("subjects", ["*"])
-        if not isinstance(subjects, list) or not all(isinstance(s, str) and s for s in subjects):
-            raise ContractError(f"{where}: subjects={subjects!r} must be a list of subject names (or [\"*\"])")
-        errors = raw.get("errors", [])
-        if not isinstance(errors, list) or not all(isinstance(e, str) and e for e in errors):
-            raise ContractError(f"{where}: errors={errors!r} must be a list of exception class names")
-        for key in ("device", "context"):
-            if not isinstance(raw.get(key, "*"), str):
-                raise ContractError(f"{where}: {key}={raw.get(key)!r} must be a string")
-        rules.append(BadInputRule(tag=raw["tag"], subjects=tuple(subjects), device=raw.get("device", "*"),
-                                  outcome=outcome, errors=tuple(raw.get("errors", ())), reason=raw["reason"],
-                                  context=raw.get("context", "*"), line=line))
-    if not contracts:
+    for key in ("contract", "bad_input"):
+        if key in data and not isinstance(data[key], list):
+            raise ContractError(f"{p}: {key} must be an array of tables [[{key}]]")
+    if not data.get("contract"):
         raise ContractError(f"{p}: holds no [[contract]] line: every subject x device x context needs one")
-    by_tag: dict[tuple[str, str, str, str], set[str]] = {}
-    for r in rules:
-        for s in r.subjects:
-            by_tag.setdefault((r.tag, s, r.device, r.context), set()).add(r.outcome)
-    for (tag, s, dev, ctx), outcomes in by_tag.items():
-        if {"raises", "no_error"} <= outcomes:
-            line = next(r.line for r in rules if r.tag == tag and s in r.subjects and r.outcome == "no_error")
-            raise ContractError(f"{p}:{line}: tag {tag!r} for {s} on {dev} in {ctx} has both a raises and a "
-                                f"no_error rule: they cannot both hold")
-    return Contracts(str(p), tuple(contracts), tuple(rules))
+    contracts = []
+    heads = _headers(lines, "contract")
+    for n, raw in enumerate(data["contract"]):
+        line = heads[n] if n < len(heads) else 0
+        v = _check_table(raw, _CONTRACT_SCHEMA, p, lines, line, "contract")
+        reproducible, across = v.get("reproducible", False), v.get("across_processes", False)
+        if across and not reproducible:
+            raise ContractError(f"{p}:{_key_line(lines, line, 'across_processes')}: across_processes = true "
+                                f"needs reproducible = true (bit-identical across processes implies run to run)")
+        tol = v.get("tolerance", {})
+        # A stated tolerance is what is enforced unless the line opts into looser rules itself.
+        rules = v.get("oracle_rules", () if tol else ORACLE_RULES)
+        contracts.append(Contract(
+            subject=v["subject"], device=v["device"], context=v.get("context", "*"),
+            reproducible=reproducible, across_processes=across,
+            identical_across=v.get("identical_across", ()), oracle=v.get("oracle", "within"), tolerance=tol,
+            reason=v["reason"], line=line, invariant_under=v.get("invariant_under", ()), oracle_rules=rules))
+    rules_out = []
+    heads = _headers(lines, "bad_input")
+    for n, raw in enumerate(data.get("bad_input", [])):
+        line = heads[n] if n < len(heads) else 0
+        v = _check_table(raw, _BAD_SCHEMA, p, lines, line, "bad_input")
+        outcome = v.get("outcome", "raises")
+        if outcome == "raises" and not v.get("errors"):
+            raise ContractError(f"{p}:{line}: outcome='raises' needs errors = [...]")
+        rules_out.append(BadInputRule(tag=v["tag"], subjects=v.get("subjects", ("*",)), device=v.get("device", "*"),
+                                      outcome=outcome, errors=v.get("errors", ()), reason=v["reason"],
+                                      context=v.get("context", "*"), line=line))
+    _check_rule_conflicts(p, rules_out)
+    return Contracts(str(p), tuple(contracts), tuple(rules_out))
 
 
-def validate(contracts: Contracts, subjects: Mapping[str, Any], contexts: Iterable[str]) -> list[str]:
-    """One readable problem per bad line: unknown subjects, contexts, devices a subject lacks, duplicates."""
-    from harness.core.contexts import get_context
+def _check_rule_conflicts(p: Path, rules: list[BadInputRule]) -> None:
+    """Refuse a tag that must both raise and not raise for the same subject, device and context."""
+    def overlap(a: tuple[str, ...] | str, b: tuple[str, ...] | str) -> bool:
+        a = (a,) if isinstance(a, str) else a
+        b = (b,) if isinstance(b, str) else b
+        return "*" in a or "*" in b or bool(set(a) & set(b))
+
+    for i, r in enumerate(rules):
+        for q in rules[:i]:
+            if (r.tag == q.tag and {r.outcome, q.outcome} == {"raises", "no_error"}
+                    and overlap(r.subjects, q.subjects) and overlap(r.device, q.device)
+                    and r.context == q.context):
+                raise ContractError(f"{p}:{r.line}: tag={r.tag!r} is outcome={r.outcome!r} here and "
+                                    f"outcome={q.outcome!r} at {p}:{q.line} for the same subjects/device/context")
+
+
+def validate(contracts: Contracts, subjects: Mapping[str, Any], contexts: Iterable[str],
+             coverage_contexts: Iterable[str] | None = None) -> list[str]:
+    """One readable problem (file:line) per bad line, and one per missing line.
+
+    Bad lines: unknown subjects, contexts, devices a subject lacks, duplicates. Coverage: every
+    registered subject whose role is not ``oracle`` x each device kind it runs on x each context
+    of ``coverage_contexts`` (default :data:`harness.core.contexts.DEFAULT_CONTEXTS`) that applies
+    to that device kind must find a line (:meth:`Contracts.find`), else the gate would report
+    "no contract" for it.
+    """
+    from harness.core.contexts import DEFAULT_CONTEXTS, get_context
     from harness.core.errors import UnknownContext
 
     problems = []
+    for name in sorted(subjects):
+        s = subjects[name]
+        if getattr(s, "role", "subject") == "oracle":
+            continue
+        for kind in getattr(s, "devices", ()):
+            for ctx in (DEFAULT_CONTEXTS if coverage_contexts is None else coverage_contexts):
+                try:
+                    context = get_context(ctx)
+                except UnknownContext:
+                    continue
+                if kind not in getattr(context, "devices", (kind,)):
+                    continue
+                if contracts.find(name, kind, ctx) is None:
+                    problems.append(f"{contracts.path}:1: no [[contract]] line for subject={name!r} "
+                                    f"device={kind!r} context={ctx!r} (add one, or a context = \"*\" line)")
     seen: dict[tuple[str, str, str], int] = {}
     known_contexts = set(contexts)
     for c in contracts.contracts:
@@ -294,22 +395,4 @@ def validate(contracts: Contracts, subjects: Mapping[str, Any], contexts: Iterab
                 problems.append(f"{where}: subject={s!r} is not registered")
         if ":" not in r.tag:
             problems.append(f"{where}: tag={r.tag!r} is not a case tag (kind:value, e.g. bad:float_ids or ids:empty)")
-    problems += missing_lines(contracts, subjects)
     return problems
-
-
-def missing_lines(contracts: Contracts, subjects: Mapping[str, Any]) -> list[str]:
-    """Coverage: every registered subject (oracles aside: they are the reference) on every device kind it runs
-    on, in every default context that applies there, must have a line; one problem per gap."""
-    from harness.core.contexts import DEFAULT_CONTEXTS, get_context
-
-    out = []
-    for name, s in subjects.items():
-        if getattr(s, "role", "subject") == "oracle":
-            continue
-        for kind in s.devices:
-            for ctx in DEFAULT_CONTEXTS:
-                if get_context(ctx).applies_to(kind) and contracts.find(name, kind, ctx) is None:
-                    out.append(f"{contracts.path}: no line covers subject={name!r} device={kind!r} context={ctx!r} "
-                               f"(add one, or a context = \"*\" line: a missing line is a failure, not a pass)")
-    return out

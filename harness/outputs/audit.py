@@ -25,6 +25,7 @@ difference goes with it. Three verbs:
 The audit file (plain JSON, written atomically)::
 
     {"format": "harness-audit", "version": 1, "id": "<12 hex>", "created": "<ISO 8601 UTC>",
+     "digest": "sha256" (the tensor digests' algorithm; files without the field are sha256),
      "environment": harness.core.env.fingerprint(),
      "corpus": {"path", "digest" (corpus_digest of the cases run), "cases", "shard": "i/n" | null,
                 "full_digest", "full_cases" (the corpus before sharding)},
@@ -35,6 +36,10 @@ The audit file (plain JSON, written atomically)::
                   "skip_reason", "repeats_agreed" (true | false | null when no tensors),
                   "array_file" (npz name relative to arrays_dir | null),
                   "tensors": {name: {"digest", "dtype", "shape", "repeats_agreed"}}}]}
+
+:func:`load_audit` validates a file whole against this schema (``_TOP_SCHEMA`` and its kin) and
+refuses it with the JSON path of the first bad field: a wrong type, an unknown status, two
+entries of one case x subject x device x context, a key twice in one object, deep nesting.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from harness.judge.bitwise import DIGEST_ALGORITHMS as _BITWISE_ALGORITHMS
 from harness.core.env import flatten_fingerprint
 from harness.core.fileio import atomic_npz, atomic_write
 from harness.core.errors import AuditFileError, InvalidArgument
@@ -65,7 +71,7 @@ from harness.core.errors import AuditFileError, InvalidArgument
 __all__ = [
     "DEFAULT_CORPUS", "FORMAT", "VERSION", "VERDICTS", "Audit", "AuditComparison", "MergeResult",
     "run_audit", "load_audit", "compare_audits", "merge_audits", "machine_label", "environment_diff",
-    "flatten", "cmd_audit", "cmd_compare", "cmd_merge", "compare_changed",
+    "flatten", "cmd_audit", "cmd_compare", "cmd_merge", "compare_changed", "STATUSES", "digest_algorithm",
 ]
 
 #: The committed audit corpus (see suites/corpus/README.md for how it was made).
@@ -86,9 +92,6 @@ VERDICTS = (
     "not compared",             # nothing in common (skipped on one side, or present in one audit only)
 )
 
-_REQUIRED_TOP = ("format", "version", "created", "environment", "corpus", "settings", "entries")
-_REQUIRED_ENTRY = ("case_id", "family", "subject", "device", "context", "status", "tensors")
-_REQUIRED_TENSOR = ("digest", "dtype", "shape")
 
 
 # ==== the audit file ===========================================================================
@@ -168,25 +171,107 @@ def _npz_key(name: str) -> str:
     return name.replace("/", "_")
 
 
+#: Entry statuses an audit file may hold (what the worker and the campaign produce).
+STATUSES = ("ok", "error", "partial", "skipped", "crashed", "timeout")
+#: Digest algorithms this harness can read; a file without a ``digest`` field is from before it
+#: was written, when every digest was SHA-256.
+DIGEST_ALGORITHMS = tuple(_BITWISE_ALGORITHMS)
+DEFAULT_DIGEST = "sha256"
+
+# The schema, as data: field -> (JSON types, required). Hand-written rather than jsonschema
+# because the checks that matter here go beyond a schema (duplicate entries across the array,
+# one status vocabulary shared with the runner), the messages must be one line with the JSON
+# path of the first bad field, and the harness then needs no new dependency.
+_STR, _INT, _BOOL, _NULL, _OBJ, _ARR = (str,), (int,), (bool,), (type(None),), (dict,), (list,)
+_TOP_SCHEMA: dict[str, tuple[tuple[type, ...], bool]] = {
+    "format": (_STR, True), "version": (_INT, True), "created": (_STR, True), "environment": (_OBJ, True),
+    "corpus": (_OBJ, True), "settings": (_OBJ, True), "entries": (_ARR, True), "id": (_STR, False),
+    "arrays_dir": (_STR + _NULL, False), "digest": (_STR, False),
+}
+_CORPUS_SCHEMA = {"digest": (_STR + _NULL, True), "cases": (_INT, True), "path": (_STR + _NULL, False),
+                  "shard": (_STR + _NULL, False), "full_digest": (_STR + _NULL, False),
+                  "full_cases": (_INT + _NULL, False)}
+_ENTRY_SCHEMA = {
+    "case_id": (_STR, True), "family": (_STR, True), "subject": (_STR, True), "device": (_STR, True),
+    "context": (_STR, True), "status": (_STR, True), "tensors": (_OBJ, True), "bad_input": (_BOOL, False),
+    "error": (_STR + _NULL, False), "skip_reason": (_STR + _NULL, False),
+    "repeats_agreed": (_BOOL + _NULL, False), "array_file": (_STR + _NULL, False),
+}
+_TENSOR_SCHEMA = {"digest": (_STR, True), "dtype": (_STR, True), "shape": (_ARR, True),
+                  "repeats_agreed": (_BOOL, False)}
+
+
 def load_audit(path: str | os.PathLike[str]) -> Audit:
-    """Read and validate an audit file. Anything wrong raises :class:`AuditFileError` (one line);
-    nothing is returned partially."""
+    """Read and validate an audit file whole. Anything wrong raises :class:`AuditFileError` (one line,
+    naming the JSON path of the first bad field); nothing is returned partially."""
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise AuditFileError(f"audit file {path!r} is a directory, not a file")
     try:
         with open(path, "rb") as f:
             raw = f.read()
     except OSError as exc:
         raise AuditFileError(f"audit file {path!r} cannot be read: {exc.strerror or exc}") from None
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_unique_keys)
     except UnicodeDecodeError as exc:
         raise AuditFileError(f"audit file {path!r} is not UTF-8 text (corrupt?): {exc.reason}") from None
     except json.JSONDecodeError as exc:
         what = "truncated" if exc.pos >= len(raw.rstrip()) else "corrupt"
         raise AuditFileError(f"audit file {path!r} is not valid JSON ({what}): {exc.msg} at line "
                              f"{exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise AuditFileError(f"audit file {path!r} is nested too deeply to be an audit file") from None
+    except ValueError as exc:  # NaN / Infinity
+        raise AuditFileError(f"audit file {path!r}: {exc}") from None
     _validate(path, data)
     return Audit(path, data)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # json keeps the last of two equal keys silently; a duplicated tensor name must be refused.
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"holds the key {k!r} twice in one object")
+        out[k] = v
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"holds {name}, which is not valid JSON")
+
+
+def _check_fields(obj: Any, schema: Mapping[str, tuple[tuple[type, ...], bool]], where: str) -> str | None:
+    """The first problem of ``obj`` against ``schema`` (naming its JSON path), or None."""
+    if not isinstance(obj, dict):
+        return f"{where} must be a JSON object, got {_json_type(obj)}"
+    for key, (types, required) in schema.items():
+        if key not in obj:
+            if required:
+                return f"{where} is missing the field {key!r}"
+            continue
+        v = obj[key]
+        # bool is an int in Python, never in JSON: an int field refuses true/false.
+        ok = isinstance(v, types) and not (isinstance(v, bool) and bool not in types)
+        if not ok:
+            want = " or ".join(sorted({_TYPE_NAMES[t] for t in types}))
+            return f"{where}.{key}={_brief(v)} must be {want}, got {_json_type(v)}"
+    return None
+
+
+_TYPE_NAMES = {str: "a string", int: "an integer", bool: "true/false", type(None): "null", dict: "an object",
+               list: "an array"}
+
+
+def _json_type(v: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "true/false", int: "an integer",
+            float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def _brief(v: Any) -> str:
+    r = json.dumps(v) if not isinstance(v, (dict, list)) else ("{...}" if isinstance(v, dict) else "[...]")
+    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def _validate(path: str, data: Any) -> None:
@@ -199,26 +284,48 @@ def _validate(path: str, data: Any) -> None:
         raise bad(f"format={data.get('format')!r} is not {FORMAT!r} (not an audit file)")
     if data.get("version") != VERSION:
         raise bad(f"version={data.get('version')!r} is not supported (this harness reads version {VERSION})")
-    for k in _REQUIRED_TOP:
-        if k not in data:
-            raise bad(f"is missing the field {k!r}")
-    for k, t in (("environment", dict), ("corpus", dict), ("settings", dict), ("entries", list)):
-        if not isinstance(data[k], t):
-            raise bad(f"field {k!r} must be a JSON {'object' if t is dict else 'array'}")
-    for k in ("digest", "cases"):
-        if k not in data["corpus"]:
-            raise bad(f"corpus is missing the field {k!r}")
+    problem = _check_fields(data, _TOP_SCHEMA, "$")
+    if problem is None:
+        problem = _check_fields(data["corpus"], _CORPUS_SCHEMA, "$.corpus")
+    if problem:
+        raise bad(problem)
+    algo = data.get("digest", DEFAULT_DIGEST)
+    if algo not in DIGEST_ALGORITHMS:
+        raise bad(f"$.digest={algo!r} is not a digest algorithm this harness reads ({', '.join(DIGEST_ALGORITHMS)})")
+    try:
+        _dt.datetime.fromisoformat(data["created"].replace("Z", "+00:00"))
+    except ValueError:
+        raise bad(f"$.created={data['created']!r} is not an ISO 8601 time") from None
+    shard = data["corpus"].get("shard")
+    if shard is not None:
+        parts = shard.split("/")
+        if not (len(parts) == 2 and all(p.isdigit() for p in parts) and 1 <= int(parts[0]) <= int(parts[1])):
+            raise bad(f"$.corpus.shard={shard!r} must be 'i/n' with 1 <= i <= n")
+    seen: dict[tuple[str, ...], int] = {}
     for i, e in enumerate(data["entries"]):
-        if not isinstance(e, dict):
-            raise bad(f"entry {i} is not a JSON object")
-        for k in _REQUIRED_ENTRY:
-            if k not in e:
-                raise bad(f"entry {i} is missing the field {k!r}")
-        if not isinstance(e["tensors"], dict):
-            raise bad(f"entry {i}: 'tensors' must be a JSON object")
+        where = f"$.entries[{i}]"
+        problem = _check_fields(e, _ENTRY_SCHEMA, where)
+        if problem:
+            raise bad(problem)
+        if e["status"] not in STATUSES:
+            raise bad(f"{where}.status={e['status']!r} is not one of {', '.join(STATUSES)}")
+        key = _entry_key(e)
+        if key in seen:
+            raise bad(f"{where} duplicates $.entries[{seen[key]}] (case {key[0]}, subject {key[1]}, "
+                      f"device {key[2]}, context {key[3]})")
+        seen[key] = i
         for name, t in e["tensors"].items():
-            if not isinstance(t, dict) or any(k not in t for k in _REQUIRED_TENSOR):
-                raise bad(f"entry {i} tensor {name!r} needs the fields {', '.join(_REQUIRED_TENSOR)}")
+            tw = f"{where}.tensors[{json.dumps(name)}]"
+            problem = _check_fields(t, _TENSOR_SCHEMA, tw)
+            if problem:
+                raise bad(problem)
+            if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in t["shape"]):
+                raise bad(f"{tw}.shape={_brief(t['shape'])} must hold non-negative integers")
+
+
+def digest_algorithm(audit: Audit) -> str:
+    """The digest algorithm an audit's tensor digests were made with (``sha256`` for files older than the field)."""
+    return str(audit.data.get("digest", DEFAULT_DIGEST))
 
 
 def _atomic_write(path: str, text: str) -> None:
@@ -497,10 +604,10 @@ class AuditComparison:
 
     def to_markdown(self) -> str:
         lines = ["# Audit comparison", "",
-                 f"- A: `{self.a.path}` ({self.a.label}, {self.a.created})",
-                 f"- B: `{self.b.path}` ({self.b.label}, {self.b.created})", ""]
+                 f"- A: {_md_text(self.a.path)} ({_md_text(self.a.label)}, {_md_text(self.a.created)})",
+                 f"- B: {_md_text(self.b.path)} ({_md_text(self.b.label)}, {_md_text(self.b.created)})", ""]
         for w in self.warnings:
-            lines.append(f"> **warning:** {w}")
+            lines.append(f"> **warning:** {_md_text(w)}")
         if self.warnings:
             lines.append("")
         lines += ["## Verdicts per subject", "", _md(_present(self.subjects)), "",
@@ -567,6 +674,9 @@ def compare_audits(a: Audit | str | os.PathLike[str], b: Audit | str | os.PathLi
         warnings.append(f"the corpus digests differ (A {str(a.corpus.get('digest'))[:12]}, {a.corpus.get('cases')} "
                         f"cases; B {str(b.corpus.get('digest'))[:12]}, {b.corpus.get('cases')} cases): only "
                         f"the entries present in both are compared")
+    if digest_algorithm(a) != digest_algorithm(b):
+        warnings.append(f"the digest algorithms differ (A {digest_algorithm(a)}, B {digest_algorithm(b)}): "
+                        f"every digest compares as changed; only kept arrays can say by how much")
     for k in ("repeats", "devices", "contexts", "subjects"):
         if a.settings.get(k) != b.settings.get(k):
             warnings.append(f"settings differ: {k} is {a.settings.get(k)!r} in A, {b.settings.get(k)!r} in B")
@@ -612,8 +722,10 @@ def compare_audits(a: Audit | str | os.PathLike[str], b: Audit | str | os.PathLi
         else:
             nonrepro = False
         names = list(dict.fromkeys([*x["tensors"], *y["tensors"]]))
+        # Shape and dtype are compared beside the digest: a digest that (in some file) did not
+        # cover them must not make a reshaped tensor "identical".
         changed = [n for n in names if n not in x["tensors"] or n not in y["tensors"]
-                   or x["tensors"][n]["digest"] != y["tensors"][n]["digest"]]
+                   or any(x["tensors"][n][k] != y["tensors"][n][k] for k in ("digest", "dtype", "shape"))]
         g["tensors"] += len(names)
         g["changed"] += len(changed)
         g["changed_cases"] += int(bool(changed))
@@ -709,10 +821,26 @@ def _present(df: Any) -> Any:
     return out
 
 
+def _md_text(v: Any) -> str:
+    """One Markdown table cell or inline text: no newline, no bare ``|``, no raw HTML.
+
+    Markdown renderers pass raw HTML through, so ``<``/``>``/``&`` are escaped as entities too.
+    """
+    import html
+
+    text = " ".join(str(v).splitlines()) if isinstance(v, str) else str(v)
+    return html.escape(text, quote=False).replace("|", "\\|")
+
+
 def _md(df: Any) -> str:
     if not len(df):
         return "(none)"
-    return df.to_markdown(index=False)
+    safe = df.copy()
+    safe.columns = [_md_text(c) for c in safe.columns]
+    for col in safe.columns:
+        if any(isinstance(v, str) for v in safe[col]):
+            safe[col] = [_md_text(v) if isinstance(v, str) else v for v in safe[col]]
+    return safe.to_markdown(index=False)
 
 
 _VERDICT_COLOURS = {
@@ -722,8 +850,13 @@ _VERDICT_COLOURS = {
 }
 
 
+def _escaped_style(df: Any) -> Any:
+    # pandas' Styler writes cell values and headers raw by default: escape both.
+    return df.style.hide(axis="index").format(escape="html").format_index(escape="html", axis=1)
+
+
 def _styled(df: Any, colour_col: str | None = "verdict") -> str:
-    sty = df.style.hide(axis="index")
+    sty = _escaped_style(df)
     if colour_col and colour_col in df:
         sty = sty.map(lambda v: f"background-color: {_VERDICT_COLOURS.get(v, '')}", subset=[colour_col])
     return sty.to_html()
@@ -854,9 +987,9 @@ class MergeResult:
     def to_markdown(self) -> str:
         lines = ["# Audit merge", "", self.LEGEND, ""]
         for col, files in self.columns.items():
-            lines.append(f"- **{col}**: {', '.join(f'`{f}`' for f in files)}")
+            lines.append(f"- **{_md_text(col)}**: {', '.join(_md_text(f) for f in files)}")
         lines.append("")
-        lines += [f"> **warning:** {w}" for w in self.warnings]
+        lines += [f"> **warning:** {_md_text(w)}" for w in self.warnings]
         if self.warnings:
             lines.append("")
         lines.append(_md(self.matrix))
@@ -876,6 +1009,20 @@ def _cell_digest(entries: Sequence[Mapping[str, Any]]) -> tuple[str, bool, bool]
     return h, not live, any(e.get("repeats_agreed") is False for e in live)
 
 
+def _refuse_repeated(audits: Sequence[Audit]) -> None:
+    """One audit given twice (the same file, or a copy with the same id and content) would be two machines."""
+    seen: dict[Any, str] = {}
+    for au in audits:
+        keys = [("path", os.path.realpath(au.path))]
+        keys.append(("content", hashlib.sha256(json.dumps(au.data, sort_keys=True).encode()).hexdigest()))
+        for k in keys:
+            if k in seen:
+                raise InvalidArgument(f"audit file {au.path!r} is given twice to merge (the same "
+                                      f"{'file' if k[0] == 'path' else 'content'} as {seen[k]!r})")
+        for k in keys:
+            seen[k] = au.path
+
+
 def merge_audits(paths: Sequence[str | os.PathLike[str] | Audit]) -> MergeResult:
     """Many audits as one matrix. Audits with the same machine label that are shards ``i/n`` of
     the same corpus are unioned into one column; other same-label columns get the file stem."""
@@ -885,6 +1032,7 @@ def merge_audits(paths: Sequence[str | os.PathLike[str] | Audit]) -> MergeResult
     if not audits:
         raise InvalidArgument("merge needs at least one audit file")
     _one_digest_algorithm(audits)
+    _refuse_repeated(audits)
     warnings: list[str] = []
     # Sources: a sharded audit joins the others of its (label, full corpus, n); the rest stand alone.
     sources: dict[Any, list[Audit]] = {}
@@ -987,7 +1135,7 @@ def write_merge(res: MergeResult, out_dir: str) -> dict[str, str]:
         return "color: #888"
 
     cols = [c for c in res.matrix.columns if c not in ("subject", "device", "context")]
-    table = res.matrix.style.hide(axis="index").map(colour, subset=cols).to_html() if len(res.matrix) else ""
+    table = _escaped_style(res.matrix).map(colour, subset=cols).to_html() if len(res.matrix) else ""
     body = [f"<p>{html.escape(res.LEGEND)}</p>", "<ul>"]
     body += [f"<li><b>{html.escape(c)}</b>: {html.escape(', '.join(f))}</li>" for c, f in res.columns.items()]
     body.append("</ul>")

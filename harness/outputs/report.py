@@ -169,7 +169,12 @@ def _fresh_cases(args: argparse.Namespace, default_corpus: Callable[..., list[Ca
     else:
         cases = default_corpus(args.examples, seed=_DEFAULTS["seed"] if args.seed is None else args.seed)
     sh = parse_shard(args.shard)
-    return shard(cases, *sh) if sh is not None else cases
+    cases = shard(cases, *sh) if sh is not None else cases
+    from harness.core.cases import check_case_size
+
+    for c in cases:  # an oversized case is refused before any array is built or worker started
+        check_case_size(c, getattr(args, "max_case_bytes", None))
+    return cases
 
 
 def _check_values(args: argparse.Namespace) -> None:
@@ -179,6 +184,7 @@ def _check_values(args: argparse.Namespace) -> None:
     argcheck.int_at_least("repeats", args.repeats, 1)
     argcheck.int_at_least("fresh", args.fresh, 0)
     argcheck.int_at_least("examples", args.examples, 1)
+    argcheck.int_at_least("max-case-bytes", getattr(args, "max_case_bytes", None), 1)
     if args.timeout is not None:
         argcheck.positive_seconds("timeout", args.timeout)
     parse_shard(args.shard)

@@ -152,3 +152,14 @@ def subjects_for(names: Iterable[str] | None = None) -> list[Subject]:
     if names is None:
         return list(SUBJECTS.values())
     return [get_subject(n) for n in names]
+
+
+def check_case_for_subject(case: Case, subject: Subject) -> None:
+    """Refuse up front, in one line (:class:`CaseError`), a case the subject cannot take.
+
+    A case of another family (an lstm case on an embed subject gave ``KeyError: 'n_layers'``
+    deep inside the subject) is refused here; call before any work starts (replay, report).
+    """
+    from harness.core.cases import check_case_family
+
+    check_case_family(case, subject.family, subject.name)

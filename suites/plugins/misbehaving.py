@@ -14,6 +14,8 @@ PYTHONPATH, so ``suites.plugins`` imports as a namespace package). All are in th
 - ``misbehaving.wrong_shape``: ``grad.W`` has a shape other than the oracle's.
 - ``misbehaving.slow``: sleeps ``SLOW_SECONDS`` then returns a deterministic function of the case
   (for interrupting a campaign part way).
+- ``misbehaving.hog``: allocates all of the worker's ``RLIMIT_AS`` (a MemoryError row under a limit).
+- ``misbehaving.rlimit_probe``: ``y`` is the worker's soft ``RLIMIT_AS`` (-1 when unlimited).
 """
 
 from __future__ import annotations
@@ -136,4 +138,36 @@ SUBJECTS: tuple[Subject, ...] = (
     Subject("misbehaving.wrong_shape", "embed", _wrong_shape, declared=_DECL,
             description="grad.W of the wrong shape, y all NaN"),
     Subject("misbehaving.slow", "embed", _slow, declared=_DECL, description="sleeps, then deterministic"),
+)
+
+
+def _hog(case: Case, device: Device, context: Context, rec: Recorder) -> None:
+    """Asks for more address space than the worker's RLIMIT_AS allows (4 GiB when there is none).
+
+    ``np.empty`` touches no page, so without a limit this succeeds cheaply and the test that
+    expects a MemoryError row fails instead of swapping the machine.
+    """
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    nbytes = 4 << 30 if soft == resource.RLIM_INFINITY else int(soft)
+    with rec.phase("forward"):
+        big = np.empty(nbytes, dtype=np.uint8)
+    rec.output("y", device.put(np.array([big.size], dtype=np.int64)))
+
+
+def _rlimit_probe(case: Case, device: Device, context: Context, rec: Recorder) -> None:
+    import resource
+
+    soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+    with rec.phase("forward"):
+        y = np.array([-1 if soft == resource.RLIM_INFINITY else soft], dtype=np.int64)
+    rec.output("y", device.put(y))
+
+
+SUBJECTS = SUBJECTS + (
+    Subject("misbehaving.hog", "embed", _hog, declared=_DECL,
+            description="allocates all of its RLIMIT_AS (4 GiB untouched when unlimited)"),
+    Subject("misbehaving.rlimit_probe", "embed", _rlimit_probe, declared=_DECL,
+            description="y = the worker's soft RLIMIT_AS (-1: unlimited)"),
 )

@@ -1,0 +1,57 @@
+"""Workers run under an address-space limit: a subject that allocates beyond it is a row, not a swapping machine."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from harness.core.cases import Case
+from harness.core.errors import InvalidArgument
+from harness.execute.worker import MEMORY_ENV, Worker, default_memory_limit, parse_memory_limit
+
+PLUGIN = "suites.plugins.misbehaving:SUBJECTS"
+CASE = Case("embed", 0, {"vocab": 5, "width": 3, "ids_shape": [4]})
+LIMIT = 3 << 30  # above what an idle worker with Chainer imported maps, far below the hog's ask
+
+
+def _run(worker: Worker, subject: str):
+    try:
+        return worker.run(CASE.to_json(), subject, "cpu", "default", timeout=120, case_id=CASE.id)
+    finally:
+        worker.close()
+
+
+def test_worker_applies_the_limit_it_was_given():
+    r = _run(Worker(plugins=(PLUGIN,), memory_limit=LIMIT).start(), "misbehaving.rlimit_probe")
+    assert r.status == "ok", r.error
+    assert int(r.arrays["y"][0]) == LIMIT
+
+
+def test_subject_allocating_beyond_the_limit_is_an_error_row_not_a_hang():
+    t0 = time.perf_counter()
+    r = _run(Worker(plugins=(PLUGIN,), memory_limit=LIMIT).start(), "misbehaving.hog")
+    assert time.perf_counter() - t0 < 110
+    assert r.status in ("error", "crashed"), r
+    if r.status == "error":
+        assert r.error.type == "MemoryError", r.error
+
+
+def test_without_a_limit_the_hog_succeeds_so_the_test_above_can_fail():
+    r = _run(Worker(plugins=(PLUGIN,), memory_limit=None).start(), "misbehaving.hog")
+    assert r.status == "ok", r.error
+
+
+def test_memory_limit_settings(monkeypatch):
+    import os
+
+    monkeypatch.setenv(MEMORY_ENV, "none")
+    assert default_memory_limit() is None
+    monkeypatch.setenv(MEMORY_ENV, str(1 << 30))
+    assert default_memory_limit() == 1 << 30
+    monkeypatch.delenv(MEMORY_ENV)
+    assert default_memory_limit() == os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    with pytest.raises(InvalidArgument, match=f"{MEMORY_ENV}='lots'"):
+        parse_memory_limit("lots")
+    with pytest.raises(InvalidArgument, match="memory_limit=-5"):
+        Worker(memory_limit=-5)
