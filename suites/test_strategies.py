@@ -55,6 +55,7 @@ def test_ignore_label_values_match_their_kind(embed_corpus):
         kind = _tags([c], "ignore").pop()
         v, il, lo = c.spec["vocab"], c.spec["ignore_label"], int(np.iinfo(c.spec["id_dtype"]).min)
         expected = {"none": il is None, "minus_one": il == -1, "zero": il == 0, "last": il == v - 1,
+                    "middle": il is not None and 0 < il < v - 1,
                     "oov": il is not None and il >= v, "neg_large": il == max(-(2**31), lo)}
         assert expected[kind], c.to_json()
 
@@ -135,6 +136,8 @@ def test_every_length_pattern_appears_and_matches(lstm_corpus, pipeline_corpus):
                 assert len(n) >= 2 and all(a < b for a, b in zip(n, n[1:]))
             elif pattern == "unsorted":
                 assert n != sorted(n) and n != sorted(n, reverse=True)
+            elif pattern == "ties":
+                assert len(n) >= 3 and n == sorted(n, reverse=True) and len(set(n)) < len(n)
             else:
                 longest = max(n)
                 assert n.count(longest) == 1 and len(n) >= 2
@@ -365,3 +368,42 @@ def test_corpus_is_identical_in_fresh_processes():
 def test_corpus_stays_within_its_examples_count():
     assert len(corpus("lstm", examples=7, seed=3)) == 7
     assert len(bad_corpus(examples=5, seed=3)) == 5
+
+
+# ---- the parameter combinations of Chainer v7.8.1's own tests are inside the strategies' support -------
+# tests/chainer_tests/functions_tests/connection_tests/test_embed_id.py and links_tests/.../test_embed_id.py:
+# W (3, 2), ids [0, 1, 0] and [[0, 1, 0], [1, 0, 1]], ignore_label None or 1, W float16/32/64, int32 ids;
+# tests/chainer_tests/functions_tests/connection_tests/test_n_step_lstm.py and links_tests/.../test_n_step_rnn.py:
+# batches [3, 2, 1] (lengths, longest first), in 3, out 2, n_layers up to 5, uni- and bidirectional, and
+# sorted lengths with ties such as [3, 2, 2, 1, 1].
+CHAINER_EMBED = [dict(vocab=3, width=2, ids_shape=shape, ignore_label=il, w_dtype=wd, id_dtype="int32")
+                 for shape in ([3], [2, 3]) for il in (None, 1) for wd in ("float16", "float32", "float64")]
+CHAINER_LSTM = [dict(lengths=lengths, in_size=3, hidden=2, n_layers=n, bidirectional=bi)
+                for lengths in ([3, 2, 1], [3, 2, 2, 1, 1]) for n in (1, 2, 3, 4, 5) for bi in (False, True)]
+
+
+@pytest.mark.parametrize("profile", ["dev", "audit"])
+def test_chainers_own_test_parameters_are_in_the_support(profile):
+    from harness.generate.strategies import in_support
+
+    assert all(in_support("embed", c, profile) for c in CHAINER_EMBED), [c for c in CHAINER_EMBED
+                                                                         if not in_support("embed", c, profile)]
+    assert all(in_support("lstm", c, profile) for c in CHAINER_LSTM), [c for c in CHAINER_LSTM
+                                                                       if not in_support("lstm", c, profile)]
+    # and the check can say no
+    assert not in_support("lstm", dict(lengths=[3, 2, 1], n_layers=99), profile)
+    assert not in_support("embed", dict(vocab=3, width=2, ignore_label=-5, id_dtype="uint8"), profile)
+
+
+def test_ties_middle_ignore_labels_and_deep_stacks_are_really_drawn():
+    from harness.generate.strategies import corpus
+
+    lstm = corpus("lstm", examples=200, seed=5, profile="dev")
+    ties = [c for c in lstm if "lengths:ties" in c.tags]
+    assert ties and all(list(c.spec["lengths"]) == sorted(c.spec["lengths"], reverse=True)
+                        and len(set(c.spec["lengths"])) < len(c.spec["lengths"]) for c in ties)
+    assert {4, 5} <= {c.spec["n_layers"] for c in lstm}
+    embed = corpus("embed", examples=300, seed=5, profile="dev")
+    middle = [c for c in embed if c.spec.get("ignore_label") is not None
+              and 0 < c.spec["ignore_label"] < c.spec["vocab"] - 1]
+    assert len(middle) >= 3, len(middle)

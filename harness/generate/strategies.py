@@ -73,7 +73,7 @@ from harness.core.errors import InvalidArgument
 
 __all__ = [
     "embed_cases", "lstm_cases", "pipeline_cases", "cases", "any_case", "bad_inputs",
-    "corpus", "bad_corpus", "bounds_for", "SIZE_BOUNDS", "BAD_KINDS", "IGNORE_KINDS",
+    "corpus", "bad_corpus", "bounds_for", "in_support", "SIZE_BOUNDS", "BAD_KINDS", "IGNORE_KINDS",
     "ID_DISTRIBUTIONS", "LENGTH_PATTERNS", "GY_KINDS", "SIGNED_ID_DTYPES", "UNSIGNED_ID_DTYPES",
 ]
 
@@ -85,8 +85,9 @@ _ID_RANGE = {name: (int(np.iinfo(name).min), int(np.iinfo(name).max))
              for name in SIGNED_ID_DTYPES + UNSIGNED_ID_DTYPES}
 
 #: Ignore-label kinds of embed cases, with their weights.
-IGNORE_KINDS = ("none", "minus_one", "zero", "last", "oov", "neg_large")
-_IGNORE_WEIGHTS = {"none": 3, "minus_one": 2, "zero": 1, "last": 1, "oov": 1, "neg_large": 1}
+IGNORE_KINDS = ("none", "minus_one", "zero", "last", "middle", "oov", "neg_large")
+#: ``middle``: strictly between 0 and V-1 (Chainer's own EmbedID tests use ignore_label=1 with V=3).
+_IGNORE_WEIGHTS = {"none": 3, "minus_one": 2, "zero": 1, "last": 1, "middle": 1, "oov": 1, "neg_large": 1}
 #: Id distributions of embed cases (``id_kind``), with their weights.
 ID_DISTRIBUTIONS = ("uniform", "collision", "all_equal", "sorted", "explicit")
 _ID_WEIGHTS = {"uniform": 4, "collision": 2, "all_equal": 1, "sorted": 1, "explicit": 2}
@@ -94,8 +95,10 @@ _ID_WEIGHTS = {"uniform": 4, "collision": 2, "all_equal": 1, "sorted": 1, "expli
 GY_KINDS = ("random", "ones", "zeros", "large", "cancel")
 _GY_WEIGHTS = {"random": 6, "ones": 1, "zeros": 1, "large": 1, "cancel": 1}
 #: Patterns of sequence lengths (tagged ``lengths:<pattern>``).
-LENGTH_PATTERNS = ("equal", "decreasing", "increasing", "unsorted", "one_long")
-_LENGTH_WEIGHTS = {"equal": 2, "decreasing": 2, "increasing": 1, "unsorted": 2, "one_long": 1}
+LENGTH_PATTERNS = ("equal", "decreasing", "increasing", "unsorted", "one_long", "ties")
+#: ``ties``: sorted longest first with repeated lengths, as batches of ragged sequences usually come
+#: (``[3, 2, 2, 1, 1]``); a relation's sub-batches and duplicates need them.
+_LENGTH_WEIGHTS = {"equal": 2, "decreasing": 2, "increasing": 1, "unsorted": 2, "one_long": 1, "ties": 2}
 
 _SEED_MAX = 2**32 - 1
 _MAX_EXPLICIT_IDS = 32  # explicit id arrays stay small: they are stored in the corpus
@@ -354,6 +357,8 @@ def _ignore_label(src: _Source, vocab: int, id_dtype: str) -> tuple[str, int | N
     weights = dict(_IGNORE_WEIGHTS)
     if lo > -1:
         weights["minus_one"] = weights["neg_large"] = 0
+    if vocab < 3:  # nothing lies strictly between 0 and V-1
+        weights["middle"] = 0
     if vocab > hi:  # V + k does not fit (int8 with vocab 128)
         weights["oov"] = 0
     kind = src.weighted(weights)
@@ -366,6 +371,8 @@ def _ignore_label(src: _Source, vocab: int, id_dtype: str) -> tuple[str, int | N
     }.get(kind)
     if kind == "oov":
         value = vocab + src.integer(0, min(hi - vocab, 1000))
+    if kind == "middle":
+        value = src.integer(1, vocab - 2)
     return kind, value
 
 
@@ -450,7 +457,15 @@ def _lengths(src: _Source, min_batch: int, max_batch: int, min_len: int, max_len
         weights["unsorted"] = 0
     if span < 2 or max_batch < 2:
         weights["one_long"] = 0
+    if max_batch < 3:
+        weights["ties"] = 0
     pattern = src.weighted(weights)
+    if pattern == "ties":
+        batch = src.sized(max(3, min_batch), max_batch)
+        values = sorted((src.integer(min_len, max_len) for _ in range(batch)), reverse=True)
+        j = src.integer(1, batch - 1)
+        values[j] = values[j - 1]  # at least one tie
+        return pattern, values
     if pattern == "equal":
         return pattern, [src.sized(min_len, max_len)] * src.sized(min_batch, max_batch)
     if pattern in ("decreasing", "increasing"):
@@ -845,7 +860,7 @@ SIZE_BOUNDS: dict[str, dict[str, dict[str, Any]]] = {
     "dev": {
         "embed": {"min_vocab": 1, "max_vocab": 20_000, "min_width": 1, "max_width": 64, "max_ids": 4096,
                   "id_dtypes": SIGNED_ID_DTYPES, "w_dtypes": FLOAT_DTYPES, "allow_empty": True},
-        "lstm": {"min_batch": 1, "max_batch": 32, "min_len": 1, "max_len": 24, "max_layers": 3,
+        "lstm": {"min_batch": 1, "max_batch": 32, "min_len": 1, "max_len": 24, "max_layers": 5,
                  "max_in": 32, "max_hidden": 32, "dtypes": ("float32", "float64"), "allow_dropout": True},
         "pipeline": {"min_batch": 1, "max_batch": 16, "min_len": 1, "max_len": 24, "max_layers": 3,
                      "min_vocab": 1, "max_vocab": 20_000, "min_width": 1, "max_width": 32,
@@ -854,7 +869,7 @@ SIZE_BOUNDS: dict[str, dict[str, dict[str, Any]]] = {
     "audit": {
         "embed": {"min_vocab": 1, "max_vocab": 50_000, "min_width": 1, "max_width": 64, "max_ids": 100_000,
                   "id_dtypes": SIGNED_ID_DTYPES, "w_dtypes": FLOAT_DTYPES, "allow_empty": True},
-        "lstm": {"min_batch": 1, "max_batch": 64, "min_len": 1, "max_len": 64, "max_layers": 3,
+        "lstm": {"min_batch": 1, "max_batch": 64, "min_len": 1, "max_len": 64, "max_layers": 5,
                  "max_in": 128, "max_hidden": 128, "dtypes": ("float16", "float32", "float64"),
                  "allow_dropout": True},
         "pipeline": {"min_batch": 1, "max_batch": 64, "min_len": 1, "max_len": 64, "max_layers": 3,
@@ -939,3 +954,49 @@ def bad_corpus(*, examples: int, seed: int, family: str | None = None) -> list[C
         return _build_bad(src, kind, fam)
 
     return _sample(draw_one, _RandomSource(_rng("bad", family or "all", seed)), examples)
+
+
+# ---- support ---------------------------------------------------------------------------------------
+def _pattern_of(lengths: Sequence[int]) -> set[str]:
+    """The length patterns a list of lengths belongs to."""
+    n = len(lengths)
+    out = set()
+    if len(set(lengths)) == 1:
+        out.add("equal")
+    if n >= 2 and all(a > b for a, b in zip(lengths, lengths[1:])):
+        out.add("decreasing")
+    if n >= 2 and all(a < b for a, b in zip(lengths, lengths[1:])):
+        out.add("increasing")
+    if n >= 3 and list(lengths) not in (sorted(lengths), sorted(lengths, reverse=True)):
+        out.add("unsorted")
+    if n >= 3 and all(a >= b for a, b in zip(lengths, lengths[1:])) and len(set(lengths)) < n:
+        out.add("ties")
+    if n >= 2 and max(lengths) > min(lengths) and sorted(lengths)[-2] <= max(min(lengths), max(lengths) // 3):
+        out.add("one_long")
+    return out
+
+
+def in_support(family: str, spec: Mapping[str, Any], profile: str = "audit") -> bool:
+    """Whether the strategies of ``profile`` can draw a valid case with these parameters (only the keys given
+    are checked): the bounds of :data:`SIZE_BOUNDS`, the dtypes, the ignore-label kinds and length patterns."""
+    b = bounds_for(profile, family)
+    s = dict(spec)
+    if family == "embed":
+        vocab, width = int(s.get("vocab", 1)), int(s.get("width", 1))
+        shape = list(s.get("ids_shape", [1]))
+        ok = (b["min_vocab"] <= vocab <= b["max_vocab"] and b["min_width"] <= width <= b["max_width"]
+              and 1 <= len(shape) <= 3 and int(np.prod(shape)) <= b["max_ids"]
+              and s.get("id_dtype", "int32") in b["id_dtypes"] and s.get("w_dtype", "float32") in b["w_dtypes"])
+        il = s.get("ignore_label")
+        if il is not None:
+            lo = int(np.iinfo(np.dtype(s.get("id_dtype", "int32"))).min)
+            ok = ok and (il in (0, vocab - 1) or (il == -1 and lo < 0) or (vocab >= 3 and 1 <= il <= vocab - 2)
+                         or vocab <= il <= vocab + 1000 or il == max(-(2**31), lo))
+        return bool(ok)
+    lengths = [int(n) for n in s.get("lengths", [1])]
+    ok = (b["min_batch"] <= len(lengths) <= b["max_batch"] and all(b["min_len"] <= n <= b["max_len"] for n in lengths)
+          and 1 <= int(s.get("n_layers", 1)) <= b["max_layers"] and 1 <= int(s.get("hidden", 1)) <= b["max_hidden"]
+          and s.get("dtype", "float32") in b["dtypes"] and bool(_pattern_of(lengths)))
+    if family == "lstm":
+        ok = ok and 1 <= int(s.get("in_size", 1)) <= b["max_in"]
+    return bool(ok)
