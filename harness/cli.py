@@ -194,6 +194,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     check_case_for_subject(case, subject)  # a case of another family: refused before anything runs
     argcheck.int_at_least("max-case-bytes", args.max_case_bytes, 1)
     check_case_size(case, args.max_case_bytes)  # an oversized case: refused before its arrays are built
+    if args.relation is not None:
+        from harness.execute.relations import get_relation
+        from harness.outputs.replay import replay_relation
+
+        get_relation(args.relation)
+        if len(devices) > 1 or len(contexts) > 1:
+            raise InvalidArgument(f"relation={args.relation!r} compares related cases in one device and context: "
+                                  f"leave out --devices/--contexts")
+        return replay_relation(contracts, case, subject.name, devices[0], contexts[0], args.relation)
     return replay(contracts, case, subject.name, devices, contexts, args.repeats)
 
 
@@ -304,6 +313,8 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-case-bytes", type=int, metavar="BYTES", help="refuse a case whose inputs need more "
                                                                       "(default $HARNESS_MAX_CASE_BYTES or a quarter "
                                                                       "of this machine's memory)")
+    p.add_argument("--keep", type=int, metavar="N", help="keep the newest N run directories under reports/, delete "
+                                                        "older ones (default 10; 0 keeps only this run)")
     p.add_argument("--keep-arrays", choices=["findings", "all"], help="keep repetition 0's arrays of the tasks "
                                                                       "with findings (default) or of every task")
     p.add_argument("--examples", type=int, help="generated examples per family, >= 1 (default: the corpus's own)")
@@ -367,6 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                      "--context)")
     r.add_argument("--repeats", type=int, default=5, help="repetitions to compare, >= 1 (default 5)")
     r.add_argument("--contracts", metavar="FILE", help="contracts file the verdicts use (default: contracts.toml)")
+    r.add_argument("--relation", metavar="NAME", help="run the case and its members under this invariance relation "
+                                                      "(alone, subbatch, order, padding, duplicate) and compare them")
     r.add_argument("--max-case-bytes", type=int, metavar="BYTES", help="refuse a case whose inputs need more "
                                                                       "(default: a quarter of the memory)")
     _add_plugin(r)

@@ -26,7 +26,7 @@ __all__ = ["TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "VERDICTS", 
 MEASURE_KINDS = ("repeat", "process", "context", "device", "oracle", "baseline", "relation", "task")
 
 #: The verdicts, best first. "diverged as allowed": bits differ where the contract does not require identity.
-VERDICTS = ("bit-identical", "within tolerance", "expected error", "diverged as allowed", "skipped", "error",
+VERDICTS = ("bit-identical", "expected error", "within tolerance", "diverged as allowed", "skipped", "error",
             "broken")
 #: Rank of each verdict; a group's verdict is its worst member's (skipped only when nothing else ran).
 VERDICT_ORDER = {v: i for i, v in enumerate(VERDICTS)}

@@ -19,7 +19,7 @@ from harness.execute.inprocess import measure_here
 from harness.judge import bitwise
 from harness.judge.contracts import Contracts
 
-__all__ = ["replay", "differs"]
+__all__ = ["replay", "replay_relation", "differs"]
 
 
 def differs(m: Measure) -> bool:
@@ -93,4 +93,50 @@ def replay(contracts: Contracts, case: Case, subject: str, devices: Sequence[Dev
         print(line, file=out)
     found = [m for m in here.measures if differs(m)]
     print(f"{len(found)} comparison(s) differ" if found else "nothing differs", file=out)
+    return 1 if found else 0
+
+
+def replay_relation(contracts: Contracts, case: Case, subject: str, device: Device, context: str, relation: str,
+                    out: TextIO = sys.stdout) -> int:
+    """Run ``case`` and every member of ``relation`` here, once each, and judge each member's tensors against
+    the base case's (as the campaign's measure pass does); 0 when every pair is bit-identical, 1 otherwise."""
+    from harness.core.contexts import get_context
+    from harness.execute.relations import get_relation, members, pairs
+    from harness.judge.verdicts import judge_pair
+    from harness.subjects.base import execute
+    from harness.subjects.registry import get_subject
+
+    rel = get_relation(relation)
+    subj, ctx = get_subject(subject), get_context(context)
+    contract = contracts.find(subject, device.kind, context)
+    base = execute(subj, case, device, ctx)
+    related = members(case, [rel])
+    print(f"case {case.id} ({case.family}), subject {subject}, device {device.id}, context {context}: relation "
+          f"{relation} ({rel.description}), {len(related)} member(s)", file=out)
+    if base.status == "skipped":
+        print(f"skipped: {base.skip_reason}", file=out)
+        return 0
+    if not base.ok:
+        print(f"the base case did not run: {base.error}", file=out)
+        return 1
+    if not related:
+        print("no member: the relation does not apply to this case (family, batch of one, size or dropout)",
+              file=out)
+        return 0
+    key = {"case_id": case.id, "subject": subject, "device": device.id, "context": context}
+    found = 0
+    for m in related:
+        r = execute(subj, m.case, device, ctx)
+        if not r.ok:
+            print(f"  {m.label}: the member did not run: {r.error}", file=out)
+            found += 1
+            continue
+        for name, b, a in pairs(case.family, relation, m.index, base.arrays, r.arrays):
+            meas = judge_pair("relation", contract, key, name, b, a, f"{relation}:{m.label}", relation=relation)
+            state = "bit-identical" if meas.identical else (
+                f"DIFFERS ({meas.n_diff}/{meas.n_total}, max ULP {meas.max_ulp} at {meas.max_ulp_index}: "
+                f"{meas.actual} vs {meas.expected})")
+            print(f"  {m.label:12s} {name:28s} {state}", file=out)
+            found += int(meas.identical is False)
+    print(f"{found} comparison(s) differ" if found else "nothing differs", file=out)
     return 1 if found else 0

@@ -185,6 +185,7 @@ def _check_values(args: argparse.Namespace) -> None:
     argcheck.int_at_least("fresh", args.fresh, 0)
     argcheck.int_at_least("examples", args.examples, 1)
     argcheck.int_at_least("max-case-bytes", getattr(args, "max_case_bytes", None), 1)
+    argcheck.int_at_least("keep", getattr(args, "keep", None), 0)
     if args.timeout is not None:
         argcheck.positive_seconds("timeout", args.timeout)
     parse_shard(args.shard)
@@ -291,7 +292,11 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         own["total"] = time.perf_counter() - t_start
         _write_timings(where, {**run.stats, **own})
         point_latest(where)
-        print(tables.terminal_summary(frames["summary"], frames["headline"]))
+        if os.path.abspath(os.path.dirname(os.path.abspath(where))) == os.path.abspath(REPORTS_DIR):
+            from harness.outputs.render import prune_reports
+
+            prune_reports(REPORTS_DIR, keep=max(1, 10 if getattr(args, "keep", None) is None else args.keep))
+        print(tables.terminal_summary(frames["summary"], frames["headline"], frames["cells"]))
         print(f"\nreport: {files.get('summary.html', where)} ({own['total']:.0f} s)")
         return 0
 

@@ -20,7 +20,6 @@ announced (by the subject's declaration or Chainer's ``warn_nondeterministic`` w
 
 from __future__ import annotations
 
-import base64
 import importlib.util
 import io
 import json
@@ -42,7 +41,7 @@ from harness.judge.verdicts import worst
 __all__ = [
     "RESULT_COLUMNS", "SUMMARY_COLUMNS", "FINDING_COLUMNS", "CELL_COLUMNS", "REFERENCE_DEVICE", "REFERENCE_CONTEXT",
     "results_frame", "summary_frame", "findings_frame", "cells_frame", "oracle_errors_frame", "divergence_frame",
-    "verdict_lines", "plot_ulp_distribution", "plot_error_vs_size", "write_report", "terminal_summary",
+    "verdict_lines", "write_report", "terminal_summary",
     "flatten_environment", "replay_command", "measures_of",
 ]
 
@@ -101,8 +100,8 @@ _GROUP_ORDER = (OBSERVED_NOT_DECLARED, DECLARED_AND_OBSERVED, DECLARED_NOT_OBSER
 
 #: Finding kinds, most important first (within one verdict).
 FINDING_KINDS: tuple[str, ...] = (
-    "not reproducible run to run", "not reproducible across processes", "beyond oracle tolerance",
-    "invariance broken", "error", "cross-context difference", "cross-device difference", "baseline changed",
+    "not reproducible run to run", "not reproducible across processes", "beyond oracle tolerance", "error",
+    "cross-context difference", "cross-device difference", "baseline changed", "not invariant",
     "expected error", "bad input misbehaved",
 )
 
@@ -388,7 +387,8 @@ def cells_frame(measures: Sequence[Measure], tasks: Mapping[str, TaskRecord] | N
 
 
 def replay_command(campaign_dir: str, case_id: str, subject: str, device: str, context: str, *,
-                   contexts: Sequence[str] = (), devices: Sequence[str] = (), repeats: int | None = None) -> str:
+                   contexts: Sequence[str] = (), devices: Sequence[str] = (), repeats: int | None = None,
+                   relation: str = "") -> str:
     """The shell command (every value quoted) that reproduces one finding from its case file under
     ``<campaign_dir>/cases``: one context and device, or two contexts / two devices to compare."""
     path = os.path.join(campaign_dir, "cases", f"{case_id}.json")
@@ -397,6 +397,8 @@ def replay_command(campaign_dir: str, case_id: str, subject: str, device: str, c
     argv += ["--contexts", ",".join(contexts)] if contexts else ["--context", context]
     if repeats is not None:
         argv += ["--repeats", str(repeats)]
+    if relation:
+        argv += ["--relation", relation]
     return shlex.join(argv)
 
 
@@ -414,7 +416,7 @@ def _finding_kind(m: Measure) -> str | None:
         return None
     return {"repeat": "not reproducible run to run", "process": "not reproducible across processes",
             "context": "cross-context difference", "device": "cross-device difference",
-            "baseline": "baseline changed", "relation": "invariance broken"}[m.kind]
+            "baseline": "baseline changed", "relation": "not invariant"}[m.kind]
 
 
 def findings_frame(measures: Sequence[Measure], campaign_dir: str, *,
@@ -437,8 +439,8 @@ def findings_frame(measures: Sequence[Measure], campaign_dir: str, *,
             continue
         if kind == "expected error":
             key = (kind, m.subject, m.device, m.context, m.relation, m.actual.split(" ", 1)[0])
-        else:
-            key = (kind, m.subject, m.device, m.context, m.relation, m.case_id, m.other)
+        else:  # (an invariance finding: one row per relation, whichever of its members differed)
+            key = (kind, m.subject, m.device, m.context, m.relation, m.case_id, m.relation or m.other)
         groups.setdefault(key, []).append(m)
     rows = []
     for key, ms in groups.items():
@@ -466,6 +468,8 @@ def findings_frame(measures: Sequence[Measure], campaign_dir: str, *,
             replay = replay_command(campaign_dir, case_id, subject, device, context, devices=(first.other, device))
         elif kind in ("not reproducible run to run", "not reproducible across processes"):
             replay = replay_command(campaign_dir, case_id, subject, device, context, repeats=5)
+        elif kind == "not invariant":
+            replay = replay_command(campaign_dir, case_id, subject, device, context, relation=relation)
         else:
             replay = replay_command(campaign_dir, case_id, subject, device, context)
         total = compared.get((first.kind, subject, device, context, case_id, first.other), set())
@@ -480,10 +484,13 @@ def findings_frame(measures: Sequence[Measure], campaign_dir: str, *,
         return df
     df["worst_ulp"] = _uint64(r["worst_ulp"] for r in rows)
     rank = {k: i for i, k in enumerate(FINDING_KINDS)}
+    roles = {"subject": 0, "control": 1, "oracle": 2}
     df["_v"] = -df["verdict"].map(VERDICT_ORDER).fillna(0)
+    # the implementations under test first; the controls' designed divergence after them
+    df["_r"] = df["subject"].map(lambda s: roles.get(_subject_info(s, "cpu")[0], 0))
     df["_k"] = df["kind"].map(rank).fillna(len(rank))
-    df = df.sort_values(["_v", "_k", "subject", "device", "context", "case_id"], kind="stable")
-    df = df.drop(columns=["_v", "_k"]).reset_index(drop=True)
+    df = df.sort_values(["_v", "_r", "_k", "subject", "device", "context", "case_id"], kind="stable")
+    df = df.drop(columns=["_v", "_r", "_k"]).reset_index(drop=True)
     if write_cases:
         cases = campaign_cases(campaign_dir)
         for cid in sorted(set(df["case_id"])):
@@ -561,7 +568,7 @@ def verdict_lines(cells: pd.DataFrame, findings: pd.DataFrame, environment: Mapp
     for r in allowed.itertuples():
         where = (f"between {r.other} and {r.context}" if r.kind == "cross-context difference" else
                  f"between {r.other} and {r.device}" if r.kind == "cross-device difference" else
-                 f"under '{r.relation}' on {r.device}" if r.kind == "invariance broken" else
+                 f"under '{r.relation}' on {r.device}" if r.kind == "not invariant" else
                  f"on {r.device} in {r.context}")
         groups.setdefault((r.kind, where), []).append(r)
     for (kind, where), rows in sorted(groups.items()):
@@ -590,88 +597,6 @@ def verdict_lines(cells: pd.DataFrame, findings: pd.DataFrame, environment: Mapp
     return lines or ["nothing ran"]
 
 
-# --------------------------------------------------------------------------- plots
-
-
-def _figure(width: float = 8.0, height: float = 4.5) -> Any:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _save(fig: Any, path: str) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return _atomic_write(path, buf.getvalue())
-
-
-def _note(ax: Any, text: str) -> None:
-    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.4")
-
-
-def plot_ulp_distribution(results: pd.DataFrame, path: str) -> str:
-    """Box and jittered strip of ``log10(1 + max_ulp_repeat)`` per subject x device; PNG at ``path``.
-
-    ULP_MAX (NaN against a number) is drawn at ``log10(2**64)``. With no tensor rows an empty
-    axis says so. Returns ``path``.
-    """
-    fig = _figure(max(6.0, 0.9 * results["subject"].nunique() * max(results["device"].nunique(), 1) + 2), 4.5)
-    ax = fig.add_subplot(1, 1, 1)
-    t = results[(results["tensor"] != "") & results["max_ulp_repeat"].notna()] if len(results) else results
-    ax.set_ylabel("log10(1 + max ULP across repeats)")
-    ax.set_title("Run-to-run ULP divergence per tensor")
-    if not len(t):
-        _note(ax, "no tensors were compared")
-        ax.set_xticks([])
-        return _save(fig, path)
-    groups = list(t.groupby(["subject", "device"], sort=True))
-    rng = np.random.default_rng(0)  # fixed jitter: the same results draw the same picture
-    data = []
-    for i, (_, g) in enumerate(groups):
-        y = np.log10(1.0 + g["max_ulp_repeat"].astype("float64").to_numpy())
-        data.append(y)
-        ax.scatter(i + rng.uniform(-0.15, 0.15, y.size), y, s=12, alpha=0.6,
-                   c=np.where(g["bitwise_reproducible"].fillna(True).astype(bool), "tab:blue", "tab:red"))
-    ax.boxplot(data, positions=list(range(len(groups))), widths=0.5, showfliers=False)
-    ax.set_xticks(list(range(len(groups))))
-    ax.set_xticklabels([f"{s}\n{d}" for (s, d), _ in groups], rotation=30, ha="right", fontsize=8)
-    ax.set_ylim(bottom=-0.2)
-    fig.tight_layout()
-    return _save(fig, path)
-
-
-def plot_error_vs_size(results: pd.DataFrame, path: str) -> str:
-    """Log-log scatter of ``error_ratio`` (error / allowed) against ``case_size``, one colour per family, with
-    the tolerance drawn at 1; PNG at ``path``. Exact results are drawn at 1e-6; with no oracle measure an
-    empty axis says so. Returns ``path``."""
-    fig = _figure()
-    ax = fig.add_subplot(1, 1, 1)
-    ax.set_xlabel("case size (elements)")
-    ax.set_ylabel("error / allowed (1 = at the tolerance)")
-    ax.set_title("Error against the float64 oracle, by input size")
-    t = results[results["error_ratio"].notna() & results["case_size"].notna()] if len(results) else results
-    if not len(t):
-        _note(ax, "no results were compared with an oracle")
-        return _save(fig, path)
-    floor = 1e-6
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    for i, (family, g) in enumerate(t.groupby("family", sort=True)):
-        q = g["error_ratio"].to_numpy(dtype="float64")
-        size = g["case_size"].astype("float64").to_numpy()
-        fin = np.isfinite(q)
-        label = f"{family} ({int((~fin).sum())} infinite, not drawn)" if (~fin).any() else str(family)
-        ax.scatter(np.maximum(size[fin], 1.0), np.maximum(q[fin], floor), s=14, alpha=0.7, color=f"C{i}",
-                   label=label)
-    ax.axhline(1.0, color="tab:red", lw=1.2, ls="--", label="tolerance")
-    ax.legend(fontsize=8, title=f"family (exact = {floor:g})", title_fontsize=8)
-    fig.tight_layout()
-    return _save(fig, path)
-
-
 # --------------------------------------------------------------------------- report files
 
 
@@ -684,54 +609,6 @@ def flatten_environment(env: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(items, columns=["key", "value"])
 
 
-def _markdown(df: pd.DataFrame) -> str:
-    if not len(df):
-        return "_none_"
-    shown = df.copy()
-    for c in shown.columns:
-        if pd.api.types.is_string_dtype(shown[c]):
-            shown[c] = shown[c].astype(str).str.replace("|", "\\|", regex=False).str.replace("\n", " ")
-    shown = shown.astype(object).where(shown.notna(), None)
-    return shown.to_markdown(index=False, floatfmt=".3g", missingval="")
-
-
-def _html(df: pd.DataFrame, highlight: str | None = None) -> str:
-    if not len(df):
-        return "<p><em>none</em></p>"
-    floats = [c for c in df.columns if pd.api.types.is_float_dtype(df[c])]
-    sty = df.style.hide(axis="index").format(na_rep="", escape="html")
-    if floats:
-        sty = sty.format(subset=floats, formatter="{:.3g}", na_rep="")
-    if highlight is not None and highlight in df.columns:
-        colors = {"broken": "background-color: #f8d0d0", "error": "background-color: #f8e0c0",
-                  "diverged as allowed": "background-color: #fff3c0"}
-        sty = sty.map(lambda v: colors.get(v, ""), subset=[highlight])
-    return sty.to_html(table_attributes='class="report"')
-
-
-_PAGE = """<!doctype html>
-<html><head><meta charset="utf-8"><title>{{ title }}</title>
-<style>
-body { font-family: sans-serif; margin: 1.5em; }
-table.report { border-collapse: collapse; font-size: 12px; margin-bottom: 1.5em; }
-table.report th, table.report td { border: 1px solid #ccc; padding: 2px 6px; text-align: left; }
-table.report th { background: #eee; }
-img { max-width: 100%; }
-</style></head><body>
-<h1>{{ title }}</h1>
-<ul>{% for line in headline %}<li>{{ line }}</li>{% endfor %}</ul>
-<p>Campaign directory: {{ campaign_dir }}.</p>
-<h2>Subject x device x context</h2>
-{{ summary_table | safe }}
-<h2>Findings</h2>
-{{ findings_table | safe }}
-<h2>Plots</h2>
-{% for name, data in plots %}<p><img alt="{{ name }}" src="data:image/png;base64,{{ data }}"></p>
-{% endfor %}
-<h2>Environment</h2>
-{{ environment_table | safe }}
-</body></html>
-"""
 
 
 def write_report(campaign_dir: str, *, environment: Mapping[str, Any],
@@ -744,8 +621,6 @@ def write_report(campaign_dir: str, *, environment: Mapping[str, Any],
     ``environment.json``, the plots, and the findings' case files under ``cases/``. Everything comes from the
     records and ``measures.jsonl``; nothing is measured here. ``frames`` (a dict) receives the frames built.
     """
-    import jinja2
-
     measures = measures_of(campaign_dir) if measures is None else list(measures)
     results = results_frame(campaign_dir, measures)
     summary = summary_frame(results)
@@ -768,26 +643,16 @@ def write_report(campaign_dir: str, *, environment: Mapping[str, Any],
     put("cells.csv", cells.to_csv(index=False))
     put("findings.csv", findings.to_csv(index=False))
     put("environment.json", json.dumps(dict(environment), indent=1, sort_keys=True, default=str) + "\n")
-    plots = []
-    for name, fn in (("ulp_distribution.png", plot_ulp_distribution), ("error_vs_size.png", plot_error_vs_size)):
-        out[name] = fn(results, os.path.join(campaign_dir, name))
-        with open(out[name], "rb") as f:
-            plots.append((name, base64.b64encode(f.read()).decode("ascii")))
-    md_findings = findings.copy()
-    md_findings["replay"] = md_findings["replay"].map(lambda s: f"`{s}`" if s else s)
-    sections = [
-        "# Reproducibility report", *(f"- {line}" for line in headline),
-        "## Subject x device x context", _markdown(summary),
-        "## Findings", _markdown(md_findings),
-        "## Plots", *(f"![{name}]({name})" for name, _ in plots),
-        "## Environment", _markdown(env_table),
-    ]
-    put("summary.md", "\n\n".join(sections) + "\n")
-    page = jinja2.Environment(autoescape=True).from_string(_PAGE).render(
-        title="Reproducibility report", headline=headline, campaign_dir=os.path.abspath(campaign_dir),
-        summary_table=_html(summary, "verdict"), findings_table=_html(findings, "verdict"),
-        environment_table=_html(env_table), plots=plots)
-    put("summary.html", page)
+    from harness.outputs import render
+
+    figures = [("verdicts.png", render.plot_matrix(cells)),
+               ("divergence.png", render.plot_divergence(divergence_frame(measures))),
+               ("error_vs_size.png", render.plot_error_ratio(oracle_errors_frame(measures, campaign_cases(campaign_dir))))]
+    for name, data in figures:
+        put(name, data)
+    put("summary.md", render.summary_md(headline, cells, findings, [n for n, _ in figures], env_table))
+    put("summary.html", render.summary_html(headline, cells, findings, figures, env_table,
+                                            os.path.abspath(campaign_dir)))
     if frames is not None:  # what the caller prints at the end, without building the tables again
         frames.update(results=results, summary=summary, cells=cells, findings=findings, headline=headline)
     return out
@@ -799,10 +664,16 @@ def _gzip_csv(df: pd.DataFrame) -> bytes:
     return gzip.compress(df.to_csv(index=False).encode("utf-8"), compresslevel=6, mtime=0)
 
 
-def terminal_summary(summary: pd.DataFrame, headline: Sequence[str] = ()) -> str:
-    """The verdict in a few lines, then a compact table of :func:`summary_frame`."""
+def terminal_summary(summary: pd.DataFrame, headline: Sequence[str] = (), cells: pd.DataFrame | None = None) -> str:
+    """The verdict in a few lines, then the verdict matrix (with ``cells``) or a compact table of
+    :func:`summary_frame`."""
     if not len(summary):
         return "no tasks"
+    if cells is not None:
+        from harness.outputs.render import terminal_matrix
+
+        legend = "= bit-identical  ≈ within tolerance  ≠ diverged as allowed  raises: expected error  – skipped"
+        return "\n".join([*headline, "", terminal_matrix(cells), legend]).strip()
     cols = ["subject", "device", "context", "verdict", "cases_run", "bitwise_share_tensors", "worst_max_ulp_repeat",
             "worst_cross_context_ulp", "worst_error_ratio", "errors", "skipped"]
     shown = summary[cols].rename(columns={"cases_run": "cases", "bitwise_share_tensors": "bitwise",
