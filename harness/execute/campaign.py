@@ -419,7 +419,7 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
         ok_metas = [m for m, (_, r) in zip(metas, results) if r.ok]
         # Digests already taken for runs.jsonl: reuse them rather than hash every array again.
         rep_digests = {k: tuple(m[k]["digest"] if k in m else None for m in ok_metas) for k in names}
-        for name, c in compare.compare_results(reps).items():
+        for name, c in compare.compare_results(reps, rep_digests).items():
             worst = None
             if not c.bitwise_identical and c.diff_reps:
                 idx = c.max_ulp_index if c.max_ulp_index is not None else c.first_diff_index

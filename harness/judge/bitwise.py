@@ -542,14 +542,18 @@ def _max_ulp_of(x: np.ndarray, y: np.ndarray, ne: np.ndarray, nnz: int) -> tuple
     return m, (j if m > 0 else int(np.argmax(ne)))
 
 
-def _compare(name: str, reps: Sequence[np.ndarray | None], early_exit: bool) -> TensorComparison:
+def _compare(name: str, reps: Sequence[np.ndarray | None], early_exit: bool,
+             digests: Sequence[str | None] | None = None) -> TensorComparison:
     if not reps:
         raise ValueError(f"compare {name!r}: needs at least one repetition")
     arrs = [None if r is None else _canon(r) for r in reps]
     ref = arrs[0] if arrs[0] is not None else next((a for a in arrs if a is not None), None)
     if ref is None:
         raise ValueError(f"compare {name!r}: no repetition holds an array")
-    digests = digest_all(arrs)
+    if digests is None or len(digests) != len(arrs) or any(d is None for d, a in zip(digests, arrs) if a is not None):
+        digests = digest_all(arrs)
+    else:  # taken already, by this module's digest(), when the runs were recorded: digest once
+        digests = tuple(_MISSING if a is None else d for d, a in zip(digests, arrs))
     sigs = tuple(_signature(a) for a in arrs)
     n_total = int(ref.size)
     nan_count, inf_count = _nonfinite_counts(ref)
@@ -620,15 +624,18 @@ def compare_pair(name: str, a: np.ndarray, b: np.ndarray) -> TensorComparison:
     return _compare(name, [a, b], True)
 
 
-def compare_results(reps: Sequence[Mapping[str, np.ndarray]]) -> dict[str, TensorComparison]:
+def compare_results(reps: Sequence[Mapping[str, np.ndarray]],
+                    digests: Mapping[str, Sequence[str | None]] | None = None) -> dict[str, TensorComparison]:
     """Compare every named array across repetitions, each a mapping name -> array.
 
     Names are taken in order of first appearance. A name present in some repetitions and
-    missing from others is a shape mismatch (its signature reads ``"missing"``).
+    missing from others is a shape mismatch (its signature reads ``"missing"``). ``digests`` (name ->
+    :func:`digest` of each repetition, as a run record took them) saves hashing the arrays again.
     """
     reps = list(reps)
     names = dict.fromkeys(k for rep in reps for k in rep)
-    return {n: _compare(n, [rep.get(n) for rep in reps], True) for n in names}
+    digests = digests or {}
+    return {n: _compare(n, [rep.get(n) for rep in reps], True, digests.get(n)) for n in names}
 
 
 # --------------------------------------------------------------------------- asserts
