@@ -248,8 +248,10 @@ def terminal_matrix(cells: pd.DataFrame, width: int = 100) -> str:
     if not len(m):
         return ""
     name_w = max(len(s) for s in m.index)
-    cell_w = max(6, min(10, (width - name_w - 2) // max(len(m.columns), 1)))
-    head = " " * (name_w + 2) + "".join(c[-cell_w:].rjust(cell_w) for c in m.columns)
+    cell_w = max(7, min(10, (width - name_w - 2) // max(len(m.columns), 1)))
+    devices = {c.split(" ", 1)[0] for c in m.columns}
+    labels = [c.split(" ", 1)[1] if len(devices) == 1 else c for c in m.columns]
+    head = " " * (name_w + 2) + "".join(lab[:cell_w - 1].rjust(cell_w) for lab in labels)
     body = [s.ljust(name_w + 2) + "".join(str(v)[:cell_w - 1].rjust(cell_w) for v in row) for s, row in m.iterrows()]
     return "\n".join([head, *body])
 
