@@ -10,7 +10,8 @@ export HARNESS_GPU := $(if $(filter 0,$(GPU)),0,)
 # The stamp is keyed on pyproject.toml, constraints.txt and the GPU choice: change any and the venv is rebuilt.
 KEY    := $(shell (cat pyproject.toml constraints.txt; echo "gpu=$(GPU_REQ)") | sha256sum | cut -c1-16)
 STAMP  := $(VENV)/.stamp-$(KEY)
-PYTEST_ARGS ?=
+# Two xdist workers by default (the suites are independent; a CI runner with more cores can say -n auto).
+PYTEST_ARGS ?= -n 2
 REPORT_ARGS ?=
 
 .PHONY: report test gate bench audit env clean venv
