@@ -276,3 +276,31 @@ def test_junit_marks_cells_that_did_not_run_as_skipped(tmp_path):
     assert skipped is not None and skipped.get("message").startswith("no GPU")
     assert cases["chainer.embed_id[cpu]::default"].find("skipped") is None
     assert suite.get("skipped") == "1" and suite.get("failures") == "0"
+
+
+def test_a_broken_contracts_dossier_is_short_and_its_replay_command_reproduces_it(tmp_path):
+    """The campaign gate on a contract that calls the positive control reproducible: at most 40 lines per
+    dossier, the first naming the rule, and the printed command, run as printed, exits 1 (reproduced)."""
+    import shlex
+
+    from harness.core.cases import write_corpus
+
+    corpus = tmp_path / "one.jsonl"
+    write_corpus([COLLIDE], str(corpus))
+    strict = (ROOT / "contracts.toml").read_text().replace(
+        'subject = "control.nondeterministic"\ndevice = "cpu"\ncontext = "*"\nreproducible = false',
+        'subject = "control.nondeterministic"\ndevice = "cpu"\ncontext = "*"\nreproducible = true', 1)
+    assert "reproducible = true" in strict
+    (tmp_path / "strict.toml").write_text(strict)
+    r = subprocess.run([sys.executable, "-m", "harness", "gate", "--devices", "cpu", "--corpus", str(corpus),
+                        "--contracts", str(tmp_path / "strict.toml"), "--out", str(tmp_path / "run"), "--quiet",
+                        "--repeats", "3", "--fresh", "0"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    dossier = r.stderr.split("\n\n")[0].splitlines()
+    assert len(dossier) <= 40 and dossier[0].startswith("control.nondeterministic [cpu]")
+    assert "broken -- reproducible" in dossier[0] and "grad.W" in dossier[0]
+    cmd = next(line for line in dossier if line.startswith("Reproduce: ")).removeprefix("Reproduce: ")
+    argv = shlex.split(cmd)
+    assert argv[:3] == ["python", "-m", "harness"]
+    again = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert again.returncode == 1 and "DIFFERS" in again.stdout, again.stdout + again.stderr

@@ -255,7 +255,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     """``harness gate``: run the gate campaign and check it (and a baseline). 0 / 1 / 2."""
     from harness.core.contexts import CONTEXTS, DEFAULT_CONTEXTS, get_context
     from harness.core.devices import select_devices
-    from harness.execute.campaign import Campaign, CampaignSettings, plan
+    from harness.execute.campaign import CampaignSettings
     from harness.generate.corpora import gate_corpus
     from harness.outputs.report import new_run_dir
     from harness.subjects.registry import SUBJECTS, load_entry_points, load_plugin, subjects_for
@@ -282,28 +282,25 @@ def cmd_gate(args: argparse.Namespace) -> int:
         print(f"harness: note: {note}", file=sys.stderr)
     devices = selection.planned  # an implied, unusable GPU stays planned: its checks are <skipped> in JUnit
     run_dir = args.out or new_run_dir()
-    from harness.execute.relations import RELATIONS, members
+    from harness.core.env import fingerprint
+    from harness.core.fileio import atomic_json
+    from harness.execute.driver import run_campaign
+    from harness.execute.relations import RELATIONS
+    from harness.outputs.fleet import cluster_targets
 
     # The relations the contracts claim invariance under: their members join the corpus (default context).
     claimed = sorted({r for c in contracts.contracts for r in c.invariant_under})
-    cases = list(cases) + [m.case for c in cases for m in members(c, [RELATIONS[r] for r in claimed])]
-    camp = Campaign(run_dir, CampaignSettings(repeats=args.repeats, fresh=args.fresh,
-                                              plugins=tuple(args.subject_plugin or ()), quiet=args.quiet))
-    camp.write_inputs(cases, {"subjects": [s.name for s in subjects], "devices": [d.id for d in devices],
-                              "contexts": contexts, "gate": True, "contracts": str(contracts.path),
-                              "relations": claimed})
-    tasks = plan(cases, subjects, devices, [get_context(c) for c in contexts])
-    from harness.outputs.fleet import cluster_targets
-
+    settings = CampaignSettings(repeats=args.repeats, fresh=args.fresh, plugins=tuple(args.subject_plugin or ()),
+                                quiet=args.quiet)
     with cluster_targets(args) as targets:
         if len(targets) > 1:
             raise InvalidArgument("spread='every' is for audits and reports: a gate judges one column (use shard)")
-        records = camp.run(tasks, executor=targets[0].executor)
-    from harness.core.env import fingerprint
-    from harness.core.fileio import atomic_json
-
+        run = run_campaign(run_dir, cases, subjects, devices, [get_context(c) for c in contexts], settings,
+                           meta={"gate": True}, contracts=contracts, executor=targets[0].executor,
+                           relations=[RELATIONS[r] for r in claimed])
+    tasks, records = run.tasks, run.records
     atomic_json(os.path.join(run_dir, "environment.json"), fingerprint())
-    found = gate_campaign(run_dir, contracts)
+    found = gate_violations(run_dir, run.measures + control_check(records, run.measures))
     if args.baseline:
         found += check_baseline(run_dir, args.baseline, contracts)
     if args.junit:
