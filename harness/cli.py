@@ -473,6 +473,8 @@ def build_parser() -> argparse.ArgumentParser:
     lo.add_argument("--context", default="default", help="the context for repeats / --devices (default: default)")
     lo.add_argument("--repeats", type=int, default=3, help="runs to compare when neither --contexts nor --devices, "
                                                            ">= 2 (default 3)")
+    lo.add_argument("--relation", metavar="NAME", help="compare the case with its members under this invariance "
+                                                       "relation instead (the first node whose output rows differ)")
     _add_plugin(lo)
     lo.add_argument("--json", action="store_true", help="print the localization as JSON")
     lo.set_defaults(func=cmd_localize)

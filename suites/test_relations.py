@@ -126,3 +126,24 @@ def test_a_contract_claiming_an_invariance_that_does_not_hold_fails(run, tmp_pat
     # the shipped contracts claim nothing that does not hold here
     assert not [v for v in gate_violations(run.directory, run.measures)
                 if v.measure.kind == "relation" and not v.subject.startswith("control.row")]
+
+
+def test_an_invariance_finding_is_localized_to_the_first_node_whose_rows_differ():
+    """Sequence 0 alone: the first input GEMM, whose M dimension changed (measured here), is named; a
+    permuted embedding batch: the gradient's scatter-add (EmbedIDGrad)."""
+    from harness.outputs.localize import localize_relation
+
+    lstm, embed = relation_cases_here()
+    alone = localize_relation(lstm, "chainer.NStepLSTM", "alone")
+    assert alone.startswith("alone:seq0: forward of LinearFunction (occurrence 1)"), alone
+    assert "in the batch" in alone
+    order = localize_relation(embed, "chainer.embed_id", "order")
+    assert "EmbedIDGrad" in order, order
+    assert localize_relation(Case("lstm", 1, {"n_layers": 1, "in_size": 2, "hidden": 2, "lengths": [3]}),
+                             "chainer.NStepLSTM", "alone").startswith("no member")
+
+
+def relation_cases_here():
+    from harness.generate.corpora import relation_cases
+
+    return relation_cases()

@@ -62,7 +62,7 @@ from harness.subjects.base import RunResult, Subject, execute
 chainer = import_chainer()
 
 __all__ = ["ArrayDigest", "Event", "Stream", "Localization", "HashStreamHook", "record", "align",
-           "localize", "main_localize", "digest_array",
+           "localize", "main_localize", "digest_array", "RowHashHook", "localize_relation",
            "add_arguments", "cmd_localize"]
 
 
@@ -220,6 +220,8 @@ class HashStreamHook(chainer.FunctionHook):
     name = "HashStreamHook"
 
     def __init__(self) -> None:
+        #: How an event's arrays are digested (a subclass digests them row by row).
+        self._digest = _digests
         self._events: list[_Open] = []
         self._stack: list[int] = []  # steps of the events now running (innermost last)
         self._n_forward = 0
@@ -273,7 +275,7 @@ class HashStreamHook(chainer.FunctionHook):
     def forward_preprocess(self, function: Any, in_data: Sequence[Any]) -> None:
         ev = self._open("forward", function, self._n_forward)
         self._n_forward += 1
-        ev.inputs = _digests(in_data)
+        ev.inputs = self._digest(in_data)
         ev.input_names = tuple(f"x[{j}]" for j in range(len(in_data)))
         try:
             self._forward_of[function] = ev
@@ -282,7 +284,7 @@ class HashStreamHook(chainer.FunctionHook):
 
         def on_result(_args: Any, outputs: Any) -> None:
             outs = tuple(outputs) if isinstance(outputs, (tuple, list)) else (outputs,)
-            ev.outputs = _digests(outs)
+            ev.outputs = self._digest(outs)
             ev.output_names = tuple(f"y[{k}]" for k in range(len(outs)))
             ev.outputs_seen = True
 
@@ -300,13 +302,13 @@ class HashStreamHook(chainer.FunctionHook):
         fwd = self._forward_of.get(function)
         ev = self._open("backward", function, -1 if fwd is None else fwd.node)
         names = [f"gy[{k}]" for k in range(len(out_grad))]
-        digests = list(_digests(out_grad))
+        digests = list(self._digest(out_grad))
         if fwd is not None:
             names += list(fwd.input_names) + list(fwd.output_names)
             digests += list(fwd.inputs) + list(fwd.outputs)
         else:
             names += [f"x[{j}]" for j in range(len(in_data))]
-            digests += list(_digests(in_data))
+            digests += list(self._digest(in_data))
         ev.inputs, ev.input_names = tuple(digests), tuple(names)
         n_inputs = len(in_data)
         accumulate = _overrides_accumulate(function)
@@ -317,9 +319,9 @@ class HashStreamHook(chainer.FunctionHook):
             if not accumulate and len(gxs) == n_inputs and len(indexes) != n_inputs:
                 gxs = tuple(gxs[i] for i in indexes)  # what backprop_step keeps
             if accumulate and len(args) > 2:
-                ev.inputs = ev.inputs + _digests(args[2])
+                ev.inputs = ev.inputs + self._digest(args[2])
                 ev.input_names = ev.input_names + tuple(f"acc[{i}]" for i in indexes)
-            ev.outputs = _digests(gxs)
+            ev.outputs = self._digest(gxs)
             ev.output_names = tuple(f"gx[{i}]" for i in indexes[:len(gxs)])
             ev.outputs_seen = True
 
@@ -344,6 +346,91 @@ class HashStreamHook(chainer.FunctionHook):
 
 
 # ---- recording ---------------------------------------------------------------------------------
+def _row_digests(arrays: Iterable[Any]) -> tuple[ArrayDigest, ...]:
+    """Each array as the digests of its rows (along axis 0), joined by ``,``: what a batch row's values are,
+    wherever in the batch it sits."""
+    out = []
+    for a in arrays:
+        d = digest_array(a)
+        if d.digest is None or a is None:
+            out.append(d)
+            continue
+        arr = a.array if isinstance(a, chainer.Variable) else a
+        if not isinstance(arr, np.ndarray):
+            arr = arr.get() if hasattr(arr, "get") else np.asarray(arr)
+        rows = [bitwise.digest(r) for r in arr] if arr.ndim >= 1 else [bitwise.digest(arr)]
+        out.append(ArrayDigest(",".join(rows), d.shape, d.dtype))
+    return tuple(out)
+
+
+class RowHashHook(HashStreamHook):
+    """A :class:`HashStreamHook` that digests every array row by row, so two runs of different batches can
+    be compared row for row (for the invariance relations)."""
+
+    name = "RowHashHook"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._digest = _row_digests
+
+
+#: Nodes that only move values between axes or arrays: their row sets change with the batch's layout while
+#: every value is the same, so they are never the root of an invariance finding.
+_DATA_MOVEMENT = {"Stack", "Concat", "TransposeSequence", "SplitAxis", "Reshape", "Swapaxes", "Transpose",
+                  "GetItem", "Copy", "ExpandDims", "Squeeze", "Separate", "Identity", "BroadcastTo", "Permutate"}
+
+
+def _rows_of(d: ArrayDigest) -> set[str]:
+    return set() if d.digest is None else set(d.digest.split(","))
+
+
+def localize_relation(case: Case, subject: str | Subject, relation: str, *, device: str | Device = "cpu",
+                      context: str | Context = "default") -> str:
+    """Where a relation's member first departs from its base case: the first forward function node whose output
+    rows (for the member's sequences) are not rows of the same node's output in the whole batch, while all of its
+    input rows are. The nodes are paired by label and occurrence (the k-th LinearFunction of each run), so a
+    sequence's time steps line up. One line of text; a relation whose every forward row matches says the
+    difference arises in the backward (sums over the batch)."""
+    from harness.execute.relations import get_relation, members
+
+    subj = _subject(subject)
+    related = members(case, [get_relation(relation)])
+    if not related:
+        return f"no member of relation {relation} for case {case.id}"
+
+    def hooked(c: Case) -> Stream:
+        with RowHashHook() as hook:
+            result = execute(subj, c, _device(device), _context(context))
+        return hook.stream(result, c.id)
+
+    base = [e for e in hooked(case).events if e.phase == "forward"]
+    index: dict[tuple[str, int], Event] = {}
+    seen: dict[str, int] = {}
+    for e in base:
+        k = seen.get(e.label, 0)
+        seen[e.label] = k + 1
+        index[(e.label, k)] = e
+    for m in related:
+        counts: dict[str, int] = {}
+        for e in (x for x in hooked(m.case).events if x.phase == "forward"):
+            k = counts.get(e.label, 0)
+            counts[e.label] = k + 1
+            b = index.get((e.label, k))
+            if b is None or len(b.outputs) != len(e.outputs) or e.label in _DATA_MOVEMENT:
+                continue
+            outs_ok = all(_rows_of(mo) <= _rows_of(bo) for mo, bo in zip(e.outputs, b.outputs))
+            if outs_ok:
+                continue
+            ins_ok = len(b.inputs) == len(e.inputs) and all(_rows_of(mi) <= _rows_of(bi)
+                                                            for mi, bi in zip(e.inputs, b.inputs))
+            if ins_ok:
+                return (f"{relation}:{m.label}: forward of {e.label} (occurrence {k + 1}): its output rows differ from "
+                        f"the whole batch's while its input rows matched (output {e.outputs[0].shape} here, "
+                        f"{b.outputs[0].shape} in the batch)")
+    return (f"{relation}: every forward output row of the members is a row of the whole batch's; the bits differ "
+            f"in the backward (sums over the batch, such as parameter gradients)")
+
+
 def _subject(subject: str | Subject) -> Subject:
     if isinstance(subject, Subject):
         return subject
@@ -658,6 +745,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--devices", help="two devices to compare, A,B (one run each)")
     p.add_argument("--context", default="default", help="the context for repeats / --devices (default: default)")
     p.add_argument("--repeats", type=int, default=3, help="runs to compare when neither --contexts nor --devices")
+    p.add_argument("--relation", help="compare the case with its members under this invariance relation instead")
     p.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ",
                    help="load and register subjects from package.module:object (repeatable)")
     p.add_argument("--json", action="store_true", help="print the localization as JSON")
@@ -670,6 +758,9 @@ def cmd_localize(args: argparse.Namespace) -> int:
     for spec in args.subject_plugin:
         load_plugin(spec)
     case = _load_case(args.case, args.case_id)
+    if getattr(args, "relation", None):
+        print(localize_relation(case, args.subject, args.relation, device=args.device, context=args.context))
+        return 0
     loc = localize(case, args.subject, device=args.device, contexts=_pair(args.contexts, "contexts"),
                    devices=_pair(args.devices, "devices"), repeats=args.repeats, context=args.context)
     if args.json:

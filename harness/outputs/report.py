@@ -377,6 +377,20 @@ def _root_cause_finder(run_dir: str, settings: CampaignSettings) -> Callable[[An
             key, kwargs = (case_id, subject, device, context, other), {"device": device,
                                                                        "contexts": (other or "default", context)}
             how = ["--device", device, "--contexts", f"{other or 'default'},{context}"]
+        elif kind == "not invariant":
+            relation = row.get("relation", "") or ""
+            # One localization per subject x relation (its first case): the cause is the batch's shape, not the case.
+            key = ("relation", subject, device, context, relation)
+            how = ["--device", device, "--context", context, "--relation", relation]
+            if key not in cache:
+                cmd = shlex.join(["python", "-m", "harness", "localize", f"{run_dir}/cases/{case_id}.json",
+                                  "--subject", subject, *how])
+                try:
+                    text = localize.localize_relation(cases[case_id], subject, relation, device=device, context=context)
+                    cache[key] = f"{text} (case {case_id}) [{cmd}]"
+                except Exception as exc:  # noqa: BLE001 - localization is best effort; say why
+                    cache[key] = f"not localized: {type(exc).__name__}: {exc} [{cmd}]"
+            return cache[key]
         elif kind == "cross-device difference":
             key, kwargs = (case_id, subject, device, context, "devices"), {"devices": (other or "cpu", device)}
             how = ["--devices", f"{other or 'cpu'},{device}"]
