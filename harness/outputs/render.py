@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["VERDICT_COLOURS", "matrix_frame", "summary_html", "summary_md", "terminal_matrix", "plot_divergence",
-           "plot_error_ratio", "plot_matrix", "prune_reports", "SHOWN_FINDINGS"]
+           "plot_error_ratio", "plot_matrix", "prune_reports", "invariance_frame", "SHOWN_FINDINGS"]
 
 #: One colour per verdict (the Okabe-Ito palette, readable with the common colour-vision deficiencies).
 VERDICT_COLOURS = {
@@ -91,6 +91,18 @@ def _matrix_html(cells: pd.DataFrame) -> str:
            .format(escape="html").format_index(escape="html", axis=0).format_index(escape="html", axis=1))
     sty.index.name = None
     return sty.to_html()
+
+
+def invariance_frame(cells: pd.DataFrame) -> pd.DataFrame:
+    """Per subject x device x relation: tensors compared, the share bit-identical, the worst ULP distance."""
+    rel = cells[(cells["relation"] != "") & (cells["verdict"] != "skipped")] if len(cells) else cells
+    if not len(rel):
+        return pd.DataFrame(columns=["subject", "device", "relation", "verdict", "tensors", "bit-identical", "worst ULP"])
+    return pd.DataFrame({
+        "subject": rel["subject"], "device": rel["device"], "relation": rel["relation"], "verdict": rel["verdict"],
+        "tensors": rel["tensors"],
+        "bit-identical": [f"{1 - d / n:.0%}" if n else "" for d, n in zip(rel["tensors_differing"], rel["tensors"])],
+        "worst ULP": [_ulp_text(u) or "0" for u in rel["worst_ulp"]]}).reset_index(drop=True)
 
 
 def _legend() -> str:
@@ -170,6 +182,8 @@ def summary_html(headline: Sequence[str], cells: pd.DataFrame, findings: pd.Data
 <h2 id="matrix">Verdicts: subject x device, context and invariance relation</h2>
 {_legend()}
 <div class="scroll">{_matrix_html(cells)}</div>
+<h2>Invariance: per subject x device x relation</h2>
+{_table_html(invariance_frame(cells), "verdict")}
 <h2>Findings ({len(findings)})</h2>
 {_table_html(shown, "verdict", code=("replay",))}{more}
 <h2>Figures</h2>{figs}
@@ -233,7 +247,8 @@ def summary_md(headline: Sequence[str], cells: pd.DataFrame, findings: pd.DataFr
     parts = ["# Reproducibility report", "\n".join(f"- {_md_cell(l)}" for l in headline),
              "## Verdicts", "`=` bit-identical, `≈` within tolerance, `≠` diverged as allowed, `BROKEN`, `error`, "
              "`raises` (expected error), `–` skipped; the number is the worst ULP distance.",
-             _md_table(matrix, index=True), f"## Findings ({len(findings)})", _md_table(shown)]
+             _md_table(matrix, index=True), "## Invariance", _md_table(invariance_frame(cells)),
+             f"## Findings ({len(findings)})", _md_table(shown)]
     if len(findings) > SHOWN_FINDINGS:
         parts.append(f"{len(findings) - SHOWN_FINDINGS} more in `findings.csv`.")
     parts += ["## Figures", *(f"![{n}]({n})" for n in figures)]

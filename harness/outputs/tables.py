@@ -57,13 +57,13 @@ RESULT_COLUMNS: tuple[str, ...] = (
     # extras
     "finding", "n_total", "cross_device_n_diff", "cross_context_n_diff", "oracle_n_mismatch",
     "declared_reason", "device_kind", "error_type", "error_phase", "error_message", "error_expected",
-    "expectation", "skip_reason", "runs", "ok_runs", "key", "array_file", "role",
+    "expectation", "skip_reason", "runs", "ok_runs", "key", "array_file", "role", "relation",
 )
 
 _STR = ("case_id", "family", "subject", "device", "context", "tensor", "dtype", "shape",
         "first_diff_index", "digest", "tolerance", "chainer_declared", "status", "error", "finding",
         "declared_reason", "device_kind", "error_type", "error_phase", "error_message", "expectation",
-        "skip_reason", "key", "array_file", "verdict", "contract", "role")
+        "skip_reason", "key", "array_file", "verdict", "contract", "role", "relation")
 _INT = ("repeats", "n_diff", "n_unique", "nan_count", "inf_count", "case_size",
         "n_total", "cross_device_n_diff", "cross_context_n_diff", "oracle_n_mismatch", "runs", "ok_runs")
 _UINT = ("max_ulp_repeat", "cross_device_max_ulp", "cross_context_max_ulp", "oracle_max_ulp")
@@ -240,6 +240,9 @@ def results_frame(campaign_dir: str, measures: Sequence[Measure] | None = None) 
             "expectation": bad.expected if bad is not None else "",
             "skip_reason": rec.skip_reason or "", "runs": rec.runs, "ok_runs": rec.ok_runs,
             "key": rec.key, "array_file": rec.array_file or "",
+            # a related case's relation, member and base case (empty for a case of the corpus itself)
+            "relation": "" if case is None or not isinstance(case.spec.get("relation"), Mapping) else
+            "{name}:{label} of {base}".format(**case.spec["relation"]),
         }
         task_verdict = worst(m.verdict for m in task_ms)
         contract = next((m.contract for m in task_ms), "")
