@@ -304,7 +304,7 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
 
 
 #: Of each task kept for its findings, at most this many tensors (the worst by ULP distance) are kept.
-KEPT_TENSORS = 8
+KEPT_TENSORS = 4
 
 
 def prune_arrays(run_dir: str, records: Mapping[str, TaskRecord], measures: Sequence[Measure]) -> list[str]:
