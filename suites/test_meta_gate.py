@@ -129,12 +129,12 @@ def test_baseline_mode_fails_on_a_planted_digest_change(small_run, tmp_path):
     recs = [json.loads(x) for x in lines]
     victim = next(r for r in recs if r["subject"] == "chainer.NStepLSTM")
     name = sorted(victim["tensors"])[0]
-    victim["tensors"][name]["digest"] = "0" * 64
+    victim["tensors"][name]["digest"] = "xxh3_128:" + "0" * 32  # another digest of the same algorithm
     (base / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     violations = check_baseline(small_run, str(base), load_contracts())
     assert [(v.kind, v.subject, v.tensor) for v in violations] == [
         ("digest stable against the baseline", "chainer.NStepLSTM", name)]
-    assert "0" * 64 in violations[0].dossier() and "baseline digest" in violations[0].dossier()
+    assert "0" * 32 in violations[0].dossier() and "baseline digest" in violations[0].dossier()
     with pytest.raises(ContractViolation, match="digest stable against the baseline"):
         assert_no_violations(violations)
 
@@ -149,7 +149,7 @@ def test_gate_command_exit_codes_and_junit(small_run, tmp_path):
     assert r0.returncode == 0, r0.stdout + r0.stderr
     recs = [json.loads(x) for x in (base / "tasks.jsonl").read_text().splitlines()]
     victim = next(r for r in recs if r["subject"] == "chainer.embed_id" and r["context"] == "default")
-    victim["tensors"]["grad.W"]["digest"] = "f" * 64
+    victim["tensors"]["grad.W"]["digest"] = "xxh3_128:" + "f" * 32
     (base / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     junit = tmp_path / "gate.xml"
     r1 = subprocess.run(cmd + ["--out", str(tmp_path / "new"), "--baseline", str(base), "--junit", str(junit)],
@@ -304,3 +304,19 @@ def test_a_broken_contracts_dossier_is_short_and_its_replay_command_reproduces_i
     assert argv[:3] == ["python", "-m", "harness"]
     again = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert again.returncode == 1 and "DIFFERS" in again.stdout, again.stdout + again.stderr
+
+
+def test_a_baseline_of_another_digest_algorithm_is_refused_in_one_line(small_run, tmp_path):
+    from harness.core.errors import InvalidArgument
+
+    base = tmp_path / "sha-baseline"
+    shutil.copytree(small_run, base)
+    recs = [json.loads(x) for x in (base / "tasks.jsonl").read_text().splitlines()]
+    for r in recs:  # a baseline written when digests were plain SHA-256
+        for t in r["tensors"].values():
+            if t.get("digest"):
+                t["digest"] = "ab" * 32
+    (base / "tasks.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(InvalidArgument, match="digests of different algorithms cannot be compared") as info:
+        check_baseline(small_run, str(base), load_contracts())
+    assert "\n" not in str(info.value)

@@ -137,6 +137,12 @@ def check_baseline(run_dir: str, baseline_dir: str, contracts: Contracts) -> lis
             b = base.tensors.get(name)
             if b is None or b.digest == t.digest:
                 continue
+            if b.digest and t.digest:
+                from harness.judge.bitwise import digest_mismatch_reason
+
+                why = digest_mismatch_reason(b.digest, t.digest)
+                if why is not None:  # a baseline of another digest algorithm: every tensor would "change"
+                    raise InvalidArgument(f"baseline={baseline_dir!r} cannot be compared with this run: {why}")
             if barrays is None:
                 barrays = _baseline_arrays(baseline_dir, base) or {}
                 mine_arrays = _baseline_arrays(run_dir, rec) or {}
