@@ -9,6 +9,7 @@ a JSON round trip (``to_dict`` / ``from_dict``); ``from_dict`` refuses a malform
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import os
@@ -17,7 +18,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from harness.core.errors import RecordError
 
-__all__ = ["TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "VERDICTS", "VERDICT_ORDER",
+__all__ = ["Verdict", "TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "VERDICTS", "VERDICT_ORDER",
            "read_records", "read_tasks", "read_measures", "write_jsonl", "compress_jsonl", "restore_jsonl",
            "device_kind_of"]
 
@@ -25,9 +26,33 @@ __all__ = ["TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "VERDICTS", 
 #: the float64 oracle, a stored baseline, a related case (invariance), or nothing (a task that ran no tensor).
 MEASURE_KINDS = ("repeat", "process", "context", "device", "oracle", "baseline", "relation", "task")
 
-#: The verdicts, best first. "diverged as allowed": bits differ where the contract does not require identity.
-VERDICTS = ("bit-identical", "expected error", "within tolerance", "diverged as allowed", "skipped", "error",
-            "broken")
+class Verdict(str, enum.Enum):
+    """The verdicts, best first. A ``str`` enum: a verdict compares equal to its text, which is what the record
+    files hold. "diverged as allowed": bits differ where the contract does not require identity; "known defect":
+    a library error the contracts file declares (``[[known_defect]]``); "not judged": a check the contract asks
+    for did not run (the gate fails on it, with the reason)."""
+
+    BIT_IDENTICAL = "bit-identical"
+    EXPECTED_ERROR = "expected error"
+    WITHIN = "within tolerance"
+    ALLOWED = "diverged as allowed"
+    KNOWN_DEFECT = "known defect"
+    SKIPPED = "skipped"
+    NOT_JUDGED = "not judged"
+    ERROR = "error"
+    BROKEN = "broken"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def fails(self) -> bool:
+        """Whether the gate fails on this verdict."""
+        return self in (Verdict.NOT_JUDGED, Verdict.ERROR, Verdict.BROKEN)
+
+
+#: The verdicts' texts, best first.
+VERDICTS = tuple(v.value for v in Verdict)
 #: Rank of each verdict; a group's verdict is its worst member's (skipped only when nothing else ran).
 VERDICT_ORDER = {v: i for i, v in enumerate(VERDICTS)}
 

@@ -24,21 +24,24 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from harness.core.errors import ContractViolation
-from harness.core.records import VERDICT_ORDER, Measure, TensorStats
+from harness.core.records import VERDICT_ORDER, Measure, TensorStats, Verdict
 from harness.judge import bitwise
 from harness.judge.tolerance import OracleError, Tolerance
 
-__all__ = ["BIT_IDENTICAL", "WITHIN", "EXPECTED_ERROR", "ALLOWED", "SKIPPED", "ERROR", "BROKEN", "worst",
+__all__ = ["Verdict", "BIT_IDENTICAL", "WITHIN", "EXPECTED_ERROR", "ALLOWED", "KNOWN_DEFECT", "SKIPPED", "NOT_JUDGED",
+           "ERROR", "BROKEN", "worst",
            "judge_repeats", "judge_pair", "judge_oracle", "judge_bad_input", "judge_task", "Expectation",
            "expectation_for", "Violation", "violations", "assert_no_violations", "NO_CONTRACT"]
 
-BIT_IDENTICAL = "bit-identical"
-WITHIN = "within tolerance"
-EXPECTED_ERROR = "expected error"
-ALLOWED = "diverged as allowed"
-SKIPPED = "skipped"
-ERROR = "error"
-BROKEN = "broken"
+BIT_IDENTICAL = Verdict.BIT_IDENTICAL.value
+WITHIN = Verdict.WITHIN.value
+EXPECTED_ERROR = Verdict.EXPECTED_ERROR.value
+ALLOWED = Verdict.ALLOWED.value
+KNOWN_DEFECT = Verdict.KNOWN_DEFECT.value
+SKIPPED = Verdict.SKIPPED.value
+NOT_JUDGED = Verdict.NOT_JUDGED.value
+ERROR = Verdict.ERROR.value
+BROKEN = Verdict.BROKEN.value
 #: The rule name of a subject x device x context that the contracts file does not cover (a failure).
 NO_CONTRACT = "no contract"
 
