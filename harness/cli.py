@@ -202,8 +202,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if len(devices) > 1 or len(contexts) > 1:
             raise InvalidArgument(f"relation={args.relation!r} compares related cases in one device and context: "
                                   f"leave out --devices/--contexts")
-        return replay_relation(contracts, case, subject.name, devices[0], contexts[0], args.relation)
-    return replay(contracts, case, subject.name, devices, contexts, args.repeats)
+        return replay_relation(contracts, case, subject.name, devices[0], contexts[0], args.relation,
+                               plugins=args.subject_plugin or (), timeout=args.timeout)
+    argcheck.int_at_least("fresh", args.fresh, 0)
+    if args.baseline is not None:
+        argcheck.baseline_dir("baseline", args.baseline)
+    return replay(contracts, case, subject.name, devices, contexts, args.repeats, fresh=args.fresh,
+                  baseline=args.baseline, plugins=args.subject_plugin or (), timeout=args.timeout)
 
 
 # ---- report ----------------------------------------------------------------------------------------
@@ -376,7 +381,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--context", help="execution context name (default: default)")
     r.add_argument("--contexts", metavar="A,B", help="run under B and compare it with A too (instead of "
                                                      "--context)")
-    r.add_argument("--repeats", type=int, default=5, help="repetitions to compare, >= 1 (default 5)")
+    r.add_argument("--repeats", type=int, default=5, help="repetitions to compare, >= 1 (default %(default)s)")
+    r.add_argument("--fresh", type=int, default=0, help="runs in fresh worker processes too, >= 0 (default "
+                                                       "%(default)s)")
+    r.add_argument("--baseline", metavar="DIR", help="a stored run directory: compare this run's digests with "
+                                                     "its task of the same case, subject, device and context")
+    r.add_argument("--timeout", type=float, default=120.0, help="seconds per run before the worker is killed "
+                                                               "(default %(default)s)")
     r.add_argument("--contracts", metavar="FILE", help="contracts file the verdicts use (default: contracts.toml)")
     r.add_argument("--relation", metavar="NAME", help="run the case and its members under this invariance relation "
                                                       "(alone, subbatch, order, padding, duplicate) and compare them")
