@@ -283,6 +283,16 @@ def cmd_localize(args: argparse.Namespace) -> int:
     return localize.cmd_localize(args)
 
 
+def cmd_shrink(args: argparse.Namespace) -> int:
+    from harness.outputs.shrinking import cmd_shrink as run
+
+    _load_plugins(args.subject_plugin)
+    if args.baseline is not None:
+        raise InvalidArgument(f"baseline={args.baseline!r}: a baseline finding cannot shrink (the baseline holds "
+                              f"digests of its own cases only); replay it with --baseline instead")
+    return run(args)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from harness.outputs.bench import cmd_bench as run
 
@@ -302,6 +312,12 @@ def _verb(sub: Any, name: str, help: str, description: str, codes: str) -> argpa
 
 def _add_plugin(p: argparse.ArgumentParser) -> None:
     p.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ", help=_PLUGIN_HELP)
+
+
+def _add_shrink_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shrink-budget", type=float, default=60.0, metavar="SECONDS",
+                   help="seconds to spend shrinking the findings' cases to minimal ones (default %(default)s)")
+    p.add_argument("--no-shrink", action="store_true", help="do not shrink the findings' cases")
 
 
 def _add_campaign_options(p: argparse.ArgumentParser) -> None:
@@ -403,6 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "run directory is never mixed into: --out must be new or empty; --resume DIR continues one.",
                 _codes("0  the report was written (findings are rows, not failures)"))
     _add_campaign_options(rep)
+    _add_shrink_options(rep)
     add_cluster_options(rep)
     rep.set_defaults(func=cmd_report)
 
@@ -431,8 +448,40 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--fresh", type=int, default=1, help="fresh-process repetitions, >= 0 (default 1)")
     _add_plugin(g)
     g.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_shrink_options(g)
     add_cluster_options(g)
     g.set_defaults(func=cmd_gate)
+
+    sh = _verb(sub, "shrink", "reduce a case while the same finding still reproduces",
+               "Shrink a case: drop sequences and ids, shorten lengths, lower the vocabulary, sizes and layers, "
+               "simplify settings, keeping each step only while the same finding (kind, tensor kind) still "
+               "reproduces. Every run is in worker processes. The findings' dossiers print this command.",
+               _codes("0  a minimal case was written (or the case was already minimal)",
+                      "1  the finding does not reproduce on the case given"))
+    sh.add_argument("case", metavar="CASE.json", help="a case JSON file, or a JSON-lines corpus (with --case-id)")
+    sh.add_argument("--case-id", help="the case to take from a corpus")
+    sh.add_argument("--subject", required=True, help="registered subject name")
+    sh.add_argument("--kind", required=True, help="the finding kind that must still reproduce (as findings.csv "
+                                                   "and the dossiers name it)")
+    sh.add_argument("--tensor", help="the tensor kind that must still show it (e.g. 'ys.*', 'grad.W')")
+    sh.add_argument("--error", help="for an error finding: the error that must still happen, 'Type in phase'")
+    sh.add_argument("--device", help="cpu, gpu or gpu:N (default cpu)")
+    sh.add_argument("--devices", metavar="A,B", help="a cross-device finding: B compared with A")
+    sh.add_argument("--context", help="execution context name (default: default)")
+    sh.add_argument("--contexts", metavar="A,B", help="a cross-context finding: B compared with A")
+    sh.add_argument("--relation", metavar="NAME", help="an invariance finding: its relation")
+    sh.add_argument("--baseline", metavar="DIR", help="a baseline finding (refused: a baseline holds only its own "
+                                                      "cases)")
+    sh.add_argument("--contracts", metavar="FILE", help="contracts file the verdicts use (default: contracts.toml)")
+    sh.add_argument("--budget", type=float, default=120.0, help="seconds to spend at most (default %(default)s)")
+    sh.add_argument("--max-runs", type=int, default=400, help="worker runs to spend at most (default %(default)s)")
+    sh.add_argument("--timeout", type=float, default=120.0, help="seconds per run before the worker is killed "
+                                                                "(default %(default)s)")
+    sh.add_argument("--out", metavar="FILE", help="where to write the minimal case (default: beside CASE.json, "
+                                                  "named by its id)")
+    sh.add_argument("--quiet", action="store_true", help="do not print each step")
+    _add_plugin(sh)
+    sh.set_defaults(func=cmd_shrink)
 
     a = _verb(sub, "audit", "digest every subject on a corpus into an audit file",
               "Run every subject on a corpus and write an audit file: per case x subject x device x context, the "

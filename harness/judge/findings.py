@@ -424,6 +424,8 @@ def shrink_argv(f: Finding) -> list[str]:
         argv += ["--baseline", f.origin.baseline]
     if f.tensor_kind:
         argv += ["--tensor", f.tensor_kind]
+    if f.error:
+        argv += ["--error", f.error.split(":", 1)[0]]
     argv += ["--kind", f.kind]
     return argv
 
