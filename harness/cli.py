@@ -13,7 +13,7 @@ import sys
 from typing import Any, Callable, NoReturn, Sequence
 
 from harness.core import argcheck
-from harness.core.errors import HarnessError, InvalidArgument
+from harness.core.errors import HarnessError, InvalidArgument, SetupError
 from harness.outputs.fleet import add_cluster_options
 
 __all__ = ["main", "build_parser"]
@@ -280,7 +280,18 @@ def cmd_localize(args: argparse.Namespace) -> int:
     if args.devices is None and args.contexts is None:
         argcheck.int_at_least("repeats", args.repeats, 2)
     argcheck.readable_file("case", args.case)
-    return localize.cmd_localize(args)
+    argcheck.positive_seconds("timeout", args.timeout)
+    from harness.execute.sandbox import DONE, in_child, run_child
+
+    if in_child():  # the child: the subject runs here, under the hooks, and nowhere else
+        rc = localize.cmd_localize(args)
+        print(DONE)
+        return rc
+    res = run_child(args.argv, args.timeout)
+    sys.stdout.write(res.stdout)
+    if not res.ok:
+        raise SetupError(f"localize: {res.reason()}")
+    return 0
 
 
 def cmd_shrink(args: argparse.Namespace) -> int:
@@ -537,6 +548,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "relation instead (the first node whose output rows differ)")
     _add_plugin(lo)
     lo.add_argument("--json", action="store_true", help="print the localization as JSON")
+    lo.add_argument("--timeout", type=float, default=300.0, help="seconds before the localizing process is killed "
+                                                               "(default %(default)s)")
     lo.set_defaults(func=cmd_localize)
 
     b = _verb(sub, "bench", "measure the harness against the bare computation",
@@ -557,6 +570,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args) or 0)
     except HarnessError as exc:
