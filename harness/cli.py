@@ -326,7 +326,7 @@ def _add_plugin(p: argparse.ArgumentParser) -> None:
 
 
 def _add_shrink_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--shrink-budget", type=float, default=60.0, metavar="SECONDS",
+    p.add_argument("--shrink-budget", type=float, default=30.0, metavar="SECONDS",
                    help="seconds to spend shrinking the findings' cases to minimal ones (default %(default)s)")
     p.add_argument("--no-shrink", action="store_true", help="do not shrink the findings' cases")
 

@@ -4,8 +4,9 @@ Hypothesis shrinks inside the pytest suites; campaigns, the gate and the report 
 never did. :func:`shrink` takes a case and a :class:`Target` (the finding: kind, tensor kind, subject, device,
 context and the other side) and applies passes, keeping a step only while the finding still reproduces:
 
-1. delete: drop sequences (halves first, then one at a time), flatten extra id dimensions, one layer;
-2. shorten: each sequence's length and each id dimension to 1, half, minus one;
+1. delete: drop blocks of sequences (halves first, down to one at a time), flatten extra id dimensions, one layer;
+2. shorten: every sequence to 1 or half its length, then each sequence's length and each id dimension to 1,
+   half, minus one;
 3. lower: hidden size, input size, embedding width, vocabulary (and the ignore label with it);
 4. simplify: unidirectional, no initial state, no dropout, uniform ids, no ignore fraction.
 
@@ -178,12 +179,14 @@ def _ints_down(n: int, floor: int = 1) -> list[int]:
 def _delete(case: Case) -> Iterator[tuple[str, Case | None]]:
     s = case.spec
     lengths = list(s.get("lengths", ()))
-    if len(lengths) > 1:
-        half = len(lengths) // 2
-        yield "keep the first half of the sequences", _with(case, lengths=lengths[:half])
-        yield "keep the second half of the sequences", _with(case, lengths=lengths[half:])
-        for i in range(len(lengths)):
-            yield f"drop sequence {i}", _with(case, lengths=lengths[:i] + lengths[i + 1:])
+    n = len(lengths)
+    chunk = n // 2
+    while chunk >= 1 and n > 1:  # blocks of sequences, largest first (Hypothesis-style block deletion)
+        for start in range(0, n, chunk):
+            rest = lengths[:start] + lengths[start + chunk:]
+            if rest:
+                yield f"drop sequences {start}..{min(start + chunk, n) - 1}", _with(case, lengths=rest)
+        chunk //= 2
     shape = list(s.get("ids_shape", ()))
     if len(shape) > 1:
         yield "flatten the ids to one dimension", _with(case, ids_shape=[shape[0]])
@@ -194,6 +197,9 @@ def _delete(case: Case) -> Iterator[tuple[str, Case | None]]:
 def _shorten(case: Case) -> Iterator[tuple[str, Case | None]]:
     s = case.spec
     lengths = list(s.get("lengths", ()))
+    if len(lengths) > 1:
+        yield "every sequence of length 1", _with(case, lengths=[1] * len(lengths))
+        yield "every sequence half as long", _with(case, lengths=[max(1, n // 2) for n in lengths])
     for i, n in enumerate(lengths):
         for v in _ints_down(n):
             yield f"sequence {i} of length {v}", _with(case, lengths=lengths[:i] + [v] + lengths[i + 1:])

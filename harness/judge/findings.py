@@ -21,8 +21,8 @@ Pure: measures, task records and plain data in; no file is read and nothing runs
 ...             identical=False, verdict="broken", rule="reproducible: bit-identical run to run in one process")
 >>> kind_of(m)
 'not reproducible run to run'
->>> tensor_kind("grad.xs[12]")
-'grad.xs[*]'
+>>> tensor_kind("grad.xs.12"), tensor_kind("grad.ws.0.3"), tensor_kind("hy")
+('input gradients', 'parameter gradients', 'outputs')
 """
 
 from __future__ import annotations
@@ -127,8 +127,18 @@ def kind_of(m: Measure) -> str | None:
 
 
 def tensor_kind(name: str) -> str:
-    """A tensor's kind: its name with every index replaced by ``*`` (``ys[3]`` and ``ys[0]`` are one kind)."""
-    return re.sub(r"\[\d+\]", "[*]", re.sub(r"\.\d+(?=\.|$)", ".*", name)) if name else ""
+    """A tensor's kind, what a finding groups by: ``outputs`` (y, ys, hy, cy), ``input gradients`` (of the ids'
+    rows, xs, hx, cx, and second-order ``grad2.*``) or ``parameter gradients`` (W, ws, bs); ``""`` for none.
+    One planted bug shows in many tensors of one kind: it is one finding, with its worst tensor named."""
+    if not name:
+        return ""
+    head = name.split(" ", 1)[0]  # "grad.xs.2 as grad.xs.0" (a relation's pair): the tensor's own name
+    if head.startswith("grad2."):
+        return "input gradients"
+    if head.startswith("grad."):
+        leaf = head[5:].split(".", 1)[0].split("[", 1)[0]
+        return "parameter gradients" if leaf in ("W", "ws", "bs", "b", "w") else "input gradients"
+    return "outputs"
 
 
 _LIBRARIES = ("chainer", "espnet", "cupy", "numpy")
@@ -469,9 +479,10 @@ def env_for_reproducer(diff: Iterable[tuple[str, Any, Any]]) -> tuple[tuple[str,
 
 def _group_key(m: Measure, kind: str, cls: Classification, family: str) -> tuple[str, ...]:
     if m.kind == "task":
-        what = m.actual.split(":", 1)[0] if m.actual else m.rule  # "Type in phase"
-    else:
-        what = m.other if kind in ("cross-context difference", "cross-device difference") else ""
+        # one error is one finding whatever the context it showed in: "Type in phase"
+        what = m.actual.split(":", 1)[0] if m.actual else m.rule
+        return (cls.value, kind, family, m.device, m.relation, what, m.rule, "")
+    what = m.other if kind in ("cross-context difference", "cross-device difference") else ""
     return (cls.value, kind, family, m.device, m.relation or m.context, what, m.rule, tensor_kind(m.tensor))
 
 

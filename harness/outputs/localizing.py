@@ -16,6 +16,15 @@ from harness.judge import findings as F
 __all__ = ["localize_findings"]
 
 
+def _cause(text: str) -> str:
+    """The line that names where it starts (``Root cause: ...``), else the first line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    root = next((ln for ln in lines if ln.startswith("Root cause:")), None)
+    if root is not None:
+        return root.removeprefix("Root cause:").strip()
+    return lines[0] if lines else "no differing function node"
+
+
 def localize_findings(found: Sequence[F.Finding], *, budget: float = 90.0, per_finding: float = 60.0
                       ) -> list[F.Finding]:
     """``found`` with ``cause`` filled for each localizable finding (in order, until ``budget`` seconds)."""
@@ -30,8 +39,7 @@ def localize_findings(found: Sequence[F.Finding], *, budget: float = 90.0, per_f
             break
         res = run_child(argv[3:], timeout=min(per_finding, left))  # argv[:3] is "python -m harness"
         if res.ok:
-            text = next((ln.strip() for ln in res.stdout.splitlines() if ln.strip()), "")
-            cause = text or "no differing function node"
+            cause = _cause(res.stdout)
         else:
             cause = f"not localized: {res.reason()}"
         out[i] = F.with_cause(f, cause)
