@@ -159,10 +159,11 @@ def library_frame(traceback_text: str) -> str:
 
 
 def classify(m: Measure, role: str = "subject") -> Classification:
-    """The class of a measure that has a finding kind."""
-    if role == "control":
-        return Classification.CONTROL
+    """The class of a measure that has a finding kind (a control's designed divergence is a control's; a
+    control whose own contract breaks fails like any subject)."""
     v = m.verdict
+    if role == "control" and v not in (Verdict.BROKEN, Verdict.NOT_JUDGED):
+        return Classification.CONTROL
     if v == Verdict.NOT_JUDGED:
         return Classification.NOT_JUDGED
     if v == Verdict.KNOWN_DEFECT:
@@ -529,7 +530,7 @@ def group(measures: Iterable[Measure], records: Mapping[tuple[str, str, str, str
         rep = max(on_small, key=_severity)
         rec = records.get((rep.case_id, rep.subject, rep.device, rep.context))
         err = rec.first_error if rec is not None else None
-        error = "" if err is None or kind not in ("error", "known library defect") else \
+        error = "" if err is None or rep.kind != "task" else \
             f"{err.get('type')} in {err.get('phase')}: {err.get('message')}"
         where = library_frame(str(err.get("traceback", ""))) if err is not None and error else ""
         cls_final = cls
@@ -553,8 +554,9 @@ _KIND_RANK = {k.name: i for i, k in enumerate(KINDS)}
 
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """Most severe first: classification, then kind, then how far off (error ratio, ULP), then name."""
-    return sorted(findings, key=lambda f: (f.classification.rank, _KIND_RANK.get(f.kind, 99),
+    """Most severe first: classification, the implementations before the controls, then kind, then how far
+    off (error ratio, ULP), then name."""
+    return sorted(findings, key=lambda f: (f.classification.rank, f.role == "control", _KIND_RANK.get(f.kind, 99),
                                            -float(f.worst.error_ratio or 0.0), -float(f.worst.max_ulp or 0),
                                            f.subject, f.device, f.context, f.relation, f.tensor_kind))
 

@@ -391,6 +391,8 @@ def findings_frame(found: Sequence[Any]) -> pd.DataFrame:
         m = f.worst
         if f.error:
             detail = f.error + (f" (raised in {f.where})" if f.where else "")
+        elif m.kind == "task" and m.actual:
+            detail = m.actual
         elif f.reason:
             detail = f.reason
         elif m.kind == "oracle" and m.error_ratio is not None:
