@@ -12,7 +12,8 @@ context and the other side) and applies passes, keeping a step only while the fi
 
 It repeats the passes until none makes progress, or the budget (seconds, runs) is spent. Every run goes through
 :class:`~harness.execute.isolated.Runner` (the campaign's workers, with their timeout): nothing of the subject
-runs here. A nondeterministic finding is kept when it reproduces in at least one of ``attempts`` tries.
+runs here. A nondeterministic finding is kept only where it reproduces in every one of ``attempts`` tries (each
+R runs): its minimal case must reproduce from the printed command, not once in a while.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from harness.judge.findings import kind_of, tensor_kind
 __all__ = ["Target", "ShrinkResult", "shrink", "reproduces", "case_sizes", "smaller", "UNSHRINKABLE"]
 
 #: Finding kinds no smaller case can show: a baseline holds digests of its own cases only.
-UNSHRINKABLE = ("baseline changed", "expected error", "not judged")
+UNSHRINKABLE = ("baseline changed", "expected error", "not judged", "no contract line", "gate check failed")
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class ShrinkResult:
         return self.case.id != self.original.id
 
 
-_REPEATS = {"not reproducible run to run": 5, "not reproducible across processes": 3}
+_REPEATS = {"not reproducible run to run": 6, "not reproducible across processes": 3}
 
 
 def _error_of(record: Any) -> str:
@@ -77,11 +78,20 @@ def _error_of(record: Any) -> str:
     return "" if e is None else f"{e.get('type')} in {e.get('phase')}"
 
 
-def reproduces(runner: Runner, contracts: Contracts, case: Case, t: Target, attempts: int = 2) -> bool:
-    """Whether ``case`` still shows the finding ``t`` (kind and tensor kind; an error's type and phase)."""
-    for _ in range(max(1, attempts if t.kind in _REPEATS else 1)):
-        if _once(runner, contracts, case, t):
+def reproduces(runner: Runner, contracts: Contracts, case: Case, t: Target, attempts: int = 2,
+               required: int | None = None) -> bool:
+    """Whether ``case`` still shows the finding ``t`` (kind and tensor kind; an error's type and phase). A
+    nondeterministic finding must show in ``required`` of ``attempts`` tries (default: every one), so that a
+    minimal case reproduces from its printed command, not once in a while."""
+    n = max(1, attempts if t.kind in _REPEATS else 1)
+    need = n if required is None else max(1, min(required, n))
+    hits = 0
+    for i in range(n):
+        hits += bool(_once(runner, contracts, case, t))
+        if hits >= need:
             return True
+        if hits + (n - i - 1) < need:
+            return False
     return False
 
 

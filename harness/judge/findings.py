@@ -96,6 +96,8 @@ KINDS: tuple[FindingKind, ...] = (
     FindingKind("baseline changed", "baseline", "baseline"),
     FindingKind("not invariant", "relation", "relation", localizable=True),
     FindingKind("bad input misbehaved", "task", "single"),
+    FindingKind("no contract line", "task", "single"),
+    FindingKind("gate check failed", "task", "none"),
     FindingKind("known library defect", "task", "single"),
     FindingKind("expected error", "task", "single"),
 )
@@ -117,7 +119,9 @@ def kind_of(m: Measure) -> str | None:
             if m.verdict == Verdict.EXPECTED_ERROR:
                 return "expected error" if m.actual != "no error" else None
             return "bad input misbehaved" if m.verdict == Verdict.BROKEN else None
-        return "error" if m.verdict == Verdict.BROKEN else None
+        if m.verdict == Verdict.BROKEN:
+            return "no contract line" if m.rule == "no contract" else "gate check failed"
+        return None
     if m.kind == "oracle":
         return None if m.within is not False else "beyond oracle tolerance"
     if m.identical is not False:
@@ -270,14 +274,16 @@ class Finding:
         return self.shrunk.case_id if self.shrunk is not None else self.case_id
 
     def replay(self) -> str:
-        return command(replay_argv(self), self.origin.env)
+        argv = replay_argv(self)
+        return command(argv, self.origin.env) if argv else ""
 
     def localize(self) -> str:
         argv = localize_argv(self)
         return command(argv, self.origin.env) if argv else ""
 
     def shrink(self) -> str:
-        return command(shrink_argv(self), self.origin.env)
+        argv = shrink_argv(self)
+        return command(argv, self.origin.env) if argv else ""
 
     def headline(self) -> str:
         """One line: class, subject(s), device, context or relation, kind, rule, tensor kind."""
@@ -323,15 +329,17 @@ class Finding:
             lines.append(f"Unique results: {m.n_unique} of {m.repeats} runs")
         if m.detail and not self.error:
             lines += [ln for ln in m.detail.rstrip().splitlines()[:8]]
-        lines.append(f"Smallest case: {self.case_id}" + (f" (size {self.case_size})" if self.case_size else ""))
+        if self.case_id:
+            lines.append(f"Smallest case: {self.case_id}" + (f" (size {self.case_size})" if self.case_size else ""))
         if self.shrunk is not None:
             lines.append(f"Minimal case: {self.shrunk.describe()}")
         if self.cause:
             lines.append(f"Starts at: {self.cause}")
-        lines.append(f"Reproduce: {self.replay()}")
+        if self.replay():
+            lines.append(f"Reproduce: {self.replay()}")
         if self.localize() and not self.cause:
             lines.append(f"Localize: {self.localize()}")
-        if self.shrunk is None and self.kind not in ("expected error", "not judged"):
+        if self.shrunk is None and self.shrink():
             lines.append(f"Shrink: {self.shrink()}")
         return "\n".join(lines[:DOSSIER_LINES])
 
@@ -384,7 +392,9 @@ def _common(f: Finding) -> list[str]:
 
 
 def replay_argv(f: Finding, case_file: str | None = None) -> list[str]:
-    """``harness replay`` arguments that reproduce ``f`` (exit 1 when it does)."""
+    """``harness replay`` arguments that reproduce ``f`` (exit 1 when it does); ``[]`` for a check with no case."""
+    if f.kind_row.replay == "none" or not f.repro_case:
+        return []
     path = case_file or f.origin.case_file(f.repro_case)
     argv = harness_argv() + ["replay", path, "--subject", f.subject] + _common(f)
     how = f.kind_row.replay
@@ -395,7 +405,9 @@ def replay_argv(f: Finding, case_file: str | None = None) -> list[str]:
     else:
         argv += ["--device", f.device, "--context", f.context]
     if how == "repeats":
-        argv += ["--repeats", "5"] + (["--fresh", "2"] if f.kind == "not reproducible across processes" else [])
+        # enough runs that a divergence seen once in a campaign shows again (the shrinker keeps a nondeterministic
+        # case only where every try of 6 runs showed it)
+        argv += ["--repeats", "10"] + (["--fresh", "2"] if f.kind == "not reproducible across processes" else [])
     elif how == "relation":
         argv += ["--relation", f.relation]
     elif how == "baseline":
@@ -421,7 +433,11 @@ def localize_argv(f: Finding) -> list[str]:
 
 
 def shrink_argv(f: Finding) -> list[str]:
-    """``harness shrink`` arguments that reduce ``f``'s smallest case while the same finding reproduces."""
+    """``harness shrink`` arguments that reduce ``f``'s smallest case while the same finding reproduces; ``[]``
+    where no smaller case can show it (a baseline's, an expected error, a check with no case)."""
+    if f.kind_row.replay == "none" or not f.case_id or f.kind in ("baseline changed", "expected error",
+                                                                   "not judged", "no contract line"):
+        return []
     argv = harness_argv() + ["shrink", f.origin.case_file(f.case_id), "--subject", f.subject] + _common(f)
     how = f.kind_row.replay
     argv += ["--devices", f"{f.other},{f.device}"] if how == "devices" else ["--device", f.device]
