@@ -44,7 +44,7 @@ def campaign(tmp_path_factory):
 def test_report_gate_and_replay_give_the_same_verdict(campaign):
     contracts = load_contracts()
     run = campaign
-    results = tables.results_frame(run.directory, run.measures)
+    results = tables.results_frame(run)
     broken = {(v.measure.case_id, v.measure.subject, v.measure.context, v.measure.tensor, v.measure.kind)
               for v in gate_violations(run.directory, run.measures)}
     checked = 0

@@ -20,7 +20,6 @@ from harness.execute.campaign import CampaignSettings
 from harness.execute.driver import run_campaign
 from harness.execute.relations import RELATIONS
 from harness.generate.corpora import relation_cases
-from harness.execute.measures import campaign_cases
 from harness.judge.findings import Origin
 from harness.outputs import render, screenshot, tables
 from harness.outputs.assemble import campaign_findings
@@ -39,9 +38,9 @@ def report(tmp_path_factory):
                        [CPU], [get_context("default"), get_context("blas1")],
                        CampaignSettings(repeats=3, fresh=0, quiet=True), relations=[RELATIONS["order"]])
     frames: dict = {}
-    found = campaign_findings(d, run.measures, run.records, campaign_cases(d), Origin(d))
-    tables.write_report(d, environment={"gpu": {"available": False, "reason": "none here"}}, measures=run.measures,
-                        found=found, frames=frames)
+    found = campaign_findings(d, run.measures, run.records, run.cases, Origin(d))
+    tables.write_report(run, environment={"gpu": {"available": False, "reason": "none here"}}, found=found,
+                        frames=frames)
     return d, frames
 
 

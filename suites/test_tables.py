@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from harness.execute.campaign import load_tasks
+from harness.execute.driver import load_run
 from harness.execute.measures import campaign_cases
 from harness.judge.findings import Classification, Origin, loads, with_cause
 from harness.outputs.assemble import campaign_findings
@@ -71,10 +72,11 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> dict:
     camp.run(tasks)
     env = {"python": {"version": "3.x", "implementation": "CPython"}, "gpu": {"reason": "none"},
            "blas": [{"user_api": "blas", "num_threads": 1}], "problems": []}
-    measures = tables.measures_of(d)
+    run = load_run(d)
+    measures = run.measures
     found = [with_cause(f, f"cause of {f.kind}") for f in _found(d, measures)]
-    written = tables.write_report(d, environment=env, found=found)
-    results = tables.results_frame(d)
+    written = tables.write_report(run, environment=env, found=found)
+    results = tables.results_frame(run)
     return {"dir": d, "written": written, "env": env, "results": results, "measures": measures,
             "summary": tables.summary_frame(results), "findings": tables.findings_frame(_found(d, measures)),
             "found": found}
@@ -82,7 +84,7 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def _found(d: str, measures=None) -> list:
     """The campaign's findings, as the report assembles them."""
-    measures = tables.measures_of(d) if measures is None else measures
+    measures = load_run(d).measures if measures is None else measures
     return campaign_findings(d, measures, load_tasks(d), campaign_cases(d), Origin(d))
 
 
@@ -269,7 +271,7 @@ def test_tables_load_no_array(real: dict, monkeypatch: pytest.MonkeyPatch) -> No
     calls: list[str] = []
     monkeypatch.setattr(np, "load", lambda *a, **k: calls.append(a[0]) or pytest.fail("an array was loaded"))
     monkeypatch.setattr(measures_mod, "measure_task", lambda *a, **k: pytest.fail("a task was measured again"))
-    r = tables.results_frame(real["dir"])
+    r = tables.results_frame(load_run(real["dir"]))
     assert len(r) and not calls
     assert (r.loc[r["tensor"] != "", "verdict"] != "").all()
 
@@ -332,7 +334,7 @@ def synthetic(tmp_path) -> str:
 
 
 def test_synthetic_cross_device_and_oracle(synthetic: str) -> None:
-    r = tables.results_frame(synthetic)
+    r = tables.results_frame(load_run(synthetic))
     gpu = _row(r, subject="chainer.embed_id", device="gpu:0", tensor="grad.W")
     assert gpu["bitwise_reproducible"] and not gpu["cross_device_identical"] and gpu["cross_device_max_ulp"] == 1
     assert gpu["chainer_declared"] == "atomicAdd" and gpu["finding"] == "declared, not observed"
@@ -351,7 +353,7 @@ def test_synthetic_cross_device_and_oracle(synthetic: str) -> None:
 
 
 def test_synthetic_findings_order(synthetic: str) -> None:
-    r = tables.results_frame(synthetic)
+    r = tables.results_frame(load_run(synthetic))
     s = tables.summary_frame(r)
     assert _row(s, subject="control.deterministic", device="cpu", context="default")["finding"] == \
         "observed but not declared"
@@ -383,13 +385,13 @@ def test_synthetic_findings_order(synthetic: str) -> None:
 def test_empty_campaign(tmp_path) -> None:
     d = str(tmp_path / "empty")
     os.makedirs(d)
-    r = tables.results_frame(d)
+    r = tables.results_frame(load_run(d))
     assert len(r) == 0 and list(r.columns) == list(tables.RESULT_COLUMNS)
     s = tables.summary_frame(r)
     assert len(s) == 0 and list(s.columns) == list(tables.SUMMARY_COLUMNS)
     assert len(tables.findings_frame(_found(d))) == 0
     assert tables.terminal_summary(s) == "no tasks"
-    w = tables.write_report(d, environment={})
+    w = tables.write_report(load_run(d), environment={})
     for name in ("verdicts.png", "divergence.png", "error_vs_size.png", "summary.html", "summary.md"):
         assert os.path.getsize(w[name]) > 0
     assert "_none_" in _text(w["summary.md"])
@@ -399,3 +401,22 @@ def test_flatten_environment() -> None:
     env = tables.flatten_environment({"a": {"b": 1, "c": [1, 2]}, "d": [{"x": None}], "e": "text", "f": {}})
     assert dict(zip(env["key"], env["value"])) == {"a.b": "1", "a.c": "[1, 2]", "d.0.x": "null", "e": "text",
                                                    "f": "{}"}
+
+
+def test_the_report_is_written_from_the_run_in_memory(real, monkeypatch, tmp_path) -> None:
+    """write_report reads no record, corpus or measure file back: the in-memory run is the one source."""
+    import harness.core.cases as cases_mod
+    import harness.core.records as records_mod
+
+    run = load_run(real["dir"])
+
+    def refuse(*a, **k):
+        raise AssertionError("the report read a file back instead of using the run in memory")
+
+    for mod, name in ((records_mod, "read_records"), (records_mod, "read_tasks"), (records_mod, "read_measures"),
+                      (cases_mod, "load_corpus")):
+        monkeypatch.setattr(mod, name, refuse)
+    frames: dict = {}
+    written = tables.write_report(run, environment={}, found=real["found"], frames=frames)
+    assert os.path.getsize(written["summary.html"]) > 0
+    assert len(frames["results"]) == len(real["results"]) and len(frames["findings"]) == len(real["found"])

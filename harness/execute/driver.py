@@ -17,7 +17,7 @@ from harness.execute.campaign import Campaign, CampaignSettings, Task, plan
 from harness.execute.measures import measure_campaign
 from harness.subjects.base import Subject
 
-__all__ = ["CampaignRun", "run_campaign"]
+__all__ = ["CampaignRun", "run_campaign", "load_run"]
 
 
 @dataclass
@@ -29,6 +29,8 @@ class CampaignRun:
     records: dict[str, TaskRecord]
     measures: list[Measure] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
+    #: Every case the campaign ran (the corpus and the relations' members), by id.
+    cases: dict[str, Case] = field(default_factory=dict)
 
 
 def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subject], devices: Sequence[Device],
@@ -57,4 +59,28 @@ def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subje
                                       "relations": [r.name for r in relations], **dict(meta or {})})
     records = campaign.run(tasks, executor=executor)
     measures = measure_campaign(directory, contracts, tasks=records)
-    return CampaignRun(directory, tasks, records, measures, campaign.stats)
+    return CampaignRun(directory, tasks, records, measures, campaign.stats, {c.id: c for c in cases})
+
+
+def load_run(directory: str, contracts: Any = None) -> CampaignRun:
+    """The :class:`CampaignRun` of a campaign directory, rebuilt from its files (for offline use): the records,
+    the cases, and the measures (the measure pass runs now, once, where it has not run: an interrupted
+    campaign, records made elsewhere)."""
+    import os
+
+    from harness.execute.campaign import load_tasks
+    from harness.execute.measures import campaign_cases, load_measures
+
+    records = load_tasks(directory)
+    have = any(os.path.exists(os.path.join(directory, "measures.jsonl" + s)) for s in ("", ".gz"))
+    if have:
+        measures = load_measures(directory)
+    elif records:
+        if contracts is None:
+            from harness.judge.contracts import load_contracts
+
+            contracts = load_contracts(None)
+        measures = measure_campaign(directory, contracts, tasks=records)
+    else:
+        measures = []
+    return CampaignRun(directory, [], records, measures, {}, campaign_cases(directory) if records else {})

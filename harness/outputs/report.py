@@ -284,7 +284,7 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         t0 = time.perf_counter()
         env = target.environment or fingerprint()
         frames: dict[str, Any] = {}
-        files = tables.write_report(where, environment=env, found=found, measures=run.measures, frames=frames)
+        files = tables.write_report(run, environment=env, found=found, frames=frames)
         if getattr(args, "keep_arrays", "findings") != "all":
             prune_arrays(where, run.records, run.measures)
         for name in ("tasks.jsonl", "runs.jsonl", "measures.jsonl"):
@@ -363,16 +363,14 @@ LOCALIZE_BUDGET = 90.0
 def _findings(run_dir: str, run: Any, settings: CampaignSettings, args: argparse.Namespace) -> list[Any]:
     """The run's findings, shrunk (``--shrink-budget``) and localized (unless ``--no-localize``), each step in
     worker or child processes within its budget."""
-    from harness.core.cases import load_corpus
     from harness.judge import findings as F
     from harness.judge.contracts import load_contracts
     from harness.outputs.assemble import campaign_findings
     from harness.outputs.localizing import localize_findings
 
     contracts = load_contracts(None)
-    cases = {c.id: c for c in load_corpus(os.path.join(run_dir, "corpus.jsonl"))}
-    found = campaign_findings(run_dir, run.measures, run.records, cases, F.Origin(run_dir, plugins=settings.plugins),
-                              known=contracts)
+    found = campaign_findings(run_dir, run.measures, run.records, run.cases,
+                              F.Origin(run_dir, plugins=settings.plugins), known=contracts)
     worth = [f for f in found if f.role == "subject" and f.classification in (
         F.Classification.CONTRACT_BROKEN, F.Classification.NEW_DEFECT, F.Classification.ALLOWED)]
     rest = [f for f in found if f not in worth]

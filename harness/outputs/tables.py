@@ -32,8 +32,6 @@ import pandas as pd
 
 from harness.core.cases import Case
 from harness.core.records import VERDICT_ORDER, Measure, TaskRecord
-from harness.execute.campaign import load_tasks
-from harness.execute.measures import campaign_cases, load_measures, measure_campaign
 from harness.judge import bitwise as compare
 from harness.judge.measure import REFERENCE_CONTEXT, REFERENCE_DEVICE
 from harness.judge.verdicts import worst
@@ -41,7 +39,7 @@ from harness.judge.verdicts import worst
 __all__ = [
     "RESULT_COLUMNS", "SUMMARY_COLUMNS", "FINDING_COLUMNS", "CELL_COLUMNS", "REFERENCE_DEVICE", "REFERENCE_CONTEXT",
     "results_frame", "summary_frame", "findings_frame", "cells_frame", "oracle_errors_frame", "divergence_frame",
-    "verdict_lines", "write_report", "terminal_summary", "flatten_environment", "measures_of",
+    "verdict_lines", "write_report", "terminal_summary", "flatten_environment",
 ]
 
 #: The columns of :func:`results_frame`, in order: the documented ones, then extras.
@@ -168,21 +166,6 @@ def _row_finding(observed: bool | None, declared: bool) -> str:
     return DECLARED_NOT_OBSERVED if declared else REPRODUCIBLE
 
 
-def measures_of(campaign_dir: str, contracts: Any = None) -> list[Measure]:
-    """The campaign's measures; where the measure pass has not run yet (an interrupted campaign, records made
-    elsewhere) it runs now, once, and writes ``measures.jsonl``."""
-    have = lambda name: any(os.path.exists(os.path.join(campaign_dir, name + s)) for s in ("", ".gz"))  # noqa: E731
-    if have("measures.jsonl"):
-        return load_measures(campaign_dir)
-    if not have("tasks.jsonl"):
-        return []
-    if contracts is None:
-        from harness.judge.contracts import load_contracts
-
-        contracts = load_contracts(None)
-    return measure_campaign(campaign_dir, contracts)
-
-
 def _ulp(v: Any) -> int | None:
     return None if v is None else int(v)
 
@@ -190,8 +173,9 @@ def _ulp(v: Any) -> int | None:
 # --------------------------------------------------------------------------- results
 
 
-def results_frame(campaign_dir: str, measures: Sequence[Measure] | None = None) -> pd.DataFrame:
-    """One row per case x subject x device x context x tensor of a campaign directory.
+def results_frame(run: Any) -> pd.DataFrame:
+    """One row per case x subject x device x context x tensor of a campaign (a
+    :class:`~harness.execute.driver.CampaignRun`: its records, cases and measures, in memory).
 
     A task that produced no tensors (error, skip, crash, timeout) gets one row with ``tensor == ""`` and
     ``error`` filled (``"Type in phase: message"`` or ``"skipped: reason"``). Columns are
@@ -202,9 +186,7 @@ def results_frame(campaign_dir: str, measures: Sequence[Measure] | None = None) 
     not for reading), and ``verdict``, the worst verdict of the row's measures. Missing measures are
     ``<NA>`` / NaN / ``""``. ``frame.attrs["campaign_dir"]`` holds the directory.
     """
-    tasks = load_tasks(campaign_dir)
-    cases = campaign_cases(campaign_dir)
-    measures = measures_of(campaign_dir) if measures is None else measures
+    tasks, cases, measures = run.records, run.cases, run.measures
     by: dict[tuple[str, str, str, str, str], list[Measure]] = {}
     for m in measures:
         by.setdefault((m.case_id, m.subject, m.device, m.context, m.tensor), []).append(m)
@@ -267,7 +249,7 @@ def results_frame(campaign_dir: str, measures: Sequence[Measure] | None = None) 
             row["contract"] = next((m.contract for m in ms), contract)
             rows.append(row)
     df = _typed(rows)
-    df.attrs["campaign_dir"] = os.path.abspath(campaign_dir)
+    df.attrs["campaign_dir"] = os.path.abspath(run.directory)
     return df
 
 
@@ -533,20 +515,21 @@ def flatten_environment(env: Mapping[str, Any]) -> pd.DataFrame:
 
 
 
-def write_report(campaign_dir: str, *, environment: Mapping[str, Any], found: Sequence[Any] = (),
-                 measures: Sequence[Measure] | None = None, frames: dict[str, Any] | None = None) -> dict[str, str]:
-    """Write the report files of a campaign into its directory, each atomically; returns {file name: path}.
+def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[Any] = (),
+                 frames: dict[str, Any] | None = None) -> dict[str, str]:
+    """Write the report files of a campaign (a :class:`~harness.execute.driver.CampaignRun`, in memory) into its
+    directory, each atomically; returns {file name: path}.
 
     Files: ``results.csv.gz`` (and ``results.parquet`` where pyarrow is importable), ``summary.csv``,
     ``cells.csv`` (the verdict matrix), ``findings.csv`` and ``findings.json`` (``found``: the
     :class:`~harness.judge.findings.Finding` records), ``summary.md``, ``summary.html``, ``environment.json``,
-    the plots. Everything comes from the records, the measures and the findings; nothing is measured here.
-    ``frames`` (a dict) receives the frames built.
+    the plots. Everything comes from the run's records, measures and cases and the findings; nothing is read
+    back or measured here. ``frames`` (a dict) receives the frames built.
     """
     from harness.judge.findings import dumps
 
-    measures = measures_of(campaign_dir) if measures is None else list(measures)
-    results = results_frame(campaign_dir, measures)
+    campaign_dir, measures = run.directory, list(run.measures)
+    results = results_frame(run)
     summary = summary_frame(results)
     cells = cells_frame(measures)
     findings = findings_frame(found)
@@ -572,7 +555,7 @@ def write_report(campaign_dir: str, *, environment: Mapping[str, Any], found: Se
 
     figures = [("verdicts.png", render.plot_matrix(cells)),
                ("divergence.png", render.plot_divergence(divergence_frame(measures))),
-               ("error_vs_size.png", render.plot_error_ratio(oracle_errors_frame(measures, campaign_cases(campaign_dir))))]
+               ("error_vs_size.png", render.plot_error_ratio(oracle_errors_frame(measures, run.cases)))]
     for name, data in figures:
         put(name, data)
     put("summary.md", render.summary_md(headline, cells, findings, [n for n, _ in figures], env_table))

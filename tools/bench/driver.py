@@ -104,12 +104,12 @@ def scaled_corpus(factor: int, quick: bool = False) -> list[Any]:
 
 
 def _write_report(directory: str) -> None:
-    """The report of a campaign directory, as ``harness report`` writes it (without localization).
-    Wire to the one campaign driver's report step once it exists."""
+    """The report of a campaign directory, as ``harness report`` writes it (without localizing or shrinking)."""
     from harness.core.env import fingerprint
+    from harness.execute.driver import load_run
     from harness.outputs import tables
 
-    tables.write_report(directory, environment=fingerprint(), root_cause=None)
+    tables.write_report(load_run(directory), environment=fingerprint())
 
 
 def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: int = 2,
