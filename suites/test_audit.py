@@ -148,7 +148,7 @@ def test_blas_threads_change_the_lstm_bits_and_are_named(blas_pair, capsys, work
     fields = set(cmp.environment["field"])
     assert "blas.0.num_threads" in fields and "env.OPENBLAS_NUM_THREADS" in fields
     assert cmp.environment.iloc[0]["field"] == "blas.0.num_threads"  # the likeliest cause is listed first
-    assert "blas.0.num_threads" not in set(A.environment_diff(a.environment, a.environment)["field"])
+    assert "blas.0.num_threads" not in {d.field for d in A.environment_diff(a.environment, a.environment)}
 
     out = work / "cmp"
     assert A.cmd_compare(argparse.Namespace(a=str(runs["blasN"][1]), b=str(runs["blas1"][1]), out=str(out))) == 0
@@ -186,13 +186,17 @@ def test_keep_arrays_npz_loads_without_pickle_and_compare_measures_ulp(blas_pair
         assert 0 < lstm["max_ulp"] < float("inf") and lstm["max_rel"] > 0 and lstm["max_abs"] < 1e-3
 
 
-def test_audits_without_arrays_say_so(whole, blas_pair):
+def test_audits_without_arrays_say_how_much_from_the_sketches(whole, blas_pair):
     runs, _ = blas_pair
     cmp = A.compare_audits(whole[0], A.load_audit(runs["blas1"][1]))
     rows = cmp.rows.set_index("subject")
     assert not rows["arrays_kept"].any() and rows["max_ulp"].isna().all()
     if _threads(whole[0]) >= 2:
-        assert cmp.verdicts()["chainer.NStepLSTM"] == "changed (no arrays kept)"
+        assert cmp.verdicts()["chainer.NStepLSTM"] == "changed (sampled)"
+        lstm = rows.loc["chainer.NStepLSTM"]
+        # "by how much" without arrays: the sampled elements' ULP distances and the norm's relative change
+        assert lstm["sample_max_ulp"] >= lstm["sample_median_ulp"] >= 0 and 0 < lstm["norm_rel_change"] < 1e-3
+        assert "changed (sampled)" in cmp.to_markdown()
 
 
 # ---- (c) shards ----------------------------------------------------------------------------------

@@ -1,20 +1,27 @@
-"""The environment fingerprint: everything a driver audit needs to say *what* differed between runs."""
+"""The environment fingerprint: everything a driver audit needs to say *what* differed between runs.
+
+:func:`fingerprint` takes it; :func:`environment_diff` says which fields of two fingerprints differ (the
+likeliest causes of changed bits first: the audit's ``compare`` and the gate's baseline dossier both read it);
+:func:`machine_label` names a fingerprint's machine in a few words.
+"""
 
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import platform
 import re
 import sys
-from typing import Any
+from typing import Any, Mapping, NamedTuple
 
 from harness.core import compat
 
 #: The ESPnet module under test (the subjects import it; the fingerprint records whether it imports).
 ESPNET_MODULE = "espnet.nets.chainer_backend.deterministic_embed_id"
 
-__all__ = ["fingerprint", "setup_problems", "flatten_fingerprint", "check_exit", "RESULT_ENV_PATTERNS"]
+__all__ = ["fingerprint", "setup_problems", "flatten_fingerprint", "check_exit", "RESULT_ENV_PATTERNS",
+           "EnvDifference", "environment_diff", "env_kind", "ENV_KIND_ORDER", "machine_label"]
 
 #: Environment variables that can change numerical results (exact names or prefixes ending in '*').
 RESULT_ENV_PATTERNS: tuple[str, ...] = (
@@ -188,3 +195,85 @@ def flatten_fingerprint(d: Any, prefix: str = "") -> dict[str, Any]:
     else:
         out[prefix.rstrip(".")] = d
     return out
+
+
+# ---- two fingerprints: what differs ------------------------------------------------------------
+class EnvDifference(NamedTuple):
+    """One fingerprint field that differs: its flat name, its kind (:func:`env_kind`) and both values, shortened."""
+
+    field: str
+    kind: str
+    A: str
+    B: str
+
+
+#: The kinds of :func:`env_kind`, the likeliest causes of changed bits first.
+ENV_KIND_ORDER = ("GPU driver", "CUDA", "CuPy", "GPU", "BLAS threads", "BLAS", "environment variable", "package",
+                  "CPU", "Chainer config", "Python/OS", "other")
+
+
+def env_kind(key: str) -> str:
+    """What a flat fingerprint field is about (one of :data:`ENV_KIND_ORDER`)."""
+    k = key.lower()
+    if k.startswith("env."):
+        return "environment variable"
+    if "driver" in k:
+        return "GPU driver"
+    if "cuda" in k and not k.startswith("packages."):
+        return "CUDA"
+    if k.startswith("gpu.devices") and k.endswith(".name"):
+        return "GPU"
+    if k.startswith("gpu.cupy") or k.startswith("packages.cupy"):
+        return "CuPy"
+    if k.startswith("gpu."):
+        return "GPU"
+    if k.startswith("blas."):
+        return "BLAS threads" if k.endswith("num_threads") else "BLAS"
+    if k.startswith("packages.") or k.startswith("chainer.version"):
+        return "package"
+    if k.startswith("cpu."):
+        return "CPU"
+    if k.startswith("chainer."):
+        return "Chainer config"
+    if k in ("python", "implementation", "platform"):
+        return "Python/OS"
+    return "other"
+
+
+def _short(v: Any) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def environment_diff(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[EnvDifference]:
+    """The fingerprint fields that differ between two environments, the likeliest causes of changed bits first.
+
+    >>> [tuple(d) for d in environment_diff({"blas": [{"num_threads": 2}]}, {"blas": [{"num_threads": 1}]})]
+    [('blas.0.num_threads', 'BLAS threads', '2', '1')]
+    """
+    fa, fb = flatten_fingerprint(dict(a)), flatten_fingerprint(dict(b))
+    rows = []
+    for key in sorted(set(fa) | set(fb)):
+        va, vb = fa.get(key, "(absent)"), fb.get(key, "(absent)")
+        if json.dumps(va, sort_keys=True, default=str) != json.dumps(vb, sort_keys=True, default=str):
+            rows.append(EnvDifference(key, env_kind(key), _short(va), _short(vb)))
+    rows.sort(key=lambda r: (ENV_KIND_ORDER.index(r.kind), r.field))
+    return rows
+
+
+def machine_label(env: Mapping[str, Any]) -> str:
+    """A short, hostname-free label: GPU name and driver where a GPU is visible, else the CPU
+    model with the BLAS library and its thread count (``AMD EPYC, openblas x2``)."""
+    gpu = env.get("gpu") or {}
+    devs = gpu.get("devices") or []
+    if gpu.get("available") and devs:
+        name = str(devs[0].get("name") or "GPU")
+        more = f" x{len(devs)}" if len(devs) > 1 else ""
+        drv = gpu.get("driver_version") or gpu.get("cuda_driver_api") or "?"
+        return f"{name}{more}, driver {drv}"
+    cpu = (env.get("cpu") or {}).get("model") or "CPU"
+    blas = env.get("blas") or []
+    if blas:
+        b = blas[0]
+        return f"{cpu}, {b.get('internal_api') or 'blas'} x{b.get('num_threads')}"
+    return f"{cpu}, no BLAS"

@@ -167,12 +167,12 @@ def _environment_note(run_dir: str, baseline_dir: str) -> str:
             b = json.load(f)
     except (OSError, ValueError):
         return ""
-    from harness.outputs.audit import environment_diff
+    from harness.core.env import environment_diff
 
     diff = environment_diff(b, a)
     if not len(diff):
         return "\nEnvironment: no field differs from the baseline's"
-    shown = "; ".join(f"{r.field}: {r.A} -> {r.B}" for r in diff.head(6).itertuples())
+    shown = "; ".join(f"{r.field}: {r.A} -> {r.B}" for r in diff[:6])
     return f"\nEnvironment differences (baseline -> now): {shown}" + (" ..." if len(diff) > 6 else "")
 
 
