@@ -19,6 +19,7 @@ Pure NumPy and the standard library, like :mod:`harness.judge.bitwise`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from dataclasses import dataclass
@@ -44,9 +45,14 @@ def sample_indices(shape: Sequence[int], k: int = SAMPLE) -> list[int]:
     >>> sample_indices((1000, 64)) == sample_indices([1000, 64]) and len(sample_indices((1000, 64)))
     16
     """
-    n = int(math.prod(int(d) for d in shape))
+    return list(_sample_indices(tuple(int(d) for d in shape), k))
+
+
+@functools.lru_cache(maxsize=1024)
+def _sample_indices(shape: tuple[int, ...], k: int) -> tuple[int, ...]:
+    n = int(math.prod(shape))
     if n <= k:
-        return list(range(n))
+        return tuple(range(n))
     key = ",".join(str(int(d)) for d in shape).encode()
     seen: set[int] = set()
     counter = 0
@@ -54,7 +60,7 @@ def sample_indices(shape: Sequence[int], k: int = SAMPLE) -> list[int]:
         h = hashlib.blake2b(key + b":" + str(counter).encode(), digest_size=8).digest()
         seen.add(int.from_bytes(h, "little") % n)
         counter += 1
-    return sorted(seen)
+    return tuple(sorted(seen))
 
 
 def _hex_bits(values: np.ndarray) -> list[str]:
@@ -73,6 +79,17 @@ def sample_values(dtype: str | np.dtype, bits: Sequence[str]) -> np.ndarray:
     dt = np.dtype(dtype)
     raw = b"".join(bytes.fromhex(b) for b in bits)
     return np.frombuffer(raw, dtype=dt.newbyteorder(">")).astype(dt.newbyteorder("="))
+
+
+def _l2(x: np.ndarray, max_abs: float) -> float:
+    # NumPy's own pairwise sum, not BLAS's dot: no threads, so the norm does not move with the BLAS thread count
+    # (one of the changes an audit measures), and no thread start-up on small tensors.
+    if not x.size or max_abs == 0:
+        return 0.0
+    if max_abs > 1e150 or max_abs < 1e-150:  # squares would overflow or underflow float64: scale first
+        x = x / max_abs
+        return max_abs * math.sqrt(float(np.square(x, out=x).sum()))
+    return math.sqrt(float(np.square(x, out=x).sum()))
 
 
 def tensor_sketch(a: Any) -> dict[str, Any] | None:
@@ -100,9 +117,7 @@ def tensor_sketch(a: Any) -> dict[str, Any] | None:
     if nan or inf:
         x = x[np.isfinite(x)]
     max_abs = float(x.max()) if x.size else 0.0
-    l2 = math.sqrt(float(np.dot(x, x))) if x.size else 0.0
-    if not math.isfinite(l2) and max_abs > 0:  # the squares overflowed float64: scale first
-        l2 = max_abs * math.sqrt(float(np.dot(x / max_abs, x / max_abs)))
+    l2 = _l2(x, max_abs)
     return {"n": int(flat.size), "l2": l2 if math.isfinite(l2) else None, "max_abs": max_abs,
             "nan": nan, "inf": inf, "index": idx, "bits": _hex_bits(flat[idx])}
 
