@@ -278,14 +278,6 @@ def cmd_localize(args: argparse.Namespace) -> int:
     return localize.cmd_localize(args)
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    from harness.outputs.bench import cmd_bench as run
-
-    if args.out is not None:
-        argcheck.writable_dir("out", args.out)
-    return int(run(args) or 0)
-
-
 # ---- the parser -------------------------------------------------------------------------------------
 _PLUGIN_HELP = "load and register subjects from package.module:object (repeatable)"
 
@@ -478,13 +470,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plugin(lo)
     lo.add_argument("--json", action="store_true", help="print the localization as JSON")
     lo.set_defaults(func=cmd_localize)
-
-    b = _verb(sub, "bench", "measure the harness against the bare computation",
-              "Measure the harness's overhead against the subjects' own time, the comparator's throughput and "
-              "the oracle's cost; write bench.csv, bench.md and plots.", _codes("0  measured and written"))
-    b.add_argument("--out", metavar="DIR", help="output directory (default reports/bench/<run-id>)")
-    b.add_argument("--quick", action="store_true", help="smaller sizes, for tests")
-    b.set_defaults(func=cmd_bench)
     return p
 
 

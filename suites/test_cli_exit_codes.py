@@ -29,7 +29,7 @@ TIMEOUT = 120
 CASE = Case("embed", 11, {"vocab": 3, "width": 4, "ids_shape": [40], "id_kind": "collision", "distinct": 2})
 GPU_HERE = Device("gpu", 0).available
 VERBS = ["env", "subjects", "cases", "replay", "report", "contracts", "contracts check", "gate", "audit",
-         "compare", "merge", "localize", "bench"]
+         "compare", "merge", "localize"]
 SMALL = ["--subjects", "control.deterministic", "--contexts", "default", "--repeats", "2",
          "--fresh", "0", "--quiet", "--no-localize"]
 
