@@ -81,7 +81,7 @@ def _chainer_part() -> dict[str, Any]:
 
 
 def _gpu_part() -> dict[str, Any]:
-    from harness.core.devices import cupy_status, gpu_presence
+    from harness.core.devices import cupy_status, gpu_presence, gpu_problem
     from harness.core.nvsmi import query_gpus
 
     cp, reason = cupy_status()
@@ -89,9 +89,10 @@ def _gpu_part() -> dict[str, Any]:
     # What the driver says, with or without CuPy: a driver audit needs it most when CuPy is what broke.
     nvsmi = {k: smi[k] for k in ("ok", "reason", "driver_version", "cuda_version", "gpus")}
     presence, presence_reason = gpu_presence()
+    problem = gpu_problem()
     if cp is None:
         return {"available": False, "reason": reason, "devices": [], "presence": presence,
-                "presence_reason": presence_reason, "driver_version": smi["driver_version"],
+                "presence_reason": presence_reason, "problem": problem, "driver_version": smi["driver_version"],
                 "cuda_version": smi["cuda_version"], "nvidia_smi": nvsmi}
     rt = cp.cuda.runtime
     devices = []
@@ -115,6 +116,7 @@ def _gpu_part() -> dict[str, Any]:
         "reason": reason,
         "presence": presence,
         "presence_reason": presence_reason,
+        "problem": problem,
         "cuda_version": smi["cuda_version"],
         "nvidia_smi": nvsmi,
         "cupy": cp.__version__,
@@ -168,8 +170,8 @@ def setup_problems(fp: dict[str, Any] | None = None) -> list[str]:
     if fp["packages"].get("espnet") is None:
         out.append("espnet is not installed (make installs espnet==202511 with --no-deps)")
     gpu = fp["gpu"]
-    if gpu.get("presence") == "unusable":
-        out.append(f"GPU present but unusable: {gpu.get('presence_reason')}")
+    if gpu.get("problem"):
+        out.append(gpu["problem"])
     elif not gpu["available"] and re.search(r"cannot see a CUDA driver|failed to import", gpu["reason"]):
         out.append(gpu["reason"])
     return out
@@ -177,8 +179,8 @@ def setup_problems(fp: dict[str, Any] | None = None) -> list[str]:
 
 def check_exit(fp: dict[str, Any]) -> int:
     """The exit code of ``harness env --check``: 2 when Chainer or ESPnet is unusable, or a GPU is
-    present but unusable (``fp["gpu"]["presence"] == "unusable"``); else 0."""
-    if fp["gpu"].get("presence") == "unusable":
+    present but unusable (:func:`harness.core.devices.gpu_problem`, recorded as ``fp["gpu"]["problem"]``); else 0."""
+    if fp["gpu"].get("problem"):
         return 2
     return 2 if any("chainer" in p or "espnet" in p for p in fp["problems"]) else 0
 
