@@ -57,30 +57,6 @@ def _note(text: str) -> None:
     print(f"harness: note: {text}", file=sys.stderr)
 
 
-def _check_subjects(text: str | None) -> list[str] | None:
-    from harness.subjects.registry import subjects_for
-
-    names = argcheck.name_list("subjects", text)
-    if names is not None:
-        subjects_for(names)  # UnknownSubject names the first unknown one
-    return names
-
-
-def _check_contexts(text: str | None) -> list[str] | None:
-    from harness.core.contexts import get_context
-
-    names = argcheck.name_list("contexts", text)
-    for n in names or ():
-        get_context(n)
-    return names
-
-
-def _check_shard(text: str | None) -> None:
-    from harness.execute.campaign import parse_shard
-
-    parse_shard(text)
-
-
 def _check_corpus(path: str | None) -> None:
     if path is not None:
         from harness.core.cases import load_corpus
@@ -267,15 +243,14 @@ def cmd_localize(args: argparse.Namespace) -> int:
     resolve_device(args.device)
     get_context(args.context)
     if args.devices is not None:
-        for d in localize._pair(args.devices, "devices") or ():
+        for d in localize.name_pair(args.devices, "devices") or ():
             resolve_device(d, "devices")
     if args.contexts is not None:
-        for c in localize._pair(args.contexts, "contexts") or ():
+        for c in localize.name_pair(args.contexts, "contexts") or ():
             get_context(c)
     if args.devices is None and args.contexts is None:
         argcheck.int_at_least("repeats", args.repeats, 2)
-    argcheck.readable_file("case", args.case)
-    return localize.cmd_localize(args)
+    return localize.cmd_localize(args, _read_case(args.case, args.case_id))
 
 
 # ---- the parser -------------------------------------------------------------------------------------
@@ -457,7 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
                "contexts or two devices) and name the first node whose outputs differ while its inputs matched.",
                _codes("0  it ran (the localization is printed, also when nothing differed)"))
     lo.add_argument("case", metavar="CASE.json", help="a case JSON file, or a JSON-lines corpus (with --case-id)")
-    lo.add_argument("--case-id", help="the case to take from a corpus (an id or a unique prefix)")
+    lo.add_argument("--case-id", help="the case to take from a corpus")
     lo.add_argument("--subject", required=True, help="registered subject name")
     lo.add_argument("--device", default="cpu", help="cpu, gpu or gpu:N; must be usable here (default cpu)")
     lo.add_argument("--contexts", metavar="A,B", help="two contexts to compare (one run each)")
