@@ -1,4 +1,4 @@
-"""Driver audits (harness/audit.py): audit files, compare, merge, shards, and the committed corpus.
+"""Driver audits (harness/outputs/audit/): audit files, compare, merge, shards, and the committed corpus.
 
 The audits here run small sub-corpora: the anchor LSTM case tagged ``blas-split`` (whose bits
 differ between 1 and 2 OpenBLAS threads on the CI machine) and two anchor embed cases. Every
@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -36,11 +34,6 @@ BLAS_SPLIT = next(c for c in anchor_cases() if "blas-split" in c.tags)
 
 def _anchor(tag: str):
     return next(c for c in anchor_cases() if tag in c.tags)
-
-
-def _harness(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -73,16 +66,16 @@ def _run(corpus: Path, out: Path, **kw) -> Path:
 
 
 @pytest.fixture(scope="module")
-def blas_pair(work, small):
+def blas_pair(work, small, harness):
     """Audit A at the machine's default BLAS threads, B with OPENBLAS/OMP_NUM_THREADS=1, both via the
     command line, both keeping arrays in one shared directory."""
-    base = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+    base = dict.fromkeys(THREAD_VARS)  # unset: the machine's default
     one = {**base, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     keep = work / "arrays"
     out = {}
     for name, env in (("blasN", base), ("blas1", one)):
         path = work / f"{name}.json"
-        p = _harness("audit", "--corpus", str(small), "--out", str(path), "--devices", "cpu",
+        p = harness("audit", "--corpus", str(small), "--out", str(path), "--devices", "cpu",
                      "--keep-arrays", str(keep), "--quiet", env=env)
         out[name] = (p, path)
     return out, keep
@@ -363,11 +356,11 @@ def test_bad_audit_files_raise_and_load_nothing(whole, work):
 
 
 # ---- (f) devices all on a machine without a GPU, and argument checks ---------------------------------
-def test_cli_audit_devices_all_records_skipped_gpu_entries(work):
+def test_cli_audit_devices_all_records_skipped_gpu_entries(work, harness):
     corpus = work / "tiny.jsonl"
     write_corpus([_anchor("ignore:V-1")], str(corpus))
     out = work / "all.json"
-    p = _harness("audit", "--corpus", str(corpus), "--out", str(out), "--devices", "all",
+    p = harness("audit", "--corpus", str(corpus), "--out", str(out), "--devices", "all",
                  "--subjects", "chainer.embed_id,oracle.embed", "--quiet")
     assert p.returncode == 0, p.stderr
     au = A.load_audit(out)
