@@ -177,3 +177,19 @@ def test_blind_cupy_gpu_device_unavailable(blind_cupy):
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["ok"] is False and NO_DEVICE in out["reason"], out
     assert out["status"] == "skipped" and NO_DEVICE in out["skip"], out
+
+
+def test_environment_diff_names_what_differs_likeliest_cause_first():
+    import doctest
+
+    from harness.core import env as E
+
+    assert doctest.testmod(E).failed == 0
+    a = {"gpu": {"driver_version": "550.1"}, "env": {"OMP_NUM_THREADS": "1"}, "python": "3.11.7",
+         "blas": [{"num_threads": 2}]}
+    b = {"gpu": {"driver_version": "570.9"}, "env": {}, "python": "3.11.7", "blas": [{"num_threads": 2}]}
+    d = E.environment_diff(a, b)
+    assert [tuple(x) for x in d] == [("gpu.driver_version", "GPU driver", "550.1", "570.9"),
+                                     ("env.OMP_NUM_THREADS", "environment variable", "1", "(absent)"),
+                                     ("env", "other", "(absent)", "{}")]
+    assert E.environment_diff(a, a) == []
