@@ -88,6 +88,8 @@ class Contract:
     #: Looser oracle rules this line allows (names from :data:`ORACLE_RULES`); empty means the
     #: stated (or default) tolerance is enforced as it is.
     oracle_rules: tuple[str, ...] = ORACLE_RULES
+    #: The contracts file this line comes from (its name, for "FILE line N" in dossiers).
+    source: str = "contracts.toml"
 
     def describe(self) -> str:
         need = []
@@ -125,6 +127,7 @@ class BadInputRule:
     reason: str
     context: str = "*"
     line: int = 0
+    source: str = "contracts.toml"
 
     def applies(self, subject: str, device_kind: str, tags: Iterable[str], context: str = "default") -> bool:
         return ((self.subjects == ("*",) or subject in self.subjects)
@@ -309,7 +312,8 @@ def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
             subject=v["subject"], device=v["device"], context=v.get("context", "*"),
             reproducible=reproducible, across_processes=across,
             identical_across=v.get("identical_across", ()), oracle=v.get("oracle", "within"), tolerance=tol,
-            reason=v["reason"], line=line, invariant_under=v.get("invariant_under", ()), oracle_rules=rules))
+            reason=v["reason"], line=line, invariant_under=v.get("invariant_under", ()), oracle_rules=rules,
+            source=p.name))
     rules_out = []
     heads = _headers(lines, "bad_input")
     for n, raw in enumerate(data.get("bad_input", [])):
@@ -320,7 +324,7 @@ def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
             raise ContractError(f"{p}:{line}: outcome='raises' needs errors = [...]")
         rules_out.append(BadInputRule(tag=v["tag"], subjects=v.get("subjects", ("*",)), device=v.get("device", "*"),
                                       outcome=outcome, errors=v.get("errors", ()), reason=v["reason"],
-                                      context=v.get("context", "*"), line=line))
+                                      context=v.get("context", "*"), line=line, source=p.name))
     _check_rule_conflicts(p, rules_out)
     return Contracts(str(p), tuple(contracts), tuple(rules_out))
 

@@ -59,7 +59,8 @@ def _describe(contract: Any) -> str:
     """Which contract line judged: short, since every measure carries it (the rule says what it required)."""
     if contract is None:
         return "(no contract line)"
-    where = f"contracts.toml line {contract.line}" if getattr(contract, "line", 0) else "built in"
+    where = (f"{getattr(contract, 'source', 'contracts.toml')} line {contract.line}" if getattr(contract, "line", 0)
+             else "built in")
     return f"{contract.subject} on {contract.device} in {contract.context} ({where})"
 
 
@@ -256,7 +257,7 @@ def expectation_for(rules: Sequence[Any], expect: Mapping[str, Any] | None, subj
         if any_outcome and not errors:
             errors = None
         reason = "; ".join(r.reason for r in rules if r.reason)
-        where = ", ".join(f"contracts.toml line {r.line} ({r.tag})" for r in rules)
+        where = ", ".join(f"{getattr(r, 'source', 'contracts.toml')} line {r.line} ({r.tag})" for r in rules)
         return Expectation(errors, no_error_ok, reason, where)
     return _from_expect(expect, subject, device_kind)
 
