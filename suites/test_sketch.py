@@ -69,3 +69,17 @@ def test_delta_measures_ulps_at_the_sample_like_the_comparator():
     assert S.sketch_delta("float32", None, S.tensor_sketch(a)) is None
     zero = S.tensor_sketch(np.zeros(3, np.float32))
     assert S.sketch_delta("float32", zero, S.tensor_sketch(np.ones(3, np.float32))).norm_rel == math.inf
+
+
+def test_the_task_record_keeps_the_sketch_through_its_json_round_trip():
+    from harness.core.errors import RecordError
+    from harness.core.records import TensorStats
+    from harness.judge.bitwise import compare_repeats
+
+    a = np.linspace(-1, 1, 40, dtype=np.float32).reshape(8, 5)
+    t = TensorStats.from_comparison(compare_repeats("y", [a, a]), sketch=S.tensor_sketch(a))
+    back = TensorStats.from_dict(t.to_dict())
+    assert back == t and back.sketch["bits"] == S.tensor_sketch(a)["bits"]
+    assert TensorStats.from_dict({**t.to_dict(), "sketch": None}).sketch is None  # records from before sketches
+    with pytest.raises(RecordError, match="sketch"):
+        TensorStats.from_dict({**t.to_dict(), "sketch": [1, 2]})
