@@ -43,8 +43,9 @@ test: $(STAMP)
 gate: $(STAMP)
 	$(BIN)/python -m harness gate
 
+# The bench lives beside the harness (tools/bench/); nothing in harness/ imports it.
 bench: $(STAMP)
-	$(BIN)/python -m harness bench
+	$(BIN)/python -m tools.bench
 
 audit: $(STAMP)
 	$(BIN)/python -m harness audit --out reports/audit-$$(hostname).json

@@ -57,30 +57,6 @@ def _note(text: str) -> None:
     print(f"harness: note: {text}", file=sys.stderr)
 
 
-def _check_subjects(text: str | None) -> list[str] | None:
-    from harness.subjects.registry import subjects_for
-
-    names = argcheck.name_list("subjects", text)
-    if names is not None:
-        subjects_for(names)  # UnknownSubject names the first unknown one
-    return names
-
-
-def _check_contexts(text: str | None) -> list[str] | None:
-    from harness.core.contexts import get_context
-
-    names = argcheck.name_list("contexts", text)
-    for n in names or ():
-        get_context(n)
-    return names
-
-
-def _check_shard(text: str | None) -> None:
-    from harness.execute.campaign import parse_shard
-
-    parse_shard(text)
-
-
 def _check_corpus(path: str | None) -> None:
     if path is not None:
         from harness.core.cases import load_corpus
@@ -272,21 +248,21 @@ def cmd_localize(args: argparse.Namespace) -> int:
     resolve_device(args.device)
     get_context(args.context)
     if args.devices is not None:
-        for d in localize._pair(args.devices, "devices") or ():
+        for d in localize.name_pair(args.devices, "devices") or ():
             resolve_device(d, "devices")
     if args.contexts is not None:
-        for c in localize._pair(args.contexts, "contexts") or ():
+        for c in localize.name_pair(args.contexts, "contexts") or ():
             get_context(c)
     if args.devices is None and args.contexts is None:
         argcheck.int_at_least("repeats", args.repeats, 2)
-    argcheck.readable_file("case", args.case)
     argcheck.positive_seconds("timeout", args.timeout)
     from harness.execute.sandbox import DONE, in_child, run_child
 
     if in_child():  # the child: the subject runs here, under the hooks, and nowhere else
-        rc = localize.cmd_localize(args)
+        rc = localize.cmd_localize(args)  # reads the case with load_case_file, the one case loader
         print(DONE)
         return rc
+    _read_case(args.case, args.case_id)  # a bad case file or id: one line, before the child starts
     res = run_child(args.argv, args.timeout)
     sys.stdout.write(res.stdout)
     if not res.ok:
@@ -302,14 +278,6 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         raise InvalidArgument(f"baseline={args.baseline!r}: a baseline finding cannot shrink (the baseline holds "
                               f"digests of its own cases only); replay it with --baseline instead")
     return run(args)
-
-
-def cmd_bench(args: argparse.Namespace) -> int:
-    from harness.outputs.bench import cmd_bench as run
-
-    if args.out is not None:
-        argcheck.writable_dir("out", args.out)
-    return int(run(args) or 0)
 
 
 # ---- the parser -------------------------------------------------------------------------------------
@@ -536,7 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
                "contexts or two devices) and name the first node whose outputs differ while its inputs matched.",
                _codes("0  it ran (the localization is printed, also when nothing differed)"))
     lo.add_argument("case", metavar="CASE.json", help="a case JSON file, or a JSON-lines corpus (with --case-id)")
-    lo.add_argument("--case-id", help="the case to take from a corpus (an id or a unique prefix)")
+    lo.add_argument("--case-id", help="the case to take from a corpus")
     lo.add_argument("--subject", required=True, help="registered subject name")
     lo.add_argument("--device", default="cpu", help="cpu, gpu or gpu:N; must be usable here (default cpu)")
     lo.add_argument("--contexts", metavar="A,B", help="two contexts to compare (one run each)")
@@ -551,13 +519,6 @@ def build_parser() -> argparse.ArgumentParser:
     lo.add_argument("--timeout", type=float, default=300.0, help="seconds before the localizing process is killed "
                                                                "(default %(default)s)")
     lo.set_defaults(func=cmd_localize)
-
-    b = _verb(sub, "bench", "measure the harness against the bare computation",
-              "Measure the harness's overhead against the subjects' own time, the comparator's throughput and "
-              "the oracle's cost; write bench.csv, bench.md and plots.", _codes("0  measured and written"))
-    b.add_argument("--out", metavar="DIR", help="output directory (default reports/bench/<run-id>)")
-    b.add_argument("--quick", action="store_true", help="smaller sizes, for tests")
-    b.set_defaults(func=cmd_bench)
     return p
 
 

@@ -21,15 +21,13 @@ from typing import Any, Callable, Sequence
 import pytest
 
 from harness.core.cases import Case
-from harness.core.contexts import get_context
 from harness.judge.contracts import Contracts, load_contracts
 from harness.core.devices import Device
 from harness.core.records import Measure
 from harness.judge.verdicts import Violation, assert_no_violations
-from harness.subjects.base import RunResult, execute
 from harness.subjects.registry import get_subject
 
-__all__ = ["run_repeats", "measures_in_process", "contract_violations", "bad_input_violations",
+__all__ = ["measures_in_process", "contract_violations", "bad_input_violations",
            "contract_property", "assert_contract", "ExampleCounter", "GateState", "cases_for", "min_examples",
            "check_every_example"]
 
@@ -54,17 +52,10 @@ def pytest_addoption(parser: Any) -> None:
 
 
 def _gpu_count_without_cupy() -> int:
-    """CUDA devices as nvidia-smi lists them (0 where it is absent): asked before CuPy initializes."""
-    import shutil
-    import subprocess
+    """CUDA devices as nvidia-smi lists them (0 where it is absent or fails): asked before CuPy initializes."""
+    from harness.core.nvsmi import query_gpus
 
-    if shutil.which("nvidia-smi") is None:
-        return 0
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+    return len(query_gpus()["gpus"])
 
 
 def pin_xdist_worker_gpu(environ: Any = os.environ, count: int | None = None) -> str | None:
@@ -104,14 +95,13 @@ def pytest_configure(config: Any) -> None:
     except InvalidArgument as exc:
         raise pytest.UsageError(f"--device: {exc}") from None
     GateState.devices = selection.planned
-    if _gpu_count_without_cupy() > 0:
-        # nvidia-smi sees a GPU: the GPU suites must run, so a GPU that CuPy cannot use is an error, not a skip.
-        from harness.core.devices import Device
+    from harness.core.devices import gpu_problem
 
-        ok, reason = Device("gpu", 0).availability()
-        if not ok and os.environ.get("HARNESS_ALLOW_UNUSABLE_GPU") != "1":
-            raise pytest.UsageError(f"nvidia-smi sees a GPU but the harness cannot use it: {reason} "
-                                    f"(set HARNESS_ALLOW_UNUSABLE_GPU=1 to run the CPU suites anyway)")
+    # The one GPU-presence rule (harness env --check says the same): nvidia-smi sees a GPU, so the GPU suites
+    # must run; a GPU that CuPy cannot use is an error, not a skip, unless GPU checks are disabled (make GPU=0).
+    problem = gpu_problem()
+    if problem:
+        raise pytest.UsageError(problem)
     GateState.contracts = load_contracts(config.getoption("contracts"))
     GateState.repeats = max(1, int(config.getoption("gate_repeats")))
     GateState.baseline = config.getoption("baseline")
@@ -159,13 +149,6 @@ def contracts() -> Contracts:
 
 
 # ---- in-process checks -------------------------------------------------------------------------------------
-def run_repeats(subject: str, case: Case, device: Device, context: str = "default",
-                repeats: int | None = None) -> list[RunResult]:
-    """Run a subject R times in this process."""
-    subj, ctx = get_subject(subject), get_context(context)
-    return [execute(subj, case, device, ctx) for _ in range(repeats or GateState.repeats)]
-
-
 def measures_in_process(contracts: Contracts, subject: str, case: Case, device: Device, context: str = "default",
                         repeats: int | None = None) -> list[Measure]:
     """Run one case R times in this process and measure it exactly as a campaign's measure pass would
@@ -322,7 +305,3 @@ def profile_bounds(family: str) -> dict[str, Any]:
     from harness.generate.strategies import bounds_for
 
     return bounds_for(GateState.profile, family)
-
-
-def in_ci() -> bool:
-    return bool(os.environ.get("CI"))

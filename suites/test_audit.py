@@ -1,4 +1,4 @@
-"""Driver audits (harness/audit.py): audit files, compare, merge, shards, and the committed corpus.
+"""Driver audits (harness/outputs/audit/): audit files, compare, merge, shards, and the committed corpus.
 
 The audits here run small sub-corpora: the anchor LSTM case tagged ``blas-split`` (whose bits
 differ between 1 and 2 OpenBLAS threads on the CI machine) and two anchor embed cases. Every
@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +21,7 @@ import pytest
 from harness.outputs import audit as A
 from harness.core.cases import corpus_digest, load_corpus, write_corpus
 from harness.judge.bitwise import DIGEST_ALGORITHM, digest
+from harness.judge.sketch import SAMPLE, tensor_sketch
 from harness.generate.corpora import anchor_cases
 from harness.core.errors import AuditFileError, InvalidArgument
 
@@ -35,11 +34,6 @@ BLAS_SPLIT = next(c for c in anchor_cases() if "blas-split" in c.tags)
 
 def _anchor(tag: str):
     return next(c for c in anchor_cases() if tag in c.tags)
-
-
-def _harness(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -72,16 +66,16 @@ def _run(corpus: Path, out: Path, **kw) -> Path:
 
 
 @pytest.fixture(scope="module")
-def blas_pair(work, small):
+def blas_pair(work, small, harness):
     """Audit A at the machine's default BLAS threads, B with OPENBLAS/OMP_NUM_THREADS=1, both via the
     command line, both keeping arrays in one shared directory."""
-    base = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+    base = dict.fromkeys(THREAD_VARS)  # unset: the machine's default
     one = {**base, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     keep = work / "arrays"
     out = {}
     for name, env in (("blasN", base), ("blas1", one)):
         path = work / f"{name}.json"
-        p = _harness("audit", "--corpus", str(small), "--out", str(path), "--devices", "cpu",
+        p = harness("audit", "--corpus", str(small), "--out", str(path), "--devices", "cpu",
                      "--keep-arrays", str(keep), "--quiet", env=env)
         out[name] = (p, path)
     return out, keep
@@ -148,7 +142,7 @@ def test_blas_threads_change_the_lstm_bits_and_are_named(blas_pair, capsys, work
     fields = set(cmp.environment["field"])
     assert "blas.0.num_threads" in fields and "env.OPENBLAS_NUM_THREADS" in fields
     assert cmp.environment.iloc[0]["field"] == "blas.0.num_threads"  # the likeliest cause is listed first
-    assert "blas.0.num_threads" not in set(A.environment_diff(a.environment, a.environment)["field"])
+    assert "blas.0.num_threads" not in {d.field for d in A.environment_diff(a.environment, a.environment)}
 
     out = work / "cmp"
     assert A.cmd_compare(argparse.Namespace(a=str(runs["blasN"][1]), b=str(runs["blas1"][1]), out=str(out))) == 0
@@ -186,13 +180,17 @@ def test_keep_arrays_npz_loads_without_pickle_and_compare_measures_ulp(blas_pair
         assert 0 < lstm["max_ulp"] < float("inf") and lstm["max_rel"] > 0 and lstm["max_abs"] < 1e-3
 
 
-def test_audits_without_arrays_say_so(whole, blas_pair):
+def test_audits_without_arrays_say_how_much_from_the_sketches(whole, blas_pair):
     runs, _ = blas_pair
     cmp = A.compare_audits(whole[0], A.load_audit(runs["blas1"][1]))
     rows = cmp.rows.set_index("subject")
     assert not rows["arrays_kept"].any() and rows["max_ulp"].isna().all()
     if _threads(whole[0]) >= 2:
-        assert cmp.verdicts()["chainer.NStepLSTM"] == "changed (no arrays kept)"
+        assert cmp.verdicts()["chainer.NStepLSTM"] == "changed (sampled)"
+        lstm = rows.loc["chainer.NStepLSTM"]
+        # "by how much" without arrays: the sampled elements' ULP distances and the norm's relative change
+        assert lstm["sample_max_ulp"] >= lstm["sample_median_ulp"] >= 0 and 0 < lstm["norm_rel_change"] < 1e-3
+        assert "changed (sampled)" in cmp.to_markdown()
 
 
 # ---- (c) shards ----------------------------------------------------------------------------------
@@ -237,25 +235,33 @@ def test_merge_marks_the_machine_whose_bits_differ(whole, blas_pair):
 
 # ---- verdicts, on hand-made audit files ------------------------------------------------------------
 def _synthetic(path: Path, env: dict, entries: list[tuple[str, str, dict[str, np.ndarray] | None]],
-               algorithm: str | None = DIGEST_ALGORITHM) -> Path:
-    """An audit file of (subject, status, arrays) entries on one case; arrays kept under ``<path>.arrays``.
-    ``algorithm=None`` writes a file as audits were before they named their digest (plain SHA-256)."""
+               algorithm: str | None = DIGEST_ALGORITHM, *, arrays: bool = True, sketches: bool = False,
+               roles: dict[str, str] | None = None) -> Path:
+    """An audit file of (subject, status, arrays) entries on one case; arrays kept under ``<path>.arrays``
+    (``arrays=False``: none kept). ``algorithm=None`` writes a file as audits were before they named their
+    digest (plain SHA-256); ``sketches`` adds each tensor's sketch, ``roles`` records entry roles."""
     keep = path.with_suffix(".arrays")
     keep.mkdir(exist_ok=True)
     out = []
-    for i, (subject, status, arrays) in enumerate(entries):
+    for i, (subject, status, tensors) in enumerate(entries):
         e = {"case_id": "c0", "family": "embed", "subject": subject, "device": "cpu", "context": "default",
              "status": status, "error": None if status == "ok" else "ValueError in forward: boom",
              "repeats_agreed": True if status == "ok" else None, "array_file": None, "tensors": {}}
+        if roles and subject in roles:
+            e["role"] = roles[subject]
         if status == "ok":
             e["tensors"] = {k: {"digest": (digest(v, algorithm) if algorithm else digest(v, "sha256").removeprefix("sha256:")), "dtype": v.dtype.name, "shape": list(v.shape),
-                                "repeats_agreed": True} for k, v in arrays.items()}
-            e["array_file"] = f"{i}.npz"
-            np.savez(keep / e["array_file"], **arrays)
+                                "repeats_agreed": True} for k, v in tensors.items()}
+            if sketches:
+                for k, v in tensors.items():
+                    e["tensors"][k]["sketch"] = tensor_sketch(v)
+            if arrays:
+                e["array_file"] = f"{i}.npz"
+                np.savez(keep / e["array_file"], **tensors)
         out.append(e)
     data = {"format": "harness-audit", "version": 1, "created": "2026-01-01T00:00:00+00:00", "environment": env,
             "corpus": {"path": "x", "digest": "d", "cases": 1, "shard": None},
-            "settings": {"repeats": 2}, "arrays_dir": str(keep), "entries": out}
+            "settings": {"repeats": 2}, "arrays_dir": str(keep) if arrays else None, "entries": out}
     if algorithm is not None:
         data["digest"] = algorithm
     path.write_text(json.dumps(data))
@@ -350,11 +356,11 @@ def test_bad_audit_files_raise_and_load_nothing(whole, work):
 
 
 # ---- (f) devices all on a machine without a GPU, and argument checks ---------------------------------
-def test_cli_audit_devices_all_records_skipped_gpu_entries(work):
+def test_cli_audit_devices_all_records_skipped_gpu_entries(work, harness):
     corpus = work / "tiny.jsonl"
     write_corpus([_anchor("ignore:V-1")], str(corpus))
     out = work / "all.json"
-    p = _harness("audit", "--corpus", str(corpus), "--out", str(out), "--devices", "all",
+    p = harness("audit", "--corpus", str(corpus), "--out", str(out), "--devices", "all",
                  "--subjects", "chainer.embed_id,oracle.embed", "--quiet")
     assert p.returncode == 0, p.stderr
     au = A.load_audit(out)
@@ -488,3 +494,77 @@ def test_hostile_subject_names_are_escaped(work, subject):
         assert len(widths) <= 2, (p, widths)  # every row of a table has as many cells as its header
     if "|" in subject:
         assert "a\\|b c" in Path(paths["md"]).read_text()
+
+
+# ---- issue 21: "changed" says by how much without arrays; issue 24: the oracle apart ------------------------
+def test_audit_entries_carry_a_sketch_per_tensor(whole):
+    e = next(e for e in whole[0].entries if e["subject"] == "chainer.NStepLSTM")
+    assert e["role"] == "subject"
+    for name, t in e["tensors"].items():
+        sk = t["sketch"]
+        n = int(np.prod(t["shape"]))
+        assert sk["n"] == n and len(sk["index"]) == len(sk["bits"]) == min(SAMPLE, n), name
+        assert sk["l2"] >= sk["max_abs"] >= 0 and sk["nan"] == sk["inf"] == 0
+        assert all(len(b) == 2 * np.dtype(t["dtype"]).itemsize for b in sk["bits"])
+    assert next(e for e in whole[0].entries if e["subject"] == "oracle.lstm")["role"] == "oracle"
+
+
+def test_sketches_say_by_how_much_and_old_files_say_no_sketch(work):
+    x = np.linspace(-2, 3, 1000, dtype=np.float32)
+    y = x.copy()
+    y[:] = np.nextafter(x, np.float32(9))  # every element 1 ULP up: a sample cannot miss it
+    z = x * np.float32(1.5)
+    env = {"gpu": {"available": False}}
+    kw = {"arrays": False}
+    a = _synthetic(work / "sk-a.json", env, [("one", "ok", {"y": x}), ("big", "ok", {"y": x})], sketches=True, **kw)
+    b = _synthetic(work / "sk-b.json", env, [("one", "ok", {"y": y}), ("big", "ok", {"y": z})], sketches=True, **kw)
+    cmp = A.compare_audits(a, b)
+    assert cmp.verdicts() == {"one": "changed (sampled)", "big": "changed (sampled)"}
+    rows = cmp.rows.set_index("subject")
+    assert rows.loc["one", "sample_max_ulp"] == rows.loc["one", "sample_median_ulp"] == 1
+    assert rows.loc["one", "norm_rel_change"] < 1e-6
+    assert rows.loc["big", "norm_rel_change"] == pytest.approx(0.5, rel=1e-6)
+    assert rows.loc["big", "sample_max_ulp"] > 1_000_000
+    md = cmp.to_markdown()
+    assert "sample_max_ulp" in md and "norm_rel_change" in md
+    # files written before sketches existed still compare, and say what they cannot tell
+    old_a = _synthetic(work / "sk-old-a.json", env, [("one", "ok", {"y": x})], **kw)
+    old_b = _synthetic(work / "sk-old-b.json", env, [("one", "ok", {"y": y})], **kw)
+    assert A.compare_audits(old_a, old_b).verdicts() == {"one": "changed (no sketch)"}
+    assert A.compare_audits(old_a, b).verdicts()["one"] == "changed (no sketch)"  # one side without a sketch
+
+
+def test_a_bad_sketch_is_refused_by_json_path(work):
+    x = np.linspace(-2, 3, 50, dtype=np.float32)
+    p = _synthetic(work / "sk-bad.json", {"gpu": {"available": False}}, [("s", "ok", {"y": x})], sketches=True)
+    data = json.loads(p.read_text())
+    data["entries"][0]["tensors"]["y"]["sketch"]["bits"][0] = "zz"
+    p.write_text(json.dumps(data))
+    with pytest.raises(AuditFileError, match=r'tensors\["y"\]\.sketch\.bits holds "zz", not a hex string'):
+        A.load_audit(p)
+
+
+def test_an_oracle_change_is_listed_as_the_reference_not_an_implementation(work, capsys):
+    x = np.linspace(-2, 3, 50, dtype=np.float64)
+    y = x.copy()
+    y[3] = np.nextafter(x[3], 9.0)
+    env = {"gpu": {"available": False}}
+    # Roles come from the registry (oracle.lstm, chainer.NStepLSTM), else from the entry: never from the name.
+    roles = {"reference64": "oracle", "oracle.lookalike": "subject"}
+    names = ("oracle.lstm", "chainer.NStepLSTM", "reference64", "oracle.lookalike")
+    a = _synthetic(work / "or-a.json", env, [(n, "ok", {"y": x}) for n in names], sketches=True, roles=roles)
+    b = _synthetic(work / "or-b.json", env, [(n, "ok", {"y": y if n != "chainer.NStepLSTM" else x}) for n in names],
+                   sketches=True, roles=roles)
+    cmp = A.compare_audits(a, b)
+    assert dict(zip(cmp.subjects["subject"], cmp.subjects["role"])) == {
+        "oracle.lstm": "oracle", "chainer.NStepLSTM": "subject", "reference64": "oracle", "oracle.lookalike": "subject"}
+    md = cmp.to_markdown()
+    impl, ref = md.split("## Implementations: verdicts per subject")[1].split("## Reference (oracle)")
+    ref = ref.split("## Per subject")[0]
+    assert "chainer.NStepLSTM" in impl and "oracle.lookalike" in impl
+    assert "oracle.lstm" not in impl and "reference64" not in impl
+    assert "oracle.lstm" in ref and "reference64" in ref and "changed within tolerance" in ref
+    changed, line = A.compare_changed(cmp)
+    assert changed and "3 of 4" in line and "2 of them the reference (oracle)" in line
+    html_text = Path(A.write_compare(cmp, str(work / "or-out"))["html"]).read_text()
+    assert html_text.index("Reference (oracle)") < html_text.index("reference64") < html_text.index("Per subject,")

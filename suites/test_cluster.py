@@ -72,7 +72,7 @@ def test_records_name_host_worker_and_attempts(client, corpus, tmp_path):
 
 
 def test_every_audit_two_identical_columns(corpus, tmp_path):
-    from harness.outputs.fleet import audit_on_cluster
+    from harness.outputs.audit import audit_on_cluster
 
     args = argparse.Namespace(cluster="local", spread="every", cluster_workers=2, corpus=str(corpus),
                               devices="cpu", contexts="default", out=str(tmp_path / "A.json"), keep_arrays=None,

@@ -1,6 +1,7 @@
-"""The environment fingerprint: ``python -m harness env --json`` / ``--check`` (harness/env.py).
+"""The environment fingerprint: ``python -m harness env --json`` / ``--check`` (harness/core/env.py).
 
-Every call is a subprocess so the environment variables and a fake CuPy can be set for it alone.
+Every call is a subprocess (the ``harness`` fixture of suites/conftest.py) so the environment variables and a
+fake CuPy can be set for it alone.
 The fake CuPy lives in a temporary directory put first on PYTHONPATH; its
 ``cuda.runtime.getDeviceCount()`` raises the error a CuPy without a driver raises.
 """
@@ -21,16 +22,6 @@ TIMEOUT = 120
 NO_DEVICE = "cudaErrorNoDevice: no CUDA-capable device is detected"
 
 
-def harness(*args: str, env: dict[str, str] | None = None, pythonpath: str | None = None,
-            drop: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    full = {k: v for k, v in os.environ.items() if k not in drop}
-    full.update(env or {})
-    if pythonpath:
-        full["PYTHONPATH"] = pythonpath + (os.pathsep + full["PYTHONPATH"] if full.get("PYTHONPATH") else "")
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=ROOT, env=full, capture_output=True,
-                          text=True, timeout=TIMEOUT)
-
-
 def real_gpu() -> bool:
     from harness.core.devices import cupy_status
 
@@ -38,7 +29,7 @@ def real_gpu() -> bool:
 
 
 @pytest.fixture(scope="module")
-def fingerprint() -> dict:
+def fingerprint(harness) -> dict:
     env = {"CUBLAS_WORKSPACE_CONFIG": ":4096:8", "CUPY_TF32": "1", "PYTHONHASHSEED": "5"}
     p = harness("env", "--json", env=env)
     assert p.returncode == 0, p.stderr
@@ -95,8 +86,8 @@ def test_env_json_records_result_changing_variables(fingerprint):
     assert "HOME" not in env and "PATH" not in env
 
 
-def test_env_json_variables_absent_when_unset():
-    p = harness("env", "--json", drop=("CUBLAS_WORKSPACE_CONFIG", "CUPY_TF32", "PYTHONHASHSEED"))
+def test_env_json_variables_absent_when_unset(harness):
+    p = harness("env", "--json", env=dict.fromkeys(("CUBLAS_WORKSPACE_CONFIG", "CUPY_TF32", "PYTHONHASHSEED")))
     assert p.returncode == 0, p.stderr
     env = json.loads(p.stdout)["env"]
     assert "CUBLAS_WORKSPACE_CONFIG" not in env and "CUPY_TF32" not in env and "PYTHONHASHSEED" not in env
@@ -112,7 +103,7 @@ def test_env_json_gpu_part(fingerprint):
     assert gpu["devices"] == []
 
 
-def test_env_check_exits_0_with_one_line():
+def test_env_check_exits_0_with_one_line(harness):
     p = harness("env", "--check")
     assert p.returncode == 0, (p.stdout, p.stderr)
     lines = p.stdout.strip().splitlines()
@@ -122,7 +113,7 @@ def test_env_check_exits_0_with_one_line():
     assert "Traceback" not in p.stderr
 
 
-def test_env_plain_text_is_flat_key_value():
+def test_env_plain_text_is_flat_key_value(harness):
     p = harness("env")
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
@@ -144,7 +135,7 @@ def blind_cupy(tmp_path_factory) -> str:
     return str(d)
 
 
-def test_blind_cupy_reads_unavailable_with_the_reason(blind_cupy):
+def test_blind_cupy_reads_unavailable_with_the_reason(blind_cupy, harness):
     p = harness("env", "--json", pythonpath=blind_cupy)
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr
@@ -156,7 +147,7 @@ def test_blind_cupy_reads_unavailable_with_the_reason(blind_cupy):
     assert fp["chainer"]["usable"] is True  # CPU work is unaffected
 
 
-def test_blind_cupy_env_check_one_line_no_traceback(blind_cupy):
+def test_blind_cupy_env_check_one_line_no_traceback(blind_cupy, harness):
     p = harness("env", "--check", pythonpath=blind_cupy)
     assert "Traceback" not in p.stderr + p.stdout
     assert p.returncode == 0, (p.stdout, p.stderr)  # the CPU subjects still run
@@ -186,3 +177,19 @@ def test_blind_cupy_gpu_device_unavailable(blind_cupy):
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["ok"] is False and NO_DEVICE in out["reason"], out
     assert out["status"] == "skipped" and NO_DEVICE in out["skip"], out
+
+
+def test_environment_diff_names_what_differs_likeliest_cause_first():
+    import doctest
+
+    from harness.core import env as E
+
+    assert doctest.testmod(E).failed == 0
+    a = {"gpu": {"driver_version": "550.1"}, "env": {"OMP_NUM_THREADS": "1"}, "python": "3.11.7",
+         "blas": [{"num_threads": 2}]}
+    b = {"gpu": {"driver_version": "570.9"}, "env": {}, "python": "3.11.7", "blas": [{"num_threads": 2}]}
+    d = E.environment_diff(a, b)
+    assert [tuple(x) for x in d] == [("gpu.driver_version", "GPU driver", "550.1", "570.9"),
+                                     ("env.OMP_NUM_THREADS", "environment variable", "1", "(absent)"),
+                                     ("env", "other", "(absent)", "{}")]
+    assert E.environment_diff(a, a) == []

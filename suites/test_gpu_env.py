@@ -38,7 +38,8 @@ QUERY = ("0, NVIDIA H200, GPU-6f1c0a2e-1111-2222-3333-444455556666, 580.65.06, 0
 
 
 def fake_smi(tmp: Path, banner: str = BANNER, query: str = QUERY, rc: int = 0) -> Path:
-    """A directory holding an executable `nvidia-smi` that prints ``query`` for --query-gpu, else ``banner``."""
+    """A directory holding an executable `nvidia-smi` that prints ``query`` for --query-gpu, the GPU list for -L
+    (as the real one does), else ``banner``."""
     d = tmp / "bin"
     d.mkdir(exist_ok=True)
     (d / "banner.txt").write_text(banner)
@@ -47,7 +48,11 @@ def fake_smi(tmp: Path, banner: str = BANNER, query: str = QUERY, rc: int = 0) -
     exe.write_text(textwrap.dedent(f"""\
         #!/bin/sh
         here=$(dirname "$0")
-        case "$1" in --query-gpu=*) cat "$here/query.txt" ;; *) cat "$here/banner.txt" ;; esac
+        case "$1" in
+          --query-gpu=*) cat "$here/query.txt" ;;
+          -L) awk -F', ' '{{print "GPU " $1 ": " $2 " (UUID: " $3 ")"}}' "$here/query.txt" ;;
+          *) cat "$here/banner.txt" ;;
+        esac
         exit {rc}
         """))
     exe.chmod(0o755)
@@ -108,14 +113,12 @@ def test_gpu_detect_disabled_and_absent(tmp_path):
     assert (p.stdout, p.stderr.strip()) == ("", "GPU: none (nvidia-smi not found)")
 
 
-def harness_env(*args: str, path_dir: Path | None, extra: dict[str, str] | None = None):
-    env = dict(os.environ)
-    env["PATH"] = (str(path_dir) + os.pathsep if path_dir else "") + os.path.dirname(sys.executable) + \
-        os.pathsep + "/usr/bin:/bin"
-    env.pop("HARNESS_GPU", None)
-    env.update(extra or {})
-    return subprocess.run([sys.executable, "-m", "harness", "env", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+def smi_env(path_dir: Path | None, **extra: str | None) -> dict[str, str | None]:
+    """The environment of a subprocess whose PATH holds ``path_dir`` (a stand-in nvidia-smi) or no nvidia-smi
+    at all (the system's bin directories and this interpreter's only), HARNESS_GPU unset unless given."""
+    path = (str(path_dir) + os.pathsep if path_dir else "") + os.path.dirname(sys.executable) + os.pathsep + \
+        "/usr/bin:/bin"
+    return {"PATH": path, "HARNESS_GPU": None, "HARNESS_ALLOW_UNUSABLE_GPU": None, **extra}
 
 
 def _cupy_usable() -> bool:
@@ -124,23 +127,85 @@ def _cupy_usable() -> bool:
     return cupy_status()[0] is not None
 
 
-def test_env_check_fails_when_gpu_present_but_unusable(tmp_path):
+def test_env_check_fails_when_gpu_present_but_unusable(tmp_path, harness):
     if _cupy_usable():
         pytest.skip("CuPy is usable here: the stand-in nvidia-smi cannot make the GPU unusable")
     bindir = fake_smi(tmp_path)
-    p = harness_env("--check", path_dir=bindir)
+    p = harness("env", "--check", env=smi_env(bindir))
     assert p.returncode == 2, p.stdout + p.stderr
     assert "GPU present but unusable" in p.stderr
     assert "nvidia-smi sees 2 GPU(s) (NVIDIA H200), driver 580.65.06, CUDA 13.0" in p.stderr
     assert "CuPy" in p.stderr
     # make GPU=0 exports HARNESS_GPU=0: the same machine then passes, saying so.
-    p = harness_env("--check", path_dir=bindir, extra={"HARNESS_GPU": "0"})
+    p = harness("env", "--check", env=smi_env(bindir, HARNESS_GPU="0"))
     assert p.returncode == 0, p.stderr
     assert "GPU checks disabled" in p.stdout
 
 
-def test_env_records_driver_without_cupy(tmp_path):
-    p = harness_env("--json", path_dir=fake_smi(tmp_path))
+PROBE_TEST = textwrap.dedent("""\
+    def test_runs_on_each_device(device):
+        assert device.id in ("cpu", "gpu:0")
+    """)
+
+
+def run_pytest(tmp_path: Path, env: dict[str, str | None]) -> subprocess.CompletedProcess:
+    """A one-test pytest session with the harness plugin (as ``make test`` loads it) in its own directory."""
+    d = tmp_path / "session"
+    d.mkdir(exist_ok=True)
+    (d / "test_probe.py").write_text(PROBE_TEST)
+    full = {k: v for k, v in os.environ.items() if k not in env or env[k] is not None}
+    full.update({k: v for k, v in env.items() if v is not None})
+    full["PYTHONPATH"] = str(ROOT) + (os.pathsep + full["PYTHONPATH"] if full.get("PYTHONPATH") else "")
+    full["HARNESS_PROFILE"] = "ci"
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin", "-p", "no:cacheprovider",
+                           "-rs", "test_probe.py"], cwd=d, env=full, capture_output=True, text=True, timeout=180)
+
+
+def test_one_gpu_rule_for_env_check_and_the_pytest_plugin(tmp_path, harness):
+    """issue 24: with make GPU=0 on a machine whose GPU CuPy cannot use, `harness env --check` passed and
+    `make test` stopped with a usage error. Both now ask harness.core.devices.gpu_problem."""
+    if _cupy_usable():
+        pytest.skip("CuPy is usable here: the stand-in nvidia-smi cannot make the GPU unusable")
+    bindir = fake_smi(tmp_path)
+    check = harness("env", "--check", env=smi_env(bindir))
+    session = run_pytest(tmp_path, smi_env(bindir))
+    assert check.returncode == 2 and session.returncode == 4, session.stdout + session.stderr  # 4: usage error
+    problem = next(ln for ln in check.stderr.splitlines() if "GPU present but unusable" in ln)
+    assert problem.removeprefix("harness: ") in session.stderr  # the same line, from the one rule
+    # make GPU=0 (HARNESS_GPU=0): both pass; the GPU test is skipped with that reason, the CPU one runs
+    check = harness("env", "--check", env=smi_env(bindir, HARNESS_GPU="0"))
+    session = run_pytest(tmp_path, smi_env(bindir, HARNESS_GPU="0"))
+    assert check.returncode == 0, check.stderr
+    assert session.returncode == 0, session.stdout + session.stderr
+    assert "1 passed, 1 skipped" in session.stdout and "GPU checks disabled (HARNESS_GPU=0" in session.stdout
+
+
+def test_without_nvidia_smi_every_output_says_so(tmp_path, harness):
+    """Where there is no NVIDIA GPU at all, the reason is that, not what CuPy lacks."""
+    if shutil.which("nvidia-smi", path="/usr/bin:/bin") or _cupy_usable():
+        pytest.skip("a real nvidia-smi or a usable CuPy is here: this test is for machines without a GPU")
+    want, wrong = "no GPU: nvidia-smi not found", "CuPy is not installed"
+    from harness.core.devices import Device, gpu_reason
+
+    assert gpu_reason() == want and Device("gpu", 0).availability() == (False, want)
+    case = tmp_path / "case.json"
+    case.write_text('{"family": "embed", "seed": 1, "spec": {"vocab": 4, "width": 2, "ids_shape": [3]}}')
+    outs = {"env --check": harness("env", "--check", env=smi_env(None)),
+            "replay --device gpu": harness("replay", str(case), "--subject", "chainer.embed_id", "--device", "gpu",
+                                           env=smi_env(None)),
+            "audit --devices gpu": harness("audit", "--devices", "gpu", "--out", str(tmp_path / "a.json"),
+                                           env=smi_env(None))}
+    for what, p in outs.items():
+        assert want in p.stdout + p.stderr and wrong not in p.stderr, (what, p.stdout, p.stderr)
+    assert outs["replay --device gpu"].returncode == 2 and outs["audit --devices gpu"].returncode == 2
+    session = run_pytest(tmp_path, smi_env(None))
+    assert session.returncode == 0 and "1 passed, 1 skipped" in session.stdout, session.stdout
+    assert f"SKIPPED [1] test_probe.py: {want}" in session.stdout and f"gpu:0 (skipped: {want})" in session.stdout
+    assert wrong not in session.stdout
+
+
+def test_env_records_driver_without_cupy(tmp_path, harness):
+    p = harness("env", "--json", env=smi_env(fake_smi(tmp_path)))
     assert p.returncode == 0, p.stderr
     gpu = json.loads(p.stdout)["gpu"]
     assert gpu["driver_version"] == "580.65.06" and gpu["cuda_version"] == "13.0"
@@ -150,10 +215,10 @@ def test_env_records_driver_without_cupy(tmp_path):
     assert [g["mig_mode"] for g in smi] == ["Disabled", None]
 
 
-def test_env_here_says_no_gpu():
+def test_env_here_says_no_gpu(harness):
     if shutil.which("nvidia-smi"):
         pytest.skip("nvidia-smi is on PATH here: this test is for machines without one")
-    p = harness_env("--check", path_dir=None)
+    p = harness("env", "--check", env=smi_env(None))
     assert p.returncode == 0, p.stderr
     assert "gpu: no GPU: nvidia-smi not found" in p.stdout
     from harness.core.devices import gpu_presence

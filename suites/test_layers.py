@@ -1,13 +1,22 @@
-"""The folders are the stages, and imports point only downward (README, "Architecture")."""
+"""The folders are the stages, and imports point only downward (README, "Architecture").
+
+An import is every way a module reaches another: ``import``/``from ... import`` statements (at the top or
+inside a function body, relative ones resolved), ``importlib.import_module("...")``/``__import__("...")``, and a
+module named as a string argument of any call (``_lazy("harness.outputs.audit", "cmd_audit")`` in cli.py).
+On that graph: no stage imports a later one, no module of ``harness/`` imports ``tools/``, and no two modules
+import each other through any chain (a circle, inside a stage or across).
+"""
 
 from __future__ import annotations
 
 import ast
 import pathlib
+import re
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[1] / "harness"
+HARNESS = pathlib.Path(__file__).resolve().parents[1] / "harness"
+ROOT = HARNESS.parent
 
 #: What each folder may import (itself included). Top-level modules (cli, pytest_plugin, __main__) may import anything.
 ALLOWED = {
@@ -19,44 +28,149 @@ ALLOWED = {
     "outputs": {"core", "generate", "subjects", "judge", "execute", "outputs"},
 }
 
+_MODULE_NAME = re.compile(r"^(harness|tools)(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+_IMPORT_CALLS = {"import_module", "__import__"}
 
-def _imports(path: pathlib.Path) -> list[tuple[int, str]]:
-    """Every ``harness.<folder>`` a module imports, eagerly or inside a function."""
-    out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names if node.module == "harness"]
-        for n in names:
-            parts = n.split(".")
-            if parts[0] == "harness" and len(parts) > 1:
-                out.append((node.lineno, parts[1]))
-    return out
+
+def _name_of(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
 
 
 def _modules() -> list[pathlib.Path]:
-    return sorted(p for p in ROOT.rglob("*.py") if p.parent != ROOT)
+    return sorted(p for p in HARNESS.rglob("*.py") if p.parent != HARNESS)
+
+
+ALL = {_name_of(p): p for p in HARNESS.rglob("*.py")}
+
+
+def _resolve(name: str) -> str:
+    """The module a dotted name lands in: itself where it is a module, else its longest module prefix
+    (``harness.core.env.fingerprint`` -> ``harness.core.env``)."""
+    parts = name.split(".")
+    while parts:
+        cand = ".".join(parts)
+        if cand in ALL or cand.split(".")[0] != "harness":
+            return cand
+        parts.pop()
+    return name
+
+
+def imports_of(path: pathlib.Path) -> list[tuple[int, str]]:
+    """Every module ``path`` imports, with the line: statements anywhere, import calls and string imports."""
+    return imports_in(path.read_text(encoding="utf-8"), _name_of(path), path.name == "__init__.py")
+
+
+def imports_in(source: str, me: str, is_package: bool = False) -> list[tuple[int, str]]:
+    """:func:`imports_of` for the source of module ``me``, in the order of the source."""
+    package = me if is_package else me.rpartition(".")[0]
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            for a in node.names:
+                full = f"{base}.{a.name}"
+                out.append((node.lineno, full if full in ALL else base))
+        elif isinstance(node, ast.Call):
+            func = node.func
+            fname = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            for arg in [*node.args, *(k.value for k in node.keywords)]:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and (
+                        fname in _IMPORT_CALLS or _MODULE_NAME.match(arg.value)):
+                    out.append((node.lineno, arg.value))
+    return sorted((line, _resolve(n)) for line, n in out if n.split(".")[0] in ("harness", "tools"))
+
+
+GRAPH = {name: sorted({t for _, t in imports_of(p) if t in ALL and t != "harness"}) for name, p in ALL.items()}
 
 
 def test_every_module_lives_in_a_stage_folder() -> None:
-    top = sorted(p.name for p in ROOT.glob("*.py"))
+    top = sorted(p.name for p in HARNESS.glob("*.py"))
     assert top == ["__init__.py", "__main__.py", "cli.py", "pytest_plugin.py"], top
-    folders = sorted({p.relative_to(ROOT).parts[0] for p in _modules()})
+    folders = sorted({p.relative_to(HARNESS).parts[0] for p in _modules()})
     assert folders == sorted(ALLOWED), folders
 
 
-@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(HARNESS)))
 def test_imports_point_downward(path: pathlib.Path) -> None:
-    folder = path.relative_to(ROOT).parts[0]
-    bad = [f"{path.relative_to(ROOT)}:{line} imports harness.{target}"
-           for line, target in _imports(path)
-           if target not in ALLOWED[folder] and target not in ("__init__",)]
+    folder = path.relative_to(HARNESS).parts[0]
+    bad = [f"{path.relative_to(HARNESS)}:{line} imports {target}"
+           for line, target in imports_of(path)
+           if target.startswith("harness.") and target.split(".")[1] not in ALLOWED[folder]]
     assert not bad, "\n".join(bad)
 
 
-def test_nothing_imports_the_command_line() -> None:
-    bad = [f"{p.relative_to(ROOT)}:{line}" for p in _modules() for line, t in _imports(p)
-           if t in ("cli", "pytest_plugin")]
+def test_nothing_in_harness_imports_tools() -> None:
+    bad = [f"{p.relative_to(ROOT)}:{line} imports {t}" for p in ALL.values() for line, t in imports_of(p)
+           if t == "tools" or t.startswith("tools.")]
     assert not bad, bad
+
+
+def test_nothing_imports_the_command_line() -> None:
+    bad = [f"{p.relative_to(HARNESS)}:{line}" for p in _modules() for line, t in imports_of(p)
+           if t in ("harness.cli", "harness.pytest_plugin")]
+    assert not bad, bad
+
+
+def circles(graph: dict[str, list[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (or a module importing itself), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in graph.get(v, ()):
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_circle_of_imports() -> None:
+    found = circles(GRAPH)
+    assert not found, "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_graph_sees_hidden_imports() -> None:
+    """The reader must see what a plain ``import`` scan misses, or the tests above would pass vacuously."""
+    cli = imports_of(HARNESS / "cli.py")
+    assert "harness.outputs.audit" in {t for _, t in cli}  # _lazy("harness.outputs.audit", ...)
+    src = ("import importlib\n"
+           "def f():\n"
+           "    from harness.outputs import fleet\n"
+           "    importlib.import_module('harness.outputs.report')\n"
+           "    return __import__('tools.bench')\n"
+           "from . import gate\n")
+    got = [t for _, t in imports_in(src, "harness.outputs.probe")]
+    assert got == ["harness.outputs.fleet", "harness.outputs.report", "tools.bench", "harness.outputs.gate"], got
+    assert circles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
+    assert circles({"a": ["a"]}) == [["a"]] and circles({"a": ["b"], "b": []}) == []

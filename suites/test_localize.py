@@ -4,7 +4,8 @@ Positive controls: a pipeline with a node nondeterministic by construction in th
 (suites/plugins/pipeline_control.py) must be localized to that node; a float64 one-unit readout
 whose ``(1, K) @ (K, 1)`` product OpenBLAS splits over threads must be localized to its
 ``LinearFunction`` under blas1 vs blas2. Negative controls: deterministic subjects give "no
-divergence". Run with ``pytest --noconftest suites/test_localize.py``.
+divergence". The command-line tests run ``python -m harness localize`` through the ``harness`` fixture
+(suites/conftest.py).
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ from harness.core.contexts import get_context  # noqa: E402
 from harness.core.devices import CPU  # noqa: E402
 from harness.core.errors import InvalidArgument  # noqa: E402
 from harness.outputs.localize import (  # noqa: E402
-    ArrayDigest, Event, HashStreamHook, Localization, Stream, align, digest_array, localize, main_localize,
-    record,
+    ArrayDigest, Event, HashStreamHook, Localization, Stream, align, digest_array, localize, record,
 )
 from harness.subjects.base import execute  # noqa: E402
 from harness.subjects.registry import get_subject, register  # noqa: E402
@@ -313,41 +313,44 @@ def test_localize_rejects_bad_arguments():
         localize(EMBED_CASE, "chainer.NStepLSTM")  # wrong family
 
 
-# ---- the command line -------------------------------------------------------------------------
-def test_cli_single_case_and_corpus(tmp_path, capsys):
+# ---- the command line (python -m harness localize: the one parser, the one case loader) ----------------
+def test_cli_single_case_and_corpus(tmp_path, harness):
     one = tmp_path / "case.json"
     one.write_text(SHUFFLED_CASE.to_json())
-    assert main_localize([str(one), "--subject", "control.pipeline_shuffled", "--subject-plugin", PLUGIN,
-                          "--repeats", "2"]) == 0
-    out = capsys.readouterr().out
-    assert "Root cause: forward of ShuffledScatterAdd" in out
+    p = harness("localize", str(one), "--subject", "control.pipeline_shuffled", "--subject-plugin", PLUGIN,
+                "--repeats", "2")
+    assert p.rc == 0, p.stderr
+    assert "Root cause: forward of ShuffledScatterAdd" in p.stdout
 
     corpus = tmp_path / "corpus.jsonl"
     write_corpus([EMBED_CASE, SHUFFLED_CASE], str(corpus))
-    assert main_localize([str(corpus), "--case-id", EMBED_CASE.id[:8], "--subject", "chainer.embed_id",
-                          "--repeats", "2", "--json"]) == 0
-    d = json.loads(capsys.readouterr().out)
+    p = harness("localize", str(corpus), "--case-id", EMBED_CASE.id, "--subject", "chainer.embed_id",
+                "--repeats", "2", "--json")
+    assert p.rc == 0, p.stderr
+    d = json.loads(p.stdout)
     assert d["root"] is None and d["diverged"] is False and "no divergence" in d["note"]
 
 
-@pytest.mark.parametrize("argv_tail", [
-    ["--subject", "no.such.subject"],
-    ["--subject", "chainer.embed_id", "--contexts", "blas1"],
-    ["--subject", "chainer.embed_id", "--device", "tpu"],
-    ["--subject", "chainer.embed_id", "--subject-plugin", "nope"],
-    ["--repeats", "2"],  # --subject missing
+@pytest.mark.parametrize("argv_tail,names", [
+    (["--subject", "no.such.subject"], "no.such.subject"),
+    (["--subject", "chainer.embed_id", "--contexts", "blas1"], "--contexts='blas1'"),
+    (["--subject", "chainer.embed_id", "--device", "tpu"], "device='tpu'"),
+    (["--subject", "chainer.embed_id", "--subject-plugin", "nope"], "nope"),
+    (["--repeats", "2"], "--subject"),  # --subject missing
 ])
-def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, argv_tail):
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, harness, argv_tail, names):
     one = tmp_path / "case.json"
     one.write_text(EMBED_CASE.to_json())
-    assert main_localize([str(one), *argv_tail]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("harness localize: error:") and "\n" not in err
+    p = harness("localize", str(one), *argv_tail)
+    err = p.stderr.strip()
+    assert p.rc == 2 and err.startswith("harness: error:") and "\n" not in err and names in err, err
 
 
-def test_cli_corpus_needs_case_id(tmp_path, capsys):
+def test_cli_corpus_needs_an_exact_case_id(tmp_path, harness):
     corpus = tmp_path / "corpus.jsonl"
     write_corpus([EMBED_CASE, SHUFFLED_CASE], str(corpus))
-    assert main_localize([str(corpus), "--subject", "chainer.embed_id"]) == 2
-    assert "--case-id" in capsys.readouterr().err
-    assert main_localize([str(tmp_path / "missing.json"), "--subject", "chainer.embed_id"]) == 2
+    for tail, says in ([], "--case-id"), (["--case-id", EMBED_CASE.id[:8]], "is not in"):
+        p = harness("localize", str(corpus), "--subject", "chainer.embed_id", *tail)
+        assert p.rc == 2 and says in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    p = harness("localize", str(tmp_path / "missing.json"), "--subject", "chainer.embed_id")
+    assert p.rc == 2 and "does not exist" in p.stderr, p.stderr

@@ -17,7 +17,10 @@ import numpy as np
 from harness.core.errors import InvalidArgument
 
 __all__ = ["Device", "CPU", "parse_device", "parse_devices", "available_gpus", "cupy_status", "DeviceSelection",
-           "select_devices", "resolve_devices", "resolve_device", "gpu_presence"]
+           "select_devices", "resolve_device", "gpu_presence", "gpu_reason", "gpu_problem"]
+
+
+_NO_CUPY = "CuPy is not installed (pip install '.[gpu]')"
 
 
 @functools.lru_cache(maxsize=None)
@@ -26,7 +29,7 @@ def cupy_status() -> tuple[Any, str]:
     try:
         import cupy
     except ImportError:
-        return None, "CuPy is not installed (pip install '.[gpu]')"
+        return None, _NO_CUPY
     except Exception as exc:  # noqa: BLE001 - a broken CuPy install is one line, not a traceback
         return None, f"CuPy failed to import: {type(exc).__name__}: {exc}"
     try:
@@ -39,18 +42,29 @@ def cupy_status() -> tuple[Any, str]:
     return cupy, f"{n} CUDA device(s)"
 
 
+#: Environment variables that turn GPU checks off: ``HARNESS_GPU=0`` (what ``make GPU=0`` exports) and the
+#: older ``HARNESS_ALLOW_UNUSABLE_GPU=1``, read here and nowhere else.
+_DISABLED_REASON = "GPU checks disabled (HARNESS_GPU=0 / make GPU=0)"
+
+
+def _gpu_disabled() -> bool:
+    return (os.environ.get("HARNESS_GPU", "").strip() == "0"
+            or os.environ.get("HARNESS_ALLOW_UNUSABLE_GPU", "").strip() == "1")
+
+
 def gpu_presence() -> tuple[str, str]:
     """``(state, reason)``: ``absent`` (no nvidia-smi, or it lists no GPU), ``usable`` (CuPy runs on the
     GPUs nvidia-smi sees), ``unusable`` (nvidia-smi sees a GPU, or is there and fails, but CuPy cannot
     use one) or ``disabled`` (``HARNESS_GPU=0``, what ``make GPU=0`` sets).
 
     ``unusable`` is the state a GPU runner must fail on: without it, every GPU check would skip and the
-    run would pass on a machine it never tested.
+    run would pass on a machine it never tested. :func:`gpu_problem` says so in one line; :func:`gpu_reason`
+    says why a GPU cannot run here.
     """
     from harness.core.nvsmi import query_gpus
 
-    if os.environ.get("HARNESS_GPU", "").strip() == "0":
-        return "disabled", "GPU checks disabled (HARNESS_GPU=0 / make GPU=0)"
+    if _gpu_disabled():
+        return "disabled", _DISABLED_REASON
     smi = query_gpus()
     cp, reason = cupy_status()
     if not smi["found"]:
@@ -64,10 +78,34 @@ def gpu_presence() -> tuple[str, str]:
     return "usable", f"{smi['reason']}; CuPy {cp.__version__}: {reason}"
 
 
+def gpu_reason() -> str | None:
+    """Why no GPU can run here, in one line (None where CuPy can use one): the one text every skip, refusal and
+    header gives. Where there is no NVIDIA GPU at all it says so (``no GPU: nvidia-smi not found``), not what
+    CuPy lacks; where nvidia-smi sees a GPU that CuPy cannot use, ``GPU present but unusable: ...``."""
+    if _gpu_disabled():
+        return _DISABLED_REASON
+    if cupy_status()[0] is not None:
+        return None  # usable: no nvidia-smi call needed (every worker process asks)
+    state, reason = gpu_presence()
+    if state == "absent":  # CuPy's state is worth saying only where CuPy is there (and broken)
+        cupy_reason = cupy_status()[1]
+        return reason if cupy_reason == _NO_CUPY else f"{reason} ({cupy_reason})"
+    return reason if state == "disabled" else f"GPU present but unusable: {reason}"
+
+
+def gpu_problem() -> str | None:
+    """The one GPU-presence rule of ``harness env --check``, ``make venv`` and the pytest plugin: a line when
+    nvidia-smi sees a GPU that CuPy cannot use and GPU checks are not disabled, else None."""
+    state, reason = gpu_presence()
+    if state != "unusable":
+        return None
+    return f"GPU present but unusable: {reason} (make GPU=0, i.e. HARNESS_GPU=0, runs without the GPU)"
+
+
 def available_gpus() -> int:
-    """Number of CUDA devices CuPy can use here (0 where there is none)."""
+    """Number of CUDA devices CuPy can use here (0 where there is none, or GPU checks are disabled)."""
     cp, _ = cupy_status()
-    return 0 if cp is None else int(cp.cuda.runtime.getDeviceCount())
+    return 0 if cp is None or gpu_reason() is not None else int(cp.cuda.runtime.getDeviceCount())
 
 
 @dataclass(frozen=True)
@@ -103,9 +141,10 @@ class Device:
         """``(available, reason)``: the reason is a short skip message where unavailable."""
         if self.kind == "cpu":
             return True, "NumPy"
-        cp, reason = cupy_status()
-        if cp is None:
-            return False, f"no GPU: {reason}"
+        why = gpu_reason()
+        if why is not None:
+            return False, why
+        cp, _ = cupy_status()
         n = cp.cuda.runtime.getDeviceCount()
         if self.index >= n:
             return False, f"no GPU {self.index}: only {n} CUDA device(s)"
@@ -120,9 +159,10 @@ class Device:
         """The array module: numpy or cupy."""
         if self.kind == "cpu":
             return np
-        cp, reason = cupy_status()
-        if cp is None:
-            raise InvalidArgument(f"device={self.id!r} is unavailable: {reason}")
+        cp, _ = cupy_status()
+        why = gpu_reason()
+        if cp is None or why is not None:
+            raise InvalidArgument(f"device={self.id!r} is unavailable: {why}")
         return cp
 
     def chainer_device(self) -> Any:
@@ -247,7 +287,7 @@ def select_devices(text: str | None) -> DeviceSelection:
     - ``all`` (the default, also None) means "what is here": CPU and every usable GPU; a GPU that
       is not usable is *skipped* with its reason (see :attr:`DeviceSelection.notes`).
     - a device asked for by name (``gpu``, ``gpu:N``, ``cpu``) must be usable: otherwise
-      :class:`InvalidArgument` with the reason (``devices='gpu': no usable GPU: CuPy is not installed``).
+      :class:`InvalidArgument` with the reason (``devices='gpu': no GPU: nvidia-smi not found``).
     - ``''`` or an unknown name is :class:`InvalidArgument`.
     """
     if text is None:
@@ -258,9 +298,8 @@ def select_devices(text: str | None) -> DeviceSelection:
     named = [p for p in parts if p not in ("all", "default")]
     for p in named:
         if p in ("gpu", "cuda"):
-            cp, reason = cupy_status()
-            if cp is None or available_gpus() == 0:
-                raise InvalidArgument(f"devices={text!r}: no usable GPU: {reason}")
+            if available_gpus() == 0:
+                raise InvalidArgument(f"devices={text!r}: {gpu_reason() or 'CuPy sees no CUDA device'}")
         else:
             d = parse_device(p)
             ok, reason = d.availability()
@@ -276,13 +315,6 @@ def select_devices(text: str | None) -> DeviceSelection:
     return DeviceSelection(text, tuple(usable), tuple(skipped))
 
 
-def resolve_devices(text: str | None) -> tuple[list[Device], list[str]]:
-    """``(devices to run, skip notes)`` for a ``--devices`` value, by :func:`select_devices`'s rule;
-    raises :class:`InvalidArgument` for a device asked for by name that is not usable here."""
-    sel = select_devices(text)
-    return list(sel.usable), sel.notes
-
-
 def resolve_device(text: str, name: str = "device") -> Device:
     """One device asked for by name (``replay --device``, ``localize --device``): it must be usable here."""
     d = parse_device(text)
@@ -290,8 +322,3 @@ def resolve_device(text: str, name: str = "device") -> Device:
     if not ok:
         raise InvalidArgument(f"{name}={text!r}: {d.id} is not usable: {reason}")
     return d
-
-
-def visible_devices_env() -> str | None:
-    """``CUDA_VISIBLE_DEVICES`` as set, for the fingerprint."""
-    return os.environ.get("CUDA_VISIBLE_DEVICES")

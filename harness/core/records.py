@@ -95,11 +95,14 @@ class TensorStats:
     shape_mismatch: bool
     #: Repetition 0's value and the first differing repetition's at the greatest ULP distance (hex bits too).
     worst_values: tuple[str, str] | None = None
+    #: Repetition 0's sketch (:func:`harness.judge.sketch.tensor_sketch`): norms, NaN/inf counts, sampled bits.
+    sketch: Mapping[str, Any] | None = None
 
     @classmethod
-    def from_comparison(cls, c: Any, worst_values: tuple[str, str] | None = None) -> "TensorStats":
-        """From a :class:`~harness.judge.bitwise.TensorComparison`."""
-        return cls(worst_values=worst_values, dtype=c.dtype, shape=tuple(c.shape), repeats=c.repeats, bitwise_identical=c.bitwise_identical,
+    def from_comparison(cls, c: Any, worst_values: tuple[str, str] | None = None,
+                        sketch: Mapping[str, Any] | None = None) -> "TensorStats":
+        """From a :class:`~harness.judge.bitwise.TensorComparison` (and the sketch of repetition 0's array)."""
+        return cls(worst_values=worst_values, sketch=sketch, dtype=c.dtype, shape=tuple(c.shape), repeats=c.repeats, bitwise_identical=c.bitwise_identical,
                    n_diff=c.n_diff, n_total=c.n_total, frac_diff=c.frac_diff, max_ulp=int(c.max_ulp),
                    max_ulp_index=None if c.max_ulp_index is None else tuple(c.max_ulp_index),
                    first_diff_index=None if c.first_diff_index is None else tuple(c.first_diff_index),
@@ -129,6 +132,8 @@ class TensorStats:
             kw["dtype"] = str(kw["dtype"] or "")
             if kw["worst_values"] is not None:
                 kw["worst_values"] = tuple(str(v) for v in kw["worst_values"])
+            if kw["sketch"] is not None and not isinstance(kw["sketch"], Mapping):
+                raise TypeError(f"sketch must be an object, got {type(kw['sketch']).__name__}")
         except (TypeError, ValueError) as exc:
             raise RecordError(f"{where}: {exc}") from None
         return cls(**kw)

@@ -30,6 +30,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from harness.judge import bitwise as compare
+from harness.judge.sketch import tensor_sketch
 from harness.core.cases import Case, load_corpus, write_corpus
 from harness.core.contexts import Context, get_context
 from harness.core.devices import Device, parse_device
@@ -425,7 +426,7 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
                 idx = c.max_ulp_index if c.max_ulp_index is not None else c.first_diff_index
                 worst = (compare.value_text(reps[0].get(name), idx),
                          compare.value_text(reps[c.diff_reps[0]].get(name), idx))
-            tensors[name] = TensorStats.from_comparison(c, worst)
+            tensors[name] = TensorStats.from_comparison(c, worst, sketch=tensor_sketch(reps[0].get(name)))
     return TaskRecord(
         key=task.key, case_id=task.case.id, family=task.case.family, subject=task.subject,
         device=task.device, context=task.context, bad_input=task.case.bad,

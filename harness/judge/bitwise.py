@@ -471,7 +471,7 @@ class TensorComparison:
                 "Tensors are bit-identical.",
                 "",
                 f"Identical elements: {self.n_total} of {self.dtype}{self.shape}",
-                f"Unique results: 1 of {self.repeats} repetitions (sha256 {self.digests[0][:16]})",
+                f"Unique results: 1 of {self.repeats} repetitions (digest {short_digest(self.digests[0], 16)})",
             ]
             if self.name:
                 lines.append(f"Item {item_path(self.name)}")

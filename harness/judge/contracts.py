@@ -10,7 +10,7 @@ A contract line::
     across_processes = true        # ... and in fresh worker processes
     identical_across = ["default"] # bit-identical to these contexts' results
     oracle = "within"              # gradient error within tolerance ("within", "record")
-    tolerance = { float32 = [1e-4, 1e-3] }   # optional (atol, rtol) per dtype; default compare.gradient_tolerance
+    tolerance = { float32 = [1e-4, 1e-3] }   # optional (atol, rtol) per dtype; default tolerance.gradient_tolerance
     oracle_rules = ["summation_bound", "normwise"]  # optional looser rules; default both, none with tolerance
     invariant_under = ["order"]    # optional: relations (alone, subbatch, order, padding, duplicate) that hold
     reason = "exists to be reproducible on GPU: one-hot GEMM instead of atomicAdd"
@@ -105,11 +105,12 @@ class Contract:
                 f"{'; '.join(need) or 'nothing required (record only)'} -- {self.reason}")
 
     def tolerance_for(self, dtype: str, n_terms: int = 1) -> tuple[float, float, str]:
-        """(atol, rtol, source) for ``dtype``: the line's own table, else compare.gradient_tolerance."""
+        """(atol, rtol, source) for ``dtype``: the line's own table, else
+        :func:`harness.judge.tolerance.gradient_tolerance`."""
         if dtype in self.tolerance:
             atol, rtol = self.tolerance[dtype]
             return float(atol), float(rtol), f"contracts.toml line {self.line}"
-        from harness.judge.bitwise import gradient_tolerance
+        from harness.judge.tolerance import gradient_tolerance
 
         return gradient_tolerance(dtype, n_terms)
 

@@ -9,10 +9,11 @@ Without ``--cluster`` nothing changes (the local pool). With it, :func:`cluster_
   worker; an audit writes one file per worker (``A-worker0.json``, ``A-worker1.json``, ...), the columns
   that ``harness merge`` joins into the driver matrix and ``harness compare`` reads pairwise.
 
-Wiring (cli.py, report.py and gate.py are owned elsewhere): ``add_cluster_options(p)`` on each verb's
-parser; ``run_on_cluster(args, run_one)`` around the code that makes and runs the campaign, with
-``run_one(target)`` passing ``target.executor`` to ``Campaign.run`` / ``run_audit`` and
-``target.environment`` as the fingerprint.
+This module knows no verb: ``add_cluster_options(p)`` goes on each verb's parser, and each verb passes its
+own callable to ``run_on_cluster(args, run_one)`` (the audit's is in :mod:`harness.outputs.audit.run`, the
+report's in :mod:`harness.outputs.report`), with ``run_one(target)`` passing ``target.executor`` to the campaign
+and ``target.environment`` as the fingerprint; the gate, which judges one column, reads
+:func:`cluster_targets` itself.
 """
 
 from __future__ import annotations
@@ -28,8 +29,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from harness.core.errors import InvalidArgument
 
-__all__ = ["Target", "add_cluster_options", "cluster_targets", "run_on_cluster", "out_for", "audit_on_cluster",
-           "bench_cluster"]
+__all__ = ["Target", "add_cluster_options", "cluster_targets", "run_on_cluster", "out_for"]
 
 T = TypeVar("T")
 
@@ -113,69 +113,3 @@ def out_for(path: str | os.PathLike[str], target: Target) -> str:
     if not target.suffix:
         return str(p)
     return str(p.with_name(p.stem + target.suffix + p.suffix)) if p.suffix else str(p) + target.suffix
-
-
-def audit_on_cluster(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
-    """``harness audit`` with ``--cluster``: the audit files written (path, data), one per target.
-
-    With the every spread and two or more workers, prints the merge matrix of the per-worker columns."""
-    from harness.outputs.audit import merge_audits, run_audit
-
-    plugins = tuple(args.subject_plugin or ())
-
-    def one(t: Target) -> tuple[str, dict[str, Any]]:
-        out = out_for(args.out, t)
-        keep = None if args.keep_arrays is None else out_for(args.keep_arrays, t)
-        data = run_audit(args.corpus, args.devices, args.contexts, out, keep_arrays=keep, shard=args.shard,
-                         repeats=args.repeats, subjects=args.subjects, quiet=args.quiet or len(t.suffix) > 0,
-                         plugins=plugins, executor=t.executor, environment=t.environment,
-                         extra={"cluster": t.cluster} if t.cluster else None)
-        return out, data
-
-    got = run_on_cluster(args, one)
-    if len(got) > 1:
-        res = merge_audits([p for p, _ in got])
-        print(res.to_markdown())
-    return got
-
-
-def bench_cluster(n_cases: int = 6, workers: int = 2, repeats: int = 2,
-                  subjects: tuple[str, ...] = ("chainer.embed_id", "espnet.embed_id", "chainer.NStepLSTM")
-                  ) -> dict[str, Any]:
-    """Cases/s of the local pool against a ``workers``-process LocalCluster on the same small corpus
-    (the first ``n_cases`` of the audit corpus that the subjects apply to, on CPU). Cluster start-up and
-    the Dask workers' first Chainer import are timed apart from the steady run."""
-    import tempfile
-    import time
-
-    from harness.core.cases import load_corpus
-    from harness.core.contexts import get_context
-    from harness.core.devices import CPU
-    from harness.execute.campaign import Campaign, CampaignSettings, plan
-    from harness.execute.cluster import DaskExecutor, connect, wait_for_workers
-    from harness.outputs.audit import DEFAULT_CORPUS
-    from harness.subjects.registry import subjects_for
-
-    subj = subjects_for(list(subjects))
-    cases = [c for c in load_corpus(DEFAULT_CORPUS) if not c.bad and any(s.applies_to(c) for s in subj)][:n_cases]
-    tasks = plan(cases, subj, [CPU], [get_context("default")])
-    settings = CampaignSettings(repeats=repeats, fresh=0, quiet=True)
-    out: dict[str, Any] = {"cases": len(cases), "tasks": len(tasks), "repeats": repeats, "workers": workers}
-    with tempfile.TemporaryDirectory() as d:
-        t0 = time.perf_counter()
-        Campaign(d, settings).run(tasks)
-        out["local_seconds"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    with connect("local", n_workers=workers) as conn:
-        wait_for_workers(conn.client, workers)
-        out["cluster_start_seconds"] = time.perf_counter() - t0
-        ex = DaskExecutor(conn.client)
-        for run in ("cold", "warm"):  # cold: each Dask worker starts its harness workers (imports Chainer)
-            with tempfile.TemporaryDirectory() as d:
-                t0 = time.perf_counter()
-                Campaign(d, settings).run(tasks, executor=ex)
-                out[f"cluster_{run}_seconds"] = time.perf_counter() - t0
-    for k in ("local", "cluster_cold", "cluster_warm"):
-        out[f"{k}_cases_per_s"] = len(cases) / out[f"{k}_seconds"]
-        out[f"{k}_tasks_per_s"] = len(tasks) / out[f"{k}_seconds"]
-    return out

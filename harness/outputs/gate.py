@@ -204,9 +204,9 @@ def environment_changes(run_dir: str, baseline_dir: str) -> list[tuple[str, Any,
             b = json.load(f)
     except (OSError, ValueError):
         return []
-    from harness.outputs.audit import environment_diff
+    from harness.core.env import environment_diff
 
-    return [(r.field, r.A, r.B) for r in environment_diff(b, a).itertuples()]
+    return [(r.field, r.A, r.B) for r in environment_diff(b, a)]
 
 
 def _environment_note(diff: Sequence[tuple[str, Any, Any]]) -> str:

@@ -2,8 +2,9 @@
 
 Two runs of one subject (repeats, two contexts, or two devices) are each recorded as a
 :class:`Stream` of :class:`Event` s by :class:`HashStreamHook`, a ``chainer.FunctionHook``
-that sees every function node the run applies. An event holds only SHA-256 digests, shapes
-and dtypes of a node's inputs and outputs, plus its label and position; no array is kept.
+that sees every function node the run applies. An event holds only digests (the harness's one digest,
+:func:`harness.judge.bitwise.digest`), shapes and dtypes of a node's inputs and outputs, plus its label and
+position; no array is kept.
 :func:`align` pairs the events of two streams and names the *root cause*: the first event,
 in the order the events started, whose outputs differ while every one of its inputs matched.
 Everything that differs after it is *downstream of the root*.
@@ -44,32 +45,31 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import sys
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from harness.core.cases import Case, load_corpus
+from harness.core.cases import Case, load_case_file
 from harness.judge import bitwise
 from harness.core.compat import import_chainer
 from harness.core.contexts import Context, get_context
 from harness.core.devices import CPU, Device, parse_device
-from harness.core.errors import CaseError, HarnessError, InvalidArgument
+from harness.core.errors import InvalidArgument
 from harness.subjects.base import RunResult, Subject, execute
 
 chainer = import_chainer()
 
 __all__ = ["ArrayDigest", "Event", "Stream", "Localization", "HashStreamHook", "record", "align",
-           "localize", "main_localize", "digest_array", "RowHashHook", "localize_relation",
-           "add_arguments", "cmd_localize"]
+           "localize", "digest_array", "RowHashHook", "localize_relation", "name_pair", "cmd_localize"]
 
 
 # ---- digests -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ArrayDigest:
-    """SHA-256 of an array's bytes (C order), with its shape and dtype; all None for a missing array."""
+    """The digest (:func:`harness.judge.bitwise.digest`) of an array, with its shape and dtype; all None for a
+    missing array."""
 
     digest: str | None
     shape: tuple[int, ...] | None
@@ -691,42 +691,8 @@ def localize(case: Case, subject: str | Subject, *, device: str | Device = "cpu"
 
 
 # ---- command line ------------------------------------------------------------------------------
-class _BadInput(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _BadInput(message)
-
-
-def _load_case(path: str, case_id: str | None) -> Case:
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise CaseError(f"case file={path!r} cannot be read: {exc.strerror}") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        data = None
-    if isinstance(data, dict):
-        cases = [Case.from_dict(data)]
-    else:
-        cases = load_corpus(path)
-    if not cases:
-        raise CaseError(f"case file={path!r} holds no case")
-    if case_id is None:
-        if len(cases) > 1:
-            raise InvalidArgument(f"case file={path!r} holds {len(cases)} cases: pick one with --case-id")
-        return cases[0]
-    hits = [c for c in cases if c.id == case_id] or [c for c in cases if c.id.startswith(case_id)]
-    if len(hits) != 1:
-        raise InvalidArgument(f"case-id={case_id!r} matches {len(hits)} of the {len(cases)} cases in {path}")
-    return hits[0]
-
-
-def _pair(text: str | None, what: str) -> list[str] | None:
+def name_pair(text: str | None, what: str) -> list[str] | None:
+    """``--contexts A,B`` / ``--devices A,B`` as two names (None when not given); anything else is one line."""
     if text is None:
         return None
     parts = [p.strip() for p in text.split(",") if p.strip()]
@@ -735,57 +701,23 @@ def _pair(text: str | None, what: str) -> list[str] | None:
     return parts
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The options of ``harness localize`` (the command line's subparser and :func:`main_localize` share them)."""
-    p.add_argument("case", metavar="CASE.json", help="a case JSON file, or a JSON-lines corpus (with --case-id)")
-    p.add_argument("--case-id", help="the case to take from a corpus (an id or a unique prefix)")
-    p.add_argument("--subject", required=True, help="registered subject name")
-    p.add_argument("--device", default="cpu", help="cpu, gpu or gpu:N (default cpu)")
-    p.add_argument("--contexts", help="two contexts to compare, A,B (one run each)")
-    p.add_argument("--devices", help="two devices to compare, A,B (one run each)")
-    p.add_argument("--context", default="default", help="the context for repeats / --devices (default: default)")
-    p.add_argument("--repeats", type=int, default=3, help="runs to compare when neither --contexts nor --devices")
-    p.add_argument("--relation", help="compare the case with its members under this invariance relation instead")
-    p.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ",
-                   help="load and register subjects from package.module:object (repeatable)")
-    p.add_argument("--json", action="store_true", help="print the localization as JSON")
-
-
-def cmd_localize(args: argparse.Namespace) -> int:
-    """Run the localization the parsed ``args`` ask for and print it; HarnessError propagates. 0 when it ran."""
+def cmd_localize(args: argparse.Namespace, case: Case | None = None) -> int:
+    """Run the localization the parsed ``args`` of ``python -m harness localize`` ask for on ``case`` (default:
+    read with :func:`harness.core.cases.load_case_file`, the one case loader) and print it; HarnessError
+    propagates. 0 when it ran."""
     from harness.subjects.registry import load_plugin
 
     for spec in args.subject_plugin:
         load_plugin(spec)
-    case = _load_case(args.case, args.case_id)
+    if case is None:
+        case = load_case_file(args.case, args.case_id)
     if getattr(args, "relation", None):
         print(localize_relation(case, args.subject, args.relation, device=args.device, context=args.context))
         return 0
-    loc = localize(case, args.subject, device=args.device, contexts=_pair(args.contexts, "contexts"),
-                   devices=_pair(args.devices, "devices"), repeats=args.repeats, context=args.context)
+    loc = localize(case, args.subject, device=args.device, contexts=name_pair(args.contexts, "contexts"),
+                   devices=name_pair(args.devices, "devices"), repeats=args.repeats, context=args.context)
     if args.json:
         print(json.dumps(loc.to_dict(), indent=2, sort_keys=True))
     else:
         print(loc.message())
     return 0
-
-
-def main_localize(argv: list[str]) -> int:
-    """``localize CASE.json --subject NAME ...`` in-process: print where two runs first diverge. 0 when it ran.
-    (``python -m harness localize`` is the same verb through the one command-line parser.)"""
-    p = _Parser(prog="harness localize",
-                description="Name the first Chainer function whose outputs differ while its inputs matched.")
-    add_arguments(p)
-    try:
-        args = p.parse_args(argv)
-    except _BadInput as exc:
-        print(f"harness localize: error: {exc}", file=sys.stderr)
-        return 2
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
-    try:
-        return cmd_localize(args)
-    except HarnessError as exc:
-        print(f"harness localize: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
-              file=sys.stderr)
-        return 2

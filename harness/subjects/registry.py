@@ -76,11 +76,6 @@ def _with_oracle(s: Subject) -> Subject:
 SUBJECTS: dict[str, Subject] = {s.name: _with_oracle(s) for s in _OWN}
 
 
-def names_with_role(role: str, names: Iterable[str] | None = None) -> list[str]:
-    """The registered subjects (or those of ``names``) whose role is ``role``."""
-    return [n for n in (SUBJECTS if names is None else names) if n in SUBJECTS and SUBJECTS[n].role == role]
-
-
 def get_subject(name: str) -> Subject:
     """The subject registered as ``name``."""
     try:

@@ -1,4 +1,4 @@
-"""``harness bench``: what the harness costs, as ratios of things measured side by side in one run.
+"""``python -m tools.bench`` (``make bench``): what the harness costs, as ratios of things measured side by side in one run.
 
 The machine is noisy, so no figure here is an absolute time: each is a *ratio* of two quantities measured
 in the same run, interleaved where possible (absolute seconds appear only as context). One module per
@@ -21,7 +21,6 @@ inputs in process, a few seconds: ``suites/test_bench.py``).
 """
 
 from tools.bench.common import COLUMNS, NO_RATIO_STATUSES, Row
-from tools.bench.runner import LEVELS, SECTIONS, TITLES, cmd_bench, headlines, run_bench
+from tools.bench.runner import LEVELS, SECTIONS, TITLES, headlines, run_bench
 
-__all__ = ["COLUMNS", "NO_RATIO_STATUSES", "Row", "LEVELS", "SECTIONS", "TITLES", "cmd_bench", "headlines",
-           "run_bench"]
+__all__ = ["COLUMNS", "NO_RATIO_STATUSES", "Row", "LEVELS", "SECTIONS", "TITLES", "headlines", "run_bench"]

@@ -32,17 +32,17 @@ def comparator_throughput(a: np.ndarray, b: np.ndarray, rounds: int = 5, inner: 
     back-to-back calls (chosen from the size when not given). Returns seconds, bytes/s, the ratios
     against the comparator, and the comparison (a :class:`~harness.judge.bitwise.TensorComparison`).
     """
-    from harness.judge import bitwise as compare
+    from harness.judge import bitwise
 
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     nbytes = int(a.nbytes + b.nbytes)
     if inner is None:
         inner = int(max(1, min(200, (2 * MIB) // max(nbytes, 1))))
     methods: dict[str, Callable[[], Any]] = {
-        "comparator": lambda: compare.compare_repeats("x", [a, b]),
-        "comparator_forced": lambda: compare.compare_repeats("x", [a, b], early_exit=False),
+        "comparator": lambda: bitwise.compare_repeats("x", [a, b]),
+        "comparator_forced": lambda: bitwise.compare_repeats("x", [a, b], early_exit=False),
         "array_equal": lambda: np.array_equal(a, b),
-        "array_equal+digest": lambda: (np.array_equal(a, b), compare.digest_all([a, b])),
+        "array_equal+digest": lambda: (np.array_equal(a, b), bitwise.digest_all([a, b])),
     }
     times: dict[str, list[float]] = {m: [] for m in methods}
     results: dict[str, Any] = {}
@@ -53,7 +53,7 @@ def comparator_throughput(a: np.ndarray, b: np.ndarray, rounds: int = 5, inner: 
             times[m].append(t)
     seconds = {m: median(v) for m, v in times.items()}
     return {
-        "bytes": nbytes, "rounds": rounds, "inner": inner, "seconds": seconds, "algorithm": compare.DIGEST_ALGORITHM,
+        "bytes": nbytes, "rounds": rounds, "inner": inner, "seconds": seconds, "algorithm": bitwise.DIGEST_ALGORITHM,
         "bytes_per_s": {m: nbytes / s if s > 0 else math.inf for m, s in seconds.items()},
         # throughput of the comparator as a fraction of each baseline's (= t_baseline / t_comparator)
         "ratio_vs_array_equal": ratio(seconds["array_equal"], seconds["comparator"]),

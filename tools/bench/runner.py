@@ -13,7 +13,7 @@ import numpy as np
 
 from tools.bench.common import COLUMNS, Row, atomic_write, log, machine_info, machine_line
 
-__all__ = ["SECTIONS", "TITLES", "LEVELS", "run_bench", "cmd_bench", "new_bench_dir", "headlines"]
+__all__ = ["SECTIONS", "TITLES", "LEVELS", "run_bench", "new_bench_dir", "headlines"]
 
 #: Section keys, in report order.
 SECTIONS = ("overhead", "scaling", "comparator", "digest", "oracle", "determinism", "hook", "xdist", "make")
@@ -164,12 +164,3 @@ def headlines(frame: Any) -> list[str]:
             tgt = f" (target {r['target']}: {r['status']})" if isinstance(r["target"], str) and r["target"] else ""
             out.append(f"  {r['section']:12s} {item:60s} {val}{tgt}")
     return out
-
-
-def cmd_bench(args: Any) -> int:
-    """The ``bench`` verb: ``python -m harness bench [--out DIR] [--quick]``."""
-    level = "quick" if getattr(args, "quick", False) else "full"
-    res = run_bench(getattr(args, "out", None), level=level)
-    print("\n".join(headlines(res["frame"])))
-    print(f"\nbench: {res['files']['bench.md']} ({res['wall']:.0f} s)")
-    return 0

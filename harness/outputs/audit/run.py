@@ -1,0 +1,232 @@
+"""``python -m harness audit``: run every subject on a corpus and write one audit file.
+
+The subjects (the ``control.*`` self-tests only when asked for with ``--subjects``) run on the corpus
+(default :data:`~harness.outputs.audit.fileformat.DEFAULT_CORPUS`) through the one campaign driver
+(``R`` in-process repetitions, no fresh processes); the file records, per case x subject x device x context,
+the status, the digest and the sketch (:mod:`harness.judge.sketch`) of every output tensor and whether the
+repetitions agreed. No arrays unless ``--keep-arrays DIR`` (one ``.npz`` per entry, written with plain NumPy
+arrays only, loadable with ``allow_pickle=False``). With ``--cluster`` the campaign runs through
+:func:`harness.outputs.fleet.run_on_cluster`, one file per target.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import datetime as _dt
+import json
+import os
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from harness.core.env import machine_label
+from harness.core.errors import InvalidArgument
+from harness.core.fileio import atomic_npz, atomic_write
+from harness.outputs.audit.fileformat import DEFAULT_CORPUS, FORMAT, VERSION
+from harness.outputs.audit.merge import merge_audits
+from harness.outputs.fleet import Target, out_for, run_on_cluster
+
+__all__ = ["run_audit", "cmd_audit", "audit_on_cluster"]
+
+
+def _default_subjects() -> list[str]:
+    from harness.subjects.registry import SUBJECTS
+
+    return [n for n in SUBJECTS if SUBJECTS[n].role != "control"]
+
+
+def _names(value: str | Iterable[str] | None) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [t.strip() for t in value.split(",") if t.strip()]
+    return [str(v) for v in value]
+
+
+def _one_line_error(rec: Mapping[str, Any]) -> str | None:
+    errs = rec.get("errors") or []
+    if not errs:
+        return None
+    e = errs[0]
+    text = f"{e.get('type')} in {e.get('phase')}: {e.get('message')}"
+    return " ".join(text.split())[:500]
+
+
+def _entry(rec: Mapping[str, Any], role: str) -> dict[str, Any]:
+    tensors = {name: {"digest": t["digest"], "dtype": t["dtype"], "shape": list(t["shape"]),
+                      "repeats_agreed": bool(t["bitwise_identical"]), "sketch": t.get("sketch")}
+               for name, t in sorted(rec.get("tensors", {}).items())}
+    if not tensors:
+        agreed = None if rec["status"] in ("skipped", "error", "crashed", "timeout") else rec["status"] == "ok"
+    else:
+        agreed = rec["status"] == "ok" and all(t["repeats_agreed"] for t in tensors.values())
+    return {
+        "case_id": rec["case_id"], "family": rec["family"], "subject": rec["subject"], "role": role,
+        "device": rec["device"], "context": rec["context"], "bad_input": bool(rec.get("bad_input", False)),
+        "status": rec["status"], "error": _one_line_error(rec), "skip_reason": rec.get("skip_reason"),
+        "repeats_agreed": agreed, "array_file": None, "tensors": tensors,
+    }
+
+
+def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts: Any,
+              out_path: str | os.PathLike[str], *, keep_arrays: str | os.PathLike[str] | None = None,
+              shard: str | None = None, repeats: int = 2, subjects: str | Iterable[str] | None = None,
+              quiet: bool = False, plugins: Sequence[str] = (), timeout: float = 120.0,
+              executor: Any = None, environment: Mapping[str, Any] | None = None,
+              extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Run every subject on the corpus and write the audit file ``out_path``; returns its data.
+
+    ``devices`` and ``contexts`` are comma strings (``"cpu"``, ``"all"``; ``"default,blas1"``)
+    or lists of names; ``subjects`` None means every registered subject except the
+    ``control.*`` self-tests. ``shard="i/n"`` runs the cases of :func:`harness.execute.campaign.shard`.
+    ``executor`` runs the tasks (default the local pool; :class:`harness.execute.cluster.DaskExecutor` for
+    a cluster), ``environment`` is the fingerprint to record (default this process's: a cluster passes the
+    one taken on the worker that ran the tasks) and ``extra`` adds top-level fields (``cluster``).
+    """
+    from harness.core.cases import corpus_digest, load_corpus
+    from harness.core.contexts import Context, get_context
+    from harness.core.devices import Device, parse_device, parse_devices
+    from harness.core.env import fingerprint
+    from harness.execute.campaign import CampaignSettings, load_arrays, parse_shard, plan
+    from harness.execute.campaign import shard as shard_cases
+    from harness.execute.driver import run_campaign
+    from harness.judge.bitwise import DIGEST_ALGORITHM
+    from harness.subjects.registry import subjects_for
+
+    t_start = time.perf_counter()
+    if repeats < 2:
+        raise InvalidArgument(f"repeats={repeats} must be >= 2: an audit records whether the repetitions agreed")
+    corpus_path = os.fspath(corpus_path if corpus_path is not None else DEFAULT_CORPUS)
+    full = load_corpus(corpus_path)
+    if not full:
+        raise InvalidArgument(f"corpus={corpus_path!r} holds no cases")
+    sh = parse_shard(shard)
+    cases = shard_cases(full, *sh) if sh is not None else full
+
+    if devices is None or isinstance(devices, str):
+        devs = parse_devices(devices)
+    else:
+        devs = [d if isinstance(d, Device) else parse_device(str(d)) for d in devices]
+    ctx_names = _names(contexts) or ["default"]
+    ctxs = [c if isinstance(c, Context) else get_context(c) for c in ctx_names]
+    subj = subjects_for(_names(subjects) or _default_subjects())
+    roles = {s.name: s.role for s in subj}
+
+    settings = CampaignSettings(repeats=repeats, fresh=0, timeout=timeout, plugins=tuple(plugins), quiet=quiet)
+    tasks = plan(cases, subj, devs, ctxs, oracle_contexts=tuple(c.name for c in ctxs))
+    audit_id = uuid.uuid4().hex[:12]
+    arrays_dir = os.path.abspath(os.fspath(keep_arrays)) if keep_arrays is not None else None
+    if arrays_dir is not None:
+        os.makedirs(arrays_dir, exist_ok=True)
+    if not quiet:
+        print(f"harness audit: {len(cases)} of {len(full)} cases, {len(subj)} subjects, devices "
+              f"{', '.join(d.id for d in devs)}, contexts {', '.join(c.name for c in ctxs)}: "
+              f"{len(tasks)} tasks x {repeats} repetitions -> {out_path}", file=sys.stderr)
+    env = dict(environment) if environment is not None else fingerprint()
+    entries = []
+    with tempfile.TemporaryDirectory(prefix="harness-audit-") as work:
+        # The one campaign driver (its measures, judged under the shipped contracts, stay in the work directory:
+        # an audit records digests and sketches, and compare/merge judge two audits against each other).
+        records = run_campaign(work, cases, subj, devs, ctxs, settings, executor=executor,
+                               oracle_contexts=tuple(c.name for c in ctxs)).records if tasks else {}
+        for task in tasks:
+            rec = records[task.key].to_dict()
+            e = _entry(rec, roles.get(rec["subject"], "subject"))
+            if arrays_dir is not None and rec.get("array_file"):
+                got = load_arrays(work, rec["array_file"])
+                fname = f"{audit_id}-{rec['array_file']}"
+                atomic_npz(os.path.join(arrays_dir, fname), {k: np.ascontiguousarray(v) for k, v in got.items()})
+                e["array_file"] = fname
+            entries.append(e)
+
+    data = {
+        "format": FORMAT, "version": VERSION, "id": audit_id, "digest": DIGEST_ALGORITHM,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "environment": env,
+        "corpus": {"path": corpus_path, "digest": corpus_digest(cases), "cases": len(cases),
+                   "shard": None if sh is None else f"{sh[0]}/{sh[1]}",
+                   "full_digest": corpus_digest(full), "full_cases": len(full)},
+        "settings": {"repeats": repeats, "fresh": 0, "timeout": timeout, "devices": [d.id for d in devs],
+                     "contexts": [c.name for c in ctxs], "subjects": [s.name for s in subj],
+                     "plugins": list(plugins), "keep_arrays": arrays_dir is not None},
+        "arrays_dir": arrays_dir,
+        "seconds": round(time.perf_counter() - t_start, 3),
+        "entries": entries,
+        **dict(extra or {}),
+    }
+    atomic_write(os.fspath(out_path), json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n")
+    return data
+
+
+def audit_on_cluster(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
+    """``harness audit`` with ``--cluster``: the audit files written (path, data), one per target of
+    :func:`harness.outputs.fleet.run_on_cluster`. With the every spread and two or more workers, prints the
+    merge matrix of the per-worker columns."""
+    plugins = tuple(args.subject_plugin or ())
+
+    def one(t: Target) -> tuple[str, dict[str, Any]]:
+        out = out_for(args.out, t)
+        keep = None if args.keep_arrays is None else out_for(args.keep_arrays, t)
+        data = run_audit(args.corpus, args.devices, args.contexts, out, keep_arrays=keep, shard=args.shard,
+                         repeats=args.repeats, subjects=args.subjects, quiet=args.quiet or len(t.suffix) > 0,
+                         plugins=plugins, executor=t.executor, environment=t.environment,
+                         extra={"cluster": t.cluster} if t.cluster else None)
+        return out, data
+
+    got = run_on_cluster(args, one)
+    if len(got) > 1:
+        print(merge_audits([p for p, _ in got]).to_markdown())
+    return got
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """``harness audit``: every argument checked before the audit runs; 0 when the file was written."""
+    from harness.core import argcheck
+    from harness.core.contexts import get_context
+    from harness.core.devices import select_devices
+    from harness.execute.campaign import parse_shard
+    from harness.subjects.registry import load_entry_points, load_plugin, subjects_for
+
+    load_entry_points()
+    for s in args.subject_plugin or ():
+        load_plugin(s)
+    argcheck.int_at_least("repeats", args.repeats, 2)
+    subjects = argcheck.name_list("subjects", args.subjects)
+    if subjects is not None:
+        subjects_for(subjects)
+    for c in argcheck.name_list("contexts", args.contexts) or ():
+        get_context(c)
+    parse_shard(args.shard)
+    sel = select_devices(args.devices)
+    if args.corpus is not None:
+        argcheck.readable_file("corpus", args.corpus)
+    argcheck.writable_file("out", args.out)
+    if args.keep_arrays is not None:
+        argcheck.writable_dir("keep-arrays", args.keep_arrays)
+    for note in sel.notes:  # after every check, so that a usage error stays one line
+        print(f"harness: note: {note}", file=sys.stderr)
+    t0 = time.perf_counter()
+    if getattr(args, "cluster", None):
+        for out, data in audit_on_cluster(args):
+            _summary_line(data, out, t0)
+        return 0
+    # The implied GPU of "all" stays in the plan: its entries are recorded as skipped, with the reason.
+    data = run_audit(args.corpus, sel.planned, args.contexts, args.out, keep_arrays=args.keep_arrays,
+                     shard=args.shard, repeats=args.repeats, subjects=subjects, quiet=args.quiet,
+                     plugins=tuple(args.subject_plugin or ()))
+    _summary_line(data, args.out, t0)
+    return 0
+
+
+def _summary_line(data: Mapping[str, Any], out: str, t0: float) -> None:
+    counts = collections.Counter(e["status"] for e in data["entries"])
+    disagreed = sum(1 for e in data["entries"] if e["repeats_agreed"] is False)
+    where = data.get("cluster", {}).get("worker")
+    print(f"audit: {len(data['entries'])} entries ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}; "
+          f"repetitions disagreed in {disagreed}) on {machine_label(data['environment'])}"
+          f"{f' (Dask worker {where})' if where else ''} -> {out} ({time.perf_counter() - t0:.0f} s)")
