@@ -43,6 +43,9 @@ def shrink_findings(found: Sequence[F.Finding], contracts: Contracts, *, budget:
     todo = [i for i, f in enumerate(found) if f.kind not in UNSHRINKABLE and f.shrunk is None]
     t0 = time.perf_counter()
     plugins = tuple(found[0].origin.plugins) if found else ()
+    # The same finding in another context (or another tensor kind of the same case) usually shrinks to the same
+    # case: start from the minimal case found before, where it reproduces, instead of from the original.
+    done: dict[tuple[str, ...], Case] = {}
     with Runner(plugins=plugins, timeout=timeout, fresh=2) as runner:
         for n, i in enumerate(todo):
             left = budget - (time.perf_counter() - t0)
@@ -57,9 +60,17 @@ def shrink_findings(found: Sequence[F.Finding], contracts: Contracts, *, budget:
             if case.arrays:
                 continue
             share = left / (len(todo) - n)
-            res = shrink(runner, contracts, case, target_of(f), budget=share, log=log)
+            target = target_of(f)
+            key = (f.subject, f.kind, f.case_id, f.relation, f.device)
+            start = done.get(key)
+            if start is not None and reproduces(runner, contracts, start, target):
+                res = shrink(runner, contracts, start, target, budget=share, log=log)
+                res.original = case
+            else:
+                res = shrink(runner, contracts, case, target, budget=share, log=log)
             if not res.shrunk:
                 continue
+            done[key] = res.case
             mini = os.path.join(os.path.dirname(path), f"{res.case.id}.json")
             atomic_write(mini, res.case.to_json() + "\n")
             out[i] = F.with_shrunk(f, F.Shrunk(res.case.id, mini, case.id, case_sizes(res.case), case_sizes(case),
