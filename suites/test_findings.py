@@ -233,6 +233,27 @@ def test_the_minimal_cases_are_smaller_and_still_reproduce(planted):
         assert f.replay().count(f.shrunk.file) == 1
 
 
+def test_the_printed_localize_and_shrink_commands_run(planted, tmp_path):
+    """A dossier's Localize line names the node where it starts; a finding's Shrink command (as findings.csv and
+    an unshrunk dossier print it) writes a smaller case that replays to the same difference."""
+    tmp, r = planted
+    locs = {d[0]: next((ln for ln in d if ln.startswith("Localize: ")), "") for d in _dossiers(r.stderr)}
+    lstm = next(cmd for head, cmd in locs.items() if "chainer.NStepLSTM" in head and cmd)
+    p = _run_printed(lstm.removeprefix("Localize: "))
+    assert p.returncode == 0 and "forward of Linear" in p.stdout, p.stdout + p.stderr  # a GEMM (or its gradient)
+    plug = next(cmd for head, cmd in locs.items() if "planted.embed" in head and cmd)
+    p = _run_printed(plug.removeprefix("Localize: "))  # NumPy code: no Chainer node, and it says so
+    assert p.returncode == 0 and "Final outputs that differ: grad.W" in p.stdout, p.stdout + p.stderr
+    inv = next(f for f in F.loads((tmp / "run" / "findings.json").read_text()) if f.kind == "not invariant")
+    cmd = F.command(F.shrink_argv(inv) + ["--quiet", "--out", str(tmp_path / "min.json")])
+    p = _run_printed(cmd)
+    assert p.returncode == 0, p.stdout + p.stderr
+    mini = Case.from_json((tmp_path / "min.json").read_text())
+    assert mini.spec["hidden"] < LSTM.spec["hidden"] and len(mini.spec["lengths"]) < 3
+    again = F.command(F.replay_argv(inv, case_file=str(tmp_path / "min.json")))
+    assert _run_printed(again).returncode == 1
+
+
 def test_shrink_the_alone_finding_smaller_in_every_dimension_it_can_reduce(tmp_path):
     path = tmp_path / "lstm.json"
     path.write_text(LSTM.to_json())

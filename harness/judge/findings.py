@@ -382,11 +382,11 @@ def harness_argv() -> list[str]:
     return [python, "-m", "harness"]
 
 
-def _common(f: Finding) -> list[str]:
+def _common(f: Finding, contracts: bool = True) -> list[str]:
     argv: list[str] = []
     for p in f.origin.plugins:
         argv += ["--subject-plugin", p]
-    if f.origin.contracts:
+    if f.origin.contracts and contracts:  # (localize judges nothing: it takes no contracts file)
         argv += ["--contracts", f.origin.contracts]
     return argv
 
@@ -419,7 +419,8 @@ def localize_argv(f: Finding) -> list[str]:
     """``harness localize`` arguments for a localizable finding; ``[]`` for the others."""
     if not f.kind_row.localizable:
         return []
-    argv = harness_argv() + ["localize", f.origin.case_file(f.repro_case), "--subject", f.subject] + _common(f)
+    argv = harness_argv() + ["localize", f.origin.case_file(f.repro_case), "--subject", f.subject] + \
+        _common(f, contracts=False)
     how = f.kind_row.replay
     if how == "contexts":
         argv += ["--device", f.device, "--contexts", f"{f.other},{f.context}"]
