@@ -293,8 +293,8 @@ def _add_plugin(p: argparse.ArgumentParser) -> None:
     p.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ", help=_PLUGIN_HELP)
 
 
-def _add_shrink_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--shrink-budget", type=float, default=30.0, metavar="SECONDS",
+def _add_shrink_options(p: argparse.ArgumentParser, budget: float) -> None:
+    p.add_argument("--shrink-budget", type=float, default=budget, metavar="SECONDS",
                    help="seconds to spend shrinking the findings' cases to minimal ones (default %(default)s)")
     p.add_argument("--no-shrink", action="store_true", help="do not shrink the findings' cases")
 
@@ -398,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "run directory is never mixed into: --out must be new or empty; --resume DIR continues one.",
                 _codes("0  the report was written (findings are rows, not failures)"))
     _add_campaign_options(rep)
-    _add_shrink_options(rep)
+    _add_shrink_options(rep, 30.0)
     add_cluster_options(rep)
     rep.set_defaults(func=cmd_report)
 
@@ -427,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--fresh", type=int, default=1, help="fresh-process repetitions, >= 0 (default 1)")
     _add_plugin(g)
     g.add_argument("--quiet", action="store_true", help="no progress bar")
-    _add_shrink_options(g)
+    _add_shrink_options(g, 60.0)
     add_cluster_options(g)
     g.set_defaults(func=cmd_gate)
 
