@@ -100,6 +100,7 @@ subjects = ["chainer.embed_id"]
 device = "cpu"
 outcome = "raises"
 errors = ["ValueError"]
+phase = "forward"
 reason = "x"
 
 [[bad_input]]
