@@ -226,9 +226,12 @@ class Contracts:
                   context: str = "default") -> list[BadInputRule]:
         tags = list(tags)
         hits = [r for r in self.bad_inputs if r.applies(subject, device_kind, tags, context)]
-        # A rule written for this very context overrides the '*' rules of the same tag.
+        # A rule written for this very context overrides the '*' rules of the same tag; then a rule that names
+        # this subject overrides the subjects = ["*"] rules of the same tag.
         exact_tags = {r.tag for r in hits if r.context == context}
-        return [r for r in hits if r.context == context or r.tag not in exact_tags]
+        hits = [r for r in hits if r.context == context or r.tag not in exact_tags]
+        named_tags = {r.tag for r in hits if subject in r.subjects}
+        return [r for r in hits if subject in r.subjects or r.tag not in named_tags]
 
 
 def _key_line(lines: list[str], header: int, key: str) -> int:

@@ -103,7 +103,7 @@ def measure_task(record: TaskRecord, case: Case | None, contract: Any, *, role: 
     accepted = bad and exp is not None and exp.values and record.status == "ok"
     judged = not bad or accepted
     if bad and exp is not None and exp.any_outcome and record.status != "skipped":
-        out += _same_outcome(exp, key, record, case, references)
+        out += _same_outcome(exp, key, record, case, contract, references)
     for name, stats in record.tensors.items():
         digests = record.rep_digests.get(name, ())
         out += verdicts.judge_repeats(contract, key, name, stats, digests, record.rep_processes, judged=judged)
@@ -115,7 +115,8 @@ def measure_task(record: TaskRecord, case: Case | None, contract: Any, *, role: 
                                            relation=ref.relation, judged=judged))
         if oracle is not None and mine is not None and name in oracle[1] and judged:
             try:
-                err, tol = tolerance.judge_oracle(case, name, mine, oracle[1][name], contract, text=text)
+                with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf of an accepted bad input
+                    err, tol = tolerance.judge_oracle(case, name, mine, oracle[1][name], contract, text=text)
             except (TypeError, ValueError):
                 continue  # a dtype with no oracle comparison (strings, complex): nothing to judge
             out.append(verdicts.judge_oracle(contract, key, name, err, tol, oracle[0]))
@@ -136,23 +137,23 @@ def measure_task(record: TaskRecord, case: Case | None, contract: Any, *, role: 
 ORDER_TENSOR = "grad.W"
 
 
-def _same_outcome(exp: Any, key: Mapping[str, str], record: TaskRecord, case: Case | None,
+def _same_outcome(exp: Any, key: Mapping[str, str], record: TaskRecord, case: Case | None, contract: Any,
                   references: Sequence[Reference]) -> list[Measure]:
     """An ``any`` rule's measures: the outcome of repetition 0 against the other repetitions in its process and
     in fresh processes, and against each reference task (another context, another device) that the same rule
-    governs."""
+    governs. Values count by their digests where the contract requires bit identity there, else by their kind
+    ("values returned"): the rule pins the outcome, the contract the bits."""
     out = []
-    mine = verdicts.outcome_text(record.run_status, record.errors, record.rep_digests)
     if record.status == "ok":
         pool = [i for i, p in enumerate(record.rep_processes) if p == "pool"]
         fresh = [i for i, p in enumerate(record.rep_processes) if p != "pool"]
-        first = verdicts.outcome_text("ok", (), record.rep_digests, pool[:1])
-        if len(pool) > 1:
-            out.append(verdicts.judge_same_outcome(exp, key, "repeat", first, verdicts.outcome_text(
-                "ok", (), record.rep_digests, pool), "every repetition in one process"))
-        if pool and fresh:
-            out.append(verdicts.judge_same_outcome(exp, key, "process", first, verdicts.outcome_text(
-                "ok", (), record.rep_digests, pool[:1] + fresh), "fresh processes"))
+        for kind, which, bits, other in (
+                ("repeat", pool, bool(contract and contract.reproducible), "every repetition in one process"),
+                ("process", pool[:1] + fresh, bool(contract and contract.across_processes), "fresh processes")):
+            if len(which) > 1 and (kind == "repeat" or fresh):
+                first = verdicts.outcome_text("ok", (), record.rep_digests, which[:1], bits=bits)
+                out.append(verdicts.judge_same_outcome(exp, key, kind, first, verdicts.outcome_text(
+                    "ok", (), record.rep_digests, which, bits=bits), other))
     for ref in references:
         other = ref.record
         if ref.kind not in ("context", "device") or other is None or other.status == "skipped":
@@ -161,6 +162,8 @@ def _same_outcome(exp: Any, key: Mapping[str, str], record: TaskRecord, case: Ca
                                               other.device_kind)
         if theirs_exp is None or theirs_exp.source != exp.source or not theirs_exp.any_outcome:
             continue  # another rule governs there (debug mode's, say): its outcome may differ
-        theirs = verdicts.outcome_text(other.run_status, other.errors, other.rep_digests)
+        bits = verdicts.pair_required(ref.kind, contract, ref.name)
+        mine = verdicts.outcome_text(record.run_status, record.errors, record.rep_digests, bits=bits)
+        theirs = verdicts.outcome_text(other.run_status, other.errors, other.rep_digests, bits=bits)
         out.append(verdicts.judge_same_outcome(exp, key, ref.kind, mine, theirs, f"{ref.kind} {ref.name}"))
     return out

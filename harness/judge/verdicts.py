@@ -356,10 +356,11 @@ def judge_bad_input(expectation: Expectation | None, key: Mapping[str, str], run
 
 
 def outcome_text(status: str, errors: Sequence[Mapping[str, Any]], digests: Mapping[str, Sequence[str | None]],
-                 which: Sequence[int] | None = None) -> str:
+                 which: Sequence[int] | None = None, *, bits: bool = True) -> str:
     """What a task (or some of its repetitions, ``which``) did, as one comparable text: ``IndexError in
-    forward``, ``values <digest of every tensor's digest>``, ``values that differ run to run``, or the mix.
-    The outcome an ``any`` rule requires to be the same everywhere."""
+    forward``, ``values <digest of every tensor's digest>`` (``bits``; else ``values returned``: where the
+    contract lets the bits differ, only the kind of outcome must be the same), ``values that differ run to
+    run``, or the mix. The outcome an ``any`` rule requires to be the same everywhere."""
     if status in ("crashed", "timeout", "skipped"):
         return status
     sigs = sorted({_error_signature(e) for e in errors})
@@ -367,14 +368,16 @@ def outcome_text(status: str, errors: Sequence[Mapping[str, Any]], digests: Mapp
     if status in ("ok", "partial") and digests:
         import hashlib
 
-        per_rep = None
+        per_rep: list[str] | None = None
         for name in sorted(digests):
             ds = list(digests[name])
             ds = [ds[i] for i in which if i < len(ds)] if which is not None else ds
             per_rep = [f"{name}={d}" for d in ds] if per_rep is None else [a + f";{name}={d}" for a, d in
                                                                              zip(per_rep, ds)]
         reps = sorted(set(per_rep or []))
-        if len(reps) > 1:
+        if not bits:
+            parts.append("values returned")
+        elif len(reps) > 1:
             parts.append("values that differ run to run")
         elif reps:
             parts.append("values " + hashlib.sha256(reps[0].encode()).hexdigest()[:16])

@@ -377,7 +377,10 @@ def pipeline_oracle(spec: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -
 
 #: Bad inputs (case tags) whose semantics is documented and implemented here, per family: the oracle runs them
 #: and an accepted one is judged against it like a valid case. Embed: negative ids wrap, NaN/Inf in ``W`` or
-#: ``gy`` propagate to what reads them, float16/float64 ``W`` (Chainer accepts every float dtype).
+#: ``gy`` propagate to what reads them, float16/float64 ``W`` (Chainer accepts every float dtype). Not LSTM or
+#: pipeline NaN/Inf: where a NaN meets a zero inside a BLAS GEMM is implementation-defined (measured: Chainer's
+#: ``grad.ws.0.4`` is 0 where ``h0 = 0`` meets a NaN gate gradient, IEEE gives NaN; reference BLAS skips zero
+#: operands), so those rules say ``any``.
 DOCUMENTED_BAD: dict[str, frozenset[str]] = {
     "embed": frozenset({"bad:id_out_of_range_negative", "bad:nan_inf_w", "bad:nan_inf_input", "bad:w_dtype_espnet"}),
 }
