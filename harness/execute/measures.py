@@ -103,9 +103,9 @@ def measure_campaign(directory: str, contracts: Contracts, *, tasks: Mapping[str
                 oracle = (oracle_name, oarr)
         order = None
         declared = order_reference(rec.subject, rec.device_kind)
-        if declared is not None:
-            orec = by.get((rec.case_id, declared[0], "cpu", "default"))
-            order = (declared[0], arrays.get(orec) if orec is not None and orec.status == "ok" else None, declared[1])
+        orec = None if declared is None else by.get((rec.case_id, declared[0], "cpu", "default"))
+        if orec is not None:  # planned (like the oracle): no values from it is "not judged", not silence
+            order = (declared[0], arrays.get(orec) if orec.status == "ok" else None, declared[1])
         out += measure_task(rec, case, contract, role=role, bad_rules=rules, arrays=mine, references=refs,
                             oracle=oracle, order=order,
                             known_defects=contracts.known_defects_for(rec.subject, rec.device_kind, tags, rec.context))
