@@ -135,6 +135,7 @@ def test_any_rule_whose_outcome_changes_between_contexts_is_red(setup):
     assert changed, text
     v = changed[0]
     assert "any outcome, the same in context default" in v["rule"] and "bad:nan_inf_w" in v["rule"]
+    assert v["other"] == "default" and "--contexts default,blas1" in v["replay"]
     assert v["actual"] == "FloatingPointError in forward" and v["expected"].startswith("values ")
     assert v["rule"] in text
 

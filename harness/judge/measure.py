@@ -148,8 +148,8 @@ def _same_outcome(exp: Any, key: Mapping[str, str], record: TaskRecord, case: Ca
         pool = [i for i, p in enumerate(record.rep_processes) if p == "pool"]
         fresh = [i for i, p in enumerate(record.rep_processes) if p != "pool"]
         for kind, which, bits, other in (
-                ("repeat", pool, bool(contract and contract.reproducible), "every repetition in one process"),
-                ("process", pool[:1] + fresh, bool(contract and contract.across_processes), "fresh processes")):
+                ("repeat", pool, bool(contract and contract.reproducible), "pool"),
+                ("process", pool[:1] + fresh, bool(contract and contract.across_processes), "fresh")):
             if len(which) > 1 and (kind == "repeat" or fresh):
                 first = verdicts.outcome_text("ok", (), record.rep_digests, which[:1], bits=bits)
                 out.append(verdicts.judge_same_outcome(exp, key, kind, first, verdicts.outcome_text(
@@ -165,5 +165,5 @@ def _same_outcome(exp: Any, key: Mapping[str, str], record: TaskRecord, case: Ca
         bits = verdicts.pair_required(ref.kind, contract, ref.name)
         mine = verdicts.outcome_text(record.run_status, record.errors, record.rep_digests, bits=bits)
         theirs = verdicts.outcome_text(other.run_status, other.errors, other.rep_digests, bits=bits)
-        out.append(verdicts.judge_same_outcome(exp, key, ref.kind, mine, theirs, f"{ref.kind} {ref.name}"))
+        out.append(verdicts.judge_same_outcome(exp, key, ref.kind, mine, theirs, ref.name))
     return out

@@ -384,16 +384,21 @@ def outcome_text(status: str, errors: Sequence[Mapping[str, Any]], digests: Mapp
     return "; ".join(parts) or status
 
 
+_SAME_WHERE = {"repeat": "in every repetition in one process", "process": "in fresh processes",
+               "context": "in context {other}", "device": "on device {other}"}
+
+
 def judge_same_outcome(expectation: Expectation, key: Mapping[str, str], kind: str, mine: str, theirs: str,
                        other: str) -> Measure:
     """An ``any`` rule's one requirement: the outcome (:func:`outcome_text`) here is the outcome ``other`` had
-    (``kind``: repeat, process, context or device). A difference is broken: the measure itself is unstable."""
+    (``kind``: repeat, process, context or device; ``other``: pool, fresh, the context or the device). A
+    difference is broken: the measure itself is unstable."""
     same = mine == theirs
+    where = _SAME_WHERE[kind].format(other=other)
     return Measure(**_base(kind, key, "", other=other, identical=same, verdict=BIT_IDENTICAL if same else BROKEN,
-                           rule=f"bad input ({expectation.source}): any outcome, the same in {other}",
+                           rule=f"bad input ({expectation.source}): any outcome, the same {where}",
                            contract=f"{expectation.source}: {expectation.reason}".strip(), actual=mine,
-                           expected=theirs,
-                           detail="" if same else f"outcome here: {mine}; in {other}: {theirs}"))
+                           expected=theirs, detail="" if same else f"outcome here: {mine}; {where}: {theirs}"))
 
 
 # --------------------------------------------------------------------------- accumulation order
