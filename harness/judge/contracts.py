@@ -32,7 +32,8 @@ values are compared with the oracle like a valid case's. ``any``: no semantics i
 happens (error type and phase, or the values' digests) must be the same across repeats, processes, contexts
 and devices.
 
-A known library defect (a crash inside the library on an input no rule calls bad)::
+A known library defect (a crash inside the library, on a valid input or on a bad one whose rule documents no
+such error)::
 
     [[known_defect]]
     subjects = ["chainer.embed_id"]
