@@ -13,7 +13,7 @@ import sys
 from typing import Any, Callable, NoReturn, Sequence
 
 from harness.core import argcheck
-from harness.core.errors import HarnessError, InvalidArgument
+from harness.core.errors import HarnessError, InvalidArgument, SetupError
 from harness.outputs.fleet import add_cluster_options
 
 __all__ = ["main", "build_parser"]
@@ -202,8 +202,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
         if len(devices) > 1 or len(contexts) > 1:
             raise InvalidArgument(f"relation={args.relation!r} compares related cases in one device and context: "
                                   f"leave out --devices/--contexts")
-        return replay_relation(contracts, case, subject.name, devices[0], contexts[0], args.relation)
-    return replay(contracts, case, subject.name, devices, contexts, args.repeats)
+        return replay_relation(contracts, case, subject.name, devices[0], contexts[0], args.relation,
+                               plugins=args.subject_plugin or (), timeout=args.timeout)
+    argcheck.int_at_least("fresh", args.fresh, 0)
+    if args.baseline is not None:
+        argcheck.baseline_dir("baseline", args.baseline)
+    return replay(contracts, case, subject.name, devices, contexts, args.repeats, fresh=args.fresh,
+                  baseline=args.baseline, plugins=args.subject_plugin or (), timeout=args.timeout)
 
 
 # ---- report ----------------------------------------------------------------------------------------
@@ -275,7 +280,28 @@ def cmd_localize(args: argparse.Namespace) -> int:
     if args.devices is None and args.contexts is None:
         argcheck.int_at_least("repeats", args.repeats, 2)
     argcheck.readable_file("case", args.case)
-    return localize.cmd_localize(args)
+    argcheck.positive_seconds("timeout", args.timeout)
+    from harness.execute.sandbox import DONE, in_child, run_child
+
+    if in_child():  # the child: the subject runs here, under the hooks, and nowhere else
+        rc = localize.cmd_localize(args)
+        print(DONE)
+        return rc
+    res = run_child(args.argv, args.timeout)
+    sys.stdout.write(res.stdout)
+    if not res.ok:
+        raise SetupError(f"localize: {res.reason()}")
+    return 0
+
+
+def cmd_shrink(args: argparse.Namespace) -> int:
+    from harness.outputs.shrinking import cmd_shrink as run
+
+    _load_plugins(args.subject_plugin)
+    if args.baseline is not None:
+        raise InvalidArgument(f"baseline={args.baseline!r}: a baseline finding cannot shrink (the baseline holds "
+                              f"digests of its own cases only); replay it with --baseline instead")
+    return run(args)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -297,6 +323,12 @@ def _verb(sub: Any, name: str, help: str, description: str, codes: str) -> argpa
 
 def _add_plugin(p: argparse.ArgumentParser) -> None:
     p.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ", help=_PLUGIN_HELP)
+
+
+def _add_shrink_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shrink-budget", type=float, default=30.0, metavar="SECONDS",
+                   help="seconds to spend shrinking the findings' cases to minimal ones (default %(default)s)")
+    p.add_argument("--no-shrink", action="store_true", help="do not shrink the findings' cases")
 
 
 def _add_campaign_options(p: argparse.ArgumentParser) -> None:
@@ -376,7 +408,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--context", help="execution context name (default: default)")
     r.add_argument("--contexts", metavar="A,B", help="run under B and compare it with A too (instead of "
                                                      "--context)")
-    r.add_argument("--repeats", type=int, default=5, help="repetitions to compare, >= 1 (default 5)")
+    r.add_argument("--repeats", type=int, default=5, help="repetitions to compare, >= 1 (default %(default)s)")
+    r.add_argument("--fresh", type=int, default=0, help="runs in fresh worker processes too, >= 0 (default "
+                                                       "%(default)s)")
+    r.add_argument("--baseline", metavar="DIR", help="a stored run directory: compare this run's digests with "
+                                                     "its task of the same case, subject, device and context")
+    r.add_argument("--timeout", type=float, default=120.0, help="seconds per run before the worker is killed "
+                                                               "(default %(default)s)")
     r.add_argument("--contracts", metavar="FILE", help="contracts file the verdicts use (default: contracts.toml)")
     r.add_argument("--relation", metavar="NAME", help="run the case and its members under this invariance relation "
                                                       "(alone, subbatch, order, padding, duplicate) and compare them")
@@ -392,6 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "run directory is never mixed into: --out must be new or empty; --resume DIR continues one.",
                 _codes("0  the report was written (findings are rows, not failures)"))
     _add_campaign_options(rep)
+    _add_shrink_options(rep)
     add_cluster_options(rep)
     rep.set_defaults(func=cmd_report)
 
@@ -420,8 +459,40 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--fresh", type=int, default=1, help="fresh-process repetitions, >= 0 (default 1)")
     _add_plugin(g)
     g.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_shrink_options(g)
     add_cluster_options(g)
     g.set_defaults(func=cmd_gate)
+
+    sh = _verb(sub, "shrink", "reduce a case while the same finding still reproduces",
+               "Shrink a case: drop sequences and ids, shorten lengths, lower the vocabulary, sizes and layers, "
+               "simplify settings, keeping each step only while the same finding (kind, tensor kind) still "
+               "reproduces. Every run is in worker processes. The findings' dossiers print this command.",
+               _codes("0  a minimal case was written (or the case was already minimal)",
+                      "1  the finding does not reproduce on the case given"))
+    sh.add_argument("case", metavar="CASE.json", help="a case JSON file, or a JSON-lines corpus (with --case-id)")
+    sh.add_argument("--case-id", help="the case to take from a corpus")
+    sh.add_argument("--subject", required=True, help="registered subject name")
+    sh.add_argument("--kind", required=True, help="the finding kind that must still reproduce (as findings.csv "
+                                                   "and the dossiers name it)")
+    sh.add_argument("--tensor", help="the tensor kind that must still show it (e.g. 'ys.*', 'grad.W')")
+    sh.add_argument("--error", help="for an error finding: the error that must still happen, 'Type in phase'")
+    sh.add_argument("--device", help="cpu, gpu or gpu:N (default cpu)")
+    sh.add_argument("--devices", metavar="A,B", help="a cross-device finding: B compared with A")
+    sh.add_argument("--context", help="execution context name (default: default)")
+    sh.add_argument("--contexts", metavar="A,B", help="a cross-context finding: B compared with A")
+    sh.add_argument("--relation", metavar="NAME", help="an invariance finding: its relation")
+    sh.add_argument("--baseline", metavar="DIR", help="a baseline finding (refused: a baseline holds only its own "
+                                                      "cases)")
+    sh.add_argument("--contracts", metavar="FILE", help="contracts file the verdicts use (default: contracts.toml)")
+    sh.add_argument("--budget", type=float, default=120.0, help="seconds to spend at most (default %(default)s)")
+    sh.add_argument("--max-runs", type=int, default=400, help="worker runs to spend at most (default %(default)s)")
+    sh.add_argument("--timeout", type=float, default=120.0, help="seconds per run before the worker is killed "
+                                                                "(default %(default)s)")
+    sh.add_argument("--out", metavar="FILE", help="where to write the minimal case (default: beside CASE.json, "
+                                                  "named by its id)")
+    sh.add_argument("--quiet", action="store_true", help="do not print each step")
+    _add_plugin(sh)
+    sh.set_defaults(func=cmd_shrink)
 
     a = _verb(sub, "audit", "digest every subject on a corpus into an audit file",
               "Run every subject on a corpus and write an audit file: per case x subject x device x context, the "
@@ -477,6 +548,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "relation instead (the first node whose output rows differ)")
     _add_plugin(lo)
     lo.add_argument("--json", action="store_true", help="print the localization as JSON")
+    lo.add_argument("--timeout", type=float, default=300.0, help="seconds before the localizing process is killed "
+                                                               "(default %(default)s)")
     lo.set_defaults(func=cmd_localize)
 
     b = _verb(sub, "bench", "measure the harness against the bare computation",
@@ -497,6 +570,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args) or 0)
     except HarnessError as exc:

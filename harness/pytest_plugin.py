@@ -182,18 +182,21 @@ def measures_in_process(contracts: Contracts, subject: str, case: Case, device: 
 
 
 def _violations(measures: Sequence[Measure], case: Case) -> list[Violation]:
+    """The failing measures as dossiers; the replay command is the finding's own
+    (:func:`harness.judge.findings.replay_argv`), run on a case file it writes first."""
     import shlex
 
+    from harness.judge import findings as F
     from harness.judge.verdicts import violations
 
+    folder = ".harness-cases"
+    origin = F.Origin(folder)
     out = []
     for v in violations(measures):
-        m = v.measure
-        argv = ["python", "-m", "harness", "replay", f"case-{case.id}.json", "--subject", m.subject,
-                "--device", m.device]
-        argv += ["--contexts", f"{m.other},{m.context}"] if m.kind == "context" else ["--context", m.context]
-        replay = (f"echo {shlex.quote(case.to_json())} > case-{case.id}.json && " + shlex.join(argv))
-        out.append(Violation(m, replay=replay))
+        f = F.group([v.measure], None, origin)[0]
+        path = origin.case_file(case.id)
+        write = f"mkdir -p {shlex.quote(os.path.dirname(path))} && printf '%s\\n' {shlex.quote(case.to_json())} > {shlex.quote(path)}"
+        out.append(Violation(v.measure, replay=f"{write} && {f.replay()}", case_file=path))
     return out
 
 

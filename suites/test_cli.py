@@ -82,7 +82,8 @@ def test_replay_reproduces_from_the_json_alone(tmp_path):
     path.write_text(CASE.to_json())
     p = harness("replay", str(path), "--subject", "chainer.embed_id", "--repeats", "3", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    assert f"case {CASE.id} (embed), subject chainer.embed_id, device cpu, context default, 3 repeats" in p.stdout
+    assert f"case {CASE.id} (embed), subject chainer.embed_id, device cpu, context default, 3 runs" in p.stdout
+    assert "in worker processes" in p.stdout
     assert "statuses: ok x3" in p.stdout
     printed = _printed_digests(p.stdout)
     assert set(printed) == {"y", "grad.W", "grad2.gy"}, p.stdout

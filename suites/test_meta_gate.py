@@ -297,11 +297,13 @@ def test_a_broken_contracts_dossier_is_short_and_its_replay_command_reproduces_i
                         "--repeats", "3", "--fresh", "0"], capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert r.returncode == 1, r.stdout + r.stderr
     dossier = r.stderr.split("\n\n")[0].splitlines()
-    assert len(dossier) <= 40 and dossier[0].startswith("control.nondeterministic [cpu]")
-    assert "broken -- reproducible" in dossier[0] and "grad.W" in dossier[0]
+    assert len(dossier) <= 40 and dossier[0].startswith("FINDING 1 of ")
+    assert "[contract broken] control.nondeterministic [cpu]" in dossier[0]
+    assert "not reproducible run to run parameter gradients -- reproducible" in dossier[0]
+    assert any(line.startswith("Worst: ") and "grad.W" in line for line in dossier)
     cmd = next(line for line in dossier if line.startswith("Reproduce: ")).removeprefix("Reproduce: ")
     argv = shlex.split(cmd)
-    assert argv[:3] == ["python", "-m", "harness"]
+    assert argv[1:3] == ["-m", "harness"] and "--contracts" in argv
     again = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert again.returncode == 1 and "DIFFERS" in again.stdout, again.stdout + again.stderr
 

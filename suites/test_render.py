@@ -20,7 +20,10 @@ from harness.execute.campaign import CampaignSettings
 from harness.execute.driver import run_campaign
 from harness.execute.relations import RELATIONS
 from harness.generate.corpora import relation_cases
+from harness.execute.measures import campaign_cases
+from harness.judge.findings import Origin
 from harness.outputs import render, screenshot, tables
+from harness.outputs.assemble import campaign_findings
 from harness.subjects.registry import subjects_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,8 +39,9 @@ def report(tmp_path_factory):
                        [CPU], [get_context("default"), get_context("blas1")],
                        CampaignSettings(repeats=3, fresh=0, quiet=True), relations=[RELATIONS["order"]])
     frames: dict = {}
+    found = campaign_findings(d, run.measures, run.records, campaign_cases(d), Origin(d))
     tables.write_report(d, environment={"gpu": {"available": False, "reason": "none here"}}, measures=run.measures,
-                        frames=frames)
+                        found=found, frames=frames)
     return d, frames
 
 
@@ -82,8 +86,8 @@ def test_every_findings_replay_command_reproduces_it(report):
     ran = 0
     for cmd in f.loc[f["kind"].isin(["not reproducible run to run", "not invariant"]), "replay"].head(4):
         argv = shlex.split(cmd)
-        assert argv[:3] == ["python", "-m", "harness"]
-        # "python" as printed is the environment's Python; here, this test's own interpreter.
+        assert argv[1:3] == ["-m", "harness"]
+        # the printed interpreter is this environment's (relative to the checkout); here, this test's own.
         p = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, capture_output=True, text=True, timeout=300)
         assert p.returncode == 1, (cmd, p.stdout[-800:], p.stderr[-800:])  # the difference reproduced
         ran += 1

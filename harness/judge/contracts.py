@@ -117,6 +117,8 @@ class Contract:
     #: Looser oracle rules this line allows (names from :data:`ORACLE_RULES`); empty means the
     #: stated (or default) tolerance is enforced as it is.
     oracle_rules: tuple[str, ...] = ORACLE_RULES
+    #: The contracts file this line comes from (its name, for "FILE line N" in dossiers).
+    source: str = "contracts.toml"
 
     def describe(self) -> str:
         need = []
@@ -153,6 +155,7 @@ class BadInputRule:
     reason: str
     context: str = "*"
     line: int = 0
+    source: str = "contracts.toml"
     #: Where a ``raises`` error must be raised (one of :data:`PHASES`); empty for the other outcomes.
     phase: str = ""
 
@@ -175,6 +178,7 @@ class KnownDefect:
     reference: str
     context: str = "*"
     line: int = 0
+    source: str = "contracts.toml"
 
     def applies(self, subject: str, device_kind: str, tags: Iterable[str], context: str = "default") -> bool:
         """Whether the declaration covers this subject, device kind, case (all its ``tags``) and context."""
@@ -187,7 +191,7 @@ class KnownDefect:
 
     def describe(self) -> str:
         return (f"known defect: {self.error} in {self.phase} -- {self.reason} (upstream: {self.reference}; "
-                f"contracts.toml line {self.line})")
+                f"{self.source} line {self.line})")
 
 
 @dataclass(frozen=True)
@@ -389,7 +393,8 @@ def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
             subject=v["subject"], device=v["device"], context=v.get("context", "*"),
             reproducible=reproducible, across_processes=across,
             identical_across=v.get("identical_across", ()), oracle=v.get("oracle", "within"), tolerance=tol,
-            reason=v["reason"], line=line, invariant_under=v.get("invariant_under", ()), oracle_rules=rules))
+            reason=v["reason"], line=line, invariant_under=v.get("invariant_under", ()), oracle_rules=rules,
+            source=p.name))
     rules_out = []
     heads = _headers(lines, "bad_input")
     for n, raw in enumerate(data.get("bad_input", [])):
@@ -408,7 +413,8 @@ def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
                                 f"outcome='raises' only (this rule is outcome={outcome!r})")
         rules_out.append(BadInputRule(tag=v["tag"], subjects=v.get("subjects", ("*",)), device=v.get("device", "*"),
                                       outcome=outcome, errors=v.get("errors", ()), reason=v["reason"],
-                                      context=v.get("context", "*"), line=line, phase=v.get("phase", "")))
+                                      context=v.get("context", "*"), line=line, source=p.name,
+                                      phase=v.get("phase", "")))
     _check_rule_conflicts(p, rules_out)
     defects = []
     heads = _headers(lines, "known_defect")
@@ -420,7 +426,7 @@ def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
                                 f"the defect shows on")
         defects.append(KnownDefect(subjects=v["subjects"], device=v.get("device", "*"), tags=v["tags"],
                                    error=v["error"], phase=v["phase"], reason=v["reason"], reference=v["reference"],
-                                   context=v.get("context", "*"), line=line))
+                                   context=v.get("context", "*"), line=line, source=p.name))
     return Contracts(str(p), tuple(contracts), tuple(rules_out), tuple(defects))
 
 

@@ -64,7 +64,8 @@ def _describe(contract: Any) -> str:
     """Which contract line judged: short, since every measure carries it (the rule says what it required)."""
     if contract is None:
         return "(no contract line)"
-    where = f"contracts.toml line {contract.line}" if getattr(contract, "line", 0) else "built in"
+    where = (f"{getattr(contract, 'source', 'contracts.toml')} line {contract.line}" if getattr(contract, "line", 0)
+             else "built in")
     return f"{contract.subject} on {contract.device} in {contract.context} ({where})"
 
 
@@ -281,7 +282,7 @@ def expectation_for(rules: Sequence[Any], expect: Mapping[str, Any] | None, subj
         if any_outcome and not errors:
             errors = None
         reason = "; ".join(r.reason for r in rules if r.reason)
-        where = ", ".join(f"contracts.toml line {r.line} ({r.tag})" for r in rules)
+        where = ", ".join(f"{getattr(r, 'source', 'contracts.toml')} line {r.line} ({r.tag})" for r in rules)
         return Expectation(errors, no_error_ok, reason, where, phases,
                            values=documented and no_error_ok and errors is not None)
     return _from_expect(expect, subject, device_kind)
@@ -335,7 +336,7 @@ def judge_bad_input(expectation: Expectation | None, key: Mapping[str, str], run
         verdict, why = (EXPECTED_ERROR if exp.no_error_ok else BROKEN), "no error"
     elif defect is not None:
         return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=f"known defect ({defect.error} in "
-                               f"{defect.phase})", contract=f"contracts.toml line {defect.line}: {defect.reason}",
+                               f"{defect.phase})", contract=f"{defect.source} line {defect.line}: {defect.reason}",
                                actual=got, expected=exp.describe(), detail=defect.describe()))
     elif exp.errors is None or str(error.get("type")) in exp.errors:
         etype, phase = _error_signature(error)
@@ -459,7 +460,7 @@ def judge_task(contract: Any, key: Mapping[str, str], status: str, run_status: s
         if defect is not None and status == "error" and run_status == "error" and same:
             return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=f"known defect ({defect.error} in "
                                    f"{defect.phase})", actual=got, detail=defect.describe(),
-                                   contract=f"contracts.toml line {defect.line}: {defect.reason}"))
+                                   contract=f"{defect.source} line {defect.line}: {defect.reason}"))
         return Measure(**_base("task", key, "", verdict=ERROR, rule=f"run {run_status}", actual=got,
                                detail=got, contract=_describe(contract)))
     if contract is None:

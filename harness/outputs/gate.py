@@ -19,49 +19,57 @@ from typing import Any, Mapping, Sequence
 
 from harness.core.cases import Case
 from harness.core.errors import InvalidArgument
-from harness.core.records import Measure, TaskRecord
+from harness.core.records import Measure, TaskRecord, Verdict
 from harness.execute.campaign import load_tasks
 from harness.execute.measures import campaign_cases, load_measures, measure_campaign
+from harness.judge import findings as F
 from harness.judge import verdicts
 from harness.judge.contracts import Contracts, load_contracts, validate
 from harness.judge.verdicts import Violation, assert_no_violations
 
 __all__ = ["Violation", "assert_no_violations", "gate_campaign", "gate_violations", "check_baseline",
-           "control_check", "replay_for", "cmd_gate", "cmd_contracts_check", "write_junit"]
-
-
-def replay_for(run_dir: str, m: Measure) -> str:
-    """The ``python -m harness replay`` command (every value quoted) that reproduces this measure's finding."""
-    path = os.path.join(run_dir, "cases", f"{m.case_id}.json")
-    argv = ["python", "-m", "harness", "replay", path, "--subject", m.subject]
-    if m.kind == "device":
-        argv += ["--devices", f"{m.other},{m.device}", "--context", m.context]
-    elif m.kind == "context":
-        argv += ["--device", m.device, "--contexts", f"{m.other},{m.context}"]
-    else:
-        argv += ["--device", m.device, "--context", m.context]
-        if m.kind in ("repeat", "process"):
-            argv += ["--repeats", "5"]
-    return shlex.join(argv)
+           "control_check", "cmd_gate", "cmd_contracts_check", "write_junit", "gate_findings", "baseline_measures",
+           "fails", "failing_cells"]
 
 
 def gate_violations(run_dir: str, measures: Sequence[Measure], cases: Mapping[str, Case] | None = None
                     ) -> list[Violation]:
-    """The broken measures of a campaign as dossiers, each with its case file written under ``cases/`` and the
-    replay command that reproduces it."""
-    cases = campaign_cases(run_dir) if cases is None else cases
+    """The broken measures of a campaign, one :class:`Violation` each (``violations.json``), with the command
+    of the finding each belongs to."""
+    found = gate_findings(run_dir, measures, cases=cases)
     out = []
-    for v in verdicts.violations(measures):
-        m = v.measure
-        case_file = ""
-        if m.case_id in cases:
-            from harness.core.fileio import atomic_write
-
-            case_file = os.path.join(run_dir, "cases", f"{m.case_id}.json")
-            if not os.path.exists(case_file):
-                atomic_write(case_file, cases[m.case_id].to_json() + "\n")
-        out.append(dataclasses.replace(v, replay=replay_for(run_dir, m) if case_file else "", case_file=case_file))
+    for m in measures:
+        if not fails(m):
+            continue
+        f = next((f for f in found if _belongs(m, f)), None)
+        out.append(Violation(m, replay=f.replay() if f is not None else "",
+                             case_file=f.origin.case_file(f.repro_case) if f is not None else ""))
     return out
+
+
+def fails(m: Measure) -> bool:
+    """Whether the gate fails on this measure (:attr:`Verdict.fails`)."""
+    return m.verdict in _FAILING
+
+
+_FAILING = {v.value for v in Verdict if v.fails}
+
+
+def _belongs(m: Measure, f: F.Finding) -> bool:
+    return (m.subject in f.subjects and m.device == f.device and m.rule == f.rule
+            and (m.relation or m.context) == (f.relation or f.context) and m.case_id in f.cases
+            and F.tensor_kind(m.tensor) == f.tensor_kind)
+
+
+def gate_findings(run_dir: str, measures: Sequence[Measure], *, cases: Mapping[str, Case] | None = None,
+                  records: Mapping[str, TaskRecord] | None = None, origin: F.Origin | None = None,
+                  contracts: Any = None) -> list[F.Finding]:
+    """The findings of a gate campaign (every class; :attr:`Finding.fails` says which fail the gate)."""
+    from harness.outputs.assemble import campaign_findings
+
+    cases = campaign_cases(run_dir) if cases is None else cases
+    records = load_tasks(run_dir) if records is None else records
+    return campaign_findings(run_dir, measures, records, cases, origin or F.Origin(run_dir), known=contracts)
 
 
 def control_check(tasks: Mapping[str, TaskRecord], measures: Sequence[Measure]) -> list[Measure]:
@@ -109,9 +117,25 @@ def _baseline_arrays(baseline_dir: str, rec: TaskRecord | None) -> dict[str, Any
 
 
 def check_baseline(run_dir: str, baseline_dir: str, contracts: Contracts) -> list[Violation]:
+    """The violations of :func:`baseline_measures` (each with the command that reproduces it)."""
+    measures, diff = baseline_measures(run_dir, baseline_dir, contracts)
+    origin = F.Origin(run_dir, baseline=baseline_dir, env=F.env_for_reproducer(diff))
+    found = gate_findings(run_dir, measures, origin=origin)
+    out = []
+    for m in measures:
+        f = next((f for f in found if _belongs(m, f)), None)
+        if fails(m):
+            out.append(Violation(m, replay=f.replay() if f is not None else "",
+                                 case_file=f.origin.case_file(f.repro_case) if f is not None else ""))
+    return out
+
+
+def baseline_measures(run_dir: str, baseline_dir: str, contracts: Contracts
+                      ) -> tuple[list[Measure], list[tuple[str, Any, Any]]]:
     """A baseline check: digests the contracts call stable must equal the baseline's (with the ULP distance
     where the baseline kept its arrays, and the environment fields that differ), oracle errors within
-    tolerance there must stay so, and the two runs must share tasks at all."""
+    tolerance there must stay so, and the two runs must share tasks at all. Returns the measures and the
+    environment fields that differ ``(field, baseline, now)``."""
     new = load_tasks(run_dir)
     old = load_tasks(baseline_dir)
     if not old:
@@ -123,7 +147,8 @@ def check_baseline(run_dir: str, baseline_dir: str, contracts: Contracts) -> lis
                                 verdict=verdicts.BROKEN, rule="the baseline must share tasks with this run",
                                 contract="gate honesty", detail=f"baseline={baseline_dir!r} shares no task with "
                                 f"this run ({len(new)} tasks, {len(old)} in the baseline): nothing was compared"))
-    env_note = _environment_note(run_dir, baseline_dir)
+    diff = environment_changes(run_dir, baseline_dir)
+    env_note = _environment_note(diff)
     for key in shared:
         rec, base = new[key], old[key]
         if rec.status != "ok" or base.status != "ok":
@@ -131,33 +156,45 @@ def check_baseline(run_dir: str, baseline_dir: str, contracts: Contracts) -> lis
         contract = contracts.find(rec.subject, rec.device_kind, rec.context)
         if contract is None or not (contract.reproducible or contract.across_processes):
             continue
-        ident = {"case_id": rec.case_id, "subject": rec.subject, "device": rec.device, "context": rec.context}
-        mine_arrays = barrays = None
-        for name, t in rec.tensors.items():
-            b = base.tensors.get(name)
-            if b is None or b.digest == t.digest:
-                continue
-            if b.digest and t.digest:
-                from harness.judge.bitwise import digest_mismatch_reason
-
-                why = digest_mismatch_reason(b.digest, t.digest)
-                if why is not None:  # a baseline of another digest algorithm: every tensor would "change"
-                    raise InvalidArgument(f"baseline={baseline_dir!r} cannot be compared with this run: {why}")
-            if barrays is None:
-                barrays = _baseline_arrays(baseline_dir, base) or {}
-                mine_arrays = _baseline_arrays(run_dir, rec) or {}
-            m = verdicts.judge_pair("baseline", contract, ident, name, mine_arrays.get(name), barrays.get(name),
-                                    other="baseline")
-            if m.detail.startswith("tensor") or m.identical is not False:
-                m = dataclasses.replace(m, identical=False, verdict=verdicts.BROKEN)
-            detail = (f"baseline digest {b.digest}\nnew digest      {t.digest}\nbaseline: {baseline_dir}"
-                      + ("" if barrays else " (no arrays kept there: no ULP distance)") + env_note)
-            measures.append(dataclasses.replace(m, detail=detail))
-    measures += _oracle_growth(run_dir, baseline_dir)
-    return gate_violations(run_dir, measures)
+        changed = [n for n, t in rec.tensors.items() if n in base.tensors and base.tensors[n].digest != t.digest]
+        if not changed:
+            continue
+        barrays = _baseline_arrays(baseline_dir, base) or {}
+        mine = _baseline_arrays(run_dir, rec) or {}
+        measures += against_baseline(rec, base, mine, barrays, contract, baseline_dir, env_note)
+    return measures + _oracle_growth(run_dir, baseline_dir), diff
 
 
-def _environment_note(run_dir: str, baseline_dir: str) -> str:
+def against_baseline(rec: TaskRecord, base: TaskRecord, mine: Mapping[str, Any], theirs: Mapping[str, Any],
+                     contract: Any, baseline_dir: str, env_note: str = "") -> list[Measure]:
+    """The baseline measures of one task: a tensor whose digest changed is broken (with the ULP distance where
+    both sides' arrays are at hand). ``gate --baseline`` and ``replay --baseline`` both judge here."""
+    ident = {"case_id": rec.case_id, "subject": rec.subject, "device": rec.device, "context": rec.context}
+    out = []
+    for name, t in rec.tensors.items():
+        b = base.tensors.get(name)
+        if b is None or b.digest == t.digest:
+            continue
+        if b.digest and t.digest:
+            from harness.judge.bitwise import digest_mismatch_reason
+
+            why = digest_mismatch_reason(b.digest, t.digest)
+            if why is not None:  # a baseline of another digest algorithm: every tensor would "change"
+                raise InvalidArgument(f"baseline={baseline_dir!r} cannot be compared with this run: {why}")
+        m = verdicts.judge_pair("baseline", contract, ident, name, mine.get(name), theirs.get(name),
+                                other="baseline")
+        if m.detail.startswith("tensor") or m.identical is not False:
+            m = dataclasses.replace(m, identical=False, verdict=verdicts.BROKEN)
+        detail = (f"baseline digest {b.digest}\nnew digest      {t.digest}\nbaseline: {baseline_dir}"
+                  + ("" if theirs else " (no arrays kept there: no ULP distance)") + env_note)
+        out.append(dataclasses.replace(m, detail=detail))
+    return out
+
+
+
+
+def environment_changes(run_dir: str, baseline_dir: str) -> list[tuple[str, Any, Any]]:
+    """The fingerprint fields that differ between a baseline and this run: ``(field, baseline, now)``."""
     import json
 
     try:
@@ -166,13 +203,16 @@ def _environment_note(run_dir: str, baseline_dir: str) -> str:
         with open(os.path.join(baseline_dir, "environment.json"), encoding="utf-8") as f:
             b = json.load(f)
     except (OSError, ValueError):
-        return ""
+        return []
     from harness.outputs.audit import environment_diff
 
-    diff = environment_diff(b, a)
-    if not len(diff):
+    return [(r.field, r.A, r.B) for r in environment_diff(b, a).itertuples()]
+
+
+def _environment_note(diff: Sequence[tuple[str, Any, Any]]) -> str:
+    if not diff:
         return "\nEnvironment: no field differs from the baseline's"
-    shown = "; ".join(f"{r.field}: {r.A} -> {r.B}" for r in diff.head(6).itertuples())
+    shown = "; ".join(f"{k}: {a} -> {b}" for k, a, b in diff[:6])
     return f"\nEnvironment differences (baseline -> now): {shown}" + (" ..." if len(diff) > 6 else "")
 
 
@@ -195,31 +235,44 @@ def _oracle_growth(run_dir: str, baseline_dir: str) -> list[Measure]:
 # ---- JUnit ---------------------------------------------------------------------------------------------
 
 
-def write_junit(path: str, tasks: Mapping[str, TaskRecord], violations: Sequence[Violation], seconds: float) -> None:
-    """One testcase per subject[device]::context: a failure where it broke, ``<skipped message=...>`` where
-    none of its tasks ran (with the reason), a pass otherwise. Written with ElementTree."""
+def _cell(subject: str, device: str, context: str) -> str:
+    return f"{subject}[{device}]::{context}"
+
+
+def failing_cells(found: Sequence[F.Finding]) -> dict[str, list[F.Finding]]:
+    """The subject x device x context checks each failing finding breaks."""
+    out: dict[str, list[F.Finding]] = {}
+    for f in found:
+        if not f.fails:
+            continue
+        for s in f.subjects:
+            out.setdefault(_cell(s, f.device, f.context), []).append(f)
+    return out
+
+
+def write_junit(path: str, tasks: Mapping[str, TaskRecord], found: Sequence[F.Finding], seconds: float) -> None:
+    """One testcase per subject[device]::context: a failure where a finding breaks it (its dossiers), a
+    ``<skipped message=...>`` where none of its tasks ran (with the reason), a pass otherwise. ElementTree."""
     import xml.etree.ElementTree as ET
 
     from harness.core.fileio import atomic_write
 
     cells: dict[str, list[TaskRecord]] = {}
     for r in tasks.values():
-        cells.setdefault(f"{r.subject}[{r.device}]::{r.context}", []).append(r)
-    by_cell: dict[str, list[Violation]] = {}
-    for v in violations:
-        by_cell.setdefault(f"{v.measure.subject}[{v.measure.device}]::{v.measure.context}", []).append(v)
+        cells.setdefault(_cell(r.subject, r.device, r.context), []).append(r)
+    by_cell = failing_cells(found)
     names = sorted(set(cells) | set(by_cell))
     suite = ET.Element("testsuite", name="harness-gate", tests=str(len(names)), time=f"{seconds:.1f}")
     failures = skipped = 0
     for n in names:
         case = ET.SubElement(suite, "testcase", classname="harness.gate", name=n)
-        vs = by_cell.get(n, [])
+        fs = by_cell.get(n, [])
         recs = cells.get(n, [])
-        if vs:
+        if fs:
             failures += 1
-            fail = ET.SubElement(case, "failure", message=vs[0].headline())
-            fail.text = "\n\n".join(v.dossier() for v in vs[:5]) + (f"\n\n... and {len(vs) - 5} more" if len(vs) > 5
-                                                                    else "")
+            fail = ET.SubElement(case, "failure", message=fs[0].headline())
+            fail.text = "\n\n".join(f.dossier() for f in fs[:5]) + (f"\n\n... and {len(fs) - 5} more finding(s)"
+                                                                    if len(fs) > 5 else "")
         elif recs and all(r.status == "skipped" for r in recs):
             skipped += 1
             ET.SubElement(case, "skipped", message=recs[0].skip_reason or "not run")
@@ -306,20 +359,39 @@ def cmd_gate(args: argparse.Namespace) -> int:
                            relations=[RELATIONS[r] for r in claimed])
     tasks, records = run.tasks, run.records
     atomic_json(os.path.join(run_dir, "environment.json"), fingerprint())
-    found = gate_violations(run_dir, run.measures + control_check(records, run.measures))
+    measures = run.measures + control_check(records, run.measures)
+    origin = F.Origin(run_dir, contracts=args.contracts or "", plugins=tuple(args.subject_plugin or ()))
+    found = gate_findings(run_dir, measures, records=records, origin=origin, contracts=contracts)
     if args.baseline:
-        found += check_baseline(run_dir, args.baseline, contracts)
+        bmeasures, diff = baseline_measures(run_dir, args.baseline, contracts)
+        measures += bmeasures
+        found = F.sort_findings(found + gate_findings(
+            run_dir, bmeasures, records=records, contracts=contracts,
+            origin=dataclasses.replace(origin, baseline=args.baseline, env=F.env_for_reproducer(diff))))
+    failing = [f for f in found if f.fails]
+    if failing and getattr(args, "shrink_budget", 0) and not getattr(args, "no_shrink", False):
+        from harness.outputs.shrinking import shrink_findings
+
+        failing = shrink_findings(failing, contracts, budget=args.shrink_budget, timeout=settings.timeout)
+        found = F.sort_findings(failing + [f for f in found if not f.fails])
     if args.junit:
         write_junit(args.junit, records, found, time.perf_counter() - t0)
-    for v in found[:SHOWN_DOSSIERS]:
-        print(v.dossier() + "\n", file=sys.stderr)
-    if len(found) > SHOWN_DOSSIERS:
-        print(f"... and {len(found) - SHOWN_DOSSIERS} more violation(s): all of them in "
-              f"{os.path.join(run_dir, 'violations.json')}", file=sys.stderr)
-    cells = {f"{t.subject}[{t.device}]::{t.context}" for t in tasks}
-    skipped = {f"{r.subject}[{r.device}]::{r.context}" for r in records.values()} - {
-        f"{r.subject}[{r.device}]::{r.context}" for r in records.values() if r.status != "skipped"}
+    for i, f in enumerate(failing[:SHOWN_DOSSIERS]):
+        print(f"FINDING {i + 1} of {len(failing)}: " + f.dossier() + "\n", file=sys.stderr)
+    if len(failing) > SHOWN_DOSSIERS:
+        print(f"... and {len(failing) - SHOWN_DOSSIERS} more failing finding(s): all of them in "
+              f"{os.path.join(run_dir, 'findings.json')}", file=sys.stderr)
+    cells = {_cell(t.subject, t.device, t.context) for t in tasks}
+    skipped = {_cell(r.subject, r.device, r.context) for r in records.values()} - {
+        _cell(r.subject, r.device, r.context) for r in records.values() if r.status != "skipped"}
+    bad = [m for m in measures if fails(m)]
+    atomic_json(os.path.join(run_dir, "violations.json"),
+                [{**m.to_dict(), "finding": next((f.id for f in found if _belongs(m, f)), "")} for m in bad])
+    from harness.core.fileio import atomic_write
+
+    atomic_write(os.path.join(run_dir, "findings.json"), F.dumps(found))
+    broken_cells = failing_cells(found)
     print(f"gate: {len(tasks)} tasks, {len(cells)} subject/device/context checks ({len(skipped)} skipped: "
-          f"not run), {len(found)} violation(s); results in {run_dir}")
-    atomic_json(os.path.join(run_dir, "violations.json"), [v.to_dict() for v in found])
-    return 1 if found else 0
+          f"not run); {F.summary_line(failing, len(broken_cells), len(cells))}, from {len(bad)} violating "
+          f"measure(s); results in {run_dir}")
+    return 1 if failing else 0

@@ -185,7 +185,7 @@ def summary_html(headline: Sequence[str], cells: pd.DataFrame, findings: pd.Data
 <h2>Invariance: per subject x device x relation</h2>
 {_table_html(invariance_frame(cells), "verdict")}
 <h2>Findings ({len(findings)})</h2>
-{_table_html(shown, "verdict", code=("replay",))}{more}
+{_table_html(shown, None, code=("replay",))}{more}
 <h2>Figures</h2>{figs}
 <details><summary>Environment (run directory {html.escape(campaign_dir)})</summary>
 {_table_html(environment)}</details>
@@ -209,12 +209,13 @@ def _findings_for_reading(f: pd.DataFrame) -> pd.DataFrame:
         if not r.worst_tensor:
             return ""
         ulp = _ulp_text(r.worst_ulp)
-        return f"{r.worst_tensor}" + (f" ({ulp} ULP)" if ulp else "") + f", {r.tensors_differing}/{r.tensors} tensors"
+        return (f"{r.worst_tensor}" + (f" ({ulp} ULP)" if ulp else "")
+                + f", {r.tensors_differing} tensor(s) in {r.n_cases} case(s)")
 
-    return pd.DataFrame({"verdict": f["verdict"], "finding": f["kind"], "subject": f["subject"],
-                         "where": [where(r) for r in f.itertuples()], "case": f["case_id"],
-                         "worst": [worst(r) for r in f.itertuples()],
-                         "root cause": f["root_cause"].map(lambda s: s.split(" [python -m harness", 1)[0]),
+    return pd.DataFrame({"class": f["classification"], "finding": f["kind"], "subject": f["subjects"],
+                         "where": [where(r) for r in f.itertuples()],
+                         "case": [c + (f" (minimal {m})" if m else "") for c, m in zip(f["case_id"], f["minimal_case"])],
+                         "worst": [worst(r) for r in f.itertuples()], "root cause": f["root_cause"],
                          "replay": f["replay"]})
 
 

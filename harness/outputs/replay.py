@@ -15,7 +15,7 @@ from typing import Any, Sequence, TextIO
 from harness.core.cases import Case
 from harness.core.devices import Device
 from harness.core.records import Measure
-from harness.execute.inprocess import measure_here
+from harness.core.errors import InvalidArgument, SetupError
 from harness.judge import bitwise
 from harness.judge.contracts import Contracts
 
@@ -45,20 +45,19 @@ def _part(m: Measure) -> str:
             + f" (n_diff {m.n_diff}/{m.n_total}, max ULP {m.max_ulp} at {m.max_ulp_index}: {m.actual} vs {m.expected})")
 
 
-def _lines(here: Any) -> list[str]:
+def _lines(record: Any, measures: Sequence[Measure]) -> list[str]:
     """One line per tensor: dtype, shape, digest and every comparison of it; then the task's own measure."""
     by: dict[str, list[Measure]] = {}
-    for m in here.measures:
+    for m in measures:
         by.setdefault(m.tensor, []).append(m)
     out = []
     for m in by.pop("", []):
         out.append(f"  (task) {m.verdict}: {m.rule}" + (f" -- {m.detail or m.actual}" if (m.detail or m.actual) else ""))
-    for name, t in here.record.tensors.items():
+    for name, t in record.tensors.items():
         ms = by.get(name, [])
         digest = bitwise.short_digest(t.digest) if t.digest else ""
-        parts = [_part(m) for m in sorted(ms, key=lambda m: ("repeat", "process", "context", "device",
-                                                                "oracle").index(m.kind)
-                                           if m.kind in ("repeat", "process", "context", "device", "oracle") else 9)]
+        order = ("repeat", "process", "context", "device", "oracle", "baseline")
+        parts = [_part(m) for m in sorted(ms, key=lambda m: order.index(m.kind) if m.kind in order else 9)]
         if not any(m.kind == "repeat" for m in ms):
             parts.insert(0, f"one run" if t.repeats == 1 else f"{'bit-identical' if t.bitwise_identical else 'DIFFERS'}"
                                                                  f" over {t.repeats}")
@@ -66,77 +65,125 @@ def _lines(here: Any) -> list[str]:
     return out
 
 
+def _check_importable(subject: str) -> None:
+    """A replay in a Python that cannot import Chainer is a set-up error (exit 2), never "it differs"."""
+    import importlib.util
+
+    if importlib.util.find_spec("chainer") is None:
+        raise SetupError(f"python={sys.executable!r} cannot import chainer: run the command with the harness's "
+                         f"virtual environment (.venv/bin/python -m harness ...)")
+
+
 def replay(contracts: Contracts, case: Case, subject: str, devices: Sequence[Device], contexts: Sequence[str],
-           repeats: int, out: TextIO = sys.stdout) -> int:
-    """Run and print; returns the exit code (0 nothing differs, 1 something does)."""
+           repeats: int, out: TextIO = sys.stdout, *, fresh: int = 0, baseline: str | None = None,
+           plugins: Sequence[str] = (), timeout: float = 120.0) -> int:
+    """Run in worker processes and print; returns the exit code (0 nothing differs, 1 something does; a
+    set-up failure raises :class:`SetupError`, exit 2)."""
+    from harness.execute.isolated import Runner, measure_isolated, setup_failure
+
+    _check_importable(subject)
     device, context = devices[-1], contexts[-1]
-    here = measure_here(contracts, subject, case, device, context, repeats, contexts=list(contexts[:-1]),
-                        devices=list(devices[:-1]))
+    with Runner(plugins=plugins, timeout=timeout, fresh=fresh) as runner:
+        here = measure_isolated(runner, contracts, subject, case, device, context, repeats, fresh,
+                                contexts=list(contexts[:-1]), devices=list(devices[:-1]))
+    why = setup_failure(here.record)
+    if why is not None:
+        raise SetupError(f"no run of {subject} could start here: {why}")
+    rec = here.record
+    measures = list(here.measures)
+    if baseline is not None:
+        measures += _against_baseline(contracts, rec, here.arrays, baseline)
     print(f"case {case.id} ({case.family}), subject {subject}, device {device.id}, context {context}, "
-          f"{len(here.results)} repeats" + (f"; compared with {', '.join([*contexts[:-1], *(d.id for d in devices[:-1])])}"
-                                           if len(contexts) > 1 or len(devices) > 1 else ""), file=out)
-    if here.results[0].status == "skipped":
-        print(f"skipped: {here.results[0].skip_reason}", file=out)
+          f"{rec.runs} runs ({fresh} in fresh processes), in worker processes"
+          + (f"; compared with {', '.join([*contexts[:-1], *(d.id for d in devices[:-1])])}"
+             if len(contexts) > 1 or len(devices) > 1 else "")
+          + (f"; against the baseline {baseline}" if baseline else ""), file=out)
+    if rec.status == "skipped":
+        print(f"skipped: {rec.skip_reason}", file=out)
         return 0
-    statuses = [r.status for r in here.results]
-    warned = sorted({w for r in here.results for w in r.declared_warnings})
-    print(f"statuses: {', '.join(f'{s} x{statuses.count(s)}' for s in sorted(set(statuses)))}; "
-          f"chainer declared nondeterminism: {', '.join(warned) or 'none'}", file=out)
-    for r in here.results:
-        if r.error is not None:
-            print(f"error: {r.error}", file=out)
-            break
-    if here.record.ok_runs and not any(m.kind == "oracle" for m in here.measures) and not case.bad:
+    statuses = dict(rec.statuses)
+    print(f"statuses: {', '.join(f'{s} x{n}' for s, n in sorted(statuses.items()))}; "
+          f"chainer declared nondeterminism: {', '.join(rec.declared_warnings) or 'none'}", file=out)
+    if rec.first_error is not None:
+        e = rec.first_error
+        print(f"error: {e.get('type')} in {e.get('phase')}: {e.get('message')}", file=out)
+    if rec.ok_runs and not any(m.kind == "oracle" for m in measures) and not case.bad:
         print("oracle: none applies to this case (no oracle for the subject, or the oracle does not take it: "
               "e.g. explicit out-of-range ids or dropout)", file=out)
-    for line in _lines(here):
+    for line in _lines(rec, measures):
         print(line, file=out)
-    found = [m for m in here.measures if differs(m)]
+    found = [m for m in measures if differs(m)]
     print(f"{len(found)} comparison(s) differ" if found else "nothing differs", file=out)
     return 1 if found else 0
 
 
+def _against_baseline(contracts: Contracts, rec: Any, arrays: Any, baseline: str) -> list[Measure]:
+    """This run's tensors against the baseline's task of the same case, subject, device and context."""
+    import os
+
+    from harness.execute.campaign import load_tasks
+    from harness.outputs.gate import _baseline_arrays, against_baseline
+
+    base = load_tasks(baseline).get(rec.key)
+    if base is None:
+        raise InvalidArgument(f"baseline={baseline!r} holds no task {rec.key!r}: replay --baseline needs a case "
+                              f"the baseline ran")
+    contract = contracts.find(rec.subject, rec.device_kind, rec.context)
+    theirs = _baseline_arrays(baseline, base) or {}
+    out = against_baseline(rec, base, arrays or {}, theirs, contract, baseline)
+    if not out:
+        from harness.judge.verdicts import BIT_IDENTICAL
+
+        out = [Measure(kind="baseline", case_id=rec.case_id, subject=rec.subject, device=rec.device,
+                       context=rec.context, tensor=n, other="baseline", identical=True, verdict=BIT_IDENTICAL,
+                       rule="digest stable against the baseline") for n in rec.tensors if n in base.tensors]
+    return out
+
+
 def replay_relation(contracts: Contracts, case: Case, subject: str, device: Device, context: str, relation: str,
-                    out: TextIO = sys.stdout) -> int:
-    """Run ``case`` and every member of ``relation`` here, once each, and judge each member's tensors against
-    the base case's (as the campaign's measure pass does); 0 when every pair is bit-identical, 1 otherwise."""
-    from harness.core.contexts import get_context
+                    out: TextIO = sys.stdout, *, plugins: Sequence[str] = (), timeout: float = 120.0) -> int:
+    """Run ``case`` and every member of ``relation`` in worker processes, once each, and judge each member's
+    tensors against the base case's (as the campaign's measure pass does); 0 when every pair is bit-identical,
+    1 otherwise."""
+    from harness.execute.isolated import Runner, setup_failure
     from harness.execute.relations import get_relation, members, pairs
     from harness.judge.verdicts import judge_pair
-    from harness.subjects.base import execute
-    from harness.subjects.registry import get_subject
 
+    _check_importable(subject)
     rel = get_relation(relation)
-    subj, ctx = get_subject(subject), get_context(context)
     contract = contracts.find(subject, device.kind, context)
-    base = execute(subj, case, device, ctx)
     related = members(case, [rel])
-    print(f"case {case.id} ({case.family}), subject {subject}, device {device.id}, context {context}: relation "
-          f"{relation} ({rel.description}), {len(related)} member(s)", file=out)
-    if base.status == "skipped":
-        print(f"skipped: {base.skip_reason}", file=out)
-        return 0
-    if not base.ok:
-        print(f"the base case did not run: {base.error}", file=out)
-        return 1
-    if not related:
-        print("no member: the relation does not apply to this case (family, batch of one, size or dropout)",
-              file=out)
-        return 0
-    key = {"case_id": case.id, "subject": subject, "device": device.id, "context": context}
-    found = 0
-    for m in related:
-        r = execute(subj, m.case, device, ctx)
-        if not r.ok:
-            print(f"  {m.label}: the member did not run: {r.error}", file=out)
-            found += 1
-            continue
-        for name, b, a in pairs(case.family, relation, m.index, base.arrays, r.arrays):
-            meas = judge_pair("relation", contract, key, name, b, a, f"{relation}:{m.label}", relation=relation)
-            state = "bit-identical" if meas.identical else (
-                f"DIFFERS ({meas.n_diff}/{meas.n_total}, max ULP {meas.max_ulp} at {meas.max_ulp_index}: "
-                f"{meas.actual} vs {meas.expected})")
-            print(f"  {m.label:12s} {name:28s} {state}", file=out)
-            found += int(meas.identical is False)
+    with Runner(plugins=plugins, timeout=timeout) as runner:
+        base = runner.run(case, subject, device, context)
+        why = setup_failure(base.record)
+        if why is not None:
+            raise SetupError(f"no run of {subject} could start here: {why}")
+        print(f"case {case.id} ({case.family}), subject {subject}, device {device.id}, context {context}: relation "
+              f"{relation} ({rel.description}), {len(related)} member(s), in worker processes", file=out)
+        if base.record.status == "skipped":
+            print(f"skipped: {base.record.skip_reason}", file=out)
+            return 0
+        if not base.arrays:
+            print(f"the base case did not run: {base.record.first_error}", file=out)
+            return 1
+        if not related:
+            print("no member: the relation does not apply to this case (family, batch of one, size or dropout)",
+                  file=out)
+            return 0
+        key = {"case_id": case.id, "subject": subject, "device": device.id, "context": context}
+        found = 0
+        for m in related:
+            r = runner.run(m.case, subject, device, context)
+            if not r.arrays:
+                print(f"  {m.label}: the member did not run: {r.record.first_error}", file=out)
+                found += 1
+                continue
+            for name, b, a in pairs(case.family, relation, m.index, base.arrays, r.arrays):
+                meas = judge_pair("relation", contract, key, name, b, a, f"{relation}:{m.label}", relation=relation)
+                state = "bit-identical" if meas.identical else (
+                    f"DIFFERS ({meas.n_diff}/{meas.n_total}, max ULP {meas.max_ulp} at {meas.max_ulp_index}: "
+                    f"{meas.actual} vs {meas.expected})")
+                print(f"  {m.label:12s} {name:28s} {state}", file=out)
+                found += int(meas.identical is False)
     print(f"{found} comparison(s) differ" if found else "nothing differs", file=out)
     return 1 if found else 0

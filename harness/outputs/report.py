@@ -278,12 +278,13 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
                                                                            if target.cluster else {})},
                            resume=bool(args.resume))
         own = {**timings, "campaign": time.perf_counter() - t0}
-        root_cause = None if getattr(args, "no_localize", False) else _root_cause_finder(where, settings)
+        t0 = time.perf_counter()
+        found = _findings(where, run, settings, args)
+        own["findings"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         env = target.environment or fingerprint()
         frames: dict[str, Any] = {}
-        files = tables.write_report(where, environment=env, root_cause=root_cause, measures=run.measures,
-                                    frames=frames)
+        files = tables.write_report(where, environment=env, found=found, measures=run.measures, frames=frames)
         if getattr(args, "keep_arrays", "findings") != "all":
             prune_arrays(where, run.records, run.measures)
         for name in ("tasks.jsonl", "runs.jsonl", "measures.jsonl"):
@@ -315,12 +316,12 @@ def prune_arrays(run_dir: str, records: Mapping[str, TaskRecord], measures: Sequ
     import numpy as np
 
     from harness.core.fileio import atomic_npz
-    from harness.outputs.tables import _finding_kind
+    from harness.judge.findings import kind_of
     from harness.subjects.registry import SUBJECTS
 
     worst: dict[tuple[str, str, str, str], dict[str, int]] = {}
     for m in measures:
-        if m.kind in ("task", "relation") or _finding_kind(m) is None or not m.tensor:
+        if m.kind in ("task", "relation") or kind_of(m) is None or not m.tensor:
             continue
         if (SUBJECTS[m.subject].role if m.subject in SUBJECTS else "subject") != "subject":
             continue
@@ -355,62 +356,31 @@ def _write_timings(run_dir: str, timings: dict[str, Any]) -> None:
     atomic_json(os.path.join(run_dir, "timings.json"), timings)
 
 
-def _root_cause_finder(run_dir: str, settings: CampaignSettings) -> Callable[[Any], str] | None:
-    """A callback for the findings table: localize each run-to-run divergence (cached per task)."""
-    try:
-        from harness.outputs import localize
-    except ImportError:
-        return None
-    from harness.core.cases import load_corpus as _load
+#: Of the report's budget for localizing findings, seconds (each localization in its own child process).
+LOCALIZE_BUDGET = 90.0
 
-    cases = {c.id: c for c in _load(os.path.join(run_dir, "corpus.jsonl"))}
-    cache: dict[tuple[str, str, str, str], str] = {}
 
-    def find(row: Any) -> str:
-        kind = row["kind"]
-        case_id, subject, device, context = row["case_id"], row["subject"], row["device"], row["context"]
-        other = row.get("other", "") or ""
-        if kind in ("not reproducible run to run", "not reproducible across processes"):
-            key, kwargs = (case_id, subject, device, context, "repeats"), {"device": device, "context": context}
-            how = ["--device", device, "--context", context, "--repeats", "3"]
-        elif kind == "cross-context difference":
-            key, kwargs = (case_id, subject, device, context, other), {"device": device,
-                                                                       "contexts": (other or "default", context)}
-            how = ["--device", device, "--contexts", f"{other or 'default'},{context}"]
-        elif kind == "not invariant":
-            relation = row.get("relation", "") or ""
-            # One localization per subject x relation (its first case): the cause is the batch's shape, not the case.
-            key = ("relation", subject, device, context, relation)
-            how = ["--device", device, "--context", context, "--relation", relation]
-            if key not in cache:
-                cmd = shlex.join(["python", "-m", "harness", "localize", f"{run_dir}/cases/{case_id}.json",
-                                  "--subject", subject, *how])
-                try:
-                    text = localize.localize_relation(cases[case_id], subject, relation, device=device, context=context)
-                    cache[key] = f"{text} (case {case_id}) [{cmd}]"
-                except Exception as exc:  # noqa: BLE001 - localization is best effort; say why
-                    cache[key] = f"not localized: {type(exc).__name__}: {exc} [{cmd}]"
-            return cache[key]
-        elif kind == "cross-device difference":
-            key, kwargs = (case_id, subject, device, context, "devices"), {"devices": (other or "cpu", device)}
-            how = ["--devices", f"{other or 'cpu'},{device}"]
-        else:
-            return ""
-        if key not in cache:
-            cmd = shlex.join(["python", "-m", "harness", "localize", f"{run_dir}/cases/{case_id}.json",
-                              "--subject", subject, *how])
-            try:
-                loc = localize.localize(cases[case_id], subject, repeats=3, **kwargs)
-                if loc.root is not None:
-                    text = (f"{loc.root.describe()}: outputs differ while its inputs matched; "
-                            f"{len(loc.downstream)} node(s) downstream, {loc.matched_before} matched before")
-                elif loc.outputs_differ:
-                    text = f"{loc.note or 'no differing function node'} ({', '.join(loc.outputs_differ[:4])})"
-                else:
-                    text = loc.note or "no divergence reproduced while localizing"
-                cache[key] = f"{text} [{cmd}]"
-            except Exception as exc:  # noqa: BLE001 - localization is best effort; say why
-                cache[key] = f"not localized: {type(exc).__name__}: {exc} [{cmd}]"
-        return cache[key]
+def _findings(run_dir: str, run: Any, settings: CampaignSettings, args: argparse.Namespace) -> list[Any]:
+    """The run's findings, shrunk (``--shrink-budget``) and localized (unless ``--no-localize``), each step in
+    worker or child processes within its budget."""
+    from harness.core.cases import load_corpus
+    from harness.judge import findings as F
+    from harness.judge.contracts import load_contracts
+    from harness.outputs.assemble import campaign_findings
+    from harness.outputs.localizing import localize_findings
 
-    return find
+    contracts = load_contracts(None)
+    cases = {c.id: c for c in load_corpus(os.path.join(run_dir, "corpus.jsonl"))}
+    found = campaign_findings(run_dir, run.measures, run.records, cases, F.Origin(run_dir, plugins=settings.plugins),
+                              known=contracts)
+    worth = [f for f in found if f.role == "subject" and f.classification in (
+        F.Classification.CONTRACT_BROKEN, F.Classification.NEW_DEFECT, F.Classification.ALLOWED)]
+    rest = [f for f in found if f not in worth]
+    budget = float(getattr(args, "shrink_budget", 60.0) or 0.0)
+    if worth and budget > 0 and not getattr(args, "no_shrink", False):
+        from harness.outputs.shrinking import shrink_findings
+
+        worth = shrink_findings(worth, contracts, budget=budget, timeout=settings.timeout)
+    if not getattr(args, "no_localize", False):
+        worth = localize_findings(worth, budget=LOCALIZE_BUDGET)
+    return F.sort_findings(worth + rest)

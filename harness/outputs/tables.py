@@ -41,8 +41,7 @@ from harness.judge.verdicts import worst
 __all__ = [
     "RESULT_COLUMNS", "SUMMARY_COLUMNS", "FINDING_COLUMNS", "CELL_COLUMNS", "REFERENCE_DEVICE", "REFERENCE_CONTEXT",
     "results_frame", "summary_frame", "findings_frame", "cells_frame", "oracle_errors_frame", "divergence_frame",
-    "verdict_lines", "write_report", "terminal_summary",
-    "flatten_environment", "replay_command", "measures_of",
+    "verdict_lines", "write_report", "terminal_summary", "flatten_environment", "measures_of",
 ]
 
 #: The columns of :func:`results_frame`, in order: the documented ones, then extras.
@@ -79,10 +78,12 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
     "declared_subject", "declared_chainer", "observed_tensors", "finding", "contract",
 )
 
-#: The columns of :func:`findings_frame`, in order.
+#: The columns of :func:`findings_frame`, in order (one row per :class:`~harness.judge.findings.Finding`).
 FINDING_COLUMNS: tuple[str, ...] = (
-    "kind", "verdict", "subject", "device", "context", "other", "relation", "case_id", "tensors_differing",
-    "tensors", "worst_tensor", "worst_ulp", "detail", "replay", "root_cause",
+    "id", "classification", "kind", "verdict", "subject", "subjects", "device", "context", "other", "relation",
+    "rule", "tensor_kind", "n_cases", "tensors_differing", "worst_tensor", "worst_ulp", "worst_abs", "worst_rel",
+    "error_ratio", "actual", "expected", "detail", "case_id", "minimal_case", "replay", "localize", "shrink",
+    "root_cause", "role",
 )
 
 #: The columns of :func:`cells_frame`, in order.
@@ -97,13 +98,6 @@ DECLARED_NOT_OBSERVED = "declared, not observed"
 REPRODUCIBLE = "reproducible"
 NO_DATA = "no data"
 _GROUP_ORDER = (OBSERVED_NOT_DECLARED, DECLARED_AND_OBSERVED, DECLARED_NOT_OBSERVED, REPRODUCIBLE)
-
-#: Finding kinds, most important first (within one verdict).
-FINDING_KINDS: tuple[str, ...] = (
-    "not reproducible run to run", "not reproducible across processes", "beyond oracle tolerance", "error",
-    "cross-context difference", "cross-device difference", "baseline changed", "not invariant",
-    "expected error", "bad input misbehaved",
-)
 
 _GROUP_KEYS = ["subject", "device", "context"]
 _BITWISE_KINDS = ("repeat", "process", "context", "device", "baseline", "relation")
@@ -389,127 +383,50 @@ def cells_frame(measures: Sequence[Measure], tasks: Mapping[str, TaskRecord] | N
 # --------------------------------------------------------------------------- findings
 
 
-def replay_command(campaign_dir: str, case_id: str, subject: str, device: str, context: str, *,
-                   contexts: Sequence[str] = (), devices: Sequence[str] = (), repeats: int | None = None,
-                   relation: str = "") -> str:
-    """The shell command (every value quoted) that reproduces one finding from its case file under
-    ``<campaign_dir>/cases``: one context and device, or two contexts / two devices to compare."""
-    path = os.path.join(campaign_dir, "cases", f"{case_id}.json")
-    argv = ["python", "-m", "harness", "replay", path, "--subject", subject]
-    argv += ["--devices", ",".join(devices)] if devices else ["--device", device]
-    argv += ["--contexts", ",".join(contexts)] if contexts else ["--context", context]
-    if repeats is not None:
-        argv += ["--repeats", str(repeats)]
-    if relation:
-        argv += ["--relation", relation]
-    return shlex.join(argv)
-
-
-def _finding_kind(m: Measure) -> str | None:
-    if m.kind == "task":
-        if m.verdict == "error":
-            return "error"
-        if m.rule.startswith("bad input"):
-            return "expected error" if m.verdict == "expected error" and m.actual != "no error" else (
-                "bad input misbehaved" if m.verdict == "broken" else None)
-        return None
-    if m.kind == "oracle":
-        return None if m.within else "beyond oracle tolerance"
-    if m.identical is not False:
-        return None
-    return {"repeat": "not reproducible run to run", "process": "not reproducible across processes",
-            "context": "cross-context difference", "device": "cross-device difference",
-            "baseline": "baseline changed", "relation": "not invariant"}[m.kind]
-
-
-def findings_frame(measures: Sequence[Measure], campaign_dir: str, *,
-                   root_cause: Callable[[pd.Series], str] | None = None, write_cases: bool = True) -> pd.DataFrame:
-    """Every finding, one row per subject x device x context x case x kind (expected errors: one row per
-    subject x error type), broken verdicts first (:data:`FINDING_COLUMNS`).
-
-    ``replay`` is a ``python -m harness replay`` command that reproduces the finding (both contexts or both
-    devices for a cross-context or cross-device difference); with ``write_cases`` each finding's case is
-    written to ``<campaign_dir>/cases/<case_id>.json`` so it runs. ``root_cause(row)`` fills ``root_cause``
-    (an exception it raises is recorded there, not raised).
-    """
-    groups: dict[tuple[str, ...], list[Measure]] = {}
-    compared: dict[tuple[str, ...], set[str]] = {}
-    for m in measures:
-        if m.tensor:
-            compared.setdefault((m.kind, m.subject, m.device, m.context, m.case_id, m.other), set()).add(m.tensor)
-        kind = _finding_kind(m)
-        if kind is None:
-            continue
-        if kind == "expected error":
-            key = (kind, m.subject, m.device, m.context, m.relation, m.actual.split(" ", 1)[0])
-        else:  # (an invariance finding: one row per relation, whichever of its members differed)
-            key = (kind, m.subject, m.device, m.context, m.relation, m.case_id, m.relation or m.other)
-        groups.setdefault(key, []).append(m)
+def findings_frame(found: Sequence[Any]) -> pd.DataFrame:
+    """The findings (:class:`~harness.judge.findings.Finding`, most severe first) as a table
+    (:data:`FINDING_COLUMNS`): every command is the finding's own."""
     rows = []
-    for key, ms in groups.items():
-        kind, subject, device, context, relation = key[:5]
-        first = ms[0]
-        tensors = [m for m in ms if m.tensor]
-        ulps = [m for m in tensors if m.max_ulp is not None]
-        top = max(ulps, key=lambda m: m.max_ulp) if ulps else (tensors[0] if tensors else first)
-        if kind == "expected error":
-            cases = sorted({m.case_id for m in ms})
-            detail = f"{first.actual} ({len(cases)} case(s): {', '.join(cases[:6])}{' ...' if len(cases) > 6 else ''})"
-        elif kind in ("error", "bad input misbehaved"):
-            detail = f"{first.actual or first.detail} ({first.rule})"
-        elif kind == "beyond oracle tolerance":
-            detail = (f"error / allowed {top.error_ratio:.3g} in {top.tensor}: actual {top.actual}, oracle "
-                      f"{top.expected} ({top.allowed})")
+    for f in found:
+        m = f.worst
+        if f.error:
+            detail = f.error + (f" (raised in {f.where})" if f.where else "")
+        elif m.kind == "task" and m.actual:
+            detail = m.actual
+        elif f.reason:
+            detail = f.reason
+        elif m.kind == "oracle" and m.error_ratio is not None:
+            detail = f"error / allowed {m.error_ratio:.3g} in {m.tensor}: actual {m.actual}, oracle {m.expected} ({m.allowed})"
+        elif m.tensor:
+            ulp = "NaN vs non-NaN" if (m.max_ulp or 0) >= compare.ULP_MAX else m.max_ulp
+            detail = f"{f.n_tensors} tensor(s) differ, worst {m.tensor} {ulp} ULP at {m.max_ulp_index}: {m.actual} vs {m.expected}"
         else:
-            ulp = "NaN vs non-NaN" if top.max_ulp == compare.ULP_MAX else top.max_ulp
-            detail = (f"{len(tensors)} tensor(s) differ, worst {top.tensor} {ulp} ULP at {top.max_ulp_index}: "
-                      f"{top.actual} vs {top.expected} ({top.other})")
-        case_id = first.case_id
-        if kind in ("cross-context difference",):
-            replay = replay_command(campaign_dir, case_id, subject, device, context, contexts=(first.other, context))
-        elif kind == "cross-device difference":
-            replay = replay_command(campaign_dir, case_id, subject, device, context, devices=(first.other, device))
-        elif kind in ("not reproducible run to run", "not reproducible across processes"):
-            replay = replay_command(campaign_dir, case_id, subject, device, context, repeats=5)
-        elif kind == "not invariant":
-            replay = replay_command(campaign_dir, case_id, subject, device, context, relation=relation)
-        else:
-            replay = replay_command(campaign_dir, case_id, subject, device, context)
-        total = compared.get((first.kind, subject, device, context, case_id, first.other), set())
-        rows.append({"kind": kind, "verdict": worst(m.verdict for m in ms), "subject": subject, "device": device,
-                     "context": context, "other": first.other, "relation": relation, "case_id": case_id,
-                     "tensors_differing": len({m.tensor for m in tensors}),
-                     "tensors": max(len(total), len({m.tensor for m in tensors})), "worst_tensor": top.tensor,
-                     "worst_ulp": top.max_ulp if top.kind != "oracle" else None, "detail": detail,
-                     "replay": replay})
+            detail = m.detail or m.actual
+        rows.append({
+            "id": f.id, "classification": f.classification.value, "kind": f.kind, "verdict": f.verdict,
+            "subject": f.subject, "subjects": ", ".join(f.subjects), "device": f.device, "context": f.context,
+            "other": f.other, "relation": f.relation, "rule": f.rule, "tensor_kind": f.tensor_kind,
+            "n_cases": len(f.cases), "tensors_differing": f.n_tensors, "worst_tensor": m.tensor,
+            "worst_ulp": m.max_ulp if m.kind not in ("oracle", "task") else None,
+            "worst_abs": _abs_diff(m), "worst_rel": m.max_rel, "error_ratio": m.error_ratio,
+            "actual": m.actual, "expected": m.expected, "detail": detail, "case_id": f.case_id,
+            "minimal_case": f.shrunk.case_id if f.shrunk is not None else "", "replay": f.replay(),
+            "localize": f.localize(), "shrink": f.shrink(), "root_cause": f.cause, "role": f.role})
     df = pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
-    if not len(df):
-        return df
     df["worst_ulp"] = _uint64(r["worst_ulp"] for r in rows)
-    rank = {k: i for i, k in enumerate(FINDING_KINDS)}
-    roles = {"subject": 0, "control": 1, "oracle": 2}
-    df["_v"] = -df["verdict"].map(VERDICT_ORDER).fillna(0)
-    # the implementations under test first; the controls' designed divergence after them
-    df["_r"] = df["subject"].map(lambda s: roles.get(_subject_info(s, "cpu")[0], 0))
-    df["_k"] = df["kind"].map(rank).fillna(len(rank))
-    df = df.sort_values(["_v", "_r", "_k", "subject", "device", "context", "case_id"], kind="stable")
-    df = df.drop(columns=["_v", "_r", "_k"]).reset_index(drop=True)
-    if write_cases:
-        cases = campaign_cases(campaign_dir)
-        for cid in sorted(set(df["case_id"])):
-            if cid in cases:
-                _atomic_write(os.path.join(campaign_dir, "cases", f"{cid}.json"), cases[cid].to_json() + "\n")
-    df["root_cause"] = [_call_root_cause(root_cause, r) for _, r in df.iterrows()]
+    for c in ("worst_abs", "worst_rel", "error_ratio"):
+        df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
     return df
 
 
-def _call_root_cause(fn: Callable[[pd.Series], str] | None, row: pd.Series) -> str:
-    if fn is None:
-        return ""
+def _abs_diff(m: Measure) -> float | None:
+    """The absolute difference at the worst element, from the values the measure kept (``'1.5 (0x...)'``)."""
+    if m.max_abs is not None:
+        return m.max_abs
     try:
-        return str(fn(row) or "")
-    except Exception as exc:  # noqa: BLE001 - a failing localizer must not lose the report
-        return f"root cause failed: {type(exc).__name__}: {exc}"
+        return abs(float(str(m.actual).split()[0]) - float(str(m.expected).split()[0]))
+    except (ValueError, IndexError):
+        return None
 
 
 def _atomic_write(path: str, data: str | bytes) -> str:
@@ -549,24 +466,24 @@ def divergence_frame(measures: Sequence[Measure]) -> pd.DataFrame:
     return df
 
 
-def _cause(text: str) -> str:
-    """A root cause without its trailing ``[command]``."""
-    return text.split(" [python -m harness", 1)[0].strip()
+_CLASS_LINES = (("contract broken", "contract(s) broken"), ("new library defect", "new library defect(s)"),
+                ("not judged", "check(s) not judged"), ("known library defect", "known library defect(s)"))
 
 
 def verdict_lines(cells: pd.DataFrame, findings: pd.DataFrame, environment: Mapping[str, Any]) -> list[str]:
-    """The headline, one line per verdict: what broke, what was found but is allowed by its contract (with its
-    localized cause), how the controls behaved, whether every contract holds, and what did not run and why."""
+    """The headline, one line per verdict: what broke (findings by class, most severe first), what was found but
+    is allowed by its contract (with its localized cause), how the controls behaved, whether every contract
+    holds, and what did not run and why."""
     lines: list[str] = []
     ran = cells[cells["verdict"] != "skipped"] if len(cells) else cells
-    for verdict, label in (("broken", "contract(s) broken"), ("error", "subject x device x context cell(s) with errors")):
-        bad = ran[ran["verdict"] == verdict] if len(ran) else ran
+    for cls, label in _CLASS_LINES:
+        bad = findings[(findings["classification"] == cls)] if len(findings) else findings
         if len(bad):
             lines.append(f"{len(bad)} {label}: " + "; ".join(
-                f"{r.subject} [{r.device}] {r.context}" for r in bad.head(6).itertuples()) + (" ..." if len(bad) > 6 else ""))
-    roles = dict(zip(cells["subject"], cells["role"])) if len(cells) else {}
-    subj = findings[findings["subject"].map(lambda s: roles.get(s, "subject") == "subject")] if len(findings) else findings
-    allowed = subj[subj["verdict"] == "diverged as allowed"] if len(subj) else subj
+                f"{r.subject} [{r.device}] {r.relation or r.context}: {r.kind}"
+                + (f" ({r.detail})" if cls in ("new library defect", "known library defect", "not judged") else "")
+                for r in bad.head(4).itertuples()) + (" ..." if len(bad) > 4 else ""))
+    allowed = findings[findings["classification"] == "allowed divergence"] if len(findings) else findings
     groups: dict[tuple[str, str], list[Any]] = {}
     for r in allowed.itertuples():
         where = (f"between {r.other} and {r.context}" if r.kind == "cross-context difference" else
@@ -575,11 +492,11 @@ def verdict_lines(cells: pd.DataFrame, findings: pd.DataFrame, environment: Mapp
                  f"on {r.device} in {r.context}")
         groups.setdefault((r.kind, where), []).append(r)
     for (kind, where), rows in sorted(groups.items()):
-        subjects = sorted({r.subject for r in rows})
-        causes = [_cause(r.root_cause) for r in rows if r.root_cause and not r.root_cause.startswith(("not localized",
-                                                                                                  "root cause failed"))]
+        subjects = sorted({s.strip() for r in rows for s in r.subjects.split(",")})
+        causes = [r.root_cause for r in rows if r.root_cause]
+        ulps = [int(r.worst_ulp) for r in rows if pd.notna(r.worst_ulp)]
         lines.append(f"finding (allowed by its contract): {', '.join(subjects)}: {kind} {where} "
-                     f"({len(rows)} case(s), worst {max(int(r.worst_ulp) for r in rows if pd.notna(r.worst_ulp)) if any(pd.notna(r.worst_ulp) for r in rows) else 'n/a'} ULP)"
+                     f"({sum(int(r.n_cases) for r in rows)} case(s), worst {max(ulps) if ulps else 'n/a'} ULP)"
                      + (f"; localized: {causes[0]}" if causes else ""))
     # run to run (and across contexts) only: a relation changes the batch, which a control may well feel
     controls = ran[(ran["role"] == "control") & (ran["relation"] == "")] if len(ran) else ran
@@ -587,7 +504,9 @@ def verdict_lines(cells: pd.DataFrame, findings: pd.DataFrame, environment: Mapp
         diverged = int((g["tensors_differing"] > 0).sum())
         lines.append(f"control {name}: diverged in {diverged} of {len(g)} cell(s) that ran" if diverged else
                      f"control {name}: bit-identical in all {len(g)} cell(s) that ran")
-    if len(ran) and not (ran["verdict"].isin(["broken", "error"])).any():
+    failing = findings["classification"].isin(["contract broken", "new library defect", "not judged"]) \
+        if len(findings) else pd.Series([], dtype=bool)
+    if len(ran) and not failing.any() and not (ran["verdict"].isin(["broken", "error", "not judged"])).any():
         plain = ran[(ran["role"] != "oracle") & (ran["relation"] == "")]
         lines.append(f"all contracts hold: {len(plain)} subject x device x context cells, "
                      f"{len(ran) - len(plain) - int((ran['role'] == 'oracle').sum())} invariance cells")
@@ -614,21 +533,24 @@ def flatten_environment(env: Mapping[str, Any]) -> pd.DataFrame:
 
 
 
-def write_report(campaign_dir: str, *, environment: Mapping[str, Any],
-                 root_cause: Callable[[pd.Series], str] | None = None,
+def write_report(campaign_dir: str, *, environment: Mapping[str, Any], found: Sequence[Any] = (),
                  measures: Sequence[Measure] | None = None, frames: dict[str, Any] | None = None) -> dict[str, str]:
     """Write the report files of a campaign into its directory, each atomically; returns {file name: path}.
 
     Files: ``results.csv.gz`` (and ``results.parquet`` where pyarrow is importable), ``summary.csv``,
-    ``cells.csv`` (the verdict matrix), ``findings.csv``, ``summary.md``, ``summary.html``,
-    ``environment.json``, the plots, and the findings' case files under ``cases/``. Everything comes from the
-    records and ``measures.jsonl``; nothing is measured here. ``frames`` (a dict) receives the frames built.
+    ``cells.csv`` (the verdict matrix), ``findings.csv`` and ``findings.json`` (``found``: the
+    :class:`~harness.judge.findings.Finding` records), ``summary.md``, ``summary.html``, ``environment.json``,
+    the plots. Everything comes from the records, the measures and the findings; nothing is measured here.
+    ``frames`` (a dict) receives the frames built.
     """
+    from harness.judge.findings import dumps
+
     measures = measures_of(campaign_dir) if measures is None else list(measures)
     results = results_frame(campaign_dir, measures)
     summary = summary_frame(results)
     cells = cells_frame(measures)
-    findings = findings_frame(measures, campaign_dir, root_cause=root_cause)
+    findings = findings_frame(found)
+    _atomic_write(os.path.join(campaign_dir, "findings.json"), dumps(list(found)))
     headline = verdict_lines(cells, findings, environment)
     env_table = flatten_environment(environment)
     out: dict[str, str] = {}
@@ -657,7 +579,8 @@ def write_report(campaign_dir: str, *, environment: Mapping[str, Any],
     put("summary.html", render.summary_html(headline, cells, findings, figures, env_table,
                                             os.path.abspath(campaign_dir)))
     if frames is not None:  # what the caller prints at the end, without building the tables again
-        frames.update(results=results, summary=summary, cells=cells, findings=findings, headline=headline)
+        frames.update(results=results, summary=summary, cells=cells, findings=findings, headline=headline,
+                      found=list(found))
     return out
 
 

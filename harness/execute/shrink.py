@@ -1,0 +1,283 @@
+"""Shrink a case while the same finding still reproduces: passes over the case's structure, run in workers.
+
+Hypothesis shrinks inside the pytest suites; campaigns, the gate and the report find their cases in a corpus and
+never did. :func:`shrink` takes a case and a :class:`Target` (the finding: kind, tensor kind, subject, device,
+context and the other side) and applies passes, keeping a step only while the finding still reproduces:
+
+1. delete: drop blocks of sequences (halves first, down to one at a time), flatten extra id dimensions, one layer;
+2. shorten: every sequence to 1 or half its length, then each sequence's length and each id dimension to 1,
+   half, minus one;
+3. lower: hidden size, input size, embedding width, vocabulary (and the ignore label with it);
+4. simplify: unidirectional, no initial state, no dropout, uniform ids, no ignore fraction.
+
+It repeats the passes until none makes progress, or the budget (seconds, runs) is spent. Every run goes through
+:class:`~harness.execute.isolated.Runner` (the campaign's workers, with their timeout): nothing of the subject
+runs here. A nondeterministic finding is kept only where it reproduces in every one of ``attempts`` tries (each
+R runs): its minimal case must reproduce from the printed command, not once in a while.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from harness.core.cases import Case
+from harness.core.devices import Device
+from harness.core.errors import HarnessError, InvalidArgument
+from harness.execute.isolated import Runner, measure_isolated
+from harness.judge.contracts import Contracts
+from harness.judge.findings import kind_of, tensor_kind
+
+__all__ = ["Target", "ShrinkResult", "shrink", "reproduces", "case_sizes", "smaller", "UNSHRINKABLE"]
+
+#: Finding kinds no smaller case can show: a baseline holds digests of its own cases only.
+UNSHRINKABLE = ("baseline changed", "expected error", "not judged", "no contract line", "gate check failed")
+
+
+@dataclass(frozen=True)
+class Target:
+    """The finding that must still reproduce."""
+
+    kind: str
+    subject: str
+    device: Device
+    context: str = "default"
+    other: str = ""                    # the other context or device of a cross-context/device finding
+    relation: str = ""
+    tensor_kind: str = ""              # "" for a task-level finding (an error)
+    error: str = ""                    # "Type in phase" of an error finding
+    others: tuple[Device, ...] = ()    # the other device, parsed
+
+    def describe(self) -> str:
+        t = f" on {self.tensor_kind}" if self.tensor_kind else ""
+        e = f" ({self.error})" if self.error else ""
+        return f"{self.kind}{t}{e} of {self.subject} [{self.device.id}] {self.relation or self.context}"
+
+
+@dataclass
+class ShrinkResult:
+    original: Case
+    case: Case
+    runs: int
+    seconds: float
+    complete: bool
+    steps: list[str] = field(default_factory=list)
+
+    @property
+    def shrunk(self) -> bool:
+        return self.case.id != self.original.id
+
+
+_REPEATS = {"not reproducible run to run": 6, "not reproducible across processes": 3}
+
+
+def _error_of(record: Any) -> str:
+    e = record.first_error
+    return "" if e is None else f"{e.get('type')} in {e.get('phase')}"
+
+
+def reproduces(runner: Runner, contracts: Contracts, case: Case, t: Target, attempts: int = 2,
+               required: int | None = None) -> bool:
+    """Whether ``case`` still shows the finding ``t`` (kind and tensor kind; an error's type and phase). A
+    nondeterministic finding must show in ``required`` of ``attempts`` tries (default: every one), so that a
+    minimal case reproduces from its printed command, not once in a while."""
+    n = max(1, attempts if t.kind in _REPEATS else 1)
+    need = n if required is None else max(1, min(required, n))
+    hits = 0
+    for i in range(n):
+        hits += bool(_once(runner, contracts, case, t))
+        if hits >= need:
+            return True
+        if hits + (n - i - 1) < need:
+            return False
+    return False
+
+
+def _once(runner: Runner, contracts: Contracts, case: Case, t: Target) -> bool:
+    if t.relation:
+        return _relation_differs(runner, contracts, case, t)
+    fresh = 2 if t.kind == "not reproducible across processes" else 0
+    contexts = [t.other] if t.kind == "cross-context difference" and t.other else []
+    here = measure_isolated(runner, contracts, t.subject, case, t.device, t.context,
+                            repeats=_REPEATS.get(t.kind, 1), fresh=fresh, contexts=contexts,
+                            devices=list(t.others), oracle=t.kind == "beyond oracle tolerance")
+    if t.error:
+        return _error_of(here.record) == t.error and any(kind_of(m) == t.kind for m in here.measures)
+    return any(kind_of(m) == t.kind and (not t.tensor_kind or tensor_kind(m.tensor) == t.tensor_kind)
+               for m in here.measures)
+
+
+def _relation_differs(runner: Runner, contracts: Contracts, case: Case, t: Target) -> bool:
+    from harness.execute.relations import get_relation, members, pairs
+    from harness.judge.verdicts import judge_pair
+
+    related = members(case, [get_relation(t.relation)])
+    if not related:
+        return False
+    base = runner.run(case, t.subject, t.device, t.context)
+    if not base.arrays:
+        return False
+    contract = contracts.find(t.subject, t.device.kind, t.context)
+    key = {"case_id": case.id, "subject": t.subject, "device": t.device.id, "context": t.context}
+    for m in related:
+        r = runner.run(m.case, t.subject, t.device, t.context)
+        if not r.arrays:
+            continue
+        for name, b, a in pairs(case.family, t.relation, m.index, base.arrays, r.arrays):
+            if t.tensor_kind and tensor_kind(name) != t.tensor_kind:
+                continue
+            if judge_pair("relation", contract, key, name, b, a, m.label, relation=t.relation).identical is False:
+                return True
+    return False
+
+
+# --------------------------------------------------------------------------- passes
+
+
+def case_sizes(case: Case) -> dict[str, Any]:
+    """The dimensions a shrink can reduce, as a person reads them."""
+    s = case.spec
+    if case.family == "embed":
+        return {"ids_shape": list(s["ids_shape"]), "vocab": s["vocab"], "width": s["width"]}
+    out: dict[str, Any] = {"lengths": list(s["lengths"]), "hidden": s["hidden"], "n_layers": s["n_layers"]}
+    if case.family == "lstm":
+        out["in_size"] = s["in_size"]
+    else:
+        out["vocab"], out["width"] = s["vocab"], s["width"]
+    if s.get("bidirectional"):
+        out["bidirectional"] = True
+    return out
+
+
+def _measure(case: Case) -> tuple[int, ...]:
+    """A total order on cases: fewer elements, then fewer sequences, then smaller dimensions."""
+    s = case.spec
+    dims = [int(v) for k, v in sorted(s.items()) if k in ("vocab", "width", "hidden", "in_size", "n_layers")
+            and isinstance(v, int)]
+    seqs = list(s.get("lengths", ())) or list(s.get("ids_shape", ()))
+    simple = sum(1 for k in ("bidirectional", "dropout", "ignore_frac") if s.get(k))
+    simple += int(s.get("initial_state", "none") != "none") + int(s.get("id_kind", "uniform") != "uniform")
+    try:
+        size = int(case.size())
+    except Exception:  # noqa: BLE001
+        size = 0
+    return (size, len(seqs), sum(seqs), sum(dims), simple)
+
+
+def smaller(a: Case, b: Case) -> bool:
+    """Whether ``a`` is strictly simpler than ``b``."""
+    return _measure(a) < _measure(b)
+
+
+def _with(case: Case, **spec: Any) -> Case | None:
+    new = {**dict(case.spec), **spec}
+    for k in [k for k, v in spec.items() if v is None]:
+        new.pop(k, None)
+    try:
+        return Case(case.family, case.seed, new, case.arrays, case.expect, case.tags)
+    except (HarnessError, ValueError, TypeError):
+        return None  # not a valid case (an ignore label above the new vocabulary, ...): not a candidate
+
+
+def _ints_down(n: int, floor: int = 1) -> list[int]:
+    out = [floor, n // 2, n - 1]
+    return sorted({v for v in out if floor <= v < n})
+
+
+def _delete(case: Case) -> Iterator[tuple[str, Case | None]]:
+    s = case.spec
+    lengths = list(s.get("lengths", ()))
+    n = len(lengths)
+    chunk = n // 2
+    while chunk >= 1 and n > 1:  # blocks of sequences, largest first (Hypothesis-style block deletion)
+        for start in range(0, n, chunk):
+            rest = lengths[:start] + lengths[start + chunk:]
+            if rest:
+                yield f"drop sequences {start}..{min(start + chunk, n) - 1}", _with(case, lengths=rest)
+        chunk //= 2
+    shape = list(s.get("ids_shape", ()))
+    if len(shape) > 1:
+        yield "flatten the ids to one dimension", _with(case, ids_shape=[shape[0]])
+    if int(s.get("n_layers", 1)) > 1:
+        yield "one layer", _with(case, n_layers=1)
+
+
+def _shorten(case: Case) -> Iterator[tuple[str, Case | None]]:
+    s = case.spec
+    lengths = list(s.get("lengths", ()))
+    if len(lengths) > 1:
+        yield "every sequence of length 1", _with(case, lengths=[1] * len(lengths))
+        yield "every sequence half as long", _with(case, lengths=[max(1, n // 2) for n in lengths])
+    for i, n in enumerate(lengths):
+        for v in _ints_down(n):
+            yield f"sequence {i} of length {v}", _with(case, lengths=lengths[:i] + [v] + lengths[i + 1:])
+    shape = list(s.get("ids_shape", ()))
+    for i, n in enumerate(shape):
+        for v in _ints_down(n):
+            yield f"ids dimension {i} of {v}", _with(case, ids_shape=shape[:i] + [v] + shape[i + 1:])
+
+
+def _lower(case: Case) -> Iterator[tuple[str, Case | None]]:
+    s = case.spec
+    for key in ("n_layers", "hidden", "in_size", "width", "vocab"):
+        if isinstance(s.get(key), int):
+            for v in _ints_down(int(s[key])):
+                extra: dict[str, Any] = {}
+                il = s.get("ignore_label")
+                if key == "vocab" and isinstance(il, int) and il >= v and il < int(s["vocab"]):
+                    extra["ignore_label"] = v - 1 if v > 1 else None  # keep a label inside the vocabulary
+                yield f"{key} {v}", _with(case, **{key: v}, **extra)
+
+
+def _simplify(case: Case) -> Iterator[tuple[str, Case | None]]:
+    s = case.spec
+    if s.get("bidirectional"):
+        yield "unidirectional", _with(case, bidirectional=False)
+    if s.get("initial_state", "none") != "none":
+        yield "no initial state", _with(case, initial_state="none")
+    if s.get("dropout"):
+        yield "no dropout", _with(case, dropout=0.0)
+    if s.get("id_kind", "uniform") != "uniform":
+        yield "uniform ids", _with(case, id_kind="uniform")
+    if s.get("ignore_frac"):
+        yield "no ignore labels", _with(case, ignore_frac=0.0)
+
+
+PASSES: tuple[tuple[str, Callable[[Case], Iterator[tuple[str, Case | None]]]], ...] = (
+    ("delete", _delete), ("shorten", _shorten), ("lower", _lower), ("simplify", _simplify))
+
+
+def shrink(runner: Runner, contracts: Contracts, case: Case, target: Target, *, budget: float = 60.0,
+           max_runs: int = 400, attempts: int = 2, log: Callable[[str], None] | None = None) -> ShrinkResult:
+    """The smallest case the passes reach on which ``target`` still reproduces (``case`` itself where it does
+    not reproduce at all: check :func:`reproduces` first). Stops when no pass makes progress, or after
+    ``budget`` seconds or ``max_runs`` worker runs (``complete`` False then)."""
+    if case.arrays:
+        raise InvalidArgument(f"case {case.id} has explicit arrays: its structure cannot shrink (a relation's "
+                              f"member? shrink its base case)")
+    t0 = time.perf_counter()
+    runs0 = runner.runs
+    best, steps = case, []
+
+    def spent() -> bool:
+        return time.perf_counter() - t0 > budget or runner.runs - runs0 >= max_runs
+
+    progress = True
+    while progress and not spent():
+        progress = False
+        for _name, gen in PASSES:
+            for what, cand in list(gen(best)):
+                if spent():
+                    break
+                if cand is None or cand.id == best.id or not smaller(cand, best):
+                    continue
+                if reproduces(runner, contracts, cand, target, attempts):
+                    best, progress = cand, True
+                    steps.append(what)
+                    if log is not None:
+                        log(f"shrink: {what} -> {best.id}")
+                    break  # restart the pass on the smaller case
+    return ShrinkResult(case, best, runner.runs - runs0, time.perf_counter() - t0, complete=not spent(),
+                        steps=steps)

@@ -1,0 +1,126 @@
+"""Shrink findings (the report's and the gate's) and the ``harness shrink`` verb.
+
+Each finding's smallest case is reduced by :func:`harness.execute.shrink.shrink` within a share of the budget,
+in worker processes; the minimal case is written beside the original under ``cases/`` and the finding keeps both
+(:class:`~harness.judge.findings.Shrunk`): its reproducer then runs the minimal case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any, Sequence
+
+from harness.core.cases import Case, load_case_file
+from harness.core.devices import parse_device, resolve_device
+from harness.core.errors import InvalidArgument
+from harness.core.fileio import atomic_write
+from harness.execute.isolated import Runner
+from harness.execute.shrink import UNSHRINKABLE, Target, case_sizes, reproduces, shrink
+from harness.judge import findings as F
+from harness.judge.contracts import Contracts, load_contracts
+
+__all__ = ["target_of", "shrink_findings", "cmd_shrink"]
+
+
+def target_of(f: F.Finding) -> Target:
+    """What must still reproduce while ``f``'s case shrinks."""
+    devices = f.kind == "cross-device difference"
+    return Target(kind=f.kind, subject=f.subject, device=parse_device(f.device), context=f.context,
+                  other=f.other if f.kind in ("cross-context difference", "cross-device difference") else "",
+                  relation=f.relation if f.kind == "not invariant" else "", tensor_kind=f.tensor_kind,
+                  error=f.error.split(":", 1)[0] if f.error else "",
+                  others=(parse_device(f.other),) if devices and f.other else ())
+
+
+def shrink_findings(found: Sequence[F.Finding], contracts: Contracts, *, budget: float = 60.0,
+                    timeout: float = 120.0, log: Any = None) -> list[F.Finding]:
+    """``found`` with each shrinkable finding's minimal case (in order, most severe first, until ``budget``
+    seconds are spent; each gets an equal share of what is left)."""
+    out = list(found)
+    todo = [i for i, f in enumerate(found) if f.kind not in UNSHRINKABLE and f.shrunk is None]
+    t0 = time.perf_counter()
+    plugins = tuple(found[0].origin.plugins) if found else ()
+    with Runner(plugins=plugins, timeout=timeout, fresh=2) as runner:
+        for n, i in enumerate(todo):
+            left = budget - (time.perf_counter() - t0)
+            if left <= 0:
+                break
+            f = found[i]
+            path = f.origin.case_file(f.case_id)
+            try:
+                case = load_case_file(path)
+            except Exception:  # noqa: BLE001 - a finding without its case file is left as it is
+                continue
+            if case.arrays:
+                continue
+            share = left / (len(todo) - n)
+            res = shrink(runner, contracts, case, target_of(f), budget=share, log=log)
+            if not res.shrunk:
+                continue
+            mini = os.path.join(os.path.dirname(path), f"{res.case.id}.json")
+            atomic_write(mini, res.case.to_json() + "\n")
+            out[i] = F.with_shrunk(f, F.Shrunk(res.case.id, mini, case.id, case_sizes(res.case), case_sizes(case),
+                                               res.runs, round(res.seconds, 2), res.complete))
+    return out
+
+
+def cmd_shrink(args: argparse.Namespace) -> int:
+    """``harness shrink``: 0 a minimal case was written (or the case is already minimal), 1 the finding does not
+    reproduce on the case given, 2 usage or set-up error."""
+    from harness.core.contexts import get_context
+    from harness.core.argcheck import int_at_least, name_list, positive_seconds
+    from harness.subjects.registry import check_case_for_subject, get_subject
+
+    contracts = load_contracts(args.contracts)
+    subject = get_subject(args.subject)
+    case = load_case_file(args.case, args.case_id)
+    check_case_for_subject(case, subject)
+    positive_seconds("budget", args.budget)
+    int_at_least("max-runs", args.max_runs, 1)
+    kind = args.kind
+    known = [k.name for k in F.KINDS]
+    if kind not in known:
+        raise InvalidArgument(f"kind={kind!r} is not one of {', '.join(known)}")
+    if kind in UNSHRINKABLE:
+        raise InvalidArgument(f"kind={kind!r} cannot shrink: no smaller case shows it")
+    other, others = "", ()
+    if args.contexts is not None:
+        names = name_list("contexts", args.contexts) or []
+        if len(names) != 2:
+            raise InvalidArgument(f"contexts={args.contexts!r} must name two contexts, A,B")
+        other, context = get_context(names[0]).name, get_context(names[1]).name
+    else:
+        context = get_context(args.context or "default").name
+    if args.devices is not None:
+        names = name_list("devices", args.devices) or []
+        if len(names) != 2:
+            raise InvalidArgument(f"devices={args.devices!r} must name two devices, A,B")
+        others = (resolve_device(names[0], "devices"),)
+        device = resolve_device(names[1], "devices")
+        other = others[0].id
+    else:
+        device = resolve_device(args.device or "cpu")
+    error = ""
+    if kind in ("error", "known library defect"):
+        error = args.error or ""
+        if not error:
+            raise InvalidArgument("kind='error' needs --error 'Type in phase' (the error that must still happen)")
+    target = Target(kind=kind, subject=subject.name, device=device, context=context, other=other,
+                    relation=args.relation or "", tensor_kind=args.tensor or "", error=error, others=others)
+    log = None if args.quiet else (lambda s: print(s, file=sys.stderr))
+    with Runner(plugins=args.subject_plugin or (), timeout=args.timeout, fresh=2) as runner:
+        if not reproduces(runner, contracts, case, target):
+            print(f"shrink: {target.describe()} does not reproduce on case {case.id}: nothing to shrink",
+                  file=sys.stderr)
+            return 1
+        res = shrink(runner, contracts, case, target, budget=args.budget, max_runs=args.max_runs, log=log)
+    out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.case)), f"{res.case.id}.json")
+    atomic_write(out, res.case.to_json() + "\n")
+    print(f"shrink: {target.describe()}: case {case.id} {case_sizes(case)} -> {res.case.id} "
+          f"{case_sizes(res.case)} in {res.runs} runs, {res.seconds:.1f} s"
+          + ("" if res.complete else " (budget spent before every pass ran)"))
+    print(f"minimal case: {out}")
+    return 0
