@@ -86,6 +86,17 @@ def _gate(setup: dict[str, Path], obj: str) -> tuple[int, str, list[dict]]:
     return r.returncode, r.stdout + r.stderr, found
 
 
+def _reproduces(text: str) -> None:
+    """The first printed ``Reproduce:`` command, run as printed (in a shell, from the project root), exits 1."""
+    line = next((ln for ln in text.splitlines() if ln.startswith("Reproduce: ")), None)
+    assert line is not None, text
+    cmd = line[len("Reproduce: "):]
+    assert cmd.startswith("python -m harness replay "), cmd
+    r = subprocess.run(cmd.replace("python", sys.executable, 1), shell=True, cwd=ROOT, env=_env(),
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, f"{cmd}\n{r.stdout}{r.stderr}"
+
+
 def _case_tag(setup: dict[str, Path], case_id: str) -> set[str]:
     """The tags of a case of the corpus given (empty for the invariance relations' member cases)."""
     return next((set(c.tags) for c in load_corpus(str(setup["corpus"])) if c.id == case_id), set())
@@ -115,7 +126,8 @@ def test_forward_that_clips_high_ids_while_backward_raises_is_red(setup):
     assert "raise IndexError in forward" in v["rule"]
     assert v["detail"].startswith("expected IndexError in forward, forward returned y (shape ")
     assert v["detail"].endswith("IndexError raised in backward")
-    assert "expected IndexError in forward, forward returned y (shape " in text  # the dossier says it
+    assert "bad input must: raise IndexError in forward" in text  # the dossier names the rule
+    _reproduces(text)
 
 
 def test_forward_that_clips_negative_ids_is_red(setup):
@@ -125,6 +137,7 @@ def test_forward_that_clips_negative_ids_is_red(setup):
     wrong = [v for v in found if v["kind"] == "oracle" and v["tensor"] == "y"]
     assert wrong and all("bad:id_out_of_range_negative" in _case_tag(setup, v["case_id"]) for v in found), text
     assert wrong[0]["rule"] == "oracle = within: error within tolerance" and wrong[0]["rule"] in text
+    _reproduces(text)
 
 
 def test_any_rule_whose_outcome_changes_between_contexts_is_red(setup):
@@ -135,9 +148,10 @@ def test_any_rule_whose_outcome_changes_between_contexts_is_red(setup):
     assert changed, text
     v = changed[0]
     assert "any outcome, the same in context default" in v["rule"] and "bad:nan_inf_w" in v["rule"]
-    assert v["other"] == "default" and "--contexts default,blas1" in v["replay"]
+    assert v["other"] == "default" and "--contexts default,blas1" in text
     assert v["actual"] == "FloatingPointError in forward" and v["expected"].startswith("values ")
     assert v["rule"] in text
+    _reproduces(text)
 
 
 def test_subject_declaring_sequential_order_that_sums_in_reverse_is_red(setup):
@@ -148,4 +162,5 @@ def test_subject_declaring_sequential_order_that_sums_in_reverse_is_red(setup):
     v = found[0]
     assert v["tensor"] == "grad.W" and v["other"] == "reference.embed_sequential"
     assert v["detail"].startswith("accumulation order differs from the declared one: first differing element at index (")
-    assert "accumulation order differs from the declared one" in text
+    assert "declared accumulation order: bit-identical to the reference summed in that order" in text
+    _reproduces(text)
