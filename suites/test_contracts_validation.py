@@ -100,6 +100,7 @@ subjects = ["chainer.embed_id"]
 device = "cpu"
 outcome = "raises"
 errors = ["ValueError"]
+phase = "forward"
 reason = "x"
 
 [[bad_input]]
@@ -148,3 +149,91 @@ def test_contracts_check_cli_is_one_line_exit_2(tmp_path, text):
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("harness: ")  # the prefix wording is cli.py's
+
+
+# ---- bad-input phases and known defects ---------------------------------------------------------------------
+
+BAD = """
+[[bad_input]]
+tag = "bad:zz"
+subjects = ["chainer.embed_id"]
+device = "cpu"
+outcome = "raises"
+errors = ["IndexError"]
+phase = "forward"
+reason = "planted"
+"""
+
+DEFECT = """
+[[known_defect]]
+subjects = ["chainer.embed_id"]
+device = "cpu"
+tags = ["ids:empty"]
+error = "ValueError"
+phase = "backward"
+reason = "planted"
+reference = "https://example.invalid/issue/1"
+"""
+
+
+@pytest.mark.parametrize("replace,message", [
+    (('phase = "forward"\n', ""), r"c.toml:\d+: outcome='raises' needs phase = one of forward, backward, double-backward"),
+    (('phase = "forward"', 'phase = "sideways"'), r"c.toml:\d+: phase='sideways' must be forward or backward or "
+                                                   r"double-backward"),
+    (('outcome = "raises"\nerrors = ["IndexError"]', 'outcome = "no_error"'),
+     r"c.toml:\d+: phase='forward' applies to outcome='raises' only"),
+])
+def test_bad_input_phase_is_required_and_checked(tmp_path, replace, message):
+    _refused(tmp_path, "version = 1\n" + LINE + BAD.replace(*replace), message)
+
+
+def test_bad_input_phase_is_read_and_double_backward_is_spelled_either_way(tmp_path):
+    [r] = load_contracts(_write(tmp_path, "version = 1\n" + LINE + BAD)).bad_inputs
+    assert r.phase == "forward"
+    [r] = load_contracts(_write(tmp_path, "version = 1\n" + LINE + BAD.replace('"forward"', '"double_backward"'))
+                         ).bad_inputs
+    assert r.phase == "double-backward"
+
+
+@pytest.mark.parametrize("replace,message", [
+    (('reference = "https://example.invalid/issue/1"\n', ""), r"\[\[known_defect\]\] is missing reference"),
+    (('tags = ["ids:empty"]', "tags = []"), r"c.toml:\d+: tags=\[\] must name the inputs"),
+    (('phase = "backward"', 'phase = "later"'), r"phase='later' must be forward"),
+    (('reason = "planted"', 'reason = "planted"\nseverity = 3'), r"unknown key\(s\) severity"),
+])
+def test_bad_known_defect_is_one_line_with_file_and_line(tmp_path, replace, message):
+    _refused(tmp_path, "version = 1\n" + LINE + DEFECT.replace(*replace), message)
+
+
+def test_known_defect_lookup_matches_subject_device_tags_error_and_phase(tmp_path):
+    c = load_contracts(_write(tmp_path, "version = 1\n" + LINE + DEFECT))
+    [d] = c.known_defects
+    assert d.line == len(("version = 1\n" + LINE).splitlines()) + 2 and d.reference.startswith("https://")
+    tags = ("ids:empty", "ids:uniform")
+    assert c.known_defect_for("chainer.embed_id", "cpu", tags, "ValueError", "backward") == d
+    assert c.known_defect_for("chainer.embed_id", "cpu", tags, "ValueError", "forward") is None
+    assert c.known_defect_for("chainer.embed_id", "cpu", tags, "IndexError", "backward") is None
+    assert c.known_defect_for("chainer.embed_id", "gpu", tags, "ValueError", "backward") is None
+    assert c.known_defect_for("espnet.embed_id", "cpu", tags, "ValueError", "backward") is None
+    assert c.known_defect_for("chainer.embed_id", "cpu", ("ids:uniform",), "ValueError", "backward") is None
+
+
+def test_known_defect_validation_names_unknown_subjects_and_a_defect_called_expected(tmp_path):
+    text = "version = 1\n" + LINE + DEFECT.replace('["chainer.embed_id"]', '["chainer.embed_id", "no.such"]')
+    problems = validate(load_contracts(_write(tmp_path, text)), SUBJECTS, CONTEXTS)
+    assert any("subject='no.such' is not registered" in p for p in problems), problems
+    expected = BAD.replace('"bad:zz"', '"ids:empty"').replace('"IndexError"', '"ValueError"').replace(
+        '"forward"', '"backward"')
+    problems = validate(load_contracts(_write(tmp_path, "version = 1\n" + LINE + DEFECT + expected)), SUBJECTS,
+                        CONTEXTS)
+    assert any("is also an expected error" in p and "a defect is never expected" in p for p in problems), problems
+
+
+def test_shipped_file_declares_the_empty_batch_a_known_defect_and_every_raises_rule_a_phase():
+    contracts = load_contracts()
+    assert all(r.phase in ("forward", "backward", "double-backward") for r in contracts.bad_inputs
+               if r.outcome == "raises")
+    assert not [r for r in contracts.bad_inputs if r.tag == "ids:empty"]  # never an expected error
+    for s in ("chainer.embed_id", "chainer.EmbedID", "espnet.embed_id", "espnet.EmbedID"):
+        d = contracts.known_defect_for(s, "cpu", ("ids:empty",), "ValueError", "backward")
+        assert d is not None and "18519" in d.reference, s

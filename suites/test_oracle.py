@@ -487,15 +487,19 @@ def test_out_of_range_id_raises_invalid_argument():
     assert "\n" not in msg
 
 
-def test_negative_id_raises_unless_it_is_the_ignore_label():
+def test_negative_id_wraps_unless_it_is_the_ignore_label():
+    """Chainer's documented CPU semantics outside debug mode: -V <= id < 0 reads and writes row V + id; an id
+    below -V is outside the table and raises."""
     spec, arrays = embed_case(seed=1)
     x = arrays["x"].copy()
     x[0, 0] = -1
-    embed_oracle(spec, {**arrays, "x": x})  # -1 is the ignore label: fine
-    with pytest.raises(InvalidArgument, match=re.escape("x contains id=-1 outside [0, vocab=7)")):
-        embed_oracle({**spec, "ignore_label": None}, {**arrays, "x": x})
-    x[0, 1] = -2
-    with pytest.raises(InvalidArgument, match="id=-2"):
+    ignored = embed_oracle(spec, {**arrays, "x": x})  # -1 is the ignore label: a zero row
+    assert not ignored["y"][0, 0].any()
+    wrapped = embed_oracle({**spec, "ignore_label": None}, {**arrays, "x": x})
+    V = arrays["W"].shape[0]
+    assert np.array_equal(wrapped["y"][0, 0], arrays["W"][V - 1].astype(np.float64))
+    x[0, 1] = -V - 1
+    with pytest.raises(InvalidArgument, match=re.escape(f"id={-V - 1} outside [0, vocab={V})")):
         embed_oracle(spec, {**arrays, "x": x})
     with pytest.raises(InvalidArgument, match="dtype=float32"):
         embed_oracle(spec, {**arrays, "x": x.astype(np.float32)})

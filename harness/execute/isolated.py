@@ -22,7 +22,7 @@ from harness.execute.campaign import CampaignSettings, Task, TaskOutcome, Worker
 from harness.judge.contracts import Contracts
 from harness.judge.measure import Reference, measure_task
 from harness.subjects.base import RunResult
-from harness.subjects.registry import get_subject
+from harness.subjects.registry import get_subject, order_reference
 
 __all__ = ["Runner", "Isolated", "measure_isolated", "setup_failure"]
 
@@ -111,19 +111,29 @@ def measure_isolated(runner: Runner, contracts: Contracts, subject: str, case: C
     main = runner.run(case, subject, device, context, repeats=1 if bad else repeats, fresh=0 if bad else fresh)
     record, arrays = main.record, main.arrays or None
     refs = []
-    if record.status != "skipped" and arrays is not None and not bad:
+    # A bad input is compared too: an accepted one like a valid case, an ``any`` rule's outcome (errors included)
+    # with the same rule's outcome there -- so the record and its rules travel with the arrays.
+    if record.status != "skipped" and (arrays is not None or bad):
         for other in contexts:
             o = runner.run(case, subject, device, other)
-            refs.append(Reference("context", other, o.arrays or None))
+            refs.append(Reference("context", other, o.arrays or None, record=o.record,
+                                  rules=contracts.bad_rules(subject, device.kind, case.tags, other)))
         for dev in devices:
             o = runner.run(case, subject, dev, context)
-            refs.append(Reference("device", dev.id, o.arrays or None))
+            refs.append(Reference("device", dev.id, o.arrays or None, record=o.record,
+                                  rules=contracts.bad_rules(subject, dev.kind, case.tags, context)))
     oracle_pair = None
-    if oracle and not bad and arrays is not None and subj.oracle is not None:
+    if oracle and arrays is not None and subj.oracle is not None:
         osubj = get_subject(subj.oracle)
-        if osubj.applies_to(case):
+        if osubj.applies_to(case):  # valid cases, and bad inputs whose semantics the oracle documents
             o = runner.run(case, osubj.name, CPU, "default")
             oracle_pair = (osubj.name, o.arrays) if o.arrays else None
+    order = None
+    declared = order_reference(subject, device.kind)
+    if declared is not None and arrays is not None and get_subject(declared[0]).applies_to(case):
+        o = runner.run(case, declared[0], CPU, "default")
+        order = (declared[0], o.arrays or None, declared[1])
     measures = measure_task(record, case, contract, role=subj.role, bad_rules=rules, arrays=arrays,
-                            references=refs, oracle=oracle_pair, text=True)
+                            references=refs, oracle=oracle_pair, text=True, order=order,
+                            known_defects=contracts.known_defects_for(subject, device.kind, case.tags, context))
     return Isolated(_results(main), record, measures, dict(arrays or {}))

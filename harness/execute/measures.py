@@ -58,6 +58,12 @@ def campaign_cases(directory: str) -> dict[str, Case]:
     return {c.id: c for c in load_corpus(path)} if os.path.exists(path) else {}
 
 
+def order_reference(subject: str, device_kind: str) -> tuple[str, str] | None:
+    from harness.subjects.registry import order_reference as find
+
+    return find(subject, device_kind)
+
+
 def _role_and_oracle(subject: str) -> tuple[str, str | None]:
     from harness.subjects.registry import SUBJECTS
 
@@ -78,21 +84,31 @@ def measure_campaign(directory: str, contracts: Contracts, *, tasks: Mapping[str
         role, oracle_name = _role_and_oracle(rec.subject)
         case = cases.get(rec.case_id)
         contract = contracts.find(rec.subject, rec.device_kind, rec.context)
-        rules = contracts.bad_rules(rec.subject, rec.device_kind, case.tags if case else (), rec.context)
+        tags = case.tags if case else ()
+        rules = contracts.bad_rules(rec.subject, rec.device_kind, tags, rec.context)
         mine = arrays.get(rec)
         refs = []
         for kind, dev, ctx in references_for(rec, contract):
             other = by.get((rec.case_id, rec.subject, dev, ctx))
-            if other is not None and other.ok_runs:
-                refs.append(Reference(kind, ctx if kind == "context" else dev, arrays.get(other)))
+            if other is not None and other.status != "skipped":
+                # The record and its rules travel too: an ``any`` rule compares outcomes, errors included.
+                refs.append(Reference(kind, ctx if kind == "context" else dev,
+                                      arrays.get(other) if other.ok_runs else None, record=other,
+                                      rules=contracts.bad_rules(rec.subject, other.device_kind, tags, ctx)))
         oracle = None
         if oracle_name is not None:
             orec = by.get((rec.case_id, oracle_name, "cpu", "default"))
             oarr = arrays.get(orec) if orec is not None and orec.status == "ok" else None
             if oarr is not None:
                 oracle = (oracle_name, oarr)
+        order = None
+        declared = order_reference(rec.subject, rec.device_kind)
+        orec = None if declared is None else by.get((rec.case_id, declared[0], "cpu", "default"))
+        if orec is not None:  # planned (like the oracle): no values from it is "not judged", not silence
+            order = (declared[0], arrays.get(orec) if orec.status == "ok" else None, declared[1])
         out += measure_task(rec, case, contract, role=role, bad_rules=rules, arrays=mine, references=refs,
-                            oracle=oracle)
+                            oracle=oracle, order=order,
+                            known_defects=contracts.known_defects_for(rec.subject, rec.device_kind, tags, rec.context))
         rel = None if case is None else relation_of(case)
         if rel is not None and rec.ok_runs and role != "oracle":
             base = by.get((rel["base"], rec.subject, rec.device, rec.context))

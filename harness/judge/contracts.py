@@ -15,7 +15,7 @@ A contract line::
     invariant_under = ["order"]    # optional: relations (alone, subbatch, order, padding, duplicate) that hold
     reason = "exists to be reproducible on GPU: one-hot GEMM instead of atomicAdd"
 
-A bad-input line (it also applies to valid cases carrying the tag, e.g. ``ids:empty``)::
+A bad-input line (it also applies to valid cases carrying the tag)::
 
     [[bad_input]]
     tag = "bad:id_out_of_range_high"   # a tag the bad_inputs strategy puts on the case
@@ -23,7 +23,29 @@ A bad-input line (it also applies to valid cases carrying the tag, e.g. ``ids:em
     device = "cpu"
     outcome = "raises"                 # raises | no_error | any
     errors = ["IndexError"]
+    phase = "forward"                  # raises only: forward | backward | double-backward
     reason = "..."
+
+``raises``: one of ``errors`` in ``phase`` (an error that moved to a later phase is a violation: the earlier
+phase returned numbers for an input it must refuse). ``no_error``: the input has documented semantics; its
+values are compared with the oracle like a valid case's. ``any``: no semantics is documented; whatever
+happens (error type and phase, or the values' digests) must be the same across repeats, processes, contexts
+and devices.
+
+A known library defect (a crash inside the library, on a valid input or on a bad one whose rule documents no
+such error)::
+
+    [[known_defect]]
+    subjects = ["chainer.embed_id"]
+    device = "cpu"                     # cpu | gpu | *
+    tags = ["ids:empty"]               # every tag must be on the case
+    error = "ValueError"
+    phase = "backward"
+    reason = "EmbedIDGrad's CPU loop reshapes an empty array"
+    reference = "https://github.com/chainer/chainer/... or a description of where"
+
+An error that matches one is the verdict "known defect", never "expected error"; any other error of a valid
+input stays "error".
 
 A subject and device with no matching contract line is a "no contract" failure, never a pass.
 """
@@ -38,8 +60,8 @@ from typing import Any, Iterable, Mapping
 
 from harness.core.errors import ContractError
 
-__all__ = ["Contract", "BadInputRule", "Contracts", "load_contracts", "DEFAULT_CONTRACTS", "validate",
-           "RELATIONS", "ORACLE_RULES"]
+__all__ = ["Contract", "BadInputRule", "KnownDefect", "Contracts", "load_contracts", "DEFAULT_CONTRACTS", "validate",
+           "RELATIONS", "ORACLE_RULES", "PHASES"]
 
 DEFAULT_CONTRACTS = Path(__file__).resolve().parents[2] / "contracts.toml"
 
@@ -50,6 +72,9 @@ RELATION_NAMES = RELATIONS
 #: The looser oracle rules a contract may opt into (``oracle_rules``); the default for a line
 #: without ``tolerance`` is both (today's behaviour), for a line with ``tolerance`` none.
 ORACLE_RULES = ("summation_bound", "normwise")
+#: The phases an error can be expected in, as the subjects' Recorder names them (``double_backward`` is read as
+#: ``double-backward``).
+PHASES = ("forward", "backward", "double-backward")
 
 # The schema, as data: key -> (kind, required). Hand-written rather than jsonschema because TOML
 # already gives typed values, the checks that matter (finite non-negative tolerances, rules that
@@ -64,9 +89,13 @@ _CONTRACT_SCHEMA: dict[str, tuple[str, bool]] = {
 _BAD_SCHEMA: dict[str, tuple[str, bool]] = {
     "tag": ("name", True), "subjects": ("names", False), "device": ("device_or_any", False),
     "outcome": ("outcome", False), "errors": ("names", False), "reason": ("name", True), "context": ("name", False),
+    "phase": ("phase", False),
 }
-_CONTRACT_KEYS = set(_CONTRACT_SCHEMA)
-_BAD_KEYS = set(_BAD_SCHEMA)
+_DEFECT_SCHEMA: dict[str, tuple[str, bool]] = {
+    "subjects": ("names", True), "device": ("device_or_any", False), "context": ("name", False),
+    "tags": ("names", True), "error": ("name", True), "phase": ("phase", True), "reason": ("name", True),
+    "reference": ("name", True),
+}
 
 
 @dataclass(frozen=True)
@@ -128,11 +157,42 @@ class BadInputRule:
     context: str = "*"
     line: int = 0
     source: str = "contracts.toml"
+    #: Where a ``raises`` error must be raised (one of :data:`PHASES`); empty for the other outcomes.
+    phase: str = ""
 
     def applies(self, subject: str, device_kind: str, tags: Iterable[str], context: str = "default") -> bool:
         return ((self.subjects == ("*",) or subject in self.subjects)
                 and self.device in ("*", device_kind) and self.context in ("*", context)
                 and self.tag in set(tags))
+
+
+@dataclass(frozen=True)
+class KnownDefect:
+    """A library defect the contracts file declares: an error of some subjects on inputs with some tags."""
+
+    subjects: tuple[str, ...]
+    device: str
+    tags: tuple[str, ...]
+    error: str
+    phase: str
+    reason: str
+    reference: str
+    context: str = "*"
+    line: int = 0
+    source: str = "contracts.toml"
+
+    def applies(self, subject: str, device_kind: str, tags: Iterable[str], context: str = "default") -> bool:
+        """Whether the declaration covers this subject, device kind, case (all its ``tags``) and context."""
+        return ((self.subjects == ("*",) or subject in self.subjects)
+                and self.device in ("*", device_kind) and self.context in ("*", context)
+                and set(self.tags) <= set(tags))
+
+    def matches(self, error_type: str, phase: str) -> bool:
+        return error_type == self.error and phase == self.phase
+
+    def describe(self) -> str:
+        return (f"known defect: {self.error} in {self.phase} -- {self.reason} (upstream: {self.reference}; "
+                f"{self.source} line {self.line})")
 
 
 @dataclass(frozen=True)
@@ -142,9 +202,23 @@ class Contracts:
     path: str
     contracts: tuple[Contract, ...]
     bad_inputs: tuple[BadInputRule, ...] = field(default_factory=tuple)
+    known_defects: tuple[KnownDefect, ...] = field(default_factory=tuple)
 
     def __repr__(self) -> str:
-        return f"Contracts({self.path!r}, {len(self.contracts)} contracts, {len(self.bad_inputs)} bad-input rules)"
+        return (f"Contracts({self.path!r}, {len(self.contracts)} contracts, {len(self.bad_inputs)} bad-input rules, "
+                f"{len(self.known_defects)} known defects)")
+
+    def known_defects_for(self, subject: str, device_kind: str, tags: Iterable[str],
+                          context: str = "default") -> list[KnownDefect]:
+        """The known defects declared for this subject, device kind, case tags and context (any error)."""
+        tags = list(tags)
+        return [d for d in self.known_defects if d.applies(subject, device_kind, tags, context)]
+
+    def known_defect_for(self, subject: str, device_kind: str, tags: Iterable[str], error_type: str, phase: str,
+                         context: str = "default") -> KnownDefect | None:
+        """The declaration an error (``error_type`` raised in ``phase``) matches, else None."""
+        return next((d for d in self.known_defects_for(subject, device_kind, tags, context)
+                     if d.matches(error_type, phase)), None)
 
     def find(self, subject: str, device_kind: str, context: str) -> Contract | None:
         """The line for exactly this context, else the subject/device's ``*`` line, else None."""
@@ -158,9 +232,12 @@ class Contracts:
                   context: str = "default") -> list[BadInputRule]:
         tags = list(tags)
         hits = [r for r in self.bad_inputs if r.applies(subject, device_kind, tags, context)]
-        # A rule written for this very context overrides the '*' rules of the same tag.
+        # A rule written for this very context overrides the '*' rules of the same tag; then a rule that names
+        # this subject overrides the subjects = ["*"] rules of the same tag.
         exact_tags = {r.tag for r in hits if r.context == context}
-        return [r for r in hits if r.context == context or r.tag not in exact_tags]
+        hits = [r for r in hits if r.context == context or r.tag not in exact_tags]
+        named_tags = {r.tag for r in hits if subject in r.subjects}
+        return [r for r in hits if subject in r.subjects or r.tag not in named_tags]
 
 
 def _key_line(lines: list[str], header: int, key: str) -> int:
@@ -216,6 +293,11 @@ def _check_value(kind: str, key: str, value: Any) -> Any:
     if kind == "outcome":
         if value not in ("raises", "no_error", "any"):
             raise bad("raises, no_error or any")
+        return value
+    if kind == "phase":
+        value = "double-backward" if value == "double_backward" else value
+        if value not in PHASES:
+            raise bad(" or ".join(PHASES))
         return value
     if kind == "tolerance":
         if not isinstance(value, dict) or not value:
@@ -286,12 +368,12 @@ def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
     except tomllib.TOMLDecodeError as exc:
         raise ContractError(f"{p}: not valid TOML: {' '.join(str(exc).split())}") from None
     lines = text.splitlines()
-    unknown_top = set(data) - {"version", "contract", "bad_input"}
+    unknown_top = set(data) - {"version", "contract", "bad_input", "known_defect"}
     if unknown_top:
         raise ContractError(f"{p}: unknown top-level key(s) {', '.join(sorted(unknown_top))}")
     if data.get("version", 1) != 1:
         raise ContractError(f"{p}: version={data.get('version')!r} is not supported (expected 1)")
-    for key in ("contract", "bad_input"):
+    for key in ("contract", "bad_input", "known_defect"):
         if key in data and not isinstance(data[key], list):
             raise ContractError(f"{p}: {key} must be an array of tables [[{key}]]")
     if not data.get("contract"):
@@ -322,11 +404,31 @@ def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
         outcome = v.get("outcome", "raises")
         if outcome == "raises" and not v.get("errors"):
             raise ContractError(f"{p}:{line}: outcome='raises' needs errors = [...]")
+        # Where the error is raised is part of the rule: a forward that returns numbers for an input it must
+        # refuse, with the error moved to the backward, is exactly the corruption a raises rule exists for.
+        if outcome == "raises" and "phase" not in v:
+            raise ContractError(f"{p}:{line}: outcome='raises' needs phase = one of {', '.join(PHASES)} "
+                                f"(where the error must be raised)")
+        if outcome != "raises" and "phase" in v:
+            raise ContractError(f"{p}:{_key_line(lines, line, 'phase')}: phase={v['phase']!r} applies to "
+                                f"outcome='raises' only (this rule is outcome={outcome!r})")
         rules_out.append(BadInputRule(tag=v["tag"], subjects=v.get("subjects", ("*",)), device=v.get("device", "*"),
                                       outcome=outcome, errors=v.get("errors", ()), reason=v["reason"],
-                                      context=v.get("context", "*"), line=line, source=p.name))
+                                      context=v.get("context", "*"), line=line, source=p.name,
+                                      phase=v.get("phase", "")))
     _check_rule_conflicts(p, rules_out)
-    return Contracts(str(p), tuple(contracts), tuple(rules_out))
+    defects = []
+    heads = _headers(lines, "known_defect")
+    for n, raw in enumerate(data.get("known_defect", [])):
+        line = heads[n] if n < len(heads) else 0
+        v = _check_table(raw, _DEFECT_SCHEMA, p, lines, line, "known_defect")
+        if not v["tags"]:
+            raise ContractError(f"{p}:{_key_line(lines, line, 'tags')}: tags=[] must name the inputs (case tags) "
+                                f"the defect shows on")
+        defects.append(KnownDefect(subjects=v["subjects"], device=v.get("device", "*"), tags=v["tags"],
+                                   error=v["error"], phase=v["phase"], reason=v["reason"], reference=v["reference"],
+                                   context=v.get("context", "*"), line=line, source=p.name))
+    return Contracts(str(p), tuple(contracts), tuple(rules_out), tuple(defects))
 
 
 def _check_rule_conflicts(p: Path, rules: list[BadInputRule]) -> None:
@@ -400,4 +502,24 @@ def validate(contracts: Contracts, subjects: Mapping[str, Any], contexts: Iterab
                 problems.append(f"{where}: subject={s!r} is not registered")
         if ":" not in r.tag:
             problems.append(f"{where}: tag={r.tag!r} is not a case tag (kind:value, e.g. bad:float_ids or ids:empty)")
+    for d in contracts.known_defects:
+        where = f"{contracts.path}:{d.line}"
+        for s in d.subjects:
+            if s != "*" and s not in subjects:
+                problems.append(f"{where}: subject={s!r} is not registered")
+        for t in d.tags:
+            if ":" not in t:
+                problems.append(f"{where}: tag={t!r} is not a case tag (kind:value, e.g. ids:empty)")
+        if d.context != "*" and d.context not in known_contexts:
+            try:
+                get_context(d.context)
+            except UnknownContext:
+                problems.append(f"{where}: context={d.context!r} is not a registered context")
+        for r in contracts.bad_inputs:
+            # A defect is never an expected error: a raises rule that names the same error in the same phase
+            # for the same inputs would file the crash as documented behaviour.
+            if (r.outcome == "raises" and r.tag in d.tags and d.error in r.errors and r.phase == d.phase
+                    and (r.subjects == ("*",) or d.subjects == ("*",) or set(r.subjects) & set(d.subjects))):
+                problems.append(f"{where}: known defect {d.error} in {d.phase} on {', '.join(d.tags)} is also "
+                                f"an expected error at {contracts.path}:{r.line}: a defect is never expected")
     return problems

@@ -10,7 +10,11 @@ Every verdict the harness gives comes from one of these functions, and nothing e
   (:func:`harness.judge.tolerance.judge_oracle`);
 - :func:`judge_bad_input`: what a bad input must do (its rule in the contracts file, else the case's own
   ``expect``, "either" included);
-- :func:`judge_task`: a task that produced no tensor (error, crash, timeout, skip) or has no contract.
+- :func:`judge_same_outcome`: an ``any`` bad-input rule's outcome is the same in every run, process, context
+  and device;
+- :func:`judge_order`: a tensor against a reference summed in the order the subject declares (bit for bit);
+- :func:`judge_task`: a task that produced no tensor (error, crash, timeout, skip; a declared known defect) or
+  has no contract.
 
 The gate, the report's tables, ``replay``, audits and the pytest suites call these; :func:`violations` turns
 the broken ones into :class:`Violation` dossiers and :func:`assert_no_violations` only raises what it is given.
@@ -18,7 +22,7 @@ the broken ones into :class:`Violation` dossiers and :func:`assert_no_violations
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -31,7 +35,8 @@ from harness.judge.tolerance import OracleError, Tolerance
 __all__ = ["Verdict", "BIT_IDENTICAL", "WITHIN", "EXPECTED_ERROR", "ALLOWED", "KNOWN_DEFECT", "SKIPPED", "NOT_JUDGED",
            "ERROR", "BROKEN", "worst",
            "judge_repeats", "judge_pair", "judge_oracle", "judge_bad_input", "judge_task", "Expectation",
-           "expectation_for", "Violation", "violations", "assert_no_violations", "NO_CONTRACT"]
+           "expectation_for", "Violation", "violations", "assert_no_violations", "NO_CONTRACT", "judge_order",
+           "judge_same_outcome", "outcome_text", "ORDER_RULE"]
 
 BIT_IDENTICAL = Verdict.BIT_IDENTICAL.value
 WITHIN = Verdict.WITHIN.value
@@ -196,20 +201,33 @@ def judge_oracle(contract: Any, key: Mapping[str, str], tensor: str, error: Orac
 
 @dataclass(frozen=True)
 class Expectation:
-    """What a bad input must do: raise one of ``errors`` (any error where ``errors`` is None), or not raise
-    where ``no_error_ok``."""
+    """What a bad input must do: raise one of ``errors`` in its phase (``phases``: error -> the phases it may be
+    raised in; an error not listed may be raised in any), or not raise where ``no_error_ok``. ``errors`` None is
+    an ``any`` rule: whatever happens, but the same everywhere. ``values`` says an accepted input has documented
+    semantics, so its values are judged like a valid case's (the oracle, the contract's bit identity)."""
 
     errors: frozenset[str] | None
     no_error_ok: bool
     reason: str
     source: str  # the rule (contracts.toml line) or the case's own expect
+    phases: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    values: bool = False
+
+    @property
+    def any_outcome(self) -> bool:
+        return self.errors is None
+
+    def _error_text(self, e: str) -> str:
+        ph = self.phases.get(e)
+        return f"{e} in {' or '.join(sorted(ph))}" if ph else e
 
     def describe(self) -> str:
         if self.errors is None:
-            return "any outcome"
-        raises = f"raises {' or '.join(sorted(self.errors))}" if self.errors else ""
+            return "any outcome, the same in every run, process, context and device"
+        raises = f"raise {' or '.join(self._error_text(e) for e in sorted(self.errors))}" if self.errors else ""
         if self.no_error_ok:
-            return f"{raises} or no error" if raises else "no error"
+            accept = "no error, values as documented" if self.values else "no error"
+            return f"{raises} or {accept}" if raises else accept
         return raises
 
 
@@ -244,56 +262,205 @@ def _from_expect(expect: Mapping[str, Any] | None, subject: str, device_kind: st
 def expectation_for(rules: Sequence[Any], expect: Mapping[str, Any] | None, subject: str,
                     device_kind: str) -> Expectation | None:
     """The one reading of what a bad input must do: the contracts file's rules for it (all of them), else the
-    case's own ``expect``; None where neither says anything."""
+    case's own ``expect``; None where neither says anything. A raises rule's ``phase`` is where its errors must
+    be raised; a ``no_error`` rule alone means documented semantics (its values are judged)."""
     if rules:
         errors: frozenset[str] | None = frozenset()
-        no_error_ok, any_outcome = True, False
+        phases: dict[str, frozenset[str]] = {}
+        no_error_ok, any_outcome, documented = True, False, False
         for r in rules:
             if r.outcome == "raises":
                 errors = (errors or frozenset()) | frozenset(r.errors)
                 no_error_ok = False
+                for e in r.errors:
+                    if getattr(r, "phase", ""):
+                        phases[e] = phases.get(e, frozenset()) | {r.phase}
             elif r.outcome == "any":
                 any_outcome = True
+            elif r.outcome == "no_error":
+                documented = True
         if any_outcome and not errors:
             errors = None
         reason = "; ".join(r.reason for r in rules if r.reason)
         where = ", ".join(f"{getattr(r, 'source', 'contracts.toml')} line {r.line} ({r.tag})" for r in rules)
-        return Expectation(errors, no_error_ok, reason, where)
+        return Expectation(errors, no_error_ok, reason, where, phases,
+                           values=documented and no_error_ok and errors is not None)
     return _from_expect(expect, subject, device_kind)
 
 
+def _known(known: Sequence[Any], error: Mapping[str, Any] | None) -> Any:
+    """The declared defect (``[[known_defect]]``) an error matches, else None."""
+    if error is None:
+        return None
+    return next((d for d in known if d.matches(str(error.get("type")), str(error.get("phase")))), None)
+
+
+def _returned(error: Mapping[str, Any]) -> str:
+    """What the run returned before its error (``y (shape (4, 3) float32)``), from the outputs the subject had
+    recorded when it raised."""
+    got = error.get("returned") or {}
+    return ", ".join(f"{k} ({v})" for k, v in got.items()) or "its outputs"
+
+
+#: The phases in the order a run goes through them (the subjects' Recorder names).
+_PHASE_ORDER = ("setup", "forward", "backward", "double-backward", "transfer")
+
+
+def _error_signature(e: Mapping[str, Any]) -> tuple[str, str]:
+    return str(e.get("type")), str(e.get("phase"))
+
+
 def judge_bad_input(expectation: Expectation | None, key: Mapping[str, str], run_status: str,
-                    error: Mapping[str, Any] | None) -> Measure:
-    """Verdict of a bad input: its error (or its absence) against :func:`expectation_for`. A crash or a
-    timeout is never what a bad input may do."""
+                    error: Mapping[str, Any] | None, *, errors: Sequence[Mapping[str, Any]] = (),
+                    known: Sequence[Any] = ()) -> Measure:
+    """Verdict of a bad input: its error (or its absence) against :func:`expectation_for`.
+
+    A crash or a timeout is never what a bad input may do; neither is an outcome that differs from run to run
+    (some runs raise, others return; two errors of other types or phases). An error a ``[[known_defect]]``
+    declares (``known``: the declarations for this subject, device and case) is "known defect", never
+    "expected error". An expected error raised in another phase than the rule's is broken: the earlier phase
+    returned numbers for an input it must refuse."""
     got = "no error" if error is None else f"{error.get('type')} in {error.get('phase')}: {error.get('message')}"
     exp = expectation or Expectation(frozenset(), True, "no expectation: a bad input treated as a valid one",
                                      "(none)")
+    rule = f"bad input must: {exp.describe()}"
+    contract = f"{exp.source}: {exp.reason}".strip()
+    signatures = sorted({_error_signature(e) for e in ([error] if error else []) + list(errors)})
+    defect = _known(known, error)
     if run_status in ("crashed", "timeout"):
         verdict, why = BROKEN, f"the subject {run_status}"
+    elif run_status == "partial" or len(signatures) > 1:
+        outcomes = [f"{t} in {p}" for t, p in signatures] + (["values returned"] if run_status == "partial" else [])
+        verdict, why = BROKEN, f"the outcome differs from run to run: {'; '.join(outcomes)}"
     elif error is None:
         verdict, why = (EXPECTED_ERROR if exp.no_error_ok else BROKEN), "no error"
+    elif defect is not None:
+        return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=f"known defect ({defect.error} in "
+                               f"{defect.phase})", contract=f"{defect.source} line {defect.line}: {defect.reason}",
+                               actual=got, expected=exp.describe(), detail=defect.describe()))
     elif exp.errors is None or str(error.get("type")) in exp.errors:
-        verdict, why = EXPECTED_ERROR, "error as expected"
+        etype, phase = _error_signature(error)
+        allowed = exp.phases.get(etype) if exp.errors is not None else None
+        if allowed and phase not in allowed:
+            want = " or ".join(sorted(allowed))
+            earlier = [p for p in _PHASE_ORDER if p in allowed]
+            moved_later = earlier and phase in _PHASE_ORDER and \
+                _PHASE_ORDER.index(phase) > _PHASE_ORDER.index(earlier[0])
+            returned = f", {want} returned {_returned(error)}" if moved_later else ""
+            verdict, why = BROKEN, f"expected {etype} in {want}{returned}, {etype} raised in {phase}"
+        else:
+            verdict, why = EXPECTED_ERROR, "error as expected"
     else:
         verdict, why = BROKEN, "another error"
-    return Measure(**_base("task", key, "", verdict=verdict, rule=f"bad input must: {exp.describe()}",
-                           contract=f"{exp.source}: {exp.reason}".strip(), actual=got, expected=exp.describe(),
-                           detail=why))
+    return Measure(**_base("task", key, "", verdict=verdict, rule=rule, contract=contract, actual=got,
+                           expected=exp.describe(), detail=why))
+
+
+def outcome_text(status: str, errors: Sequence[Mapping[str, Any]], digests: Mapping[str, Sequence[str | None]],
+                 which: Sequence[int] | None = None, *, bits: bool = True) -> str:
+    """What a task (or some of its repetitions, ``which``) did, as one comparable text: ``IndexError in
+    forward``, ``values <digest of every tensor's digest>`` (``bits``; else ``values returned``: where the
+    contract lets the bits differ, only the kind of outcome must be the same), ``values that differ run to
+    run``, or the mix. The outcome an ``any`` rule requires to be the same everywhere."""
+    if status in ("crashed", "timeout", "skipped"):
+        return status
+    sigs = sorted({_error_signature(e) for e in errors})
+    parts = [f"{t} in {p}" for t, p in sigs]
+    if status in ("ok", "partial") and digests:
+        import hashlib
+
+        per_rep: list[str] | None = None
+        for name in sorted(digests):
+            ds = list(digests[name])
+            ds = [ds[i] for i in which if i < len(ds)] if which is not None else ds
+            per_rep = [f"{name}={d}" for d in ds] if per_rep is None else [a + f";{name}={d}" for a, d in
+                                                                             zip(per_rep, ds)]
+        reps = sorted(set(per_rep or []))
+        if not bits:
+            parts.append("values returned")
+        elif len(reps) > 1:
+            parts.append("values that differ run to run")
+        elif reps:
+            parts.append("values " + hashlib.sha256(reps[0].encode()).hexdigest()[:16])
+    return "; ".join(parts) or status
+
+
+_SAME_WHERE = {"repeat": "in every repetition in one process", "process": "in fresh processes",
+               "context": "in context {other}", "device": "on device {other}"}
+
+
+def judge_same_outcome(expectation: Expectation, key: Mapping[str, str], kind: str, mine: str, theirs: str,
+                       other: str) -> Measure:
+    """An ``any`` rule's one requirement: the outcome (:func:`outcome_text`) here is the outcome ``other`` had
+    (``kind``: repeat, process, context or device; ``other``: pool, fresh, the context or the device). A
+    difference is broken: the measure itself is unstable."""
+    same = mine == theirs
+    where = _SAME_WHERE[kind].format(other=other)
+    return Measure(**_base(kind, key, "", other=other, identical=same, verdict=BIT_IDENTICAL if same else BROKEN,
+                           rule=f"bad input ({expectation.source}): any outcome, the same {where}",
+                           contract=f"{expectation.source}: {expectation.reason}".strip(), actual=mine,
+                           expected=theirs, detail="" if same else f"outcome here: {mine}; {where}: {theirs}"))
+
+
+# --------------------------------------------------------------------------- accumulation order
+
+
+#: The rule an ``order`` measure judges: the subject declares its accumulation order and must keep it.
+ORDER_RULE = "declared accumulation order: bit-identical to the reference summed in that order"
+
+
+def judge_order(key: Mapping[str, str], tensor: str, mine: np.ndarray | None,
+                reference: Mapping[str, np.ndarray] | None, reference_name: str, declared: str) -> Measure:
+    """Verdict of one tensor against a reference computed in the order the subject declares (``declared``: the
+    declaration's text; ``reference``: the reference's arrays, None where it produced none): bit-identical, else
+    broken with the first differing element -- "accumulation order differs from the declared one". Where the
+    reference produced nothing the check did not run: "not judged", with the reason."""
+    common = dict(other=reference_name, rule=ORDER_RULE, contract=f"declared: {declared}")
+    if reference is None:
+        return Measure(**_base("order", key, tensor, verdict=NOT_JUDGED, detail=f"{reference_name} produced no "
+                               f"values for this case: the declared order was not checked", **common))
+    ref = reference.get(tensor)
+    if mine is None or ref is None:
+        side = "here" if mine is None else f"in {reference_name}"
+        return Measure(**_base("order", key, tensor, identical=False, verdict=BROKEN,
+                               detail=f"accumulation order differs from the declared one: tensor {tensor} is "
+                                      f"missing {side}", **common))
+    c = bitwise.compare_pair(tensor, mine, ref)
+    if c.bitwise_identical:
+        return Measure(**_base("order", key, tensor, dtype=c.dtype, shape=tuple(c.shape), identical=True, n_diff=0,
+                               n_total=c.n_total, max_ulp=0, verdict=BIT_IDENTICAL, **common))
+    first = c.first_diff_index
+    idx = c.max_ulp_index if c.max_ulp_index is not None else first
+    at = "" if first is None else (f" at index {tuple(first)}: {bitwise.value_text(mine, first)} here, "
+                                   f"{bitwise.value_text(ref, first)} in the declared order")
+    return Measure(**_base("order", key, tensor, dtype=c.dtype, shape=tuple(c.shape), identical=False,
+                           n_diff=c.n_diff, n_total=c.n_total, max_ulp=int(c.max_ulp),
+                           max_ulp_index=None if idx is None else tuple(idx),
+                           actual=bitwise.value_text(mine, idx), expected=bitwise.value_text(ref, idx),
+                           verdict=BROKEN, detail=f"accumulation order differs from the declared one: first "
+                                                  f"differing element{at}", **common))
 
 
 # --------------------------------------------------------------------------- tasks
 
 
 def judge_task(contract: Any, key: Mapping[str, str], status: str, run_status: str,
-               error: Mapping[str, Any] | None, skip_reason: str | None) -> Measure | None:
-    """The task-level verdict where there is one: skipped (with its reason), an error, a crash or timeout, or
-    no contract line; None for a task whose runs all succeeded under a contract."""
+               error: Mapping[str, Any] | None, skip_reason: str | None, *, errors: Sequence[Mapping[str, Any]] = (),
+               known: Sequence[Any] = ()) -> Measure | None:
+    """The task-level verdict where there is one: skipped (with its reason), an error (a "known defect" where
+    every run failed with the error a ``[[known_defect]]`` declares: ``known``), a crash or timeout, or no
+    contract line; None for a task whose runs all succeeded under a contract."""
     if status == "skipped":
         return Measure(**_base("task", key, "", verdict=SKIPPED, rule="not run", detail=skip_reason or "",
                                contract=_describe(contract)))
     if status != "ok":
         got = "" if error is None else f"{error.get('type')} in {error.get('phase')}: {error.get('message')}"
+        defect = _known(known, error)
+        same = len({_error_signature(e) for e in ([error] if error else []) + list(errors)}) == 1
+        if defect is not None and status == "error" and run_status == "error" and same:
+            return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=f"known defect ({defect.error} in "
+                                   f"{defect.phase})", actual=got, detail=defect.describe(),
+                                   contract=f"{defect.source} line {defect.line}: {defect.reason}"))
         return Measure(**_base("task", key, "", verdict=ERROR, rule=f"run {run_status}", actual=got,
                                detail=got, contract=_describe(contract)))
     if contract is None:

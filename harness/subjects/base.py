@@ -38,9 +38,16 @@ class Declared:
 
     deterministic: bool | None
     reason: str
+    #: The accumulation order the subject declares for its summed gradients: ``"sequential"`` (one position at
+    #: a time, in index order, in the tensor's dtype) is pinned bit for bit by a reference summed that way;
+    #: empty: none declared.
+    order: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"deterministic": self.deterministic, "reason": self.reason}
+        d: dict[str, Any] = {"deterministic": self.deterministic, "reason": self.reason}
+        if self.order:
+            d["order"] = self.order
+        return d
 
 
 RunFn = Callable[[Case, Device, Context, "Recorder"], None]
@@ -100,13 +107,20 @@ class ErrorInfo:
     message: str
     phase: str
     traceback: str = ""
+    #: The outputs the run had recorded before it raised (name -> "shape (4, 3) float32"): a backward that
+    #: raises after a forward that returned numbers says so.
+    returned: Mapping[str, str] = field(default_factory=dict)
 
-    def to_dict(self) -> dict[str, str]:
-        return {"type": self.type, "message": self.message, "phase": self.phase, "traceback": self.traceback}
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"type": self.type, "message": self.message, "phase": self.phase,
+                             "traceback": self.traceback}
+        if self.returned:
+            d["returned"] = dict(self.returned)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ErrorInfo":
-        return cls(d["type"], d["message"], d["phase"], d.get("traceback", ""))
+        return cls(d["type"], d["message"], d["phase"], d.get("traceback", ""), dict(d.get("returned") or {}))
 
     def __str__(self) -> str:
         return f"{self.type} in {self.phase}: {self.message}"
@@ -177,6 +191,11 @@ class Recorder:
         for k, v in names.items():
             self.output(k, v)
 
+    def returned(self) -> dict[str, str]:
+        """The outputs recorded so far, as ``name -> "shape (4, 3) float32"`` (no transfer: for an error's record)."""
+        return {k: f"shape {tuple(getattr(v, 'shape', ()))} {getattr(v, 'dtype', '')}".strip()
+                for k, v in self._outputs.items()}
+
     def to_host(self) -> dict[str, np.ndarray]:
         """The outputs as host NumPy arrays. An output that is not an array of plain numbers (object, string
         or record dtype: no bits to compare) raises :class:`BadOutput`, which ``execute`` records as the run's
@@ -240,7 +259,7 @@ def execute(subject: Subject, case: Case, device: Device, context: Context) -> R
                 arrays = rec.to_host()
         except Exception as exc:  # noqa: BLE001 - a subject that raises is a finding, not a crash
             tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-3:])
-            error = ErrorInfo(type(exc).__name__, _one_line(exc), rec.phase_name, tb[-2000:])
+            error = ErrorInfo(type(exc).__name__, _one_line(exc), rec.phase_name, tb[-2000:], rec.returned())
             arrays = {}
         for w in caught:
             m = _SOURCE.search(str(w.message))

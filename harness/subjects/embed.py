@@ -3,6 +3,13 @@
 Outputs (names shared with the oracle): ``y``; ``grad.W``; and for the functions, which support
 double backpropagation, ``grad2.gy`` (and ``grad2.W`` where Chainer returns one): the gradient of
 ``sum(grad.W * ggW)`` with respect to the upstream gradient ``gy`` and to ``W``.
+
+Declared accumulation order: on CPU both Chainer's ``EmbedIDGrad`` and ESPnet's ``EmbedIDFunction`` backward
+add ``gy``'s rows into ``grad.W`` one position at a time, in the C order of ``x``, in ``gy``'s dtype (``for ix,
+igy in zip(x.ravel(), gy.reshape(x.size, -1)): gW[ix] += igy``). :func:`sequential_grad_W` computes exactly
+that with NumPy, so ``grad.W`` is pinned bit for bit (the ``order`` measure). On GPU the order cannot be
+pinned: Chainer's ``atomicAdd`` lands in whatever order the threads reach it, and ESPnet's one-hot product is a
+cuBLAS GEMM whose summation order (blocking, split-K) the library chooses per shape and GPU.
 """
 
 from __future__ import annotations
@@ -20,7 +27,10 @@ from harness.subjects.base import Declared, Recorder, Subject
 
 from harness.core.env import ESPNET_MODULE  # one name for the module under test
 
-__all__ = ["espnet_module", "SUBJECTS"]
+__all__ = ["espnet_module", "SUBJECTS", "sequential_grad_W", "SEQUENTIAL"]
+
+#: The value of ``Declared.order`` for a row-by-row accumulation in index order.
+SEQUENTIAL = "sequential"
 
 
 def espnet_module() -> ModuleType:
@@ -101,13 +111,32 @@ def _espnet_accepts(case: Case) -> bool:
 
 
 _CHAINER = {
-    "cpu": Declared(True, "CPU backward accumulates rows in a sequential Python loop"),
-    "gpu": Declared(False, "GPU backward declares utils.nondeterministic('atomicAdd')"),
+    "cpu": Declared(True, "CPU backward accumulates rows in a sequential Python loop", order=SEQUENTIAL),
+    "gpu": Declared(False, "GPU backward declares utils.nondeterministic('atomicAdd') (order not pinned: atomics "
+                           "land in the order threads reach them)"),
 }
 _ESPNET = {
-    "cpu": Declared(True, "CPU backward is the same sequential loop as Chainer's"),
-    "gpu": Declared(True, "GPU backward replaces atomicAdd with a one-hot matrix product (cuBLAS GEMM)"),
+    "cpu": Declared(True, "CPU backward is the same sequential loop as Chainer's", order=SEQUENTIAL),
+    "gpu": Declared(True, "GPU backward replaces atomicAdd with a one-hot matrix product (cuBLAS GEMM; order not "
+                          "pinned: cuBLAS chooses the GEMM's summation order per shape and GPU)"),
 }
+
+
+def sequential_grad_W(spec: Any, arrays: Any) -> dict[str, Any]:
+    """``grad.W`` summed as the declared CPU loop sums it: zeros in ``gy``'s dtype, then ``gW[ix] += gy[i]`` for
+    each position ``i`` of ``x`` in C order, skipping the ignore label (NumPy indexing: a negative id wraps, as
+    it does in the loop). No Chainer: this is the reference the ``order`` measure compares with bit for bit."""
+    import numpy as np
+
+    x, gy, W = np.asarray(arrays["x"]), np.asarray(arrays["gy"]), np.asarray(arrays["W"])
+    ignore = spec.get("ignore_label")
+    gW = np.zeros(W.shape, dtype=gy.dtype)
+    rows = gy.reshape(x.size, W.shape[-1]) if x.size else gy.reshape(0, W.shape[-1])
+    for ix, row in zip(x.ravel().tolist(), rows):
+        if ignore is not None and ix == ignore:
+            continue
+        gW[ix] += row
+    return {"grad.W": gW}
 
 SUBJECTS: tuple[Subject, ...] = (
     Subject("chainer.embed_id", "embed", _function_run(_chainer_embed_id), declared=_CHAINER,

@@ -7,7 +7,12 @@ and against Chainer in float64 in ``suites/test_oracle.py``.
 
 Semantics (Chainer 7.8.1, confirmed against its CPU output by the suite):
 
-- ``embed``: ``y = W[x]`` with rows of ignored positions (``x == ignore_label``) equal to 0;
+- ``embed``: ``y = W[x]`` with rows of ignored positions (``x == ignore_label``) equal to 0; a
+  negative id ``-V <= id < 0`` that is not the ignore label wraps to ``V + id`` (NumPy indexing: what
+  Chainer's CPU path does outside debug mode, documented as "negative ids wrap around"); an ignore label
+  outside ``[0, V)`` simply marks positions to skip; an empty id batch gives empty ``y`` and a zero
+  ``grad.W``; NaN/Inf in ``W`` reach ``y`` only through the rows ``x`` reads, NaN/Inf in ``gy`` reach only
+  the rows of ``grad.W`` they are added into (IEEE: ``inf + -inf`` and ``NaN + v`` are NaN);
   ``grad.W`` is the scatter-add of the rows of ``gy`` into the rows of ``W`` named by ``x``
   (ignored positions add nothing), every sum **correctly rounded** in float64 (``math.fsum``),
   so the value does not depend on any summation order; ``grad2.gy`` is the gradient of
@@ -39,7 +44,8 @@ import numpy as np
 from harness.core.cases import lstm_weight_shapes
 from harness.core.errors import InvalidArgument
 
-__all__ = ["embed_oracle", "lstm_oracle", "pipeline_oracle", "ORACLES", "GATE_WEIGHTS"]
+__all__ = ["embed_oracle", "lstm_oracle", "pipeline_oracle", "ORACLES", "GATE_WEIGHTS", "DOCUMENTED_BAD",
+           "documents"]
 
 #: Which of Chainer's eight weights feed each gate: gate -> (input-to-hidden j, hidden-to-hidden j).
 #: The biases follow the same indices. (Chainer's code, not its docstring: see the module doc.)
@@ -148,8 +154,8 @@ def embed_oracle(spec: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> d
     """EmbedID forward, backward and double backward in float64.
 
     Returns ``y`` (``ids_shape + (D,)``), ``grad.W`` (``(V, D)``: scatter-add of ``gy``, correctly
-    rounded) and ``grad2.gy`` (``ggW[x]``, ignored rows 0). An id outside ``[0, V)`` that is not the
-    ignore label raises :class:`InvalidArgument`.
+    rounded) and ``grad2.gy`` (``ggW[x]``, ignored rows 0). A negative id ``>= -V`` wraps to ``V + id``; any
+    other id outside ``[0, V)`` that is not the ignore label raises :class:`InvalidArgument`.
     """
     ignore_label = _ignore_label(spec)
     x = _ids_as_int64(_need_array(arrays, "x"), "x")
@@ -161,6 +167,7 @@ def embed_oracle(spec: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> d
     gy = _float(arrays, "gy", tuple(x.shape) + (width,))
     ggW = _float(arrays, "ggW", (vocab, width))
     keep = np.ones(x.shape, dtype=bool) if ignore_label is None else x != ignore_label
+    x = np.where(keep & (x < 0) & (x >= -vocab), x + vocab, x)  # negative ids wrap (NumPy indexing)
     _check_ids(x, keep, vocab, ignore_label, "x")
 
     safe = np.where(keep, x, 0)
@@ -366,6 +373,23 @@ def pipeline_oracle(spec: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -
     out.update(result)
     out["grad.W"] = gW
     return out
+
+
+#: Bad inputs (case tags) whose semantics is documented and implemented here, per family: the oracle runs them
+#: and an accepted one is judged against it like a valid case. Embed: negative ids wrap, NaN/Inf in ``W`` or
+#: ``gy`` propagate to what reads them, float16/float64 ``W`` (Chainer accepts every float dtype). Not LSTM or
+#: pipeline NaN/Inf: where a NaN meets a zero inside a BLAS GEMM is implementation-defined (measured: Chainer's
+#: ``grad.ws.0.4`` is 0 where ``h0 = 0`` meets a NaN gate gradient, IEEE gives NaN; reference BLAS skips zero
+#: operands), so those rules say ``any``.
+DOCUMENTED_BAD: dict[str, frozenset[str]] = {
+    "embed": frozenset({"bad:id_out_of_range_negative", "bad:nan_inf_w", "bad:nan_inf_input", "bad:w_dtype_espnet"}),
+}
+
+
+def documents(family: str, tags: Any) -> bool:
+    """Whether the oracle of ``family`` implements the semantics of a bad input with these tags."""
+    bad = {t for t in tags if t.startswith("bad:")}
+    return bool(bad) and bad <= DOCUMENTED_BAD.get(family, frozenset())
 
 
 ORACLES: dict[str, Callable[[Mapping[str, Any], Mapping[str, np.ndarray]], dict[str, np.ndarray]]] = {

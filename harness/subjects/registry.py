@@ -22,7 +22,7 @@ from harness.subjects import controls, embed, lstm, pipeline
 from harness.subjects.base import Declared, Recorder, Subject
 
 __all__ = ["SUBJECTS", "get_subject", "register", "load_plugin", "load_entry_points", "subjects_for",
-           "ORACLE_FOR_FAMILY"]
+           "ORACLE_FOR_FAMILY", "ORDER_REFERENCES", "order_reference"]
 
 ENTRY_POINT_GROUP = "harness.subjects"
 
@@ -40,7 +40,20 @@ def _oracle_run(family: str):
 
 
 def _oracle_accepts(case: Case) -> bool:
-    return case.expect is None and float(case.spec.get("dropout", 0.0)) == 0.0
+    from harness.subjects.oracle import documents
+
+    return ((case.expect is None or documents(case.family, case.tags))
+            and float(case.spec.get("dropout", 0.0)) == 0.0)
+
+
+def _order_run(case: Case, device: Device, context: Context, rec: Recorder) -> None:
+    with rec.phase("backward"):
+        out = embed.sequential_grad_W(case.spec, build_arrays(case))
+    rec.outputs(out)
+
+
+#: The reference summed in a declared accumulation order, per family and ``Declared.order``.
+ORDER_REFERENCES = {("embed", embed.SEQUENTIAL): "reference.embed_sequential"}
 
 
 _ORACLE_DECL = {"cpu": Declared(True, "float64 NumPy written from the definitions; exact scatter sums")}
@@ -58,6 +71,13 @@ _OWN: tuple[Subject, ...] = (
     Subject("oracle.pipeline", "pipeline", _oracle_run("pipeline"), devices=("cpu",), role="oracle", declared=_ORACLE_DECL,
             accepts=_oracle_accepts, description="independent float64 oracle: embedding into NStepLSTM",
             source="harness/subjects/oracle.py"),
+    # A reference, not a subject: grad.W summed in the order the CPU embeddings declare, in their dtype. Run in
+    # the workers like the oracles; the ``order`` measure compares it bit for bit.
+    Subject("reference.embed_sequential", "embed", _order_run, devices=("cpu",), role="oracle",
+            declared={"cpu": Declared(True, "NumPy, one row at a time in index order", order=embed.SEQUENTIAL)},
+            accepts=_oracle_accepts, description="grad.W summed one position at a time in index order, in the "
+            "subject's dtype (the declared CPU order of embed_id / EmbedIDFunction)",
+            source="harness/subjects/embed.py"),
     *controls.SUBJECTS,
 )
 
@@ -74,6 +94,17 @@ def _with_oracle(s: Subject) -> Subject:
 
 #: name -> subject. Plug-ins are added by :func:`register`.
 SUBJECTS: dict[str, Subject] = {s.name: _with_oracle(s) for s in _OWN}
+
+
+def order_reference(subject: str, device_kind: str) -> tuple[str, str] | None:
+    """``(reference subject, the declaration's text)`` for a subject that declares an accumulation order on
+    this device kind that a reference can pin, else None."""
+    s = SUBJECTS.get(subject)
+    if s is None or s.role == "oracle":
+        return None
+    d = s.declared_for(device_kind)
+    name = ORDER_REFERENCES.get((s.family, getattr(d, "order", "")))
+    return None if name is None else (name, f"{d.order} ({d.reason})")
 
 
 def get_subject(name: str) -> Subject:
