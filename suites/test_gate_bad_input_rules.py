@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -91,8 +92,9 @@ def _reproduces(text: str) -> None:
     line = next((ln for ln in text.splitlines() if ln.startswith("Reproduce: ")), None)
     assert line is not None, text
     cmd = line[len("Reproduce: "):]
-    assert cmd.startswith("python -m harness replay "), cmd
-    r = subprocess.run(cmd.replace("python", sys.executable, 1), shell=True, cwd=ROOT, env=_env(),
+    python, rest = cmd.split(" ", 1)
+    assert python.endswith("python") and rest.startswith("-m harness replay "), cmd
+    r = subprocess.run(f"{shlex.quote(sys.executable)} {rest}", shell=True, cwd=ROOT, env=_env(),
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 1, f"{cmd}\n{r.stdout}{r.stderr}"
 

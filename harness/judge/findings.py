@@ -327,7 +327,7 @@ class Finding:
             lines.append(f"Actual: {m.actual}   {ref}: {m.expected}")
         if m.n_unique is not None and m.repeats:
             lines.append(f"Unique results: {m.n_unique} of {m.repeats} runs")
-        if m.detail and not self.error:
+        if m.detail and m.detail not in self.error and m.detail not in ("error as expected", "no error"):
             lines += [ln for ln in m.detail.rstrip().splitlines()[:8]]
         if self.case_id:
             lines.append(f"Smallest case: {self.case_id}" + (f" (size {self.case_size})" if self.case_size else ""))

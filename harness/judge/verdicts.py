@@ -546,9 +546,12 @@ class Violation:
 
 
 def violations(measures: Iterable[Measure]) -> list[Violation]:
-    """The measures a gate fails on: broken and error verdicts (a skip is not a pass, and not a failure here:
-    the caller says what was skipped)."""
-    return [Violation(m) for m in measures if m.verdict in (BROKEN, ERROR)]
+    """The measures a gate fails on (:attr:`Verdict.fails`: broken, error, not judged; a skip is not a pass,
+    and not a failure here: the caller says what was skipped)."""
+    return [Violation(m) for m in measures if m.verdict in _FAILING]
+
+
+_FAILING = frozenset(v.value for v in Verdict if v.fails)
 
 
 def assert_no_violations(found: Sequence[Violation], *, limit: int = 40) -> None:

@@ -49,10 +49,7 @@ def gate_violations(run_dir: str, measures: Sequence[Measure], cases: Mapping[st
 
 def fails(m: Measure) -> bool:
     """Whether the gate fails on this measure (:attr:`Verdict.fails`)."""
-    return m.verdict in _FAILING
-
-
-_FAILING = {v.value for v in Verdict if v.fails}
+    return m.verdict in verdicts._FAILING
 
 
 def _belongs(m: Measure, f: F.Finding) -> bool:

@@ -24,7 +24,8 @@ def scatter_add(x: np.ndarray, gy: np.ndarray, vocab: int, ignore_label: int | N
                 rng: np.random.Generator | None) -> np.ndarray:
     """float32 ``gW[x[i]] += gy[i]``, positions in index order, or shuffled by ``rng``."""
     flat_x = np.asarray(x).reshape(-1).astype(np.int64)
-    flat_gy = np.asarray(gy, dtype=np.float32).reshape(flat_x.size, -1)
+    width = np.asarray(gy).shape[-1] if np.ndim(gy) else 1
+    flat_gy = np.asarray(gy, dtype=np.float32).reshape(flat_x.size, width)  # (an empty batch has 0 rows)
     keep = np.ones(flat_x.size, bool) if ignore_label is None else flat_x != ignore_label
     idx = np.nonzero(keep)[0]
     if rng is not None:
