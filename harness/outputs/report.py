@@ -278,9 +278,7 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
                                                                            if target.cluster else {})},
                            resume=bool(args.resume))
         own = {**timings, "campaign": time.perf_counter() - t0}
-        t0 = time.perf_counter()
-        found = _findings(where, run, settings, args)
-        own["findings"] = time.perf_counter() - t0
+        found = _findings(where, run, settings, args, own)
         t0 = time.perf_counter()
         env = target.environment or fingerprint()
         frames: dict[str, Any] = {}
@@ -360,25 +358,32 @@ def _write_timings(run_dir: str, timings: dict[str, Any]) -> None:
 LOCALIZE_BUDGET = 90.0
 
 
-def _findings(run_dir: str, run: Any, settings: CampaignSettings, args: argparse.Namespace) -> list[Any]:
+def _findings(run_dir: str, run: Any, settings: CampaignSettings, args: argparse.Namespace,
+              timings: dict[str, float]) -> list[Any]:
     """The run's findings, shrunk (``--shrink-budget``) and localized (unless ``--no-localize``), each step in
-    worker or child processes within its budget."""
+    worker or child processes within its budget; the seconds of each step go into ``timings``."""
     from harness.judge import findings as F
     from harness.judge.contracts import load_contracts
     from harness.outputs.assemble import campaign_findings
     from harness.outputs.localizing import localize_findings
 
+    t0 = time.perf_counter()
     contracts = load_contracts(None)
     found = campaign_findings(run_dir, run.measures, run.records, run.cases,
                               F.Origin(run_dir, plugins=settings.plugins), known=contracts)
     worth = [f for f in found if f.role == "subject" and f.classification in (
         F.Classification.CONTRACT_BROKEN, F.Classification.NEW_DEFECT, F.Classification.ALLOWED)]
     rest = [f for f in found if f not in worth]
+    timings["findings"] = time.perf_counter() - t0
     budget = float(getattr(args, "shrink_budget", 60.0) or 0.0)
+    t0 = time.perf_counter()
     if worth and budget > 0 and not getattr(args, "no_shrink", False):
         from harness.outputs.shrinking import shrink_findings
 
         worth = shrink_findings(worth, contracts, budget=budget, timeout=settings.timeout)
+    timings["shrinking"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
     if not getattr(args, "no_localize", False):
         worth = localize_findings(worth, budget=LOCALIZE_BUDGET)
+    timings["localizing"] = time.perf_counter() - t0
     return F.sort_findings(worth + rest)
