@@ -25,22 +25,34 @@ def _cause(text: str) -> str:
     return lines[0] if lines else "no differing function node"
 
 
-def localize_findings(found: Sequence[F.Finding], *, budget: float = 90.0, per_finding: float = 60.0
-                      ) -> list[F.Finding]:
-    """``found`` with ``cause`` filled for each localizable finding (in order, until ``budget`` seconds)."""
+def localize_findings(found: Sequence[F.Finding], *, budget: float = 90.0, per_finding: float = 60.0,
+                      parallel: int = 2) -> list[F.Finding]:
+    """``found`` with ``cause`` filled for each localizable finding, until ``budget`` seconds are spent.
+
+    Findings whose localize command is the same (another tensor kind of the same minimal case) share one run;
+    ``parallel`` child processes run at once (each is one interpreter: on two cores, two)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     out = list(found)
     t0 = time.perf_counter()
+    commands: dict[tuple[str, ...], list[int]] = {}
     for i, f in enumerate(found):
         argv = F.localize_argv(f)
-        if not argv or f.cause:
-            continue
+        if argv and not f.cause:
+            commands.setdefault(tuple(argv[3:]), []).append(i)  # argv[:3] is "python -m harness"
+    causes: dict[tuple[str, ...], str] = {}
+
+    def one(argv: tuple[str, ...]) -> None:
         left = budget - (time.perf_counter() - t0)
         if left <= 1:
-            break
-        res = run_child(argv[3:], timeout=min(per_finding, left))  # argv[:3] is "python -m harness"
-        if res.ok:
-            cause = _cause(res.stdout)
-        else:
-            cause = f"not localized: {res.reason()}"
-        out[i] = F.with_cause(f, cause)
+            return
+        res = run_child(list(argv), timeout=min(per_finding, left))
+        causes[argv] = _cause(res.stdout) if res.ok else f"not localized: {res.reason()}"
+
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        list(pool.map(one, commands))
+    for argv, idx in commands.items():
+        if argv in causes:
+            for i in idx:
+                out[i] = F.with_cause(found[i], causes[argv])
     return out
