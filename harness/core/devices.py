@@ -144,7 +144,7 @@ class Device:
         why = gpu_reason()
         if why is not None:
             return False, why
-        cp, _ = cupy_status()
+        cp, reason = cupy_status()
         n = cp.cuda.runtime.getDeviceCount()
         if self.index >= n:
             return False, f"no GPU {self.index}: only {n} CUDA device(s)"

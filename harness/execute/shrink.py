@@ -18,10 +18,9 @@ R runs): its minimal case must reproduce from the printed command, not once in a
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator
 
 from harness.core.cases import Case
 from harness.core.devices import Device

@@ -34,14 +34,15 @@ import os
 import re
 import shlex
 import sys
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from harness.core.records import VERDICT_ORDER, Measure, TaskRecord, Verdict
 
 __all__ = ["Classification", "FindingKind", "KINDS", "Origin", "Shrunk", "Finding", "kind_of", "tensor_kind",
            "classify", "group", "replay_argv", "localize_argv", "shrink_argv", "command", "harness_argv",
-           "DOSSIER_LINES", "env_for_reproducer", "library_frame", "sort_findings", "summary_line"]
+           "DOSSIER_LINES", "env_for_reproducer", "library_frame", "sort_findings", "summary_line", "dumps",
+           "loads", "with_cause", "with_shrunk"]
 
 #: A dossier is at most this many lines.
 DOSSIER_LINES = 40
@@ -549,17 +550,15 @@ def group(measures: Iterable[Measure], records: Mapping[tuple[str, str, str, str
         err = rec.first_error if rec is not None else None
         error = "" if err is None or rep.kind != "task" else \
             f"{err.get('type')} in {err.get('phase')}: {err.get('message')}"
+        # (an error outside the libraries, in a plug-in's own code, is that subject's defect all the same)
         where = library_frame(str(err.get("traceback", ""))) if err is not None and error else ""
-        cls_final = cls
-        if cls == Classification.NEW_DEFECT and err is not None and not where and kind == "error":
-            cls_final = cls  # an error outside the library (a plug-in's own code) is still the subject's defect
         reason = (reasons or {}).get((rep.case_id, rep.subject, rep.device, rep.context), "")
         if kind == "not judged":
             reason = rep.detail or reason
         out.append(Finding(
-            id=_finding_id(key), kind=kind, classification=cls_final, verdict=worst.verdict, family=family,
+            id=_finding_id(key), kind=kind, classification=cls, verdict=worst.verdict, family=family,
             subjects=tuple(sorted({m.subject for m in ms})), subject=rep.subject, device=rep.device,
-            context=rep.context, other=rep.other if rep.kind != "relation" else rep.other, relation=rep.relation,
+            context=rep.context, other=rep.other, relation=rep.relation,
             rule=rep.rule, tensor_kind=tensor_kind(worst.tensor), cases=tuple(cases),
             n_measures=len(ms), n_tensors=len({(m.case_id, m.subject, m.tensor) for m in ms if m.tensor}),
             worst=worst, case_id=smallest, case_size=sizes.get(smallest), origin=origin,
@@ -598,8 +597,10 @@ def loads(text: str) -> list[Finding]:
 
 
 def with_cause(f: Finding, cause: str) -> Finding:
+    """``f`` with its localized cause."""
     return replace(f, cause=cause)
 
 
 def with_shrunk(f: Finding, shrunk: Shrunk | None) -> Finding:
+    """``f`` with its minimal case (its reproducer then runs that case)."""
     return replace(f, shrunk=shrunk)

@@ -12,14 +12,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import shlex
 import sys
 import time
 from typing import Any, Mapping, Sequence
 
 from harness.core.cases import Case
 from harness.core.errors import InvalidArgument
-from harness.core.records import Measure, TaskRecord, Verdict
+from harness.core.records import Measure, TaskRecord
 from harness.execute.campaign import load_tasks
 from harness.execute.measures import campaign_cases, load_measures, measure_campaign
 from harness.judge import findings as F

@@ -119,8 +119,6 @@ def replay(contracts: Contracts, case: Case, subject: str, devices: Sequence[Dev
 
 def _against_baseline(contracts: Contracts, rec: Any, arrays: Any, baseline: str) -> list[Measure]:
     """This run's tensors against the baseline's task of the same case, subject, device and context."""
-    import os
-
     from harness.execute.campaign import load_tasks
     from harness.outputs.gate import _baseline_arrays, against_baseline
 

@@ -7,7 +7,6 @@ import contextlib
 import datetime as _dt
 import json
 import os
-import shlex
 import sys
 import time
 from typing import Any, Callable, Iterator, Mapping, Sequence

@@ -24,14 +24,13 @@ import importlib.util
 import io
 import json
 import os
-import shlex
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from harness.core.cases import Case
-from harness.core.records import VERDICT_ORDER, Measure, TaskRecord
+from harness.core.records import Measure, TaskRecord
 from harness.judge import bitwise as compare
 from harness.judge.measure import REFERENCE_CONTEXT, REFERENCE_DEVICE
 from harness.judge.verdicts import worst
