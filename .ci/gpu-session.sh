@@ -16,7 +16,8 @@ prepare)
     --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d wheels \
     pandas python-dateutil tzdata six hypothesis attrs sortedcontainers threadpoolctl tabulate jinja2 \
     markupsafe matplotlib contourpy cycler fonttools kiwisolver packaging pillow pyparsing pytest \
-    iniconfig pluggy pygments filelock typing_extensions protobuf setuptools
+    iniconfig pluggy pygments filelock typing_extensions protobuf setuptools xxhash blake3 \
+    jsonschema jsonschema-specifications referencing rpds-py
   du -sh wheels; ls wheels | wc -l ;;
 run)
   : "${OUT:?OUT must be set (the device tool sets it)}"
