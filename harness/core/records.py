@@ -48,7 +48,13 @@ class Verdict(str, enum.Enum):
 
     @property
     def fails(self) -> bool:
-        """Whether the gate fails on this verdict."""
+        """Whether the gate fails on this verdict.
+
+        >>> [v.value for v in Verdict if v.fails]
+        ['not judged', 'error', 'broken']
+        >>> Verdict("broken") == "broken"
+        True
+        """
         return self in (Verdict.NOT_JUDGED, Verdict.ERROR, Verdict.BROKEN)
 
 

@@ -77,6 +77,10 @@ def gradient_tolerance(dtype: str | np.dtype, n_terms: int = 1) -> tuple[float, 
 
     Raises:
         ValueError: for a dtype with no entry (e.g. longdouble, strings).
+
+    >>> atol, rtol, why = gradient_tolerance("float32", n_terms=4)
+    >>> (atol, rtol)
+    (0.0002, 0.001)
     """
     dt = np.dtype(dtype)
     n = max(int(n_terms), 1)

@@ -52,7 +52,13 @@ NO_CONTRACT = "no contract"
 
 
 def worst(verdicts: Iterable[str]) -> str:
-    """The worst of some verdicts (:data:`~harness.core.records.VERDICTS` order); skipped only when all are."""
+    """The worst of some verdicts (:data:`~harness.core.records.VERDICTS` order); skipped only when all are.
+
+    >>> worst(["bit-identical", "diverged as allowed", "skipped"])
+    'diverged as allowed'
+    >>> worst(["skipped", "skipped"])
+    'skipped'
+    """
     vs = [v for v in verdicts if v]
     ran = [v for v in vs if v != SKIPPED]
     if not ran:
