@@ -443,6 +443,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "and the dossiers name it)")
     sh.add_argument("--tensor", help="the tensor kind that must still show it (e.g. 'ys.*', 'grad.W')")
     sh.add_argument("--error", help="for an error finding: the error that must still happen, 'Type in phase'")
+    sh.add_argument("--flaky", action="store_true", help="the subject diverges run to run: keep a step only where "
+                                                         "the finding shows in each of 3 tries of 6 runs")
     sh.add_argument("--device", help="cpu, gpu or gpu:N (default cpu)")
     sh.add_argument("--devices", metavar="A,B", help="a cross-device finding: B compared with A")
     sh.add_argument("--context", help="execution context name (default: default)")
