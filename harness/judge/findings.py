@@ -438,6 +438,8 @@ def localize_argv(f: Finding) -> list[str]:
         argv += ["--device", f.device, "--context", f.context, "--relation", f.relation]
     else:
         argv += ["--device", f.device, "--context", f.context]
+        if how == "repeats" or f.flaky:  # compare enough runs to catch a divergence seen in some runs only
+            argv += ["--repeats", "20"]
     return argv
 
 
