@@ -201,7 +201,10 @@ class WorkerSet:
     startup_seconds: float = 0.0
 
     def _new(self, label: str) -> Worker:
-        return Worker(env=dict(self.context.env), plugins=self.settings.plugins, label=label).start()
+        # The pooled worker is forked from its environment's zygote (a fork, not an import); a fresh one is
+        # a brand-new interpreter, its own hash seed and imports (see harness.execute.worker).
+        return Worker(env=dict(self.context.env), plugins=self.settings.plugins, label=label,
+                      fork=label == "pool").start()
 
     def start(self) -> None:
         # Start all at once: they import Chainer in parallel.
@@ -270,6 +273,7 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
     case_json = task.case.to_json()
     for rep, slot in enumerate(slots):
         t0 = time.perf_counter()
+        meta: dict[str, dict[str, Any]] = {}
         if not ok:
             res = RunResult(task.subject, task.case.id, task.device, task.context, "skipped", skip_reason=reason)
             pid = None
@@ -277,8 +281,9 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
             try:
                 w = workers.worker(slot)
                 pid = w.pid
-                res = w.run(case_json, task.subject, task.device, task.context, settings.timeout,
-                            case_id=task.case.id)
+                answer = w.run_answer(case_json, task.subject, task.device, task.context, settings.timeout,
+                                      case_id=task.case.id)
+                res, meta = answer.result, answer.tensors  # digests and NaN/Inf counts taken in the worker
             except WorkerError as exc:
                 pid = None
                 res = RunResult(task.subject, task.case.id, task.device, task.context, "crashed",
@@ -287,7 +292,8 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
         seconds["runs"] += 1
         seconds["subject"] += res.subject_seconds
         seconds["transfer_and_overhead"] += max(wall - res.subject_seconds, 0.0)
-        meta = _tensor_meta(res.arrays)
+        if not ok or res.arrays.keys() != meta.keys():
+            meta = _tensor_meta(res.arrays)
         metas.append(meta)
         lines.append({"key": task.key, "rep": rep, "process": slot, "pid": pid, "wall": wall, **res.meta(),
                       "tensors": meta})
@@ -420,7 +426,15 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
         ok_metas = [m for m, (_, r) in zip(metas, results) if r.ok]
         # Digests already taken for runs.jsonl: reuse them rather than hash every array again.
         rep_digests = {k: tuple(m[k]["digest"] if k in m else None for m in ok_metas) for k in names}
-        for name, c in compare.compare_results(reps, rep_digests).items():
+        # NaN/Inf counts of the first repetition holding the name, as recorded: nothing is counted again.
+        counts = {}
+        for k in names:
+            first = next((m[k] for m in ok_metas if k in m), None)
+            if first is not None and "nan" in first:
+                counts[k] = (int(first["nan"]), int(first["inf"]))
+            elif first is not None:
+                counts[k] = (0, 0)
+        for name, c in compare.compare_results(reps, rep_digests, counts).items():
             worst = None
             if not c.bitwise_identical and c.diff_reps:
                 idx = c.max_ulp_index if c.max_ulp_index is not None else c.first_diff_index

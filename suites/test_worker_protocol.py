@@ -1,0 +1,118 @@
+"""The worker protocol: answers are framed JSON plus a spool file, never pickles, so whatever a subject writes
+into the answer pipe is a row (``crashed``, ``MalformedAnswer``), never an exception in the harness; pooled
+workers are forked from a zygote, fresh ones are new interpreters."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.core.cases import Case
+from harness.core.contexts import get_context
+from harness.core.devices import CPU
+from harness.execute.campaign import Campaign, CampaignSettings, load_arrays, plan, task_key
+from harness.execute.worker import Worker
+from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+PLUGINS = ("suites.plugins.bad_answers:SUBJECTS", "suites.plugins.misbehaving:SUBJECTS")
+CASE = Case("embed", 5, {"vocab": 6, "width": 3, "ids_shape": [10]})
+BAD = ("badanswer.garbage", "badanswer.huge_frame", "badanswer.truncated", "badanswer.not_an_answer",
+       "badanswer.unpicklable")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered():
+    subjects = [s for p in PLUGINS for s in load_plugin(p)]
+    yield subjects
+    for s in subjects:
+        SUBJECTS.pop(s.name, None)
+
+
+@pytest.fixture(scope="module")
+def bad_campaign(tmp_path_factory, registered):
+    """Every bad-answer subject, then a well-behaved one: R=2 in the pool + 1 fresh."""
+    d = tmp_path_factory.mktemp("badanswers")
+    tasks = plan([CASE], [get_subject(n) for n in (*BAD, "control.deterministic", "misbehaving.env_probe")],
+                 [CPU], [get_context("default")])
+    campaign = Campaign(str(d), CampaignSettings(repeats=2, fresh=1, timeout=30, plugins=PLUGINS, quiet=True))
+    records = campaign.run(tasks)
+    runs = [json.loads(line) for line in (d / "runs.jsonl").read_text().splitlines()]
+    return {"dir": d, "records": records, "runs": runs, "tasks": tasks}
+
+
+@pytest.mark.parametrize("subject", BAD)
+def test_a_malformed_answer_is_a_crashed_row(bad_campaign, subject):
+    rec = bad_campaign["records"][task_key(CASE.id, subject, "cpu", "default")]
+    assert rec.statuses == {"crashed": 3}, rec.statuses
+    assert rec.status == "error" and rec.ok_runs == 0
+    assert rec.errors[0]["type"] == "MalformedAnswer", rec.errors
+    assert rec.errors[0]["phase"] == "transfer"
+    runs = [r for r in bad_campaign["runs"] if r["key"] == rec.key]
+    assert [r["process"] for r in runs] == ["pool", "pool", "fresh:0"]
+
+
+def test_the_campaign_goes_on_after_malformed_answers(bad_campaign):
+    rec = bad_campaign["records"][task_key(CASE.id, "control.deterministic", "cpu", "default")]
+    assert rec.status == "ok" and rec.statuses == {"ok": 3}
+    assert rec.tensors and all(t.bitwise_identical for t in rec.tensors.values())
+    arrays = load_arrays(str(bad_campaign["dir"]), rec.array_file)
+    assert arrays and all(isinstance(a, np.ndarray) and a.size for a in arrays.values())
+    # the digests the worker took are the digests of the arrays that came over
+    from harness.judge.bitwise import digest
+
+    assert {k: digest(a) for k, a in arrays.items()} == {k: v[0] for k, v in rec.rep_digests.items()}
+
+
+def test_pool_and_fresh_processes_differ_and_the_pool_is_reused(bad_campaign):
+    runs = [r for r in bad_campaign["runs"]
+            if r["key"] == task_key(CASE.id, "misbehaving.env_probe", "cpu", "default")]
+    pids = {r["process"]: set() for r in runs}
+    for r in runs:
+        pids[r["process"]].add(r["pid"])
+    assert len(pids["pool"]) == 1 and len(pids["fresh:0"]) == 1  # two pool runs in one process
+    assert pids["pool"] != pids["fresh:0"]
+    assert os.getpid() not in pids["pool"] | pids["fresh:0"]
+
+
+def _garbage_run(fork: bool):
+    w = Worker(plugins=PLUGINS, fork=fork).start()
+    try:
+        bad = w.run(CASE.to_json(), "badanswer.garbage", "cpu", "default", timeout=30, case_id=CASE.id)
+        alive_after = w.alive
+    finally:
+        w.close()
+    return bad, alive_after
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["spawned", "forked"])
+def test_garbage_kills_only_that_worker(fork):
+    bad, alive_after = _garbage_run(fork)
+    assert bad.status == "crashed" and bad.error.type == "MalformedAnswer"
+    assert "not a worker answer" in bad.error.message
+    assert not alive_after  # its stream cannot be trusted again
+
+
+def test_arrays_cross_without_pickling_and_equal_what_the_subject_made():
+    w = Worker(plugins=PLUGINS, fork=True).start()
+    try:
+        a = w.run_answer(CASE.to_json(), "control.deterministic", "cpu", "default", timeout=60, case_id=CASE.id)
+        b = w.run_answer(CASE.to_json(), "control.deterministic", "cpu", "default", timeout=60, case_id=CASE.id)
+        spool = w.spool
+        assert spool is not None and os.listdir(spool) == []  # each answer's file is unlinked once mapped
+    finally:
+        w.close()
+    assert a.result.status == "ok" and a.result.arrays
+    for k, arr in a.result.arrays.items():
+        assert np.array_equal(arr, b.result.arrays[k])
+        assert a.tensors[k]["digest"] == b.tensors[k]["digest"]
+        arr.reshape(-1)[:1] = 0  # mapped copy-on-write: writable like any array the campaign holds
+    assert not os.path.exists(spool)  # the spool folder goes with its worker
