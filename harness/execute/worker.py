@@ -16,11 +16,12 @@ Two ways to start one (``fork``):
   import-time state, never a subject's run); NumPy's global random state is re-seeded after the fork.
   Where a zygote cannot be had (no ``os.pidfd_open``, or it failed to start) the worker is spawned.
 
-Answers never travel as pickles: the worker writes its arrays into one file of a spool directory (on
-``/dev/shm`` where it has room, so no disk is touched) and sends a length-framed JSON answer naming each
-array's dtype, shape, offset, digest and NaN/Inf counts. The parent maps the file (copy-on-write, no read)
-and unlinks it, so an array crosses from the worker to the campaign without being pickled, piped or
-copied; the digests are taken in the worker, so the campaign never hashes an array again. Anything else in
+Answers never travel as pickles: the worker sends a length-framed answer, JSON naming each array's dtype,
+shape, offset, digest and NaN/Inf counts, followed by the arrays' raw bytes when they add up to at most 1 MiB
+(read straight into the buffer the arrays then view). Bigger arrays go into one file of a spool directory
+(on ``/dev/shm`` where it has room, so no disk is touched) that the parent maps copy-on-write and unlinks:
+they cross from the worker to the campaign without being pickled, piped or copied. The digests are taken in
+the worker, so the campaign never hashes an array again. Anything else in
 the answer pipe (garbage, a truncated frame, JSON that is not an answer) is a ``crashed`` row with a
 ``MalformedAnswer`` error, never an exception in the harness: nothing a subject writes is unpickled here.
 
@@ -59,6 +60,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from harness.core.errors import WorkerError
+from harness.judge.bitwise import _dtype_name
 from harness.subjects.base import ErrorInfo, RunResult
 
 __all__ = ["Worker", "Answer", "Zygote", "worker_main", "MEMORY_ENV", "default_memory_limit", "parse_memory_limit",
@@ -139,11 +141,19 @@ def _lift_memory_limit() -> None:
 # --------------------------------------------------------------------------- framing
 
 
-def _write_frame(fd: int, payload: bytes) -> None:
-    data = memoryview(_FRAME.pack(_MAGIC, len(payload)) + payload)
-    while data:
-        n = os.write(fd, data)
-        data = data[n:]
+def _write_frame(fd: int, payload: bytes | list[bytes | memoryview]) -> None:
+    """One frame: magic, length, payload. Written with one ``write`` (a small frame joined first: each write
+    can wake the reader, and a context switch costs more than copying a few KiB)."""
+    pieces = [payload] if isinstance(payload, (bytes, bytearray)) else payload
+    total = sum(len(p) for p in pieces)
+    head = _FRAME.pack(_MAGIC, total)
+    data = memoryview(b"".join([head, *pieces]) if total <= _INLINE_BYTES + (1 << 16) else head)
+    rest = [] if total <= _INLINE_BYTES + (1 << 16) else pieces
+    for p in [data, *rest]:
+        view = memoryview(p)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
 
 
 class _Malformed(Exception):
@@ -154,26 +164,27 @@ class _NoAnswer(Exception):
     """No (complete) answer within the deadline."""
 
 
-def _read_exact(fd: int, n: int, deadline: float) -> bytes:
-    """``n`` bytes from ``fd`` by ``deadline`` (time.monotonic); EOFError at end of file, _NoAnswer at the deadline."""
-    chunks: list[bytes] = []
-    left = n
-    while left:
+def _read_exact(fd: int, n: int, deadline: float) -> bytearray:
+    """``n`` bytes from ``fd`` by ``deadline`` (time.monotonic), read straight into one buffer; EOFError at end
+    of file, _NoAnswer at the deadline."""
+    buf = bytearray(n)
+    view = memoryview(buf)
+    got = 0
+    while got < n:
         wait = deadline - time.monotonic()
         if wait <= 0:
             raise _NoAnswer()
         ready, _, _ = select.select([fd], [], [], wait)
         if not ready:
             raise _NoAnswer()
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
+        k = os.readv(fd, [view[got:]])
+        if not k:
             raise EOFError()
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+        got += k
+    return buf
 
 
-def _read_frame(fd: int, deadline: float) -> bytes:
+def _read_frame(fd: int, deadline: float) -> bytearray:
     head = _read_exact(fd, _FRAME.size, deadline)
     magic, length = _FRAME.unpack(head)
     if magic != _MAGIC:
@@ -209,33 +220,49 @@ def _tensor_info(arrays: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
     out = {}
     for k, d in zip(names, digests):
         a = arrays[k]
-        info: dict[str, Any] = {"dtype": a.dtype.name, "shape": list(a.shape), "digest": d}
+        info: dict[str, Any] = {"dtype": _dtype_name(a.dtype), "shape": list(a.shape), "digest": d}
         if a.dtype.kind == "f":
             info["nan"], info["inf"] = _nonfinite_counts(a)
         out[k] = info
     return out
 
 
-def _encode_answer(result: RunResult, path: str) -> bytes:
-    """The worker's answer: JSON meta, the arrays written into ``path`` (aligned, one after the other)."""
+#: Answers whose arrays add up to at most this many bytes carry them in the frame itself (read straight into
+#: the buffer the arrays then view); bigger ones go through a spool file (mapped, never read or piped). Below
+#: it, creating, mapping and unlinking a file costs more than the bytes: measured on the bench's overhead
+#: section, where most answers are a few KiB.
+_INLINE_BYTES = 1 << 20
+_JSON_LEN = struct.Struct("<I")
+
+
+def _encode_answer(result: RunResult, path: str) -> list[bytes | memoryview]:
+    """The worker's answer frame, in pieces: JSON meta, then (small answers) the arrays themselves, aligned;
+    bigger answers write their arrays into ``path`` instead."""
     arrays = {k: np.ascontiguousarray(v) for k, v in result.arrays.items()}
     tensors = _tensor_info(arrays)
     layout = []
-    if arrays:
-        offset = 0
+    pieces: list[bytes | memoryview] = []
+    offset = 0
+    for name, a in arrays.items():
+        pad = (-offset) % _ALIGN
+        if pad:
+            pieces.append(b"\0" * pad)
+            offset += pad
+        if a.nbytes:
+            pieces.append(memoryview(a.reshape(-1).view(np.uint8)))
+        layout.append({"name": name, "dtype": a.dtype.str, "shape": list(a.shape), "offset": offset,
+                       "nbytes": int(a.nbytes), **{k: v for k, v in tensors[name].items()
+                                                   if k in ("digest", "nan", "inf")}})
+        offset += a.nbytes
+    inline = offset <= _INLINE_BYTES
+    if arrays and not inline:
         with open(path, "wb") as f:
-            for name, a in arrays.items():
-                pad = (-offset) % _ALIGN
-                if pad:
-                    f.write(b"\0" * pad)
-                    offset += pad
-                if a.nbytes:
-                    f.write(memoryview(a.reshape(-1).view(np.uint8)))
-                layout.append({"name": name, "dtype": a.dtype.str, "shape": list(a.shape), "offset": offset,
-                               "nbytes": int(a.nbytes), **{k: v for k, v in tensors[name].items()
-                                                           if k in ("digest", "nan", "inf")}})
-                offset += a.nbytes
-    return json.dumps({"result": result.meta(), "arrays": layout}).encode()
+            for p in pieces:
+                f.write(p)
+        pieces = []
+    head = json.dumps({"result": result.meta(), "arrays": layout, "inline": inline}).encode()
+    head += b" " * ((-(_JSON_LEN.size + len(head))) % _ALIGN)  # the arrays start aligned in the frame
+    return [_JSON_LEN.pack(len(head)), head, *pieces]
 
 
 def _check(cond: bool, what: str) -> None:
@@ -243,10 +270,14 @@ def _check(cond: bool, what: str) -> None:
         raise _Malformed(what)
 
 
-def _decode_answer(payload: bytes, base: dict[str, str], path: str) -> Answer:
-    """The answer in ``payload`` (arrays mapped from ``path``); :class:`_Malformed` for anything else."""
+def _decode_answer(payload: bytearray, base: dict[str, str], path: str) -> Answer:
+    """The answer in ``payload`` (its arrays viewed in it, or mapped from ``path``); :class:`_Malformed` for
+    anything else."""
+    _check(len(payload) >= _JSON_LEN.size, "the answer is empty")
+    (n,) = _JSON_LEN.unpack_from(payload)
+    _check(_JSON_LEN.size + n <= len(payload), "the answer's meta runs past its end")
     try:
-        msg = json.loads(payload)
+        msg = json.loads(bytes(memoryview(payload)[_JSON_LEN.size:_JSON_LEN.size + n]))
     except (ValueError, RecursionError) as exc:
         raise _Malformed(f"the answer is not JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
     _check(isinstance(msg, dict) and isinstance(msg.get("result"), dict) and isinstance(msg.get("arrays"), list),
@@ -274,24 +305,37 @@ def _decode_answer(payload: bytes, base: dict[str, str], path: str) -> Answer:
     tensors: dict[str, dict[str, Any]] = {}
     layout = msg["arrays"]
     if layout:
-        arrays, tensors = _map_arrays(layout, path)
+        start = _JSON_LEN.size + n
+        arrays, tensors = _view_arrays(layout, memoryview(payload)[start:] if msg.get("inline") is True
+                                       else _map_file(path))
     _check(status == "ok" or not arrays, f"a {status} answer holds arrays")
     result = RunResult(**base, status=status, arrays=arrays, declared_warnings=tuple(warns), error=error,
                        skip_reason=skip, timings={k: float(v) for k, v in timings.items()})
     return Answer(result, tensors)
 
 
-def _map_arrays(layout: list[Any], path: str) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
-    """The arrays of an answer, as views of the spool file mapped copy-on-write (then unlinked)."""
+def _map_file(path: str) -> Any:
+    """The spool file mapped copy-on-write (the caller unlinks it; the mapping outlives the name)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as exc:
         raise _Malformed(f"the answer names arrays but its spool file is missing ({exc.strerror})") from None
     try:
         size = os.fstat(fd).st_size
-        buf: Any = mmap.mmap(fd, size, access=mmap.ACCESS_COPY) if size else b""
+        return mmap.mmap(fd, size, access=mmap.ACCESS_COPY) if size else bytearray()
     finally:
         os.close(fd)
+
+
+#: The dtypes an answer may name (``dtype.str``, this machine's byte order): bool, ints, floats, complex.
+_DTYPES: dict[str, np.dtype] = {dt.str: dt for dt in map(np.dtype, (
+    "?", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f2", "f4", "f8", "c8", "c16",
+    *(("f16", "c32") if hasattr(np, "float128") else ())))}
+
+
+def _view_arrays(layout: list[Any], buf: Any) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
+    """The arrays of an answer, as views of ``buf`` (the frame, or the mapped spool file): no copy."""
+    size = len(buf)
     arrays: dict[str, np.ndarray] = {}
     tensors: dict[str, dict[str, Any]] = {}
     for t in layout:
@@ -302,19 +346,15 @@ def _map_arrays(layout: list[Any], path: str) -> tuple[dict[str, np.ndarray], di
         _check(isinstance(shape, list) and len(shape) <= 32 and all(type(n) is int and n >= 0 for n in shape)
                and type(offset) is int and type(nbytes) is int and offset >= 0 and nbytes >= 0
                and offset + nbytes <= size, f"array {name[:60]!r}: a bad shape or place")
-        try:
-            dt = np.dtype(str(t.get("dtype")))
-        except (TypeError, ValueError):
-            raise _Malformed(f"array {name[:60]!r}: dtype {str(t.get('dtype'))[:40]!r} is not a dtype") from None
-        _check(dt.kind in _NUMERIC_KINDS and dt.fields is None and dt.subdtype is None,
-               f"array {name[:60]!r}: dtype {dt} holds no plain numbers")
+        dt = _DTYPES.get(t.get("dtype"))  # type: ignore[arg-type]
+        _check(dt is not None, f"array {name[:60]!r}: dtype {str(t.get('dtype'))[:40]!r} is not a dtype of numbers")
         count = math.prod(shape)
         _check(count * dt.itemsize == nbytes, f"array {name[:60]!r}: {nbytes} bytes for {shape} of {dt}")
         digest = t.get("digest")
         _check(isinstance(digest, str) and len(digest) < 200, f"array {name[:60]!r}: no digest")
         a = (np.frombuffer(buf, dtype=dt, count=count, offset=offset) if count else np.empty(0, dt)).reshape(shape)
         arrays[name] = a
-        info: dict[str, Any] = {"dtype": a.dtype.name, "shape": list(shape), "digest": digest}
+        info: dict[str, Any] = {"dtype": _dtype_name(dt), "shape": list(shape), "digest": digest}
         if dt.kind == "f":
             nan, inf = t.get("nan"), t.get("inf")
             _check(type(nan) is int and type(inf) is int and 0 <= nan <= count and 0 <= inf <= count,
@@ -368,8 +408,9 @@ def worker_main(rx: Connection, tx_fd: int, plugins: tuple[str, ...], spool: str
         try:
             payload = _encode_answer(result, path)
         except Exception as exc:  # noqa: BLE001 - a full spool, an unwritable array: the parent says so
-            payload = json.dumps({"result": {}, "arrays": [],
-                                  "transfer_error": f"{type(exc).__name__}: {exc}"}).encode()
+            head = json.dumps({"result": {}, "arrays": [],
+                               "transfer_error": f"{type(exc).__name__}: {exc}"}).encode()
+            payload = [_JSON_LEN.pack(len(head)), head]
         _write_frame(tx_fd, payload)
 
 
