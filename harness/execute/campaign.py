@@ -2,11 +2,13 @@
 in other processes, compare the repetitions, and stream everything to disk as it happens.
 
 Per start-up environment (contexts that set environment variables, or GPU contention, get
-their own; the others share) the runner starts one *pool* worker (reused: Chainer is imported
-once) and ``K`` *fresh* workers, each its own process with its own memory pool, caches, BLAS thread pool and
-hash seed. Every task runs ``R`` times in the pool worker and once in each fresh worker, so
-state that survives inside one process cannot hide run-to-run variation. A worker that dies or
-hangs is replaced and the run is recorded as ``crashed`` / ``timeout``.
+their own; the others share) the runner starts one *pool* worker (reused; forked from the environment's
+zygote, which imported Chainer once, so a replacement costs a fork) and ``K`` *fresh* workers, each a
+brand-new interpreter with its own imports, memory pool, caches, BLAS thread pool and hash seed. Every task
+runs ``R`` times in the pool worker and once in each fresh worker, so state that survives inside one
+process cannot hide run-to-run variation. A worker that dies, hangs or answers garbage is replaced and the
+run is recorded as ``crashed`` / ``timeout``. Workers take the digests and NaN/Inf counts of their arrays
+themselves; the comparison of repetitions whose digests agree reads no array.
 
 Files under the campaign directory (each line flushed as it exists):
 
@@ -207,9 +209,10 @@ class WorkerSet:
                       fork=label == "pool").start()
 
     def start(self) -> None:
-        # Start all at once: they import Chainer in parallel.
-        self.pool = self._new("pool")
+        # Start all at once: they import Chainer in parallel. The fresh ones first, since starting the pool
+        # worker may wait for its zygote's imports (once per environment and process).
         self.fresh = [self._new(f"fresh:{k}") for k in range(self.settings.fresh)]
+        self.pool = self._new("pool")
         for w in [self.pool, *self.fresh]:
             w.wait_ready()
             self.startup_seconds += w.startup_seconds
