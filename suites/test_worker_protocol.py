@@ -116,3 +116,25 @@ def test_arrays_cross_without_pickling_and_equal_what_the_subject_made():
         assert a.tensors[k]["digest"] == b.tensors[k]["digest"]
         arr.reshape(-1)[:1] = 0  # mapped copy-on-write: writable like any array the campaign holds
     assert not os.path.exists(spool)  # the spool folder goes with its worker
+
+
+def test_a_replacement_pooled_worker_is_forked_and_a_fresh_one_is_spawned():
+    """The pool's worker comes from the zygote (a fork); a fresh worker is a new interpreter: its own hash seed
+    (PYTHONHASHSEED unset, so each interpreter draws one) and not a child of the zygote."""
+    pooled = [Worker(plugins=PLUGINS, fork=True).start() for _ in range(2)]
+    fresh = Worker(plugins=PLUGINS, fork=False).start()
+    try:
+        for w in (*pooled, fresh):
+            w.wait_ready()
+        assert [w.forked for w in pooled] == [True, True] and fresh.forked is False
+        ppids = {w.pid: _ppid(w.pid) for w in (*pooled, fresh)}
+        assert ppids[pooled[0].pid] == ppids[pooled[1].pid] != os.getpid()  # both children of the zygote
+        assert ppids[fresh.pid] == os.getpid()  # spawned by us
+    finally:
+        for w in (*pooled, fresh):
+            w.close()
+
+
+def _ppid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
