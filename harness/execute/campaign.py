@@ -40,7 +40,7 @@ from harness.core.errors import InvalidArgument, WorkerError
 from harness.core.fileio import atomic_json, atomic_npz
 from harness.core.records import TaskRecord, TensorStats, read_tasks, restore_jsonl
 from harness.subjects.base import ErrorInfo, RunResult, Subject
-from harness.execute.worker import Worker
+from harness.execute.worker import Worker, tensor_meta
 from harness.subjects.registry import get_subject
 
 __all__ = ["Task", "plan", "Campaign", "CampaignSettings", "WorkerSet", "TaskOutcome", "run_task", "outcome_of", "LocalPool",
@@ -138,14 +138,9 @@ class CampaignSettings:
 
 
 def _tensor_meta(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
-    out = {}
-    for k, a in arrays.items():
-        info: dict[str, Any] = {"dtype": a.dtype.name, "shape": list(a.shape), "digest": compare.digest(a)}
-        if a.dtype.kind == "f":
-            info["nan"] = int(np.isnan(a).sum())
-            info["inf"] = int(np.isinf(a).sum())
-        out[k] = info
-    return out
+    """What a run record says of each array (digest, dtype, shape, NaN/Inf counts): for results that did not
+    come from a worker's answer, which carries the same, taken in the worker by the same function."""
+    return tensor_meta(arrays)
 
 
 class _Progress:

@@ -63,7 +63,7 @@ from harness.core.errors import WorkerError
 from harness.judge.bitwise import _dtype_name
 from harness.subjects.base import ErrorInfo, RunResult
 
-__all__ = ["Worker", "Answer", "Zygote", "worker_main", "MEMORY_ENV", "default_memory_limit", "parse_memory_limit",
+__all__ = ["Worker", "Answer", "Zygote", "worker_main", "tensor_meta", "MEMORY_ENV", "default_memory_limit", "parse_memory_limit",
            "MAX_ANSWER_BYTES", "close_zygotes"]
 
 #: Environment variable for the workers' default memory limit (bytes; 0 or "none": no limit).
@@ -211,7 +211,7 @@ class Answer:
         self.tensors = tensors
 
 
-def _tensor_info(arrays: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+def tensor_meta(arrays: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
     """Digest, dtype, shape and NaN/Inf counts of each array (in the worker, where the arrays are)."""
     from harness.judge.bitwise import _nonfinite_counts, digest_all
 
@@ -239,7 +239,7 @@ def _encode_answer(result: RunResult, path: str) -> list[bytes | memoryview]:
     """The worker's answer frame, in pieces: JSON meta, then (small answers) the arrays themselves, aligned;
     bigger answers write their arrays into ``path`` instead."""
     arrays = {k: np.ascontiguousarray(v) for k, v in result.arrays.items()}
-    tensors = _tensor_info(arrays)
+    tensors = tensor_meta(arrays)
     layout = []
     pieces: list[bytes | memoryview] = []
     offset = 0
