@@ -1,7 +1,7 @@
 """A planted regression, for timing the gate when it fails: ``chainer.NStepLSTM`` with ``hy`` scaled by 1.01.
 
-Load it into a pytest session as a plugin (``python -m pytest -p suites.plugins.planted suites/test_gate_lstm.py``)
-or into a campaign (``--subject-plugin suites.plugins.planted:SUBJECTS``). Every example of NStepLSTM is then
+Load it into a pytest session as a plugin (``python -m pytest -p suites.plugins.planted_lstm suites/test_gate_lstm.py``)
+or into a campaign (``--subject-plugin suites.plugins.planted_lstm:SUBJECTS``). Every example of NStepLSTM is then
 beyond the oracle's tolerance, deterministically, so the gate fails on every example it draws; the other
 subjects are untouched. Not part of the harness.
 """
