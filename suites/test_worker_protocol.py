@@ -138,3 +138,58 @@ def test_a_replacement_pooled_worker_is_forked_and_a_fresh_one_is_spawned():
 def _ppid(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+BASE = dict(subject="s", case_id="c", device="cpu", context="default")
+
+
+def _frame(meta: object, blob: bytes = b"") -> bytearray:
+    import struct
+
+    head = json.dumps(meta).encode()
+    return bytearray(struct.pack("<I", len(head)) + head + blob)
+
+
+GOOD_RESULT = {"status": "ok", "timings": {"forward": 0.1}, "declared_warnings": [], "error": None,
+               "skip_reason": None}
+MALFORMED = [
+    bytearray(b""), bytearray(b"\x00\x00"), bytearray(b"\xff\xff\xff\x7f{}"), bytearray(b"\x05\x00\x00\x00[1,2"),
+    _frame([1, 2, 3]), _frame({"result": "ok", "arrays": []}), _frame({"result": {}, "arrays": {}}),
+    _frame({"result": {**GOOD_RESULT, "status": "crashed"}, "arrays": []}),
+    _frame({"result": {**GOOD_RESULT, "timings": {"forward": "slow"}}, "arrays": []}),
+    _frame({"result": {**GOOD_RESULT, "timings": {"forward": float("nan")}}, "arrays": []}),
+    _frame({"result": {**GOOD_RESULT, "error": {"type": 1}}, "arrays": []}),
+    _frame({"result": {**GOOD_RESULT, "declared_warnings": [None]}, "arrays": []}),
+    _frame({"result": GOOD_RESULT, "arrays": [], "transfer_error": "OSError: no space"}),
+    *(_frame({"result": GOOD_RESULT, "inline": True, "arrays": [entry]}, b"\x00" * 64) for entry in (
+        {"name": "y", "dtype": ["f4"], "shape": [4], "offset": 0, "nbytes": 16, "digest": "d", "nan": 0, "inf": 0},
+        {"name": "y", "dtype": "O", "shape": [4], "offset": 0, "nbytes": 32, "digest": "d"},
+        {"name": "y", "dtype": "<f4", "shape": [4], "offset": 60, "nbytes": 16, "digest": "d", "nan": 0, "inf": 0},
+        {"name": "y", "dtype": "<f4", "shape": [5], "offset": 0, "nbytes": 16, "digest": "d", "nan": 0, "inf": 0},
+        {"name": "y", "dtype": "<f4", "shape": [-4], "offset": 0, "nbytes": 16, "digest": "d", "nan": 0, "inf": 0},
+        {"name": "y", "dtype": "<f4", "shape": [4], "offset": 0, "nbytes": 16, "digest": None, "nan": 0, "inf": 0},
+        {"name": "y", "dtype": "<f4", "shape": [4], "offset": 0, "nbytes": 16, "digest": "d", "nan": 9, "inf": 0},
+        {"name": 7, "dtype": "<f4", "shape": [4], "offset": 0, "nbytes": 16, "digest": "d", "nan": 0, "inf": 0},
+        "not an entry")),
+    _frame({"result": GOOD_RESULT, "inline": False, "arrays": [
+        {"name": "y", "dtype": "<f4", "shape": [4], "offset": 0, "nbytes": 16, "digest": "d", "nan": 0, "inf": 0}]}),
+]
+
+
+@pytest.mark.parametrize("payload", MALFORMED, ids=[f"m{i}" for i in range(len(MALFORMED))])
+def test_every_malformed_answer_is_refused_as_malformed(payload, tmp_path):
+    from harness.execute.worker import _decode_answer, _Malformed
+
+    with pytest.raises(_Malformed):
+        _decode_answer(payload, BASE, str(tmp_path / "absent.bin"))
+
+
+def test_a_well_formed_answer_decodes_so_the_refusals_above_can_fail(tmp_path):
+    from harness.execute.worker import _decode_answer
+
+    y = np.arange(4, dtype=np.float32)
+    a = _decode_answer(_frame({"result": GOOD_RESULT, "inline": True, "arrays": [
+        {"name": "y", "dtype": y.dtype.str, "shape": [4], "offset": 0, "nbytes": 16, "digest": "d", "nan": 0,
+         "inf": 0}]}, y.tobytes()), BASE, str(tmp_path / "absent.bin"))
+    assert a.result.status == "ok" and np.array_equal(a.result.arrays["y"], y)
+    assert a.tensors["y"] == {"dtype": "float32", "shape": [4], "digest": "d", "nan": 0, "inf": 0}

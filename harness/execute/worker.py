@@ -272,7 +272,16 @@ def _check(cond: bool, what: str) -> None:
 
 def _decode_answer(payload: bytearray, base: dict[str, str], path: str) -> Answer:
     """The answer in ``payload`` (its arrays viewed in it, or mapped from ``path``); :class:`_Malformed` for
-    anything else."""
+    anything else, whatever it held: the worker's fault is a row, never the campaign's end."""
+    try:
+        return _decode(payload, base, path)
+    except _Malformed:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError, MemoryError) as exc:
+        raise _Malformed(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def _decode(payload: bytearray, base: dict[str, str], path: str) -> Answer:
     _check(len(payload) >= _JSON_LEN.size, "the answer is empty")
     (n,) = _JSON_LEN.unpack_from(payload)
     _check(_JSON_LEN.size + n <= len(payload), "the answer's meta runs past its end")
@@ -346,7 +355,7 @@ def _view_arrays(layout: list[Any], buf: Any) -> tuple[dict[str, np.ndarray], di
         _check(isinstance(shape, list) and len(shape) <= 32 and all(type(n) is int and n >= 0 for n in shape)
                and type(offset) is int and type(nbytes) is int and offset >= 0 and nbytes >= 0
                and offset + nbytes <= size, f"array {name[:60]!r}: a bad shape or place")
-        dt = _DTYPES.get(t.get("dtype"))  # type: ignore[arg-type]
+        dt = _DTYPES.get(t["dtype"]) if isinstance(t.get("dtype"), str) else None
         _check(dt is not None, f"array {name[:60]!r}: dtype {str(t.get('dtype'))[:40]!r} is not a dtype of numbers")
         count = math.prod(shape)
         _check(count * dt.itemsize == nbytes, f"array {name[:60]!r}: {nbytes} bytes for {shape} of {dt}")
