@@ -40,7 +40,7 @@ from harness.core.errors import InvalidArgument, WorkerError
 from harness.core.fileio import atomic_json, atomic_npz
 from harness.core.records import TaskRecord, TensorStats, read_tasks, restore_jsonl
 from harness.subjects.base import ErrorInfo, RunResult, Subject
-from harness.execute.worker import Worker, tensor_meta
+from harness.execute.worker import Worker, prestart_zygote, tensor_meta
 from harness.subjects.registry import get_subject
 
 __all__ = ["Task", "plan", "Campaign", "CampaignSettings", "WorkerSet", "TaskOutcome", "run_task", "outcome_of", "LocalPool",
@@ -203,11 +203,19 @@ class WorkerSet:
         return Worker(env=dict(self.context.env), plugins=self.settings.plugins, label=label,
                       fork=label == "pool").start()
 
+    def launch(self) -> "WorkerSet":
+        """Start the processes without waiting for them: the fresh workers, and the environment's zygote (the
+        pooled worker is forked from it in :meth:`start`). They import Chainer meanwhile."""
+        if not self.fresh:
+            self.fresh = [self._new(f"fresh:{k}") for k in range(self.settings.fresh)]
+            prestart_zygote(self.context.env)
+        return self
+
     def start(self) -> None:
-        # Start all at once: they import Chainer in parallel. The fresh ones first, since starting the pool
-        # worker may wait for its zygote's imports (once per environment and process).
-        self.fresh = [self._new(f"fresh:{k}") for k in range(self.settings.fresh)]
-        self.pool = self._new("pool")
+        """Every worker ready (launching them first where :meth:`launch` was not called)."""
+        self.launch()
+        if self.pool is None:
+            self.pool = self._new("pool")
         for w in [self.pool, *self.fresh]:
             w.wait_ready()
             self.startup_seconds += w.startup_seconds
@@ -327,27 +335,45 @@ class LocalPool:
         by_group: dict[tuple[Any, ...], list[Task]] = {}
         for t in tasks:
             by_group.setdefault(group_key(t), []).append(t)
-        for ctx_tasks in by_group.values():
-            ctx = get_context(ctx_tasks[0].context)
-            needs_workers = any(parse_device(t.device).available for t in ctx_tasks)
-            workers = WorkerSet(ctx, settings)
-            contention = None
-            try:
-                if needs_workers:
-                    workers.start()
-                if ctx.contention:
-                    from harness.execute.contention import Contention
+        groups = list(by_group.values())
+        ahead: dict[int, WorkerSet] = {}
 
-                    gpus = sorted({t.device for t in ctx_tasks if parse_device(t.device).available})
-                    contention = Contention([parse_device(g) for g in gpus]).start() if gpus else None
-                for task in ctx_tasks:
-                    yield task, run_task(task, workers, settings)
-            finally:
-                if contention is not None:
-                    contention.stop()
-                workers.close()
-                self.stats["worker_startup"] += workers.startup_seconds
-                self.stats["restarts"] += workers.restarts
+        def needs_workers(i: int) -> bool:
+            return any(parse_device(t.device).available for t in groups[i])
+
+        try:
+            for i in range(len(groups)):
+                yield from self._run_group(i, groups, ahead, needs_workers, settings)
+        finally:
+            for ws in ahead.values():  # launched for a group that never ran (the caller stopped early)
+                ws.close()
+
+    def _run_group(self, i: int, groups: list[list[Task]], ahead: dict[int, WorkerSet], needs_workers: Any,
+                   settings: CampaignSettings) -> Iterator[tuple[Task, TaskOutcome]]:
+        ctx_tasks = groups[i]
+        ctx = get_context(ctx_tasks[0].context)
+        workers = ahead.pop(i, None) or WorkerSet(ctx, settings)
+        contention = None
+        try:
+            if needs_workers(i):
+                workers.start()
+            if i + 1 < len(groups) and needs_workers(i + 1):
+                # The next environment's processes import Chainer while this group runs: its start-up is
+                # hidden behind this group's tasks rather than added after them.
+                ahead[i + 1] = WorkerSet(get_context(groups[i + 1][0].context), settings).launch()
+            if ctx.contention:
+                from harness.execute.contention import Contention
+
+                gpus = sorted({t.device for t in ctx_tasks if parse_device(t.device).available})
+                contention = Contention([parse_device(g) for g in gpus]).start() if gpus else None
+            for task in ctx_tasks:
+                yield task, run_task(task, workers, settings)
+        finally:
+            if contention is not None:
+                contention.stop()
+            workers.close()
+            self.stats["worker_startup"] += workers.startup_seconds
+            self.stats["restarts"] += workers.restarts
 
 
 class Campaign:

@@ -55,7 +55,7 @@ import tempfile
 import threading
 import time
 from multiprocessing.connection import Connection
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -63,8 +63,8 @@ from harness.core.errors import WorkerError
 from harness.judge.bitwise import _dtype_name
 from harness.subjects.base import ErrorInfo, RunResult
 
-__all__ = ["Worker", "Answer", "Zygote", "worker_main", "tensor_meta", "MEMORY_ENV", "default_memory_limit", "parse_memory_limit",
-           "MAX_ANSWER_BYTES", "close_zygotes"]
+__all__ = ["Worker", "Answer", "Zygote", "worker_main", "tensor_meta", "worker_env", "zygote_for", "prestart_zygote",
+           "close_zygotes", "MEMORY_ENV", "default_memory_limit", "parse_memory_limit", "MAX_ANSWER_BYTES"]
 
 #: Environment variable for the workers' default memory limit (bytes; 0 or "none": no limit).
 MEMORY_ENV = "HARNESS_WORKER_MEMORY"
@@ -518,8 +518,11 @@ class Zygote:
     ends passed as file descriptors; the zygote reaps its workers and reports their exit codes."""
 
     def __init__(self, env: Mapping[str, str], start_timeout: float = 120.0) -> None:
+        """Start the zygote process; it is waited for at its first :meth:`fork` (or :meth:`wait_ready`)."""
         self.env = dict(env)
         self.lock = threading.Lock()
+        self.start_timeout = start_timeout
+        self.ready = False
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         quiet = os.environ.get("HARNESS_WORKER_STDERR") != "1"
         self.proc = subprocess.Popen(
@@ -528,13 +531,20 @@ class Zygote:
             stderr=subprocess.DEVNULL if quiet else None, close_fds=True)
         theirs.close()
         self.sock = ours
-        self.sock.settimeout(start_timeout)
-        try:
-            msg = json.loads(self.sock.recv(1 << 16) or b"{}")
-        except (OSError, ValueError):
-            msg = {}
-        self.sock.settimeout(30.0)
-        if "ready" not in msg:
+
+    def wait_ready(self) -> None:
+        """Block until the zygote has imported everything; WorkerError if it cannot."""
+        with self.lock:
+            if self.ready:
+                return
+            self.sock.settimeout(self.start_timeout)
+            try:
+                msg = json.loads(self.sock.recv(1 << 16) or b"{}")
+            except (OSError, ValueError):
+                msg = {}
+            self.sock.settimeout(30.0)
+            self.ready = "ready" in msg
+        if not self.ready:
             self.close()
             raise WorkerError(f"the worker zygote did not start: {msg.get('failed', 'no answer')}")
 
@@ -557,6 +567,7 @@ class Zygote:
     def fork(self, rx_fd: int, tx_fd: int, plugins: tuple[str, ...], memory_limit: int | None,
              spool: str) -> int:
         """A new worker reading requests on ``rx_fd`` and answering on ``tx_fd``; its pid."""
+        self.wait_ready()
         return int(self._ask({"op": "fork", "plugins": list(plugins), "memory_limit": memory_limit,
                               "spool": spool}, (rx_fd, tx_fd))["pid"])
 
@@ -584,22 +595,44 @@ _ZYGOTES: dict[tuple[tuple[str, str], ...], Zygote] = {}
 _ZYGOTE_LOCK = threading.Lock()
 
 
-def zygote_for(env: Mapping[str, str]) -> Zygote | None:
-    """The zygote of this environment (started on first use, kept for the process's life), or None where
-    workers cannot be forked here (no ``os.pidfd_open``, or the zygote failed to start: workers are spawned)."""
+def worker_env(overrides: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
+    """The environment a worker of these overrides starts with (the harness's checkout first on PYTHONPATH)."""
+    env = {**os.environ, **dict(overrides)}
+    env.pop(_LIMIT_ENV, None)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def zygote_for(env: Mapping[str, str], wait: bool = True) -> Zygote | None:
+    """The zygote of this full environment (started on first use, kept for the process's life), ready unless
+    ``wait`` is False; None where workers cannot be forked here (no ``os.pidfd_open``, ``HARNESS_ZYGOTE=0``,
+    or the zygote failed to start: workers are spawned then)."""
     if not hasattr(os, "pidfd_open") or not hasattr(socket, "send_fds") or os.environ.get("HARNESS_ZYGOTE") == "0":
         return None
     key = tuple(sorted(env.items()))
     with _ZYGOTE_LOCK:
         z = _ZYGOTES.get(key)
-        if z is not None and z.alive:
-            return z
+        if z is None or not z.alive:
+            try:
+                z = _ZYGOTES[key] = Zygote(env)
+            except OSError:
+                _ZYGOTES.pop(key, None)
+                return None
+    if wait:
         try:
-            z = _ZYGOTES[key] = Zygote(env)
-        except (WorkerError, OSError):
-            _ZYGOTES.pop(key, None)
+            z.wait_ready()
+        except WorkerError:
+            with _ZYGOTE_LOCK:
+                if _ZYGOTES.get(key) is z:
+                    del _ZYGOTES[key]
             return None
-        return z
+    return z
+
+
+def prestart_zygote(overrides: Mapping[str, str] | Iterable[tuple[str, str]]) -> None:
+    """Start the zygote of a worker environment without waiting for it (it imports while the caller works)."""
+    zygote_for(worker_env(overrides), wait=False)
 
 
 def close_zygotes() -> None:
@@ -733,10 +766,7 @@ class Worker:
         resp_r, resp_w = os.pipe()
         self.spool = tempfile.mkdtemp(prefix=f"{_SPOOL_PREFIX}{os.getpid()}-", dir=_spool_base())
         self.started_at = time.perf_counter()
-        env = {**os.environ, **self.env}
-        env.pop(_LIMIT_ENV, None)
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        env = worker_env(self.env)
         zygote = zygote_for(env) if self.fork else None
         self.proc = None
         if zygote is not None:
@@ -744,7 +774,7 @@ class Worker:
                 pid = zygote.fork(req_r, resp_w, self.plugins, self.memory_limit, self.spool)
                 self.proc = _Forked(pid, zygote)
                 self.forked = True
-            except (OSError, ValueError, KeyError):
+            except (OSError, ValueError, KeyError, WorkerError):
                 self.proc = None
         if self.proc is None:
             if self.memory_limit is not None:
