@@ -193,3 +193,19 @@ def test_a_well_formed_answer_decodes_so_the_refusals_above_can_fail(tmp_path):
          "inf": 0}]}, y.tobytes()), BASE, str(tmp_path / "absent.bin"))
     assert a.result.status == "ok" and np.array_equal(a.result.arrays["y"], y)
     assert a.tensors["y"] == {"dtype": "float32", "shape": [4], "digest": "d", "nan": 0, "inf": 0}
+
+
+def test_zygotes_are_shared_per_environment_and_bounded(monkeypatch):
+    from harness.execute import worker as W
+
+    env = W.worker_env({})
+    a = W.zygote_for(env)
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "something else")  # volatile: the same zygote
+    assert W.zygote_for(W.worker_env({})) is a
+    try:
+        for k in range(W._MAX_ZYGOTES):
+            W.zygote_for(W.worker_env({"HARNESS_TEST_ZYGOTE": str(k)}), wait=False)
+        assert len(W._ZYGOTES) == W._MAX_ZYGOTES and a not in W._ZYGOTES.values()  # the oldest went first
+        assert not a.alive  # and its process with it
+    finally:
+        W.close_zygotes()  # the others are started again where a later test needs one
