@@ -248,12 +248,16 @@ def _encode_answer(result: RunResult, path: str) -> list[bytes | memoryview]:
         if pad:
             pieces.append(b"\0" * pad)
             offset += pad
-        if a.nbytes:
+        nbytes = a.nbytes
+        if nbytes:
             pieces.append(memoryview(a.reshape(-1).view(np.uint8)))
-        layout.append({"name": name, "dtype": a.dtype.str, "shape": list(a.shape), "offset": offset,
-                       "nbytes": int(a.nbytes), **{k: v for k, v in tensors[name].items()
-                                                   if k in ("digest", "nan", "inf")}})
-        offset += a.nbytes
+        meta = tensors[name]
+        entry = {"name": name, "dtype": a.dtype.str, "shape": meta["shape"], "offset": offset, "nbytes": nbytes,
+                 "digest": meta["digest"]}
+        if "nan" in meta:
+            entry["nan"], entry["inf"] = meta["nan"], meta["inf"]
+        layout.append(entry)
+        offset += nbytes
     inline = offset <= _INLINE_BYTES
     if arrays and not inline:
         with open(path, "wb") as f:
@@ -343,31 +347,36 @@ _DTYPES: dict[str, np.dtype] = {dt.str: dt for dt in map(np.dtype, (
 
 
 def _view_arrays(layout: list[Any], buf: Any) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
-    """The arrays of an answer, as views of ``buf`` (the frame, or the mapped spool file): no copy."""
+    """The arrays of an answer, as views of ``buf`` (the frame, or the mapped spool file): no copy.
+    (The checks build their message only when one fails: this runs for every array of every run.)"""
     size = len(buf)
     arrays: dict[str, np.ndarray] = {}
     tensors: dict[str, dict[str, Any]] = {}
     for t in layout:
-        _check(isinstance(t, dict) and isinstance(t.get("name"), str) and t["name"] not in arrays,
-               "an array entry without a (unique) name")
+        if not (type(t) is dict and type(t.get("name")) is str and t["name"] not in arrays):
+            raise _Malformed("an array entry without a (unique) name")
         name = t["name"]
-        shape, offset, nbytes = t.get("shape"), t.get("offset"), t.get("nbytes")
-        _check(isinstance(shape, list) and len(shape) <= 32 and all(type(n) is int and n >= 0 for n in shape)
-               and type(offset) is int and type(nbytes) is int and offset >= 0 and nbytes >= 0
-               and offset + nbytes <= size, f"array {name[:60]!r}: a bad shape or place")
-        dt = _DTYPES.get(t["dtype"]) if isinstance(t.get("dtype"), str) else None
-        _check(dt is not None, f"array {name[:60]!r}: dtype {str(t.get('dtype'))[:40]!r} is not a dtype of numbers")
+        shape, offset, nbytes, digest = t.get("shape"), t.get("offset"), t.get("nbytes"), t.get("digest")
+        dtype = t.get("dtype")
+        dt = _DTYPES.get(dtype) if type(dtype) is str else None
+        if dt is None:
+            raise _Malformed(f"array {name[:60]!r}: dtype {str(dtype)[:40]!r} is not a dtype of numbers")
+        if not (type(shape) is list and len(shape) <= 32 and all(type(n) is int and n >= 0 for n in shape)
+                and type(offset) is int and type(nbytes) is int and 0 <= offset and 0 <= nbytes
+                and offset + nbytes <= size):
+            raise _Malformed(f"array {name[:60]!r}: a bad shape or place")
         count = math.prod(shape)
-        _check(count * dt.itemsize == nbytes, f"array {name[:60]!r}: {nbytes} bytes for {shape} of {dt}")
-        digest = t.get("digest")
-        _check(isinstance(digest, str) and len(digest) < 200, f"array {name[:60]!r}: no digest")
-        a = (np.frombuffer(buf, dtype=dt, count=count, offset=offset) if count else np.empty(0, dt)).reshape(shape)
-        arrays[name] = a
-        info: dict[str, Any] = {"dtype": _dtype_name(dt), "shape": list(shape), "digest": digest}
+        if count * dt.itemsize != nbytes:
+            raise _Malformed(f"array {name[:60]!r}: {nbytes} bytes for {shape} of {dt}")
+        if not (type(digest) is str and len(digest) < 200):
+            raise _Malformed(f"array {name[:60]!r}: no digest")
+        arrays[name] = (np.frombuffer(buf, dtype=dt, count=count, offset=offset) if count
+                        else np.empty(0, dt)).reshape(shape)
+        info: dict[str, Any] = {"dtype": _dtype_name(dt), "shape": shape, "digest": digest}
         if dt.kind == "f":
             nan, inf = t.get("nan"), t.get("inf")
-            _check(type(nan) is int and type(inf) is int and 0 <= nan <= count and 0 <= inf <= count,
-                   f"array {name[:60]!r}: bad NaN/Inf counts")
+            if not (type(nan) is int and type(inf) is int and 0 <= nan <= count and 0 <= inf <= count):
+                raise _Malformed(f"array {name[:60]!r}: bad NaN/Inf counts")
             info["nan"], info["inf"] = nan, inf
         tensors[name] = info
     return arrays, tensors
