@@ -456,8 +456,8 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
             first = next((m[k] for m in ok_metas if k in m), None)
             if first is not None and "nan" in first:
                 counts[k] = (int(first["nan"]), int(first["inf"]))
-            elif first is not None:
-                counts[k] = (0, 0)
+            elif first is not None and np.dtype(first["dtype"]).kind not in "fc":
+                counts[k] = (0, 0)  # no NaN in integers; complex ones are counted by the comparator
         for name, c in compare.compare_results(reps, rep_digests, counts).items():
             worst = None
             if not c.bitwise_identical and c.diff_reps:
