@@ -113,6 +113,16 @@ def md_code(text: str) -> str:
     return f"{fence}sh\n{text}\n{fence}"
 
 
+def nobreak(text: Any) -> Any:
+    """HTML text (escaped by Jinja's escape) whose tokens with punctuation (``-4.98e-06``, ``grad.ws.0.1``,
+    ``a/b``) are kept on one line: browsers break after a hyphen or a slash even with ``word-break: normal``."""
+    from markupsafe import Markup, escape
+
+    parts = re.split(r"(\s+)", str(text))
+    return Markup("".join(f'<span class="nw">{escape(p)}</span>' if len(p) > 1 and re.search(r"[^\w\s]", p)
+                          else str(escape(p)) for p in parts))
+
+
 @lru_cache(maxsize=1)
 def _env() -> Any:
     import jinja2
@@ -124,7 +134,8 @@ def _env() -> Any:
     env.filters["md"] = md_escape
     env.filters["md_code"] = md_code
     env.filters["colour"] = colour
-    env.filters["href"] = lambda p: quote(str(p).replace(os.sep, "/"))
+    env.filters["href"] = lambda p: quote(str(p).replace(os.sep, "/"), safe="/#=")
+    env.filters["nobreak"] = nobreak
     env.filters["b64"] = lambda data: base64.b64encode(data).decode()
     return env
 
@@ -231,10 +242,12 @@ def _ran(cells: pd.DataFrame) -> pd.DataFrame:
 
 def _cell_text(verdict: str, ulp: Any, ratio: Any) -> str:
     mark = _MARK.get(verdict, verdict)
+    sep = "" if len(mark) == 1 else " "
     if verdict == "within tolerance" and ratio is not None and not pd.isna(ratio):
-        return f"{mark} {float(ratio):.2g}×"  # error / allowed: the share of the tolerance used
+        r = float(ratio)  # error / allowed: the share of the tolerance used
+        return f"{mark}{sep}{'<0.01' if r < 0.01 else f'{r:.2g}'}×"
     u = ulp_text(ulp)
-    return f"{mark} {u}" if u and u != "0" else mark
+    return f"{mark}{sep}{u}" if u and u != "0" else mark
 
 
 def _cell_title(r: Any) -> str:
