@@ -121,7 +121,7 @@ def test_the_gate_line_comes_first_then_findings_by_severity_controls_folded_las
     page = render.summary_html(v)
     gate, findings = page.index('class="gate"'), page.index('id="findings"')
     assert gate < findings < page.index('id="matrix"')
-    assert re.search(r'class="gate"[^>]*>FAIL: 6 of 8 cells hold; the gate fails on 2 contract broken; gpu not run \(1 cells\): no GPU: nvidia-smi not found<', page), page[gate:gate + 400]
+    assert re.search(r'class="gate"[^>]*>FAIL: 6 of 7 cells that ran hold; the gate fails on 2 contract broken; 1 of 8 not judged: gpu not run \(1 cells\): no GPU: nvidia-smi not found<', page), page[gate:gate + 400]
     classes = [Classification(c) for c in re.findall(r'<span class="badge"[^>]*>([^<]+)</span>', page)]
     assert classes == sorted(classes, key=lambda c: c.rank) and classes[-1] == Classification.CONTROL
     assert page.index('<details id="controls">') < page.rindex("control.nondeterministic")
@@ -305,3 +305,14 @@ def test_old_run_directories_are_pruned_and_nothing_else(tmp_path):
     assert sorted(os.listdir(base)) == sorted(["README.md", "baselines", "latest", runs[0], *runs[3:]])
     with pytest.raises(Exception, match="keep=-1"):
         render.prune_reports(str(base), keep=-1)
+
+
+def test_the_progress_bar_estimates_time_left_only_from_tasks_finished_after_the_first():
+    from harness.execute.campaign import _Progress
+
+    p = _Progress(100, quiet=True)
+    p.t0, p.first, p.done = 0.0, 60.0, 1        # the first task paid a minute of worker start-up
+    assert p.left(61.0) is None and "time left: after a few tasks" in p.line(61.0)
+    p.done = _Progress.MIN_FOR_ETA               # then two more tasks, one second each
+    assert p.left(62.0) == pytest.approx(2.0 / 2 * 97) and "~97s left" in p.line(62.0)
+    assert f"{p.done}/100 tasks" in p.line(62.0)

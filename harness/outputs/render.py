@@ -341,7 +341,9 @@ class ReportView:
     def gate_line(self) -> Line:
         """The gate verdict in one line: PASS or FAIL, how many cells hold, the findings that fail the gate,
         what was not judged and why."""
-        text = f"{'FAIL' if self.fails else 'PASS'}: {self.held} of {self.total} cells hold"
+        ran = self.total - sum(n for _, n, _ in self.not_judged)
+        text = f"{'FAIL' if self.fails else 'PASS'}: " + (f"all {ran} cells that ran hold" if self.held == ran
+                                                          else f"{self.held} of {ran} cells that ran hold")
         failing: dict[str, int] = {}
         for f in self.findings:
             if f.fails:
@@ -349,7 +351,8 @@ class ReportView:
         if failing:
             text += "; the gate fails on " + ", ".join(f"{n} {c}" for c, n in failing.items())
         if self.not_judged:
-            text += "; " + "; ".join(f"{w} ({n} cells): {why}" for w, n, why in self.not_judged)
+            text += f"; {self.total - ran} of {self.total} not judged: " + "; ".join(
+                f"{w} ({n} cells): {why}" for w, n, why in self.not_judged)
         return (Verdict.BROKEN if self.fails else Verdict.BIT_IDENTICAL, text)
 
 
@@ -387,9 +390,9 @@ def finding_lines(findings: Sequence[Finding], per_line: int = 3) -> tuple[Line,
         fs = [f for f in findings if f.classification == cls]
         if not fs:
             continue
-        shown = "; ".join(f"{f.subject} [{f.device}] {f.relation or f.context}: {f.kind}" for f in fs[:per_line])
-        out.append((cls, f"{len(fs)} {cls}: {shown}" + (f"; and {len(fs) - per_line} more" if len(fs) > per_line
-                                                       else "")))
+        what = list(dict.fromkeys(f"{f.subject} [{f.device}] {f.relation or f.context}: {f.kind}" for f in fs))
+        shown = "; ".join(what[:per_line]) + (f"; and {len(what) - per_line} more" if len(what) > per_line else "")
+        out.append((cls, f"{len(fs)} {cls}: {shown}"))
     return tuple(out)
 
 
@@ -447,8 +450,8 @@ def _context(view: ReportView) -> dict[str, Any]:
     return {
         "v": view, "gate": view.gate_line(), "lines": list(view.lines), "shown": main[:SHOWN_FINDINGS],
         "more": max(len(main) - SHOWN_FINDINGS, 0), "controls": controls, "n_findings": len(items),
-        "matrix": matrix, "files": files, "n_cases": n_cases, "legend": [(v, _MARK[v], c) for v, c in
-                                                                          VERDICT_COLOURS.items()],
+        "matrix": matrix, "files": files, "n_cases": n_cases, "legend": [(v, "" if _MARK[v].lower() == v.split()[0] else _MARK[v], c)
+                                                        for v, c in VERDICT_COLOURS.items()],
         "ulp_examples": [ulp_example("float32", 1.0), ulp_example("float32", 1e-6)],
         "classes": list(Classification),
     }
