@@ -121,7 +121,7 @@ def test_the_gate_line_comes_first_then_findings_by_severity_controls_folded_las
     page = render.summary_html(v)
     gate, findings = page.index('class="gate"'), page.index('id="findings"')
     assert gate < findings < page.index('id="matrix"')
-    assert re.search(r'class="gate"[^>]*>FAIL: 6 of 7 cells that ran hold; the gate fails on 2 contract broken; 1 of 8 not judged: gpu not run \(1 cells\): no GPU: nvidia-smi not found<', page), page[gate:gate + 400]
+    assert re.search(r'class="gate"[^>]*>FAIL: 6 of 7 cells that ran hold; the gate fails on 2 contract broken; 1 of 8 not judged — gpu not run: no GPU: nvidia-smi not found<', page), page[gate:gate + 400]
     classes = [Classification(c) for c in re.findall(r'<span class="badge"[^>]*>([^<]+)</span>', page)]
     assert classes == sorted(classes, key=lambda c: c.rank) and classes[-1] == Classification.CONTROL
     assert page.index('<details id="controls">') < page.rindex("control.nondeterministic")
@@ -163,7 +163,7 @@ def test_verdict_lines_are_coloured_by_their_verdict_not_their_words():
 def test_a_missing_gpu_says_the_reason_the_run_recorded():
     v = _view()
     page, md = render.summary_html(v), render.summary_md(v)
-    assert "gpu not run (1 cells): no GPU: nvidia-smi not found" in page and "pip install" not in page
+    assert "not judged — gpu not run: no GPU: nvidia-smi not found" in page and "pip install" not in page
     assert "nvidia-smi not found" in md.split("## Findings")[0]
 
 

@@ -351,8 +351,9 @@ class ReportView:
         if failing:
             text += "; the gate fails on " + ", ".join(f"{n} {c}" for c, n in failing.items())
         if self.not_judged:
-            text += f"; {self.total - ran} of {self.total} not judged: " + "; ".join(
-                f"{w} ({n} cells): {why}" for w, n, why in self.not_judged)
+            text += f"; {self.total - ran} of {self.total} not judged — " + "; ".join(
+                f"{w}: {why}" if len(self.not_judged) == 1 else f"{w} ({n} cells): {why}"
+                for w, n, why in self.not_judged)
         return (Verdict.BROKEN if self.fails else Verdict.BIT_IDENTICAL, text)
 
 
