@@ -526,6 +526,16 @@ def _figure(width: float, height: float) -> Any:
     return fig
 
 
+def _role_rules(ax: Any, rows: Sequence[str], cells: pd.DataFrame | None) -> None:
+    # implementations, controls and oracles apart: a rule where the role changes
+    if cells is None or not len(cells):
+        return
+    role = dict(zip(cells["subject"], cells["role"]))
+    for i in range(1, len(rows)):
+        if role.get(rows[i]) != role.get(rows[i - 1]):
+            ax.axhline(i - 0.5, color="#333", lw=1.2)
+
+
 def _plain_ticks(ax: Any) -> None:
     # subject names are names, not TeX: a "$" or "_" in a plug-in's name must not start math mode
     for t in [*ax.get_xticklabels(), *ax.get_yticklabels()]:
@@ -569,6 +579,7 @@ def plot_divergence(divergence: pd.DataFrame, cells: pd.DataFrame | None = None)
     ax.set_xticks(range(len(axes)), axes, fontsize=10)
     ax.set_yticks(range(len(subjects)), subjects, fontsize=9)
     _plain_ticks(ax)
+    _role_rules(ax, subjects, cells)
     fig.colorbar(im, ax=ax, label="log10(1 + worst ULP)")
     fig.tight_layout()
     return _png(fig)
@@ -599,6 +610,7 @@ def plot_matrix(cells: pd.DataFrame) -> bytes:
     ax.set_xticks(range(len(cols)), cols, rotation=40, ha="right", fontsize=8)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
     _plain_ticks(ax)
+    _role_rules(ax, rows, cells)
     from matplotlib.patches import Patch
 
     seen = [n for n in names if (verdict == n).any().any()]
