@@ -141,9 +141,11 @@ def _env() -> Any:
 
 
 def html_table(df: pd.DataFrame, *, index: bool = False, colours: Mapping[str, Any] | None = None,
-               code: Sequence[str] = (), titles: pd.DataFrame | None = None, cls: str = "report") -> str:
+               code: Sequence[str] = (), titles: pd.DataFrame | None = None, cls: str = "report",
+               palette: Mapping[str, str] | None = None) -> str:
     """A frame as an HTML table, escaped by Jinja's autoescape. ``colours``: column -> the column whose value
-    is each row's verdict (its cell is coloured); ``titles``: a frame of hover texts, same shape."""
+    is each row's verdict (its cell is coloured by :func:`colour`, or by ``palette``: value -> CSS colour, for
+    another vocabulary such as the audit's); ``titles``: a frame of hover texts, same shape."""
     if not len(df):
         return "<p><em>none</em></p>"
     colours = colours or {}
@@ -153,7 +155,9 @@ def html_table(df: pd.DataFrame, *, index: bool = False, colours: Mapping[str, A
         for j, c in enumerate(df.columns):
             verdict = r[colours[c]] if c in colours else None
             title = _cell(titles.iat[i, j]) if titles is not None else ""
-            cells.append({"text": _cell(r[c]), "bg": colour(verdict) if isinstance(verdict, str) and verdict else "",
+            bg = "" if not isinstance(verdict, str) or not verdict else \
+                palette.get(verdict, "") if palette is not None else colour(verdict)
+            cells.append({"text": _cell(r[c]), "bg": bg,
                           "code": c in code, "title": title})
         rows.append({"head": _cell(key) if index else None, "cells": cells})
     return _env().get_template("table.html.j2").render(
@@ -200,12 +204,14 @@ def size_lines(f: Finding) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     a, e = _num(m.actual), _num(m.expected)
     if a is not None and e is not None:
-        out.append(("worst element", f"{a:.6g} against {e:.6g}" + (f" ({m.tensor})" if m.tensor else "")))
+        # enough digits that two different values never print the same
+        p = next((p for p in range(6, 18) if f"{a:.{p}g}" != f"{e:.{p}g}"), 17) if a != e else 6
+        out.append(("worst element", f"{a:.{p}g} against {e:.{p}g}" + (f" ({m.tensor})" if m.tensor else "")))
     absd = m.max_abs if m.max_abs is not None else (abs(a - e) if a is not None and e is not None else None)
     rel = m.max_rel if m.max_rel is not None else (abs(a - e) / abs(e) if a is not None and e else None)
     if absd is not None:
-        out.append(("absolute difference", f"{absd:.3g}" + (f", relative {rel:.3g} ({rel:.2%})" if rel is not None
-                                                            else "")))
+        out.append(("absolute difference", f"{absd:.3g}" + (f", relative {rel:.3g} ({rel * 100:.3g}%)"
+                                                            if rel is not None else "")))
     if m.max_ulp is not None and m.kind not in ("oracle", "task"):
         ulps = "NaN against a number" if m.max_ulp >= 2**63 else f"{m.max_ulp:,} ULP"
         out.append(("ULP distance", ulps + (f" ({m.dtype})" if m.dtype else "")))
