@@ -70,7 +70,7 @@ def colour(key: Verdict | Classification | str) -> str:
     """The colour of a verdict or a finding class (the one place a colour is chosen)."""
     if isinstance(key, Classification):
         return CLASS_COLOURS[key]
-    return VERDICT_COLOURS.get(str(key), "#ffffff")
+    return VERDICT_COLOURS.get(str(key), "")  # an unknown value: no colour (not a guess)
 
 
 # ---------------------------------------------------------------------------------------------- escaping, tables
