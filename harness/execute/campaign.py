@@ -144,37 +144,54 @@ def _tensor_meta(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
 
 
 class _Progress:
-    """A one-line progress bar on stderr: tasks done, what was seen so far, time left.
+    """A one-line progress bar on stderr: tasks done of the tasks this run has to do (relation members and
+    oracle tasks included: the one count of tasks a campaign shows), what was seen so far, time left.
 
     It says what the runs showed, not verdicts (those come from the measure pass): tasks whose repetitions
-    diverged, errors of valid inputs, and errors of bad inputs (mostly expected: the contracts decide)."""
+    diverged, errors of valid inputs, and errors of bad inputs (mostly expected: the contracts decide).
+    Time left is estimated from the tasks finished after the first one (the first pays the workers'
+    start-up), and only once :attr:`MIN_FOR_ETA` have finished."""
+
+    MIN_FOR_ETA = 3
 
     def __init__(self, total: int, quiet: bool) -> None:
         self.total, self.quiet = total, quiet or not total
         self.done = self.diverged = self.errors = self.bad_errors = 0
         self.t0 = time.perf_counter()
+        self.first: float | None = None
         self.last = 0.0
         self.tty = sys.stderr.isatty()
 
+    def left(self, now: float) -> float | None:
+        """Seconds left, from the rate of the tasks finished since the first; None until enough finished."""
+        if self.first is None or self.done < self.MIN_FOR_ETA:
+            return None
+        return (now - self.first) / (self.done - 1) * (self.total - self.done)
+
+    def line(self, now: float) -> str:
+        el = now - self.t0
+        left = self.left(now)
+        width = 24
+        fill = int(width * self.done / self.total)
+        eta = f"~{left:.0f}s left" if left is not None else "time left: after a few tasks"
+        return (f"[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} tasks, {self.diverged} diverging, "
+                f"{self.errors} errors, {self.bad_errors} bad-input errors, {el:4.0f}s, {eta}")
+
     def step(self, rec: TaskRecord, label: str) -> None:
         self.done += 1
+        now = time.perf_counter()
+        if self.first is None:
+            self.first = now
         failed = rec.status not in ("ok", "skipped")
         self.bad_errors += int(failed and rec.bad_input)
         self.errors += int(failed and not rec.bad_input)
         self.diverged += int(any(not t.bitwise_identical for t in rec.tensors.values()))
         if self.quiet:
             return
-        now = time.perf_counter()
         if self.done != self.total and now - self.last < (0.2 if self.tty else 10.0):
             return
         self.last = now
-        el = now - self.t0
-        left = el / self.done * (self.total - self.done) if self.done else 0.0
-        width = 24
-        fill = int(width * self.done / self.total)
-        line = (f"[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} tasks, {self.diverged} diverging, "
-                f"{self.errors} errors, {self.bad_errors} bad-input errors, {el:4.0f}s, ~{left:4.0f}s left")
-        sys.stderr.write(("\r" if self.tty else "") + line + ("" if self.tty else "\n"))
+        sys.stderr.write(("\r" if self.tty else "") + self.line(now) + ("" if self.tty else "\n"))
         if self.done == self.total and self.tty:
             sys.stderr.write("\n")
         sys.stderr.flush()
