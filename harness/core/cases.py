@@ -47,6 +47,10 @@ GRAD_KINDS = ("random", "ones", "zeros", "large", "cancel")
 #: user's loss leaves them: every one; the final state only (``hy``; ``cy``); the sequence outputs only; the
 #: first half of the sequences' outputs (none for the others); ``hy`` and that half. The others get ``None``.
 GRAD_OUTPUTS = ("all", "hy", "cy", "ys", "ys_some", "hy_ys_some")
+#: How LSTM weights are drawn (``spec["weight_kind"]``): ``lecun`` (the default: N(0, 1/fan_in) per matrix, as
+#: Chainer's NStepLSTM initializes them) or ``chaotic`` (N(0, 0.25) whatever the width: a network that
+#: amplifies its rounding errors, for stress). ``w_scale`` multiplies either.
+WEIGHT_KINDS = ("lecun", "chaotic")
 
 
 def receives_gradient(spec: Mapping[str, Any], output: str, n_sequences: int) -> bool:
@@ -340,6 +344,9 @@ def _validate_spec(family: str, spec: Mapping[str, Any], bad: bool) -> None:
         if wdt not in FLOAT_DTYPES:
             raise InvalidArgument(f"w_dtype={wdt!r} is not one of {', '.join(FLOAT_DTYPES)}")
     if family in ("lstm", "pipeline"):
+        wk = spec.get("weight_kind", "lecun")
+        if wk not in WEIGHT_KINDS:
+            raise InvalidArgument(f"weight_kind={wk!r} is not one of {', '.join(WEIGHT_KINDS)}")
         go = spec.get("grad_outputs", "all")
         if go not in GRAD_OUTPUTS:
             raise InvalidArgument(f"grad_outputs={go!r} is not one of {', '.join(GRAD_OUTPUTS)}")
@@ -437,14 +444,21 @@ def _lstm_arrays(spec: Mapping[str, Any], seed: int, in_size: int, lengths: list
     bi = bool(spec.get("bidirectional", False))
     dirs = 2 if bi else 1
     batch = len(lengths)
-    scale = float(spec.get("w_scale", 0.5))
+    scale = float(spec.get("w_scale", 1.0))
+    kind = spec.get("weight_kind", "lecun")
     widths = spec.get("xs_widths")  # bad inputs: per-sequence widths that disagree
     if with_xs:
         for i, n in enumerate(lengths):
             w = int(widths[i]) if widths is not None else in_size
             out[f"xs.{i}"] = array_rng(seed, f"xs.{i}").standard_normal((n, w)).astype(dtype)
     for name, shape in lstm_weight_shapes(n_layers, in_size, hidden, bi):
-        out[name] = (array_rng(seed, name).standard_normal(shape) * scale).astype(dtype)
+        # lecun: N(0, 1/fan_in), Chainer's own default (LeCunNormal) for NStepLSTM, what a trained model is
+        # near; chaotic: N(0, 0.25) whatever the width, a network that amplifies (kept for stress). Biases are
+        # drawn at the same scale as their matrices' rows.
+        k, j = (int(v) for v in name.split(".")[1:])
+        fan_in = (in_size if k // dirs == 0 else hidden * dirs) if j < 4 else hidden
+        base = 0.5 if kind == "chaotic" else 1.0 / np.sqrt(max(1, fan_in))
+        out[name] = (array_rng(seed, name).standard_normal(shape) * (scale * base)).astype(dtype)
     if spec.get("initial_state", "none") == "given":
         for name in ("hx", "cx"):
             out[name] = array_rng(seed, name).standard_normal((n_layers * dirs, batch, hidden)).astype(dtype)

@@ -30,14 +30,15 @@ MEASURE_KINDS = ("repeat", "process", "context", "device", "oracle", "baseline",
 class Verdict(str, enum.Enum):
     """The verdicts, best first. A ``str`` enum: a verdict compares equal to its text, which is what the record
     files hold. "diverged as allowed": bits differ where the contract does not require identity; "known defect":
-    a library error the contracts file declares (``[[known_defect]]``); "not judged": a check the contract asks
+    a library error the contracts file declares (``[[known_defect]]``: like an expected error, a declared
+    behaviour, so a cell's verdict shows what else happened there); "not judged": a check the contract asks
     for did not run (the gate fails on it, with the reason)."""
 
     BIT_IDENTICAL = "bit-identical"
     EXPECTED_ERROR = "expected error"
+    KNOWN_DEFECT = "known defect"
     WITHIN = "within tolerance"
     ALLOWED = "diverged as allowed"
-    KNOWN_DEFECT = "known defect"
     SKIPPED = "skipped"
     NOT_JUDGED = "not judged"
     ERROR = "error"

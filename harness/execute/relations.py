@@ -160,6 +160,8 @@ def members(case: Case, relations: Sequence[Relation]) -> list[Member]:
     :data:`MAX_CASE_ELEMENTS`)."""
     if case.bad or relation_of(case) is not None or float(case.spec.get("dropout", 0.0) or 0.0) > 0:
         return []
+    if "edges" in case.tags:
+        return []  # the edge set is about single inputs at a boundary; the relation cases are chosen apart
     if str(case.spec.get("grad_outputs", "all")).endswith("ys_some"):
         return []  # which sequences receive a gradient depends on the batch: a member's would not correspond
     n = _batch(case)

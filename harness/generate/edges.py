@@ -163,7 +163,8 @@ def edge_cases() -> list[Case]:
             out.append(Case("pipeline", 211, {"vocab": 7, "width": 3, "hidden": 4, "n_layers": 1, "lengths": [3, 2, 1],
                                               "ignore_label": -1, "grad_outputs": g},
                             tags=(f"edge:grad_outputs:{g}", f"grad:{g}")))
-    return [with_edge_tags(c) for c in out]
+    return [with_edge_tags(Case(c.family, c.seed, c.spec, c.arrays, c.expect, tuple(c.tags) + ("edges",)))
+            for c in out]
 
 
 def with_edge_tags(case: Case) -> Case:
