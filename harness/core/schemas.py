@@ -166,7 +166,7 @@ def parse_json(data: str | bytes, where: str) -> Any:
     try:
         return json.loads(data, object_pairs_hook=_unique_keys(where), **_number_hooks(where))
     except json.JSONDecodeError as exc:
-        what = "truncated" if exc.pos >= len(data.rstrip()) else "not valid JSON"
+        what = "not valid JSON (truncated)" if exc.pos >= len(data.rstrip()) else "not valid JSON"
         raise InputProblem(f"{_at(where, data, exc.pos)}: {what}: {exc.msg} (line {exc.lineno} column "
                            f"{exc.colno})") from None
     except RecursionError:  # pragma: no cover - the pre-scan refuses what could recurse this deep
@@ -245,7 +245,7 @@ def _must(err: Any) -> str:
 
 def _must_type(kinds: Sequence[str], value: Any) -> str:
     names = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
-             "object": "an object", "array": "a list", "null": "null"}
+             "object": "an object", "array": "an array", "null": "null"}
     return "must be " + _either([names.get(k, k) for k in kinds]) + f", got {_json_type(value)}"
 
 
@@ -254,7 +254,7 @@ def _either(items: Sequence[str]) -> str:
 
 
 def _json_type(v: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", int: "an integer",
+    return {dict: "an object", list: "an array", str: "a string", bool: "true/false", int: "an integer",
             float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
 
 
@@ -521,11 +521,15 @@ ENVIRONMENT: dict[str, Any] = _obj({
 }, closed=False)
 
 _STATUSES = ["ok", "error", "partial", "skipped", "crashed", "timeout"]
-_SHARD = {"type": "string", "pattern": r"^[1-9][0-9]*/[1-9][0-9]*$"}
+_SHARD = {"type": "string", "pattern": r"^[1-9][0-9]*/[1-9][0-9]*$", "message": "must be 'i/n' with 1 <= i <= n"}
+#: A tensor sketch (harness.judge.sketch): a few sampled elements' bits and the norms.
+SKETCH = _obj({"n": NAT, "l2": _null(NUM), "max_abs": NUM, "nan": NAT, "inf": NAT, "index": _list(NAT),
+               "bits": _list({"type": "string", "pattern": "^[0-9a-fA-F]+$", "message": "must be a hex string"})},
+              ["n", "l2", "max_abs", "nan", "inf", "index", "bits"], closed=False)
 #: The fields of one tensor of an audit entry.
 AUDIT_TENSOR_FIELDS: dict[str, Any] = {
     "digest": STR, "dtype": NAME, "shape": _list(NAT), "repeats_agreed": BOOL,
-    "sketch": _null({"type": "object"}),
+    "sketch": _null(SKETCH),
 }
 #: The fields of one audit entry (one case x subject x device x context).
 AUDIT_ENTRY_FIELDS: dict[str, Any] = {
