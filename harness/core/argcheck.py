@@ -89,8 +89,8 @@ def device_list(name: str, text: str) -> str:
         if p.lower() not in ("all", "default", "gpu", "cuda"):
             try:
                 parse_device(p)
-            except InvalidArgument:
-                raise InvalidArgument(f"{name}={text!r}: {p!r} is not cpu, gpu, gpu:N or all") from None
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"{name}={text!r}: {exc} (or 'all')") from None
     return text
 
 
