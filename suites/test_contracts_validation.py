@@ -74,7 +74,7 @@ def test_shipped_file_is_valid_and_covered():
      r"c.toml:11: \$\.contract\[0\]\.tolerance='tight' must be an object, got a string"),
     (('context = "blas1"', "context = 7"), r"c.toml:6: \$\.contract\[0\]\.context=7 must be a string, got an integer"),
     (('identical_across = ["default"]', 'identical_across = "default"'),
-     r"c.toml:9: \$\.contract\[0\]\.identical_across='default' must be a list, got a string"),
+     r"c.toml:9: \$\.contract\[0\]\.identical_across='default' must be an array, got a string"),
     (('reason = "planted for a test"', 'reason = "x"\ninvariant_under = ["order", "sideways"]'),
      r"c.toml:12: \$\.contract\[0\]\.invariant_under\[1\]='sideways' must be 'alone', 'subbatch', 'order', "
      r"'padding' or 'duplicate'"),
@@ -106,7 +106,7 @@ def test_empty_file_and_non_utf8_and_directory(tmp_path):
 def test_subjects_as_a_string_is_refused(tmp_path):
     text = SHIPPED + '\n[[bad_input]]\ntag = "bad:float_ids"\nsubjects = "chainer.embed_id"\n' \
                      'outcome = "any"\nreason = "x"\n'
-    msg = _refused(tmp_path, text, r"subjects='chainer.embed_id' must be a list, got a string")
+    msg = _refused(tmp_path, text, r"subjects='chainer.embed_id' must be an array, got a string")
     assert f":{len(SHIPPED.splitlines()) + 4}:" in msg
 
 
