@@ -137,7 +137,7 @@ def test_unknown_subject(case_file):
 
 def test_missing_case_file(tmp_path):
     missing = tmp_path / "nowhere.json"
-    one_line_error(harness("replay", str(missing), "--subject", "chainer.embed_id"), "no such file", str(missing))
+    one_line_error(harness("replay", str(missing), "--subject", "chainer.embed_id"), "does not exist", str(missing))
 
 
 def test_unknown_context(case_file):

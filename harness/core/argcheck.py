@@ -145,7 +145,7 @@ def readable_file(name: str, path: str) -> str:
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        raise InvalidArgument(f"{name}={path!r} cannot be read: no such file") from None
+        raise InvalidArgument(f"{name}={path!r} cannot be read: it does not exist") from None
     except OSError as exc:
         raise InvalidArgument(f"{name}={path!r} cannot be read: {exc.strerror}") from None
     if stat.S_ISDIR(st.st_mode):
