@@ -164,7 +164,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     check_case_for_subject(case, subject)  # a case of another family: refused before anything runs
     check_case_size(case, args.max_case_bytes)  # an oversized case: refused before its arrays are built
     if args.relation is not None:
-        from harness.execute.relations import get_relation
         from harness.outputs.replay import replay_relation
 
         if len(devices) > 1 or len(contexts) > 1:

@@ -11,7 +11,6 @@ file in the nearest existing directory.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import stat

@@ -19,7 +19,7 @@ The audit file (plain JSON, written atomically)::
 ``role`` and ``sketch`` (:mod:`harness.judge.sketch`) are absent from older files; such files still load and
 compare (a change without a sketch says so).
 
-:func:`load_audit` validates a file whole against this schema (``_TOP_SCHEMA`` and its kin) and
+:func:`load_audit` validates a file whole against :data:`harness.core.schemas.AUDIT` and
 refuses it with the JSON path of the first bad field: a wrong type, an unknown status, two
 entries of one case x subject x device x context, a key twice in one object, deep nesting.
 """
