@@ -45,6 +45,27 @@ ID_DTYPES = schemas.ID_DTYPES
 FLOAT_DTYPES = schemas.FLOAT_DTYPES
 ID_KINDS = schemas.ID_KINDS
 GRAD_KINDS = schemas.GRAD_KINDS
+#: Which outputs of an LSTM or pipeline case receive an upstream gradient (``spec["grad_outputs"]``), as a
+#: user's loss leaves them: every one; the final state only (``hy``; ``cy``); the sequence outputs only; the
+#: first half of the sequences' outputs (none for the others); ``hy`` and that half. The others get ``None``.
+GRAD_OUTPUTS = schemas.GRAD_OUTPUTS
+
+
+def receives_gradient(spec: Mapping[str, Any], output: str, n_sequences: int) -> bool:
+    """Whether ``output`` (``hy``, ``cy`` or ``ys.{i}``) of a case receives an upstream gradient.
+
+    >>> [receives_gradient({"grad_outputs": "hy_ys_some"}, o, 4) for o in ("hy", "cy", "ys.0", "ys.1", "ys.2")]
+    [True, False, True, True, False]
+    """
+    kind = spec.get("grad_outputs", "all")
+    if kind == "all":
+        return True
+    if output in ("hy", "cy"):
+        return output in kind.split("_")
+    i = int(output.split(".")[1])
+    if kind == "ys":
+        return True
+    return kind.endswith("ys_some") and i < max(1, n_sequences // 2)
 
 
 def _freeze(value: Any) -> Any:

@@ -28,7 +28,7 @@ import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 __all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "InputProblem", "parse_json", "parse_toml", "check", "problem",
-           "json_path", "brief", "FAMILIES", "FLOAT_DTYPES", "ID_DTYPES", "ID_KINDS", "GRAD_KINDS", "CASE", "spec_schema", "first_problem", "SPEC_FIELDS", "CONTRACTS", "CONTRACT_FIELDS", "BAD_INPUT_FIELDS",
+           "json_path", "brief", "FAMILIES", "FLOAT_DTYPES", "ID_DTYPES", "ID_KINDS", "GRAD_KINDS", "GRAD_OUTPUTS", "CASE", "spec_schema", "first_problem", "SPEC_FIELDS", "CONTRACTS", "CONTRACT_FIELDS", "BAD_INPUT_FIELDS",
            "KNOWN_DEFECT_FIELDS", "AUDIT", "AUDIT_ENTRY_FIELDS", "AUDIT_TENSOR_FIELDS", "ENVIRONMENT", "CAMPAIGN",
            "CAMPAIGN_FIELDS", "MAX_TIMEOUT"]
 
@@ -361,6 +361,8 @@ FLOAT_DTYPES = ("float16", "float32", "float64")
 ID_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32")
 ID_KINDS = ("uniform", "collision", "all_equal", "sorted", "explicit")
 GRAD_KINDS = ("random", "ones", "zeros", "large", "cancel")
+#: Which outputs of an LSTM or pipeline case receive an upstream gradient (harness.core.cases.receives_gradient).
+GRAD_OUTPUTS = ("all", "hy", "cy", "ys", "ys_some", "hy_ys_some")
 _FLOAT_DTYPES = list(FLOAT_DTYPES)
 _ID_DTYPES = list(ID_DTYPES)
 
@@ -387,6 +389,7 @@ SPEC_FIELDS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "dropout": ({"type": "number", "minimum": 0, "exclusiveMaximum": 1}, _RNN),
     "dropout_seed": (NAT, _RNN),
     "initial_state": ({"enum": ["none", "given"]}, _RNN),
+    "grad_outputs": ({"enum": list(GRAD_OUTPUTS)}, _RNN),
     # Bad inputs: per-sequence widths that disagree with in_size. Never negative: a negative width is
     # no input at all, and it made the size estimate (and so --max-case-bytes) too small.
     "xs_widths": (_list(NAT, minItems=1), _LSTM),
