@@ -57,10 +57,9 @@ def _note(text: str) -> None:
 
 
 def _check_corpus(path: str | None) -> None:
-    if path is not None:
+    if path is not None:  # the parser checked the file; here, its content
         from harness.core.cases import load_corpus
 
-        argcheck.readable_file("corpus", path)
         if not load_corpus(path):
             raise InvalidArgument(f"corpus={path!r} holds no cases")
 
@@ -114,10 +113,7 @@ def cmd_cases(args: argparse.Namespace) -> int:
     if args.corpus is not None:
         raise InvalidArgument(f"corpus={args.corpus!r} is read only with --coverage")
 
-    argcheck.int_at_least("examples", args.examples, 1)
     to_stdout = args.out in (None, "-")
-    if not to_stdout:
-        argcheck.writable_file("out", args.out)
     cases = corpus(args.family, examples=args.examples, seed=args.seed, profile=args.profile)
     if to_stdout:
         for c in cases:
@@ -166,7 +162,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from harness.subjects.registry import get_subject
 
     _load_plugins(args.subject_plugin)
-    argcheck.int_at_least("repeats", args.repeats, 1)
     subject = get_subject(args.subject)
     if args.contexts is not None:
         if args.context is not None:
@@ -192,21 +187,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from harness.subjects.registry import check_case_for_subject
 
     check_case_for_subject(case, subject)  # a case of another family: refused before anything runs
-    argcheck.int_at_least("max-case-bytes", args.max_case_bytes, 1)
     check_case_size(case, args.max_case_bytes)  # an oversized case: refused before its arrays are built
     if args.relation is not None:
-        from harness.execute.relations import get_relation
         from harness.outputs.replay import replay_relation
 
-        get_relation(args.relation)
         if len(devices) > 1 or len(contexts) > 1:
             raise InvalidArgument(f"relation={args.relation!r} compares related cases in one device and context: "
                                   f"leave out --devices/--contexts")
         return replay_relation(contracts, case, subject.name, devices[0], contexts[0], args.relation,
                                plugins=args.subject_plugin or (), timeout=args.timeout)
-    argcheck.int_at_least("fresh", args.fresh, 0)
-    if args.baseline is not None:
-        argcheck.baseline_dir("baseline", args.baseline)
     return replay(contracts, case, subject.name, devices, contexts, args.repeats, fresh=args.fresh,
                   baseline=args.baseline, plugins=args.subject_plugin or (), timeout=args.timeout)
 
@@ -228,18 +217,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
     from harness.outputs.report import lock_run_dir
 
     _load_plugins(args.subject_plugin)
-    argcheck.int_at_least("repeats", args.repeats, 1)
-    argcheck.int_at_least("fresh", args.fresh, 0)
     from harness.core.devices import select_devices
 
-    sel = select_devices(args.devices)
-    if args.baseline is not None:
-        argcheck.baseline_dir("baseline", args.baseline)
+    sel = select_devices(args.devices)  # usable here (the parser checked the names)
     _check_corpus(args.corpus)
-    if args.junit is not None:
-        argcheck.writable_file("junit", args.junit)
-    if args.out is not None:
-        argcheck.run_dir_for_output("out", args.out)
     for n in sel.notes:  # after every check, so that a usage error stays one line
         _note(n)
     # (gate.cmd_gate loads the plug-ins again: registering is idempotent, and its workers need the list.)
@@ -260,7 +241,6 @@ def _lazy(module: str, func: str) -> Callable[[argparse.Namespace], int]:
 
 
 def cmd_localize(args: argparse.Namespace) -> int:
-    from harness.core.contexts import get_context
     from harness.core.devices import resolve_device
     from harness.outputs import localize
 
@@ -269,17 +249,12 @@ def cmd_localize(args: argparse.Namespace) -> int:
     _load_plugins(args.subject_plugin)
 
     get_subject(args.subject)
-    resolve_device(args.device)
-    get_context(args.context)
+    resolve_device(args.device)  # usable here (the parser checked the names)
     if args.devices is not None:
         for d in localize.name_pair(args.devices, "devices") or ():
             resolve_device(d, "devices")
     if args.contexts is not None:
-        for c in localize.name_pair(args.contexts, "contexts") or ():
-            get_context(c)
-    if args.devices is None and args.contexts is None:
-        argcheck.int_at_least("repeats", args.repeats, 2)
-    argcheck.positive_seconds("timeout", args.timeout)
+        localize.name_pair(args.contexts, "contexts")  # two of them
     from harness.execute.sandbox import DONE, in_child, run_child
 
     if in_child():  # the child: the subject runs here, under the hooks, and nowhere else
@@ -304,6 +279,117 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     return run(args)
 
 
+# ---- the argument vocabulary: every single value is checked while the command line is read ----------
+# Each option's type= is built here from harness.core.argcheck (or a registry's own parser); a bad value is
+# argparse's one-line usage error (exit 2) before any verb starts, and no verb checks it again. A check that
+# needs two options, or the plug-ins loaded, is in _check_combinations or the verb.
+def _checked(name: str, check: Callable[[str, Any], Any]) -> Callable[[str], str]:
+    """``type=`` that checks the text and keeps it as it is (the verbs read the text)."""
+    def keep(n: str, text: str) -> str:
+        check(n, text)
+        return text
+
+    return argcheck.converter(name, keep)
+
+
+def _contexts(name: str, text: str) -> None:
+    from harness.core.contexts import get_context
+
+    for n in argcheck.name_list(name, text) or ():
+        get_context(n)  # UnknownContext names the known ones
+
+
+def _relations(name: str, text: str) -> None:
+    from harness.execute.relations import parse_relations
+
+    parse_relations(",".join(argcheck.name_list(name, text) or ()))  # '' names nothing: refused, as --subjects ''
+
+
+def _one_relation(name: str, text: str) -> None:
+    from harness.execute.relations import get_relation
+
+    get_relation(text)
+
+
+def _one_context(name: str, text: str) -> None:
+    from harness.core.contexts import get_context
+
+    get_context(text)
+
+
+def _one_device(name: str, text: str) -> None:
+    from harness.core.devices import parse_device
+
+    parse_device(text)
+
+
+def _out_file(name: str, text: str) -> None:
+    if text != "-":
+        argcheck.writable_file(name, text)
+
+
+def _non_negative_seconds(name: str) -> Callable[[str], float]:
+    return argcheck.converter(name, lambda n, v: 0.0 if v == 0 else argcheck.positive_seconds(n, v), float,
+                              "a number of seconds")
+
+
+def _corpus_seed() -> int:
+    from harness.generate.corpora import DEFAULT_SEED
+
+    return DEFAULT_SEED
+
+
+def _profiles() -> list[str]:
+    from harness.generate.profiles import PROFILES
+
+    return list(PROFILES)
+
+
+def _settings_default(key: str) -> Any:
+    from harness.execute.campaign import CampaignSettings
+
+    return getattr(CampaignSettings, key)
+
+
+class _Given(argparse.Action):
+    """Mixed into every option's action: records in ``args._given`` which options the command line gave, so
+    that defaults can be real values (shown by --help) and still tell "left out" from "given as the default"
+    (``--resume`` compares only what was given; ``--cluster-workers`` is refused without ``--cluster``)."""
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None) -> None:
+        given = getattr(namespace, "_given", None)
+        if given is None:
+            given = set()
+            setattr(namespace, "_given", given)
+        given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)  # type: ignore[misc]
+
+
+def _track_given(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:  # argparse keeps its actions here; every option of every verb
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                _track_given(sub)
+        elif action.option_strings and not isinstance(action, _Given):
+            action.__class__ = type(f"Given{type(action).__name__}", (_Given, type(action)), {})
+
+
+def _check_combinations(args: argparse.Namespace) -> None:
+    """The checks that need two options (each value alone was checked by its type=)."""
+    given = getattr(args, "_given", set())
+    if getattr(args, "corpus", None) is not None and args.verb == "report":
+        ignored = [f"--{k}" for k in ("examples", "seed") if k in given]
+        if ignored:
+            raise InvalidArgument(f"corpus={args.corpus!r} runs its own cases: {' and '.join(ignored)} would be "
+                                  f"ignored; leave {'them' if len(ignored) > 1 else 'it'} out")
+    if hasattr(args, "cluster") and args.cluster is None:
+        if "cluster_workers" in given:
+            raise InvalidArgument(f"cluster-workers={args.cluster_workers} needs --cluster local (without "
+                                  f"--cluster the local worker pool runs the tasks)")
+        if getattr(args, "spread", "shard") != "shard":
+            raise InvalidArgument(f"spread={args.spread!r} needs --cluster (one campaign per cluster worker)")
+
+
 # ---- the parser -------------------------------------------------------------------------------------
 _PLUGIN_HELP = "load and register subjects from package.module:object (repeatable)"
 
@@ -318,38 +404,47 @@ def _add_plugin(p: argparse.ArgumentParser) -> None:
 
 
 def _add_shrink_options(p: argparse.ArgumentParser, budget: float) -> None:
-    p.add_argument("--shrink-budget", type=float, default=budget, metavar="SECONDS",
+    p.add_argument("--shrink-budget", type=_non_negative_seconds("shrink-budget"), default=budget, metavar="SECONDS",
                    help="seconds to spend shrinking the findings' cases to minimal ones (default %(default)s)")
     p.add_argument("--no-shrink", action="store_true", help="do not shrink the findings' cases")
 
 
 def _add_campaign_options(p: argparse.ArgumentParser) -> None:
-    # Defaults are None here and filled in by harness.outputs.report: with --resume, a flag the
-    # user gave is compared against the run directory's campaign.json, a default is not.
-    p.add_argument("--subjects", help="comma list of subject names (default: all registered subjects)")
-    p.add_argument("--devices", help="cpu, gpu, gpu:N or all, comma-separated (default all: cpu and every usable "
+    # Defaults are the settings dataclass's (harness.execute.campaign.CampaignSettings); with --resume, a flag
+    # the command line gave (args._given) is compared against the run directory's campaign.json, a default is not.
+    p.add_argument("--subjects", type=_checked("subjects", argcheck.name_list),
+                   help="comma list of subject names (default: all registered subjects)")
+    p.add_argument("--devices", type=_checked("devices", argcheck.device_list), help="cpu, gpu, gpu:N or all, comma-separated (default all: cpu and every usable "
                                      "GPU; a GPU named here must be usable)")
-    p.add_argument("--contexts", help="comma list of context names (default: the default set)")
-    p.add_argument("--repeats", type=int, help="in-process repetitions R, >= 1 (default 5)")
-    p.add_argument("--fresh", type=int, help="runs in fresh worker processes, one each, >= 0 (default 2)")
-    p.add_argument("--relations", help="invariance relations to run, comma list of alone, subbatch, order, padding, "
+    p.add_argument("--contexts", type=_checked("contexts", _contexts),
+                   help="comma list of context names (default: the default set)")
+    p.add_argument("--repeats", type=argcheck.ints("repeats", 1), default=_settings_default("repeats"),
+                   help="in-process repetitions R, >= 1 (default %(default)s)")
+    p.add_argument("--fresh", type=argcheck.ints("fresh", 0), default=_settings_default("fresh"),
+                   help="runs in fresh worker processes, one each, >= 0 (default %(default)s)")
+    p.add_argument("--relations", type=_checked("relations", _relations), help="invariance relations to run, comma list of alone, subbatch, order, padding, "
                                        "duplicate; 'all' (the default) or 'none'")
-    p.add_argument("--max-case-bytes", type=int, metavar="BYTES", help="refuse a case whose inputs need more "
-                                                                      "(default $HARNESS_MAX_CASE_BYTES or a quarter "
+    p.add_argument("--max-case-bytes", type=argcheck.ints("max-case-bytes", 1), metavar="BYTES",
+                   help="refuse a case whose inputs need more (default $HARNESS_MAX_CASE_BYTES or a quarter "
                                                                       "of this machine's memory)")
-    p.add_argument("--keep", type=int, metavar="N", help="keep the newest N run directories under reports/, delete "
+    p.add_argument("--keep", type=argcheck.ints("keep", 0), metavar="N", help="keep the newest N run directories under reports/, delete "
                                                         "older ones (default 10; 0 keeps only this run)")
     p.add_argument("--keep-arrays", choices=["findings", "all"], help="keep repetition 0's arrays of the tasks "
                                                                       "with findings (default) or of every task")
-    p.add_argument("--examples", type=int, help="generated examples per family, >= 1 (default: the corpus's own)")
-    p.add_argument("--seed", type=int, help="corpus seed (default 20261202)")
-    p.add_argument("--corpus", help="a corpus .jsonl to run instead of generating one")
-    p.add_argument("--out", metavar="DIR", help="a new (absent or empty) output directory (default reports/<run-id>)")
+    p.add_argument("--examples", type=argcheck.ints("examples", 1),
+                   help="generated examples per family, >= 1 (default: the corpus's own)")
+    p.add_argument("--seed", type=argcheck.ints("seed", 0), default=_corpus_seed(), help="corpus seed (default "
+                                                                                         "%(default)s)")
+    p.add_argument("--corpus", type=_checked("corpus", argcheck.readable_file),
+                   help="a corpus .jsonl to run instead of generating one (not with --examples or --seed)")
+    p.add_argument("--out", metavar="DIR", type=_checked("out", argcheck.writable_dir), help="a new (absent or empty) output directory (default reports/<run-id>)")
     _add_plugin(p)
-    p.add_argument("--timeout", type=float, help="seconds per run before the worker is killed, > 0 (default 120)")
+    p.add_argument("--timeout", type=argcheck.seconds("timeout"), default=_settings_default("timeout"),
+                   help="seconds per run before the worker is killed, > 0 (default %(default)s)")
     p.add_argument("--resume", metavar="DIR", help="continue an interrupted campaign in DIR (flags given must "
                                                    "agree with its campaign.json)")
-    p.add_argument("--shard", metavar="I/N", help="run shard i of n of the corpus (1-based)")
+    p.add_argument("--shard", metavar="I/N", type=_checked("shard", argcheck.shard),
+                   help="run shard i of n of the corpus (1-based)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--no-localize", action="store_true", help="do not localize findings")
 
@@ -378,14 +473,16 @@ def build_parser() -> argparse.ArgumentParser:
               "corpus (the same seed writes the same bytes).", _codes("0  written"))
     c.add_argument("--family", default="all", choices=["embed", "lstm", "pipeline", "all"],
                    help="which family of cases (default all)")
-    c.add_argument("--examples", type=int, default=20, help="examples per family, >= 1 (default 20)")
-    c.add_argument("--seed", type=int, default=0, help="the generator seed (default 0)")
-    c.add_argument("--profile", default="ci", choices=["ci", "dev", "audit"],
-                   help="size profile of the generated cases (default ci)")
-    c.add_argument("--out", metavar="FILE", help="the corpus file to write (default or '-': stdout)")
+    c.add_argument("--examples", type=argcheck.ints("examples", 1), default=20,
+                   help="examples per family, >= 1 (default %(default)s)")
+    c.add_argument("--seed", type=argcheck.ints("seed", 0), default=0, help="the generator seed (default %(default)s)")
+    c.add_argument("--profile", default="ci", choices=_profiles(),
+                   help="size profile of the generated cases (default %(default)s)")
+    c.add_argument("--out", metavar="FILE", type=_checked("out", _out_file), help="the corpus file to write (default or '-': stdout)")
     c.add_argument("--coverage", action="store_true", help="print which edge kinds a corpus reaches (the default "
                                                            "corpus, or --corpus FILE) instead of writing cases")
-    c.add_argument("--corpus", metavar="FILE", help="with --coverage: the corpus .jsonl to read")
+    c.add_argument("--corpus", metavar="FILE", type=_checked("corpus", argcheck.readable_file),
+                   help="with --coverage: the corpus .jsonl to read")
     c.set_defaults(func=cmd_cases)
 
     r = _verb(sub, "replay", "run one case and print what the judges find",
@@ -395,25 +492,29 @@ def build_parser() -> argparse.ArgumentParser:
               _codes("0  bit-identical over the repeats (and across --contexts/--devices) and within the oracle's "
                      "tolerance (or skipped, said so)",
                      "1  a difference: DIFFERS between repeats, contexts or devices, or BEYOND TOLERANCE"))
-    r.add_argument("case", metavar="CASE.json", help="a case JSON file, or a JSON-lines corpus (with --case-id)")
+    r.add_argument("case", metavar="CASE.json", type=_checked("case", argcheck.readable_file),
+                   help="a case JSON file, or a JSON-lines corpus (with --case-id)")
     r.add_argument("--case-id", help="the case to take from a corpus")
     r.add_argument("--subject", required=True, help="registered subject name")
-    r.add_argument("--device", default="cpu", help="cpu, gpu or gpu:N; must be usable here (default cpu)")
-    r.add_argument("--devices", metavar="A,B", help="run on B and compare it with A too (instead of --device)")
-    r.add_argument("--context", help="execution context name (default: default)")
-    r.add_argument("--contexts", metavar="A,B", help="run under B and compare it with A too (instead of "
+    r.add_argument("--device", default="cpu", type=_checked("device", _one_device), help="cpu, gpu or gpu:N; must be usable here (default cpu)")
+    r.add_argument("--devices", metavar="A,B", type=_checked("devices", argcheck.device_list), help="run on B and compare it with A too (instead of --device)")
+    r.add_argument("--context", type=_checked("context", _one_context), help="execution context name (default: "
+                                                                            "default)")
+    r.add_argument("--contexts", metavar="A,B", type=_checked("contexts", _contexts), help="run under B and compare it with A too (instead of "
                                                      "--context)")
-    r.add_argument("--repeats", type=int, default=5, help="repetitions to compare, >= 1 (default %(default)s)")
-    r.add_argument("--fresh", type=int, default=0, help="runs in fresh worker processes too, >= 0 (default "
+    r.add_argument("--repeats", type=argcheck.ints("repeats", 1), default=5, help="repetitions to compare, >= 1 (default %(default)s)")
+    r.add_argument("--fresh", type=argcheck.ints("fresh", 0), default=0, help="runs in fresh worker processes too, >= 0 (default "
                                                        "%(default)s)")
-    r.add_argument("--baseline", metavar="DIR", help="a stored run directory: compare this run's digests with "
+    r.add_argument("--baseline", metavar="DIR", type=_checked("baseline", argcheck.baseline_dir),
+                   help="a stored run directory: compare this run's digests with "
                                                      "its task of the same case, subject, device and context")
-    r.add_argument("--timeout", type=float, default=120.0, help="seconds per run before the worker is killed "
+    r.add_argument("--timeout", type=argcheck.seconds("timeout"), default=_settings_default("timeout"), help="seconds per run before the worker is killed "
                                                                "(default %(default)s)")
-    r.add_argument("--contracts", metavar="FILE", help="contracts file the verdicts use (default: contracts.toml)")
-    r.add_argument("--relation", metavar="NAME", help="run the case and its members under this invariance relation "
+    r.add_argument("--contracts", metavar="FILE", type=_checked("contracts", argcheck.readable_file),
+                   help="contracts file the verdicts use (default: contracts.toml)")
+    r.add_argument("--relation", metavar="NAME", type=_checked("relation", _one_relation), help="run the case and its members under this invariance relation "
                                                       "(alone, subbatch, order, padding, duplicate) and compare them")
-    r.add_argument("--max-case-bytes", type=int, metavar="BYTES", help="refuse a case whose inputs need more "
+    r.add_argument("--max-case-bytes", type=argcheck.ints("max-case-bytes", 1), metavar="BYTES", help="refuse a case whose inputs need more "
                                                                       "(default: a quarter of the memory)")
     _add_plugin(r)
     r.set_defaults(func=cmd_replay)
@@ -434,7 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
     ct_sub = ct.add_subparsers(dest="contracts_verb", required=True, metavar="ACTION")
     chk = _verb(ct_sub, "check", "validate a contracts file", "Validate a contracts file against the registered "
                 "subjects and contexts.", _codes("0  valid", "1  problems, one line each"))
-    chk.add_argument("--contracts", metavar="FILE", help="contracts TOML (default: the shipped contracts.toml)")
+    chk.add_argument("--contracts", metavar="FILE", type=_checked("contracts", argcheck.readable_file), help="contracts TOML (default: the shipped contracts.toml)")
     _add_plugin(chk)
     chk.set_defaults(func=_lazy("harness.outputs.gate", "cmd_contracts_check"))
 
@@ -442,16 +543,20 @@ def build_parser() -> argparse.ArgumentParser:
               "Run the gate campaign in worker processes and check every task against the determinism "
               "contracts, and (with --baseline) the digests against a stored run.",
               _codes("0  every check passed", "1  a contract broken (the dossiers are on stderr)"))
-    g.add_argument("--contracts", metavar="FILE", help="contracts TOML (default: the shipped contracts.toml)")
-    g.add_argument("--baseline", metavar="DIR", help="a stored run directory (tasks.jsonl, corpus.jsonl, "
+    g.add_argument("--contracts", metavar="FILE", type=_checked("contracts", argcheck.readable_file), help="contracts TOML (default: the shipped contracts.toml)")
+    g.add_argument("--baseline", metavar="DIR", type=_checked("baseline", argcheck.baseline_dir),
+                   help="a stored run directory (tasks.jsonl[.gz], corpus.jsonl, "
                                                      "campaign.json) to compare digests with")
-    g.add_argument("--devices", default="all", help="cpu, gpu, gpu:N or all (default all; a GPU named here must "
+    g.add_argument("--devices", default="all", type=_checked("devices", argcheck.device_list), help="cpu, gpu, gpu:N or all (default all; a GPU named here must "
                                                     "be usable)")
-    g.add_argument("--corpus", metavar="FILE", help="a corpus .jsonl (default: the gate corpus)")
-    g.add_argument("--out", metavar="DIR", help="a new (absent or empty) run directory (default reports/<run-id>)")
-    g.add_argument("--junit", metavar="FILE", help="write a JUnit XML file of the checks")
-    g.add_argument("--repeats", type=int, default=3, help="in-process repetitions, >= 1 (default 3)")
-    g.add_argument("--fresh", type=int, default=1, help="fresh-process repetitions, >= 0 (default 1)")
+    g.add_argument("--corpus", metavar="FILE", type=_checked("corpus", argcheck.readable_file), help="a corpus .jsonl (default: the gate corpus)")
+    g.add_argument("--out", metavar="DIR", type=_checked("out", argcheck.run_dir_for_output),
+                   help="a new (absent or empty) run directory (default reports/<run-id>)")
+    g.add_argument("--junit", metavar="FILE", type=_checked("junit", argcheck.writable_file), help="write a JUnit XML file of the checks")
+    g.add_argument("--repeats", type=argcheck.ints("repeats", 1), default=3,
+                   help="in-process repetitions, >= 1 (default %(default)s)")
+    g.add_argument("--fresh", type=argcheck.ints("fresh", 0), default=1,
+                   help="fresh-process repetitions, >= 0 (default %(default)s)")
     _add_plugin(g)
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_shrink_options(g, 60.0)
@@ -464,7 +569,7 @@ def build_parser() -> argparse.ArgumentParser:
                "reproduces. Every run is in worker processes. The findings' dossiers print this command.",
                _codes("0  a minimal case was written (or the case was already minimal)",
                       "1  the finding does not reproduce on the case given"))
-    sh.add_argument("case", metavar="CASE.json", help="a case JSON file, or a JSON-lines corpus (with --case-id)")
+    sh.add_argument("case", metavar="CASE.json", type=_checked("case", argcheck.readable_file), help="a case JSON file, or a JSON-lines corpus (with --case-id)")
     sh.add_argument("--case-id", help="the case to take from a corpus")
     sh.add_argument("--subject", required=True, help="registered subject name")
     sh.add_argument("--kind", required=True, help="the finding kind that must still reproduce (as findings.csv "
@@ -473,19 +578,20 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--error", help="for an error finding: the error that must still happen, 'Type in phase'")
     sh.add_argument("--flaky", action="store_true", help="the subject diverges run to run: keep a step only where "
                                                          "the finding shows in each of 3 tries of 6 runs")
-    sh.add_argument("--device", help="cpu, gpu or gpu:N (default cpu)")
-    sh.add_argument("--devices", metavar="A,B", help="a cross-device finding: B compared with A")
-    sh.add_argument("--context", help="execution context name (default: default)")
-    sh.add_argument("--contexts", metavar="A,B", help="a cross-context finding: B compared with A")
-    sh.add_argument("--relation", metavar="NAME", help="an invariance finding: its relation")
+    sh.add_argument("--device", type=_checked("device", _one_device), help="cpu, gpu or gpu:N (default cpu)")
+    sh.add_argument("--devices", metavar="A,B", type=_checked("devices", argcheck.device_list), help="a cross-device finding: B compared with A")
+    sh.add_argument("--context", type=_checked("context", _one_context),
+                    help="execution context name (default: default)")
+    sh.add_argument("--contexts", metavar="A,B", type=_checked("contexts", _contexts), help="a cross-context finding: B compared with A")
+    sh.add_argument("--relation", metavar="NAME", type=_checked("relation", _one_relation), help="an invariance finding: its relation")
     sh.add_argument("--baseline", metavar="DIR", help="a baseline finding (refused: a baseline holds only its own "
                                                       "cases)")
-    sh.add_argument("--contracts", metavar="FILE", help="contracts file the verdicts use (default: contracts.toml)")
-    sh.add_argument("--budget", type=float, default=120.0, help="seconds to spend at most (default %(default)s)")
-    sh.add_argument("--max-runs", type=int, default=400, help="worker runs to spend at most (default %(default)s)")
-    sh.add_argument("--timeout", type=float, default=120.0, help="seconds per run before the worker is killed "
+    sh.add_argument("--contracts", metavar="FILE", type=_checked("contracts", argcheck.readable_file), help="contracts file the verdicts use (default: contracts.toml)")
+    sh.add_argument("--budget", type=argcheck.seconds("budget"), default=120.0, help="seconds to spend at most (default %(default)s)")
+    sh.add_argument("--max-runs", type=argcheck.ints("max-runs", 1), default=400, help="worker runs to spend at most (default %(default)s)")
+    sh.add_argument("--timeout", type=argcheck.seconds("timeout"), default=_settings_default("timeout"), help="seconds per run before the worker is killed "
                                                                 "(default %(default)s)")
-    sh.add_argument("--out", metavar="FILE", help="where to write the minimal case (default: beside CASE.json, "
+    sh.add_argument("--out", metavar="FILE", type=_checked("out", argcheck.writable_file), help="where to write the minimal case (default: beside CASE.json, "
                                                   "named by its id)")
     sh.add_argument("--quiet", action="store_true", help="do not print each step")
     _add_plugin(sh)
@@ -495,15 +601,16 @@ def build_parser() -> argparse.ArgumentParser:
               "Run every subject on a corpus and write an audit file: per case x subject x device x context, the "
               "digest of every tensor and whether the repetitions agreed, with the environment fingerprint.",
               _codes("0  the audit file was written"))
-    a.add_argument("--corpus", metavar="FILE", help="a corpus .jsonl (default suites/corpus/audit.jsonl)")
-    a.add_argument("--devices", default="all", help="cpu, gpu, gpu:N or all (default all; a GPU named here must "
+    a.add_argument("--corpus", metavar="FILE", type=_checked("corpus", argcheck.readable_file), help="a corpus .jsonl (default suites/corpus/audit.jsonl)")
+    a.add_argument("--devices", default="all", type=_checked("devices", argcheck.device_list), help="cpu, gpu, gpu:N or all (default all; a GPU named here must "
                                                     "be usable)")
-    a.add_argument("--contexts", default="default", help="comma list of context names (default: default)")
-    a.add_argument("--out", required=True, metavar="FILE", help="the audit file to write (JSON)")
-    a.add_argument("--keep-arrays", metavar="DIR", help="also keep every entry's arrays as .npz files in DIR")
-    a.add_argument("--shard", metavar="I/N", help="run shard i of n of the corpus (1-based)")
-    a.add_argument("--repeats", type=int, default=2, help="repetitions per entry, >= 2 (default 2)")
-    a.add_argument("--subjects", help="comma list of subjects (default: all but the control.* self-tests)")
+    a.add_argument("--contexts", default="default", type=_checked("contexts", _contexts), help="comma list of context names (default: default)")
+    a.add_argument("--out", required=True, metavar="FILE", type=_checked("out", argcheck.writable_file), help="the audit file to write (JSON)")
+    a.add_argument("--keep-arrays", metavar="DIR", type=_checked("keep-arrays", argcheck.writable_dir), help="also keep every entry's arrays as .npz files in DIR")
+    a.add_argument("--shard", metavar="I/N", type=_checked("shard", argcheck.shard), help="run shard i of n of the corpus (1-based)")
+    a.add_argument("--repeats", type=argcheck.ints("repeats", 2), default=2,
+                   help="repetitions per entry, >= 2 (default %(default)s)")
+    a.add_argument("--subjects", type=_checked("subjects", argcheck.name_list), help="comma list of subjects (default: all but the control.* self-tests)")
     _add_plugin(a)
     a.add_argument("--quiet", action="store_true", help="no progress bar")
     add_cluster_options(a)
@@ -515,39 +622,41 @@ def build_parser() -> argparse.ArgumentParser:
                  _codes("0  compared (with --exit-code: the same: every entry present in both is identical)",
                         "1  with --exit-code: changed (a verdict other than identical, or an entry in one file "
                         "only), as git diff --exit-code"))
-    cmp_.add_argument("a", metavar="A.json", help="the first audit file")
-    cmp_.add_argument("b", metavar="B.json", help="the second audit file")
-    cmp_.add_argument("--out", metavar="DIR", help="also write compare.md/.csv/.html into DIR")
+    cmp_.add_argument("a", metavar="A.json", type=_checked("a", argcheck.readable_file), help="the first audit file")
+    cmp_.add_argument("b", metavar="B.json", type=_checked("b", argcheck.readable_file), help="the second audit file")
+    cmp_.add_argument("--out", metavar="DIR", type=_checked("out", argcheck.writable_dir), help="also write compare.md/.csv/.html into DIR")
     cmp_.add_argument("--exit-code", action="store_true", help="exit 1 when anything changed, 0 when the same")
     cmp_.set_defaults(func=_lazy("harness.outputs.audit", "cmd_compare"))
 
     m = _verb(sub, "merge", "many audit files as one matrix",
               "Merge audit files into one subject/device/context x machine matrix (shards of one run join one "
               "column).", _codes("0  merged and written"))
-    m.add_argument("files", nargs="+", metavar="AUDIT.json", help="audit files")
-    m.add_argument("--out", metavar="DIR", required=True, help="the directory to write merge.md/.csv/.html into")
+    m.add_argument("files", nargs="+", metavar="AUDIT.json", type=_checked("files", argcheck.readable_file),
+                   help="audit files")
+    m.add_argument("--out", metavar="DIR", required=True, type=_checked("out", argcheck.writable_dir), help="the directory to write merge.md/.csv/.html into")
     m.set_defaults(func=_lazy("harness.outputs.audit", "cmd_merge"))
 
     lo = _verb(sub, "localize", "the first Chainer function whose outputs differ",
                "Record a digest of every Chainer function node's inputs and outputs over two runs (repeats, two "
                "contexts or two devices) and name the first node whose outputs differ while its inputs matched.",
                _codes("0  it ran (the localization is printed, also when nothing differed)"))
-    lo.add_argument("case", metavar="CASE.json", help="a case JSON file, or a JSON-lines corpus (with --case-id)")
+    lo.add_argument("case", metavar="CASE.json", type=_checked("case", argcheck.readable_file), help="a case JSON file, or a JSON-lines corpus (with --case-id)")
     lo.add_argument("--case-id", help="the case to take from a corpus")
     lo.add_argument("--subject", required=True, help="registered subject name")
-    lo.add_argument("--device", default="cpu", help="cpu, gpu or gpu:N; must be usable here (default cpu)")
-    lo.add_argument("--contexts", metavar="A,B", help="two contexts to compare (one run each)")
-    lo.add_argument("--devices", metavar="A,B", help="two devices to compare (one run each)")
-    lo.add_argument("--context", default="default", help="the context for repeats / --devices (default: default)")
-    lo.add_argument("--repeats", type=int, default=3, help="runs to compare when neither --contexts nor --devices, "
+    lo.add_argument("--device", default="cpu", type=_checked("device", _one_device), help="cpu, gpu or gpu:N; must be usable here (default cpu)")
+    lo.add_argument("--contexts", metavar="A,B", type=_checked("contexts", _contexts), help="two contexts to compare (one run each)")
+    lo.add_argument("--devices", metavar="A,B", type=_checked("devices", argcheck.device_list), help="two devices to compare (one run each)")
+    lo.add_argument("--context", default="default", type=_checked("context", _one_context), help="the context for repeats / --devices (default: default)")
+    lo.add_argument("--repeats", type=argcheck.ints("repeats", 2), default=3, help="runs to compare when neither --contexts nor --devices, "
                                                            ">= 2 (default 3)")
-    lo.add_argument("--relation", metavar="NAME", help="compare the case with its members under this invariance "
+    lo.add_argument("--relation", metavar="NAME", type=_checked("relation", _one_relation), help="compare the case with its members under this invariance "
                                                        "relation instead (the first node whose output rows differ)")
     _add_plugin(lo)
     lo.add_argument("--json", action="store_true", help="print the localization as JSON")
-    lo.add_argument("--timeout", type=float, default=300.0, help="seconds before the localizing process is killed "
+    lo.add_argument("--timeout", type=argcheck.seconds("timeout"), default=300.0, help="seconds before the localizing process is killed "
                                                                "(default %(default)s)")
     lo.set_defaults(func=cmd_localize)
+    _track_given(p)
     return p
 
 
@@ -562,6 +671,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        _check_combinations(args)
         return int(args.func(args) or 0)
     except HarnessError as exc:
         print(f"harness: error: {type(exc).__name__}: {_first_line(exc)}", file=sys.stderr)

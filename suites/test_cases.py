@@ -239,7 +239,7 @@ def _variant(base, top=None, **spec):
     (b'{"family": "embed\xff"}', "not UTF-8"),
     (_variant(_L18, lengths=3), "lengths=3"),
     (_variant(_E18, ids_shape=5), "ids_shape=5"),
-    (_variant(_E18, {"spec": None}), "spec=None"),
+    (_variant(_E18, {"spec": None}), "spec=null"),
     (_variant(_E18, {"expect": "x"}), "expect='x'"),
     (_variant(_E18, {"tags": 5}), "tags=5"),
     (_variant(_E18, ignore_frac="half"), "ignore_frac='half'"),

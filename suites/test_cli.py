@@ -127,7 +127,7 @@ def case_file(tmp_path) -> Path:
 
 def test_bad_device(case_file):
     one_line_error(harness("replay", str(case_file), "--subject", "chainer.embed_id", "--device", "tpu"),
-                   "InvalidArgument", "device='tpu'")
+                   "device='tpu'")
 
 
 def test_unknown_subject(case_file):
@@ -137,17 +137,17 @@ def test_unknown_subject(case_file):
 
 def test_missing_case_file(tmp_path):
     missing = tmp_path / "nowhere.json"
-    one_line_error(harness("replay", str(missing), "--subject", "chainer.embed_id"), "CaseError", str(missing))
+    one_line_error(harness("replay", str(missing), "--subject", "chainer.embed_id"), "does not exist", str(missing))
 
 
 def test_unknown_context(case_file):
     one_line_error(harness("replay", str(case_file), "--subject", "chainer.embed_id", "--context", "warp9"),
-                   "UnknownContext", "context='warp9'")
+                   "context='warp9'")
 
 
 def test_zero_repeats(case_file):
     one_line_error(harness("replay", str(case_file), "--subject", "chainer.embed_id", "--repeats", "0"),
-                   "InvalidArgument", "repeats=0")
+                   "repeats=0")
 
 
 def test_malformed_case_files(tmp_path):
@@ -178,7 +178,7 @@ def test_report_bad_arguments_are_one_line(tmp_path, case_file):
     write_corpus([CASE], str(corpus))
     common = ["report", "--corpus", str(corpus), "--subjects", "control.deterministic", "--devices", "cpu",
               "--contexts", "default", "--out", str(tmp_path / "out"), "--quiet", "--no-localize"]
-    one_line_error(harness(*common, "--repeats", "0"), "InvalidArgument", "repeats=0")
+    one_line_error(harness(*common, "--repeats", "0"), "repeats=0")
     one_line_error(harness(*common, "--fresh", "-1"), "fresh=-1")
     one_line_error(harness(*common, "--devices", "tpu"), "device='tpu'")  # the last --devices wins
     one_line_error(harness(*common, "--shard", "5/2"), "shard='5/2'")

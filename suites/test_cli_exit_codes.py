@@ -250,7 +250,7 @@ def test_garbage_campaign_json_or_an_empty_task_line_is_one_line(finished_run, t
     bad = tmp_path / "bad"
     shutil.copytree(finished_run, bad)
     (bad / "campaign.json").write_text("{not json")
-    refused(harness("report", "--resume", str(bad), "--quiet"), "campaign.json", "not readable JSON")
+    refused(harness("report", "--resume", str(bad), "--quiet"), "campaign.json", "not valid JSON")
     (bad / "campaign.json").write_text((finished_run / "campaign.json").read_text())
     restore_jsonl(str(bad / "tasks.jsonl"))  # a finished report keeps it compressed
     first = (bad / "tasks.jsonl").read_text().splitlines()[0]

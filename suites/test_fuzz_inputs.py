@@ -275,3 +275,93 @@ def test_fixed_bad_inputs_through_the_command_line(tmp_path, name, content, argv
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# ---- the parser's converters: every option of every verb, bad values drawn ------------------------------
+def _options_with_a_type():
+    """(verb, option, type) of every option the parser converts (walked from the one argparse tree)."""
+    import argparse
+
+    from harness.cli import build_parser
+
+    out = []
+    verbs = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for verb, sub in verbs.choices.items():
+        subs = [(f"{verb} {n}", s) for a in sub._actions if isinstance(a, argparse._SubParsersAction)
+                for n, s in a.choices.items()] or [(verb, sub)]
+        for name, parser in subs:
+            for a in parser._actions:
+                if a.option_strings and (a.type is not None or a.choices):
+                    out.append((name, a.option_strings[-1]))
+    return out
+
+
+OPTIONS = _options_with_a_type()
+_BAD_TEXTS = ["", ",", " ", "0", "-1", "-0", "1e308", "1e400", "inf", "-inf", "nan", "NaN", "9" * 5000, "1.5",
+              "0x10", "1/0", "0/3", "4/3", "x", "cpu,", "gpu:-1", "tpu", "all,,", "/dev/zero", "/nonexistent/x",
+              "\x00", "é", "'", "--", "1e-400", "3 4", "2" * 30]
+
+
+def _required(tmp_path, verb: str) -> list[str]:
+    case = tmp_path / "case.json"
+    if not case.exists():
+        case.write_text(Case("embed", 11, {"vocab": 3, "width": 4, "ids_shape": [6]}).to_json())
+    c = str(case)
+    return {"replay": [c, "--subject", "chainer.embed_id"], "localize": [c, "--subject", "chainer.embed_id"],
+            "shrink": [c, "--subject", "chainer.embed_id", "--kind", "error"], "audit": ["--out", str(tmp_path / "a.json")],
+            "compare": [c, c], "merge": [c, "--out", str(tmp_path / "m")]}.get(verb, [])
+
+
+def test_fuzz_parser_converters(tmp_path):
+    """Every option with a converter, given drawn values (the known bad ones and any text): the parser either
+    takes the value or refuses it with one ``harness: error:`` line and exit 2, never a traceback. The values
+    every converter must refuse (1e308 seconds, nan, -1 counts, ...) are checked in test_input_vocabulary."""
+    from harness.cli import build_parser
+
+    parser = build_parser()
+    ran, refused = [], []
+
+    @FUZZ
+    @given(st.sampled_from(OPTIONS), st.sampled_from(_BAD_TEXTS) | st.text(max_size=12))
+    def run(option, text):
+        verb, flag = option
+        argv = verb.split() + _required(tmp_path, verb.split()[0]) + [f"{flag}={text}"]
+        err = io.StringIO()
+        ran.append(1)
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                parser.parse_args(argv)
+                return
+            except SystemExit as exc:
+                code = exc.code
+        lines = err.getvalue().strip().splitlines()
+        assert code == 2, (argv, code, err.getvalue())
+        assert "Traceback" not in err.getvalue(), err.getvalue()
+        assert len(lines) == 1 and lines[0].startswith("harness: error: "), (argv, err.getvalue())
+        refused.append(1)
+
+    run()
+    assert len(ran) >= MIN_RAN, len(ran)
+    assert len(refused) >= len(ran) // 4, (len(refused), len(ran))  # the drawn values are mostly bad
+
+
+@pytest.mark.parametrize("verb,flag,value", [
+    ("report", "--timeout", "1e308"), ("report", "--timeout", "nan"), ("report", "--repeats", "0"),
+    ("report", "--fresh", "-1"), ("report", "--examples", "1000000000"), ("report", "--relations", ""),
+    ("report", "--subjects", ""), ("report", "--shard", "0/3"), ("report", "--corpus", "/dev/zero"),
+    ("report", "--keep", "-1"), ("report", "--seed", "-1"), ("report", "--max-case-bytes", "0"),
+    ("gate", "--repeats", "0"), ("gate", "--devices", ""), ("audit", "--repeats", "1"),
+    ("cases", "--examples", "0"), ("cases", "--profile", "bogus"), ("shrink", "--budget", "inf"),
+    ("shrink", "--max-runs", "0"), ("localize", "--repeats", "1"), ("replay", "--relation", "sideways"),
+    ("report", "--cluster-workers", "0"), ("report", "--shrink-budget", "-1"),
+])
+def test_each_converter_refuses_its_bad_value(tmp_path, verb, flag, value):
+    from harness.cli import build_parser
+
+    argv = [verb] + _required(tmp_path, verb) + [f"{flag}={value}"]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as info:
+        build_parser().parse_args(argv)
+    assert info.value.code == 2
+    lines = err.getvalue().strip().splitlines()
+    assert len(lines) == 1 and flag.lstrip("-").replace("-", "") in lines[0].replace("-", ""), err.getvalue()

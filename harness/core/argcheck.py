@@ -1,38 +1,131 @@
 """Validators for command-line values: each a small function that returns the checked value or raises
 :class:`~harness.core.errors.InvalidArgument` with one line naming the argument and the value.
 
-The command line runs them all before any work starts, so a typo costs a second, not a campaign.
+The command line's parser runs them as argparse ``type=`` converters (:func:`converter`), so every value is
+checked while the command line is read, before any work starts: a typo costs a second, not a campaign, and no
+verb checks again what the parser checked. The bounds of the numbers are :data:`LIMITS` (one table).
 The file-system checks touch nothing that stays: a writability check creates and removes one probe
 file in the nearest existing directory.
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import math
 import os
+import stat
 import tempfile
+from typing import Any, Callable, TypeVar
 
 from harness.core.errors import InvalidArgument
+from harness.core.schemas import MAX_TIMEOUT
 
 __all__ = ["positive_seconds", "int_at_least", "name_list", "readable_file", "writable_dir", "writable_file",
-           "run_dir_for_output", "baseline_dir", "jsonl_records"]
+           "run_dir_for_output", "baseline_dir", "jsonl_records", "shard", "device_list", "converter", "ints",
+           "seconds", "LIMITS", "MAX_TIMEOUT"]
+
+T = TypeVar("T")
+
+#: The upper bound of each counted argument, and why: beyond it the run would take days or the value is a typo
+#: (``--examples 1000000000`` generated nothing for minutes before it was bounded).
+LIMITS: dict[str, tuple[int, str]] = {
+    "examples": (100_000, "generating more takes hours; give a --corpus, or split with --shard"),
+    "repeats": (10_000, "more repetitions show nothing new; use --fresh for other processes"),
+    "fresh": (1_000, "each is a new worker process"),
+    "keep": (100_000, "run directories to keep"),
+    "max-runs": (10_000_000, "worker runs"),
+    "cluster-workers": (1_024, "worker processes on this machine"),
+    "seed": (2 ** 63 - 1, "seeds are 64-bit"),
+    "max-case-bytes": (2 ** 62, "bytes"),
+}
 
 
-def positive_seconds(name: str, value: float) -> float:
-    """A finite number of seconds > 0 (``nan``, ``inf``, 0 and negatives are refused)."""
-    if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+def positive_seconds(name: str, value: float, maximum: float = MAX_TIMEOUT) -> float:
+    """A finite number of seconds > 0 and at most ``maximum`` (a week; ``nan``, ``inf``, 0, negatives and
+    ``1e308``, which overflows every deadline computed from it, are refused)."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
         raise InvalidArgument(f"{name}={value!r} must be a finite number of seconds > 0")
+    if value > maximum:
+        raise InvalidArgument(f"{name}={value!r} must be at most {maximum:g} seconds ({maximum / 86400:g} days)")
     return float(value)
 
 
-def int_at_least(name: str, value: int | None, minimum: int) -> int | None:
-    """An int >= ``minimum`` (None passes through: the option was not given)."""
+def int_at_least(name: str, value: int | None, minimum: int, maximum: int | None = None) -> int | None:
+    """An int >= ``minimum`` and <= ``maximum`` (default :data:`LIMITS` of ``name``, if any); None passes
+    through: the option was not given."""
     if value is None:
         return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidArgument(f"{name}={value!r} must be an integer")
     if value < minimum:
         raise InvalidArgument(f"{name}={value} must be >= {minimum}")
+    top, why = (maximum, "") if maximum is not None else LIMITS.get(name, (None, ""))
+    if top is not None and value > top:
+        raise InvalidArgument(f"{name}={value} must be <= {top:,}" + (f" ({why})" if why else ""))
     return value
+
+
+def shard(name: str, text: str | None) -> tuple[int, int] | None:
+    """``i/n`` (1-based, 1 <= i <= n) -> (i, n); None passes through."""
+    if text is None:
+        return None
+    try:
+        i, n = (int(p) for p in text.split("/"))
+    except ValueError:
+        raise InvalidArgument(f"{name}={text!r} must look like i/n, for example 1/4") from None
+    if n < 1 or not 1 <= i <= n:
+        raise InvalidArgument(f"{name}={text!r} needs 1 <= i <= n")
+    return i, n
+
+
+def device_list(name: str, text: str) -> str:
+    """A comma list of ``cpu``, ``gpu``, ``gpu:N`` or ``all`` (the text itself is returned: whether a device is
+    usable here is :func:`harness.core.devices.select_devices`'s question, asked by the verb)."""
+    from harness.core.devices import parse_device
+
+    parts = name_list(name, text) or []
+    for p in parts:
+        if p.lower() not in ("all", "default", "gpu", "cuda"):
+            try:
+                parse_device(p)
+            except InvalidArgument as exc:
+                raise InvalidArgument(f"{name}={text!r}: {exc} (or 'all')") from None
+    return text
+
+
+# ---- argparse ----------------------------------------------------------------------------------
+def converter(name: str, check: Callable[[str, Any], T], parse: Callable[[str], Any] = str,
+              kind: str = "") -> Callable[[str], T]:
+    """An argparse ``type=`` from a check: the text is parsed (``parse``; a ValueError says ``name`` must be
+    ``kind``) and checked; a problem is argparse's usage error, one line, exit 2."""
+    def convert(text: str) -> T:
+        try:
+            value = parse(text)
+        except (ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"{name}={text!r} must be {kind or 'valid'}") from None
+        try:
+            return check(name, value)
+        except InvalidArgument as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        except Exception as exc:  # a registry's own error (UnknownContext ...): still one line
+            from harness.core.errors import HarnessError
+
+            if isinstance(exc, HarnessError):
+                raise argparse.ArgumentTypeError(" ".join(str(exc).split())) from None
+            raise
+
+    convert.__name__ = name  # argparse names the converter in its messages
+    return convert
+
+
+def ints(name: str, minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """``type=`` for an integer >= ``minimum`` (and <= ``maximum`` or :data:`LIMITS`)."""
+    return converter(name, lambda n, v: int_at_least(n, v, minimum, maximum), int, "an integer")
+
+
+def seconds(name: str, maximum: float = MAX_TIMEOUT) -> Callable[[str], float]:
+    """``type=`` for a number of seconds > 0 and <= ``maximum``."""
+    return converter(name, lambda n, v: positive_seconds(n, v, maximum), float, "a number of seconds")
 
 
 def name_list(name: str, text: str | None) -> list[str] | None:
@@ -46,11 +139,20 @@ def name_list(name: str, text: str | None) -> list[str] | None:
 
 
 def readable_file(name: str, path: str) -> str:
-    """An existing regular file this process can open for reading."""
-    if not os.path.exists(path):
-        raise InvalidArgument(f"{name}={path!r} does not exist")
-    if os.path.isdir(path):
+    """An existing regular file this process can open for reading. A directory, a FIFO (reading it would wait
+    for a writer forever), a device (``/dev/zero`` never ends) or a socket is refused before anything is read."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise InvalidArgument(f"{name}={path!r} cannot be read: it does not exist") from None
+    except OSError as exc:
+        raise InvalidArgument(f"{name}={path!r} cannot be read: {exc.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
         raise InvalidArgument(f"{name}={path!r} is a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        what = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or
+                stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+        raise InvalidArgument(f"{name}={path!r} is {what}, not a regular file")
     try:
         with open(path, "rb") as f:
             f.read(1)
@@ -114,24 +216,27 @@ def run_dir_for_output(name: str, path: str) -> str:
 
 
 def jsonl_records(name: str, path: str, required: tuple[str, ...] = ()) -> int:
-    """Check a JSON-lines file line by line: every line an object holding ``required`` keys. A torn
+    """Check a JSON-lines record file line by line (plain or gzipped:
+    :func:`harness.core.records.record_file`): every line an object holding ``required`` keys. A torn
     *last* line (an interrupted write) is allowed, as the campaign allows it. Returns the record count."""
+    from harness.core.records import record_lines
+    from harness.core.schemas import InputProblem, parse_json
+
     n = 0
     try:
-        with open(path, "rb") as f:
-            lines = f.read().split(b"\n")
-    except OSError as exc:
-        raise InvalidArgument(f"{name}={path!r} cannot be read: {exc.strerror}") from None
+        lines = record_lines(path)
+    except (OSError, EOFError, UnicodeDecodeError) as exc:  # gzip.BadGzipFile is an OSError
+        raise InvalidArgument(f"{name}={path!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
     for i, raw in enumerate(lines):
         if not raw.strip():
             continue
         try:
-            rec = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            if i == last:
+            rec = parse_json(raw, f"{path}:{i + 1}")
+        except InputProblem as exc:
+            if i == last and raw.strip().startswith("{") and not raw.strip().endswith("}"):
                 continue  # a torn last line
-            raise InvalidArgument(f"{name}: {path}:{i + 1} is not a JSON object line") from None
+            raise InvalidArgument(f"{name}: {exc}") from None
         if not isinstance(rec, dict):
             raise InvalidArgument(f"{name}: {path}:{i + 1} is not a JSON object line")
         missing = [k for k in required if k not in rec]
@@ -143,14 +248,17 @@ def jsonl_records(name: str, path: str, required: tuple[str, ...] = ()) -> int:
 
 def baseline_dir(name: str, path: str) -> str:
     """A stored report directory that ``gate --baseline`` can read: a directory with a non-empty,
-    well-formed ``tasks.jsonl`` (checked in well under a second, before any campaign runs)."""
+    well-formed ``tasks.jsonl``, plain or gzipped as a finished report leaves it (checked in well under a
+    second, before any campaign runs)."""
+    from harness.core.records import record_file
+
     if not os.path.exists(path):
         raise InvalidArgument(f"{name}={path!r} does not exist")
     if not os.path.isdir(path):
         raise InvalidArgument(f"{name}={path!r} is not a directory (give a report directory)")
     tasks = os.path.join(path, "tasks.jsonl")
-    if not os.path.isfile(tasks):
-        raise InvalidArgument(f"{name}={path!r} holds no tasks.jsonl: not a report directory")
+    if record_file(tasks) is None:
+        raise InvalidArgument(f"{name}={path!r} holds no tasks.jsonl (or tasks.jsonl.gz): not a report directory")
     if jsonl_records(name, tasks, ("key", "subject", "device", "context", "status")) == 0:
         raise InvalidArgument(f"{name}={path!r}: tasks.jsonl holds no task records")
     return path

@@ -28,6 +28,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
+from harness.core import schemas
 from harness.core.errors import CaseError, HarnessError, InvalidArgument
 
 __all__ = [
@@ -38,19 +39,20 @@ __all__ = [
 ]
 
 FORMAT_VERSION = 1
-FAMILIES = ("embed", "lstm", "pipeline")
-ID_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32")
-FLOAT_DTYPES = ("float16", "float32", "float64")
-ID_KINDS = ("uniform", "collision", "all_equal", "sorted", "explicit")
-GRAD_KINDS = ("random", "ones", "zeros", "large", "cancel")
+# The vocabularies of a spec live with its schema (harness.core.schemas); these names are kept for callers.
+FAMILIES = schemas.FAMILIES
+ID_DTYPES = schemas.ID_DTYPES
+FLOAT_DTYPES = schemas.FLOAT_DTYPES
+ID_KINDS = schemas.ID_KINDS
+GRAD_KINDS = schemas.GRAD_KINDS
 #: Which outputs of an LSTM or pipeline case receive an upstream gradient (``spec["grad_outputs"]``), as a
 #: user's loss leaves them: every one; the final state only (``hy``; ``cy``); the sequence outputs only; the
 #: first half of the sequences' outputs (none for the others); ``hy`` and that half. The others get ``None``.
-GRAD_OUTPUTS = ("all", "hy", "cy", "ys", "ys_some", "hy_ys_some")
+GRAD_OUTPUTS = schemas.GRAD_OUTPUTS
 #: How LSTM weights are drawn (``spec["weight_kind"]``): ``lecun`` (the default: N(0, 1/fan_in) per matrix, as
 #: Chainer's NStepLSTM initializes them) or ``chaotic`` (N(0, 0.25) whatever the width: a network that
 #: amplifies its rounding errors, for stress). ``w_scale`` multiplies either.
-WEIGHT_KINDS = ("lecun", "chaotic")
+WEIGHT_KINDS = schemas.WEIGHT_KINDS
 
 
 def receives_gradient(spec: Mapping[str, Any], output: str, n_sequences: int) -> bool:
@@ -127,15 +129,13 @@ class Case:
     tags: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise InvalidArgument(f"family={self.family!r} is not one of {', '.join(FAMILIES)}")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise InvalidArgument(f"seed={self.seed!r} must be a non-negative int")
         object.__setattr__(self, "spec", _freeze(dict(self.spec)))
         object.__setattr__(self, "arrays", _freeze(dict(self.arrays)))
         object.__setattr__(self, "expect", None if self.expect is None else _freeze(dict(self.expect)))
         object.__setattr__(self, "tags", tuple(sorted(set(self.tags))))
-        _validate_spec(self.family, self.spec, bad=self.expect is not None)
+        _validate(self)
 
     # ---- serialisation ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -156,33 +156,32 @@ class Case:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Case":
-        """Rebuild a case from :meth:`to_dict` output; bad data raises :class:`CaseError`."""
+        """Rebuild a case from :meth:`to_dict` output, validated whole against
+        :data:`harness.core.schemas.CASE` first; bad data raises a one-line :class:`CaseError` naming the JSON
+        path of the first bad field and its value."""
         if not isinstance(d, Mapping):
             raise CaseError(f"a case must be a JSON object, got {type(d).__name__}")
-        _check_top_level(d)
-        version = d.get("version", FORMAT_VERSION)
-        if version != FORMAT_VERSION:
-            raise CaseError(f"case version={version!r} is not supported (this harness reads {FORMAT_VERSION})")
-        unknown = set(d) - {"version", "family", "seed", "spec", "arrays", "expect", "tags", "id"}
-        if unknown:
-            raise CaseError(f"case has unknown fields: {', '.join(sorted(unknown))}")
+        problem = schemas.check(_thaw(d), schemas.CASE)
+        if problem is not None:
+            raise CaseError(problem)
         try:
             case = cls(family=d["family"], seed=d["seed"], spec=d["spec"], arrays=d.get("arrays", {}),
                        expect=d.get("expect"), tags=tuple(d.get("tags", ())))
-        except KeyError as exc:
-            raise CaseError(f"case is missing the field {exc.args[0]!r}") from exc
         except InvalidArgument as exc:  # one error type for "this case text is bad"
             raise CaseError(str(exc)) from exc
-        except (TypeError, ValueError, OverflowError) as exc:  # a safety net: still one line
-            raise CaseError(f"case cannot be read: {type(exc).__name__}: {_one_line(exc)}") from exc
         if "id" in d and d["id"] != case.id:
             raise CaseError(f"case id={d['id']!r} does not match its content (computed {case.id!r})")
         return case
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Case":
-        """Parse one case from JSON text (or UTF-8 bytes); every bad input raises a one-line :class:`CaseError`."""
-        return cls.from_dict(_parse_json(text))
+        """Parse one case from JSON text (or UTF-8 bytes); every bad input raises a one-line :class:`CaseError`
+        (nesting and number sizes are limited before parsing finishes: :func:`harness.core.schemas.parse_json`)."""
+        try:
+            data = schemas.parse_json(text, "case text")
+        except schemas.InputProblem as exc:
+            raise CaseError(str(exc)) from None
+        return cls.from_dict(data)
 
     @property
     def id(self) -> str:
@@ -212,159 +211,24 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300]
 
 
-def _reject_constant(name: str) -> Any:
-    # JSON has no NaN/Infinity; Python's json accepts them unless told not to.
-    raise CaseError(f"case JSON holds {name}, which is not valid JSON (write non-finite values as strings)")
-
-
-def _parse_json(text: str | bytes) -> Any:
-    """JSON text to data, with one-line CaseErrors for bytes that are not UTF-8, NaN, and deep nesting."""
-    if isinstance(text, (bytes, bytearray)):
-        try:
-            text = bytes(text).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise CaseError(f"case text is not UTF-8: byte {exc.object[exc.start]:#04x} at offset {exc.start}") from exc
-    if not isinstance(text, str):
-        raise CaseError(f"case text must be str or bytes, got {type(text).__name__}")
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise CaseError(f"case JSON is not valid: {exc}") from exc
-    except RecursionError as exc:  # e.g. 100k nested brackets
-        raise CaseError("case JSON is nested too deeply to be a case") from exc
-
-
-def _check_top_level(d: Mapping[str, Any]) -> None:
-    """Types of a case's top-level fields, checked before anything else reads them."""
-    if "spec" in d and not isinstance(d["spec"], Mapping):
-        raise CaseError(f"spec={_short(d['spec'])} must be a JSON object")
-    if "arrays" in d and not isinstance(d["arrays"], Mapping):
-        raise CaseError(f"arrays={_short(d['arrays'])} must be a JSON object")
-    if "arrays" in d:
-        for k, v in d["arrays"].items():
-            if not isinstance(v, Mapping):
-                raise CaseError(f"arrays[{k!r}]={_short(v)} must be a JSON object")
-    if d.get("expect") is not None and not isinstance(d["expect"], Mapping):
-        raise CaseError(f"expect={_short(d['expect'])} must be a JSON object or null")
-    if "tags" in d and (not isinstance(d["tags"], list) or not all(isinstance(t, str) for t in d["tags"])):
-        raise CaseError(f"tags={_short(d['tags'])} must be a list of strings")
-    if "family" in d and not isinstance(d["family"], str):
-        raise CaseError(f"family={_short(d['family'])} must be a string")
-    if "id" in d and not isinstance(d["id"], str):
-        raise CaseError(f"id={_short(d['id'])} must be a string")
-
-
-def _short(v: Any) -> str:
-    r = repr(v)
-    return r if len(r) <= 80 else r[:77] + "..."
-
-
-_INT_KEYS = ("vocab", "width", "n_layers", "hidden", "in_size", "distinct", "dropout_seed")
-_INT_LIST_KEYS = ("ids_shape", "lengths", "w_shape", "xs_widths")
-_NUMBER_KEYS = ("ignore_frac", "w_scale", "dropout")
-_STR_KEYS = ("id_kind", "gy_kind", "id_dtype", "w_dtype", "dtype", "initial_state")
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _check_spec_types(spec: Mapping[str, Any]) -> None:
-    """The JSON type of every known spec key (values are checked by :func:`_validate_spec`)."""
-    import math
-
-    for k in _INT_KEYS:
-        if k in spec and not _is_int(spec[k]):
-            raise InvalidArgument(f"{k}={_short(spec[k])} must be an int")
-    for k in _INT_LIST_KEYS:
-        if k in spec:
-            v = spec[k]
-            if not isinstance(v, (list, tuple)) or not all(_is_int(n) for n in v):
-                raise InvalidArgument(f"{k}={_short(_thaw(v))} must be a list of ints")
-    for k in _NUMBER_KEYS:
-        if k in spec:
-            v = spec[k]
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
-                raise InvalidArgument(f"{k}={_short(v)} must be a finite number")
-    for k in _STR_KEYS:
-        if k in spec and not isinstance(spec[k], str):
-            raise InvalidArgument(f"{k}={_short(spec[k])} must be a string")
-    if "bidirectional" in spec and not isinstance(spec["bidirectional"], bool):
-        raise InvalidArgument(f"bidirectional={_short(spec['bidirectional'])} must be true or false")
-    for i, inj in enumerate(spec.get("inject", ()) if isinstance(spec.get("inject", ()), (list, tuple)) else [None]):
-        if inj is None:
-            raise InvalidArgument(f"inject={_short(spec['inject'])} must be a list of objects")
-        if not isinstance(inj, Mapping) or not isinstance(inj.get("array"), str) or not _is_int(inj.get("index")):
-            raise InvalidArgument(f"inject[{i}]={_short(_thaw(inj))} must be an object with array (str) and index (int)")
-        val = inj.get("value")
-        if isinstance(val, bool) or not (isinstance(val, (int, float)) or val in ("nan", "inf", "-inf")):
-            raise InvalidArgument(f"inject[{i}].value={_short(val)} must be a number or 'nan', 'inf', '-inf'")
-
-
-def _need(spec: Mapping[str, Any], key: str, family: str) -> Any:
-    if key not in spec:
-        raise InvalidArgument(f"{family} case spec is missing {key!r}")
-    return spec[key]
-
-
-def _positive(spec: Mapping[str, Any], key: str, family: str, minimum: int = 1) -> int:
-    v = _need(spec, key, family)
-    if not isinstance(v, int) or isinstance(v, bool) or v < minimum:
-        raise InvalidArgument(f"{key}={v!r} must be an int >= {minimum}")
-    return v
+def _validate(case: "Case") -> None:
+    """The whole case checked against :data:`harness.core.schemas.CASE` (its spec against the family's keys in
+    :data:`harness.core.schemas.SPEC_FIELDS`: every key known, typed and in range), then the rules that depend
+    on whether the case is a bad input."""
+    problem = schemas.check(case.to_dict(), schemas.CASE)
+    if problem is not None:
+        raise InvalidArgument(problem)
+    _validate_spec(case.family, case.spec, bad=case.expect is not None)
 
 
 def _validate_spec(family: str, spec: Mapping[str, Any], bad: bool) -> None:
-    _check_spec_types(spec)
-    kind = spec.get("gy_kind", "random")
-    if kind not in GRAD_KINDS:
-        raise InvalidArgument(f"gy_kind={kind!r} is not one of {', '.join(GRAD_KINDS)}")
-    if family in ("embed", "pipeline"):
-        _positive(spec, "vocab", family)
-        _positive(spec, "width", family)
-        idk = spec.get("id_kind", "uniform")
-        if idk not in ID_KINDS:
-            raise InvalidArgument(f"id_kind={idk!r} is not one of {', '.join(ID_KINDS)}")
-        frac = spec.get("ignore_frac", 0.0)
-        if not 0.0 <= float(frac) <= 1.0:
-            raise InvalidArgument(f"ignore_frac={frac!r} must be within [0, 1]")
-        il = spec.get("ignore_label")
-        if il is not None and (not isinstance(il, int) or isinstance(il, bool)):
-            raise InvalidArgument(f"ignore_label={il!r} must be an int or None")
-    if family == "embed":
-        shape = _need(spec, "ids_shape", family)
-        if not bad and not 1 <= len(shape) <= 3:
-            raise InvalidArgument(f"ids_shape={list(shape)!r} must have 1 to 3 dimensions")
-        if any((not isinstance(n, int)) or n < 0 for n in shape):
-            raise InvalidArgument(f"ids_shape={list(shape)!r} must hold non-negative ints")
-        dt = spec.get("id_dtype", "int32")
-        if dt not in ID_DTYPES:
-            raise InvalidArgument(f"id_dtype={dt!r} is not one of {', '.join(ID_DTYPES)}")
-        wdt = spec.get("w_dtype", "float32")
-        if wdt not in FLOAT_DTYPES:
-            raise InvalidArgument(f"w_dtype={wdt!r} is not one of {', '.join(FLOAT_DTYPES)}")
-    if family in ("lstm", "pipeline"):
-        wk = spec.get("weight_kind", "lecun")
-        if wk not in WEIGHT_KINDS:
-            raise InvalidArgument(f"weight_kind={wk!r} is not one of {', '.join(WEIGHT_KINDS)}")
-        go = spec.get("grad_outputs", "all")
-        if go not in GRAD_OUTPUTS:
-            raise InvalidArgument(f"grad_outputs={go!r} is not one of {', '.join(GRAD_OUTPUTS)}")
-        _positive(spec, "n_layers", family)
-        _positive(spec, "hidden", family)
-        if family == "lstm":
-            _positive(spec, "in_size", family)
-        lengths = _need(spec, "lengths", family)
-        if len(lengths) < 1:
-            raise InvalidArgument("lengths=[] must hold at least one sequence")
-        if any((not isinstance(n, int)) or n < (0 if bad else 1) for n in lengths):
-            raise InvalidArgument(f"lengths={list(lengths)!r} must hold ints >= 1")
-        dt = spec.get("dtype", "float32")
-        if dt not in FLOAT_DTYPES:
-            raise InvalidArgument(f"dtype={dt!r} is not one of {', '.join(FLOAT_DTYPES)}")
-        d = float(spec.get("dropout", 0.0))
-        if not 0.0 <= d < 1.0:
-            raise InvalidArgument(f"dropout={d!r} must be within [0, 1)")
+    """The spec rules a schema does not say: a valid case's shapes and lengths."""
+    if family == "embed" and not bad and not 1 <= len(spec["ids_shape"]) <= 3:
+        raise InvalidArgument(f"$.spec.ids_shape={list(spec['ids_shape'])!r} must have 1 to 3 dimensions "
+                              f"(more only in a bad-input case)")
+    if family in ("lstm", "pipeline") and not bad and min(spec["lengths"]) < 1:
+        raise InvalidArgument(f"$.spec.lengths={list(spec['lengths'])!r} must hold ints >= 1 (0 only in a "
+                              f"bad-input case)")
 
 
 # ---- rebuilding arrays ----------------------------------------------------------------------

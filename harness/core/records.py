@@ -330,23 +330,41 @@ class Measure:
         return cls(**kw)
 
 
+def record_file(path: str) -> str | None:
+    """The one rule for finding a record file (``tasks.jsonl``, ``measures.jsonl``, ``runs.jsonl``): ``path``
+    itself, else ``path.gz`` (a finished report compresses them: :func:`compress_jsonl`); None where neither
+    exists. Every reader asks here: the campaign, the measure pass, the gate, the baseline check, resume.
+
+    >>> record_file("/nonexistent/tasks.jsonl") is None
+    True
+    """
+    if os.path.exists(path):
+        return path
+    return path + ".gz" if os.path.exists(path + ".gz") else None
+
+
+def record_lines(path: str) -> list[str]:
+    """The text lines of the record file :func:`record_file` finds for ``path`` (none where there is none)."""
+    found = record_file(path)
+    if found is None:
+        return []
+    if found.endswith(".gz"):
+        import gzip
+
+        with gzip.open(found, "rt", encoding="utf-8", errors="strict") as f:
+            return f.readlines()
+    with open(found, encoding="utf-8", errors="strict") as f:
+        return f.readlines()
+
+
 def read_records(path: str) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON) of each line of a JSONL file.
 
-    Reads ``path``, or ``path.gz`` where a finished report compressed it (:func:`compress_jsonl`).
+    Reads ``path``, or ``path.gz`` where a finished report compressed it (:func:`record_file`).
     A torn line (an object cut short by an interrupted write: it starts with ``{``, does not end with ``}``; a
     resumed campaign ends it with a newline and writes on) is skipped; any other undecodable line is a
     :class:`RecordError` naming the file and line."""
-    if not os.path.exists(path):
-        if not os.path.exists(path + ".gz"):
-            return
-        import gzip
-
-        with gzip.open(path + ".gz", "rt", encoding="utf-8", errors="strict") as f:
-            lines = f.readlines()
-    else:
-        with open(path, encoding="utf-8", errors="strict") as f:
-            lines = f.readlines()
+    lines = record_lines(path)
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue

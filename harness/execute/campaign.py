@@ -72,16 +72,10 @@ def array_file(key: str) -> str:
 
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
-    """``i/n`` (1-based) -> (i, n); None passes through."""
-    if text is None:
-        return None
-    try:
-        i, n = (int(p) for p in text.split("/"))
-    except ValueError:
-        raise InvalidArgument(f"shard={text!r} must look like i/n, for example 1/4") from None
-    if n < 1 or not 1 <= i <= n:
-        raise InvalidArgument(f"shard={text!r} needs 1 <= i <= n")
-    return i, n
+    """``i/n`` (1-based) -> (i, n); None passes through (the rule: :func:`harness.core.argcheck.shard`)."""
+    from harness.core.argcheck import shard as check_shard
+
+    return check_shard("shard", text)
 
 
 def shard(cases: Sequence[Case], i: int, n: int) -> list[Case]:
@@ -129,12 +123,13 @@ class CampaignSettings:
     quiet: bool = False
 
     def __post_init__(self) -> None:
-        if self.repeats < 1:
-            raise InvalidArgument(f"repeats={self.repeats} must be >= 1")
-        if self.fresh < 0:
-            raise InvalidArgument(f"fresh={self.fresh} must be >= 0")
-        if self.timeout <= 0:
-            raise InvalidArgument(f"timeout={self.timeout} must be > 0")
+        # The command line's parser checks these with the same functions; a campaign.json is checked by its
+        # schema. This is for settings made in code (tools, tests): the rules are argcheck's, not repeated here.
+        from harness.core import argcheck
+
+        argcheck.int_at_least("repeats", self.repeats, 1)
+        argcheck.int_at_least("fresh", self.fresh, 0)
+        argcheck.positive_seconds("timeout", self.timeout)
 
 
 def _tensor_meta(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:

@@ -53,12 +53,13 @@ A subject and device with no matching contract line is a "no contract" failure, 
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from harness.core.errors import ContractError
+from harness.core import schemas
+from harness.core.argcheck import readable_file
+from harness.core.errors import ContractError, InvalidArgument
 
 __all__ = ["Contract", "BadInputRule", "KnownDefect", "Contracts", "load_contracts", "DEFAULT_CONTRACTS", "validate",
            "RELATIONS", "ORACLE_RULES", "PHASES"]
@@ -76,26 +77,8 @@ ORACLE_RULES = ("summation_bound", "normwise")
 #: ``double-backward``).
 PHASES = ("forward", "backward", "double-backward")
 
-# The schema, as data: key -> (kind, required). Hand-written rather than jsonschema because TOML
-# already gives typed values, the checks that matter (finite non-negative tolerances, rules that
-# contradict each other, coverage) are beyond a JSON schema anyway, and every message must carry
-# the key's own file:line, which a schema library does not know.
-_CONTRACT_SCHEMA: dict[str, tuple[str, bool]] = {
-    "subject": ("name", True), "device": ("device", True), "context": ("name", False),
-    "reproducible": ("bool", False), "across_processes": ("bool", False),
-    "identical_across": ("names", False), "oracle": ("oracle", False), "tolerance": ("tolerance", False),
-    "reason": ("name", True), "invariant_under": ("relations", False), "oracle_rules": ("oracle_rules", False),
-}
-_BAD_SCHEMA: dict[str, tuple[str, bool]] = {
-    "tag": ("name", True), "subjects": ("names", False), "device": ("device_or_any", False),
-    "outcome": ("outcome", False), "errors": ("names", False), "reason": ("name", True), "context": ("name", False),
-    "phase": ("phase", False),
-}
-_DEFECT_SCHEMA: dict[str, tuple[str, bool]] = {
-    "subjects": ("names", True), "device": ("device_or_any", False), "context": ("name", False),
-    "tags": ("names", True), "error": ("name", True), "phase": ("phase", True), "reason": ("name", True),
-    "reference": ("name", True),
-}
+# The schema of the whole file is data in harness.core.schemas (CONTRACTS: CONTRACT_FIELDS, BAD_INPUT_FIELDS,
+# KNOWN_DEFECT_FIELDS, and the rules between keys); this module converts what it accepted.
 
 
 @dataclass(frozen=True)
@@ -251,92 +234,24 @@ def _key_line(lines: list[str], header: int, key: str) -> int:
     return header
 
 
-def _check_value(kind: str, key: str, value: Any) -> Any:
-    """The value converted, or raise ``ValueError(message)`` naming ``key`` and the value."""
-    import math
-
-    def bad(what: str) -> ValueError:
-        return ValueError(f"{key}={value!r} must be {what}")
-
-    if kind == "name":
-        if not isinstance(value, str) or not value.strip():
-            raise bad("a non-empty string")
-        return value
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise bad("true or false")
-        return value
-    if kind in ("names", "relations", "oracle_rules"):
-        # A bare string would iterate into characters: refuse it, the list is what is meant.
-        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-            raise bad("a list of strings (e.g. [\"a\"], not \"a\")")
-        allowed = {"relations": RELATIONS, "oracle_rules": ORACLE_RULES}.get(kind)
-        if allowed is not None:
-            unknown = [v for v in value if v not in allowed]
-            if unknown:
-                raise ValueError(f"{key}={value!r}: {', '.join(map(repr, unknown))} not one of {', '.join(allowed)}")
-        if len(set(value)) != len(value):
-            raise bad("a list without repeats")
-        return tuple(value)
-    if kind == "device":
-        if value not in ("cpu", "gpu"):
-            raise bad("'cpu' or 'gpu'")
-        return value
-    if kind == "device_or_any":
-        if value not in ("cpu", "gpu", "*"):
-            raise bad("'cpu', 'gpu' or '*'")
-        return value
-    if kind == "oracle":
-        if value not in ("within", "record"):
-            raise bad("'within' or 'record'")
-        return value
-    if kind == "outcome":
-        if value not in ("raises", "no_error", "any"):
-            raise bad("raises, no_error or any")
-        return value
-    if kind == "phase":
-        value = "double-backward" if value == "double_backward" else value
-        if value not in PHASES:
-            raise bad(" or ".join(PHASES))
-        return value
-    if kind == "tolerance":
-        if not isinstance(value, dict) or not value:
-            raise bad("a table of dtype = [atol, rtol]")
-        out = {}
-        for dt, pair in value.items():
-            if dt not in ("float16", "float32", "float64"):
-                raise ValueError(f"{key}.{dt}: dtype {dt!r} is not float16, float32 or float64")
-            if not (isinstance(pair, list) and len(pair) == 2
-                    and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in pair)):
-                raise ValueError(f"{key}.{dt}={pair!r} must be [atol, rtol], two numbers")
-            if not all(math.isfinite(v) and v >= 0 for v in pair):
-                raise ValueError(f"{key}.{dt}={pair!r} must hold finite numbers >= 0")
-            out[dt] = (float(pair[0]), float(pair[1]))
-        return out
-    raise AssertionError(kind)  # pragma: no cover - the schema names a kind this function lacks
+def _line_of(lines: list[str], path: list[Any]) -> int:
+    """The line of the key a JSON path into the file names: ``['contract', 3, 'tolerance', ...]`` is the
+    ``tolerance =`` line of the fourth ``[[contract]]`` (its header where the key is absent); 1 for the top."""
+    if len(path) >= 2 and isinstance(path[1], int):
+        heads = _headers(lines, str(path[0]))
+        header = heads[path[1]] if path[1] < len(heads) else 0
+        return _key_line(lines, header, str(path[2])) if len(path) >= 3 and header else header or 1
+    if path:
+        return _key_line(lines, 0, str(path[0])) or 1
+    return 1
 
 
-def _check_table(raw: Any, schema: Mapping[str, tuple[str, bool]], p: Path, lines: list[str], header: int,
-                 table: str) -> dict[str, Any]:
-    """One [[table]] checked against ``schema``: a dict of converted values, or a ContractError at file:line."""
-    if not isinstance(raw, dict):
-        raise ContractError(f"{p}:{header}: [[{table}]] must be a table")
-    unknown = set(raw) - set(schema)
-    if unknown:
-        k = sorted(unknown)[0]
-        raise ContractError(f"{p}:{_key_line(lines, header, k)}: unknown key(s) {', '.join(sorted(unknown))} "
-                            f"(known: {', '.join(sorted(schema))})")
-    out: dict[str, Any] = {}
-    for key, (kind, required) in schema.items():
-        if key not in raw:
-            if required:
-                raise ContractError(f"{p}:{header}: [[{table}]] is missing {key}")
-            continue
-        try:
-            out[key] = _check_value(kind, key, raw[key])
-        except ValueError as exc:
-            raise ContractError(f"{p}:{_key_line(lines, header, key)}: {exc}") from None
-    return out
+def _tuple(v: Any) -> tuple[str, ...]:
+    return tuple(v)
+
+
+def _phase(v: str) -> str:
+    return "double-backward" if v == "double_backward" else v
 
 
 def _headers(lines: list[str], table: str) -> list[int]:
@@ -352,8 +267,10 @@ def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
     Coverage (every subject x device x context has a line) is :func:`validate`'s job.
     """
     p = Path(path) if path is not None else DEFAULT_CONTRACTS
-    if p.is_dir():
-        raise ContractError(f"contracts={str(p)!r} is a directory, not a file")
+    try:  # a directory, a FIFO or /dev/zero is refused before anything is read
+        readable_file("contracts", str(p))
+    except InvalidArgument as exc:
+        raise ContractError(str(exc)) from None
     try:
         raw_bytes = p.read_bytes()
     except OSError as exc:
@@ -364,70 +281,48 @@ def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
         line = raw_bytes[:exc.start].count(b"\n") + 1
         raise ContractError(f"{p}:{line}: not UTF-8 (byte {raw_bytes[exc.start]:#04x})") from None
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ContractError(f"{p}: not valid TOML: {' '.join(str(exc).split())}") from None
+        data = schemas.parse_toml(text, str(p))
+    except schemas.InputProblem as exc:
+        raise ContractError(str(exc)) from None
     lines = text.splitlines()
-    unknown_top = set(data) - {"version", "contract", "bad_input", "known_defect"}
-    if unknown_top:
-        raise ContractError(f"{p}: unknown top-level key(s) {', '.join(sorted(unknown_top))}")
-    if data.get("version", 1) != 1:
-        raise ContractError(f"{p}: version={data.get('version')!r} is not supported (expected 1)")
-    for key in ("contract", "bad_input", "known_defect"):
-        if key in data and not isinstance(data[key], list):
-            raise ContractError(f"{p}: {key} must be an array of tables [[{key}]]")
-    if not data.get("contract"):
-        raise ContractError(f"{p}: holds no [[contract]] line: every subject x device x context needs one")
+    found = schemas.first_problem(data, schemas.CONTRACTS)
+    if found is not None:  # the whole file against one schema: the first bad key, at its own line
+        where, message = found
+        if where == [] and "'contract'" in message:
+            message = "holds no [[contract]] line: every subject x device x context needs one"
+        raise ContractError(f"{p}:{_line_of(lines, where)}: {message}")
     contracts = []
     heads = _headers(lines, "contract")
-    for n, raw in enumerate(data["contract"]):
+    for n, v in enumerate(data["contract"]):
         line = heads[n] if n < len(heads) else 0
-        v = _check_table(raw, _CONTRACT_SCHEMA, p, lines, line, "contract")
-        reproducible, across = v.get("reproducible", False), v.get("across_processes", False)
-        if across and not reproducible:
-            raise ContractError(f"{p}:{_key_line(lines, line, 'across_processes')}: across_processes = true "
-                                f"needs reproducible = true (bit-identical across processes implies run to run)")
-        tol = v.get("tolerance", {})
+        tol = {dt: (float(a), float(r)) for dt, (a, r) in v.get("tolerance", {}).items()}
         # A stated tolerance is what is enforced unless the line opts into looser rules itself.
-        rules = v.get("oracle_rules", () if tol else ORACLE_RULES)
+        rules = _tuple(v.get("oracle_rules", () if tol else ORACLE_RULES))
         contracts.append(Contract(
             subject=v["subject"], device=v["device"], context=v.get("context", "*"),
-            reproducible=reproducible, across_processes=across,
-            identical_across=v.get("identical_across", ()), oracle=v.get("oracle", "within"), tolerance=tol,
-            reason=v["reason"], line=line, invariant_under=v.get("invariant_under", ()), oracle_rules=rules,
+            reproducible=v.get("reproducible", False), across_processes=v.get("across_processes", False),
+            identical_across=_tuple(v.get("identical_across", ())), oracle=v.get("oracle", "within"), tolerance=tol,
+            reason=v["reason"], line=line, invariant_under=_tuple(v.get("invariant_under", ())), oracle_rules=rules,
             source=p.name))
     rules_out = []
     heads = _headers(lines, "bad_input")
-    for n, raw in enumerate(data.get("bad_input", [])):
+    for n, v in enumerate(data.get("bad_input", [])):
         line = heads[n] if n < len(heads) else 0
-        v = _check_table(raw, _BAD_SCHEMA, p, lines, line, "bad_input")
-        outcome = v.get("outcome", "raises")
-        if outcome == "raises" and not v.get("errors"):
-            raise ContractError(f"{p}:{line}: outcome='raises' needs errors = [...]")
-        # Where the error is raised is part of the rule: a forward that returns numbers for an input it must
-        # refuse, with the error moved to the backward, is exactly the corruption a raises rule exists for.
-        if outcome == "raises" and "phase" not in v:
-            raise ContractError(f"{p}:{line}: outcome='raises' needs phase = one of {', '.join(PHASES)} "
-                                f"(where the error must be raised)")
-        if outcome != "raises" and "phase" in v:
-            raise ContractError(f"{p}:{_key_line(lines, line, 'phase')}: phase={v['phase']!r} applies to "
-                                f"outcome='raises' only (this rule is outcome={outcome!r})")
-        rules_out.append(BadInputRule(tag=v["tag"], subjects=v.get("subjects", ("*",)), device=v.get("device", "*"),
-                                      outcome=outcome, errors=v.get("errors", ()), reason=v["reason"],
+        # Where the error is raised is part of a raises rule (the schema requires it): a forward that returns
+        # numbers for an input it must refuse, with the error moved to the backward, is the corruption it is for.
+        rules_out.append(BadInputRule(tag=v["tag"], subjects=_tuple(v.get("subjects", ("*",))),
+                                      device=v.get("device", "*"), outcome=v.get("outcome", "raises"),
+                                      errors=_tuple(v.get("errors", ())), reason=v["reason"],
                                       context=v.get("context", "*"), line=line, source=p.name,
-                                      phase=v.get("phase", "")))
+                                      phase=_phase(v.get("phase", ""))))
     _check_rule_conflicts(p, rules_out)
     defects = []
     heads = _headers(lines, "known_defect")
-    for n, raw in enumerate(data.get("known_defect", [])):
+    for n, v in enumerate(data.get("known_defect", [])):
         line = heads[n] if n < len(heads) else 0
-        v = _check_table(raw, _DEFECT_SCHEMA, p, lines, line, "known_defect")
-        if not v["tags"]:
-            raise ContractError(f"{p}:{_key_line(lines, line, 'tags')}: tags=[] must name the inputs (case tags) "
-                                f"the defect shows on")
-        defects.append(KnownDefect(subjects=v["subjects"], device=v.get("device", "*"), tags=v["tags"],
-                                   error=v["error"], phase=v["phase"], reason=v["reason"], reference=v["reference"],
-                                   context=v.get("context", "*"), line=line, source=p.name))
+        defects.append(KnownDefect(subjects=_tuple(v["subjects"]), device=v.get("device", "*"), tags=_tuple(v["tags"]),
+                                   error=v["error"], phase=_phase(v["phase"]), reason=v["reason"],
+                                   reference=v["reference"], context=v.get("context", "*"), line=line, source=p.name))
     return Contracts(str(p), tuple(contracts), tuple(rules_out), tuple(defects))
 
 

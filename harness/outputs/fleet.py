@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
+from harness.core.argcheck import ints
 from harness.core.errors import InvalidArgument
 
 __all__ = ["Target", "add_cluster_options", "cluster_targets", "run_on_cluster", "out_for"]
@@ -55,8 +56,8 @@ def add_cluster_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--spread", choices=["shard", "every"], default="shard",
                    help="shard: each task once somewhere (one column); every: every worker runs the whole "
                         "corpus (one column per worker, each with its own fingerprint)")
-    g.add_argument("--cluster-workers", type=int, default=2, metavar="N",
-                   help="worker processes of --cluster local (default 2)")
+    g.add_argument("--cluster-workers", type=ints("cluster-workers", 1), default=2, metavar="N",
+                   help="worker processes of --cluster local (default %(default)s)")
 
 
 def _fp_key(fp: dict[str, Any]) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as _dt
-import json
 import os
 import sys
 import time
@@ -44,9 +43,6 @@ def point_latest(run_dir: str, base: str = REPORTS_DIR) -> None:
         pass
 
 
-_DEFAULTS = {"repeats": 5, "fresh": 2, "timeout": 120.0, "seed": 20261202}
-
-
 @contextlib.contextmanager
 def lock_run_dir(run_dir: str, name: str = "out") -> Iterator[None]:
     """Hold ``run_dir/.lock`` (``fcntl.flock``, non-blocking) while a campaign writes into ``run_dir``.
@@ -78,38 +74,40 @@ def lock_run_dir(run_dir: str, name: str = "out") -> Iterator[None]:
 
 
 def read_campaign_meta(run_dir: str, name: str = "resume") -> dict[str, Any]:
-    """``run_dir/campaign.json`` checked whole, with ``tasks.jsonl`` line by line: one-line errors for
-    a missing, garbage or incomplete file, or a task line that is not a record."""
-    from harness.core.argcheck import jsonl_records
+    """``run_dir/campaign.json`` validated whole against :data:`harness.core.schemas.CAMPAIGN` (at least one
+    subject, device and context; repeats, fresh and timeout in range), with ``tasks.jsonl`` (plain or gzipped)
+    line by line: one-line errors for a missing, garbage or incomplete file, or a task line that is not a
+    record. These values come from a file, not the command line, so they are checked here."""
+    from harness.core import schemas
+    from harness.core.argcheck import jsonl_records, readable_file
 
     if not os.path.isdir(run_dir):
         raise InvalidArgument(f"{name}={run_dir!r} is not a directory: nothing to resume")
     path = os.path.join(run_dir, "campaign.json")
-    if not os.path.exists(path):
+    if not os.path.lexists(path):
         raise InvalidArgument(f"{name}={run_dir!r} holds no campaign.json: nothing to resume")
+    readable_file(name, path)
     try:
-        with open(path, encoding="utf-8") as f:
-            meta = json.load(f)
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise InvalidArgument(f"{name}: {path} is not readable JSON: {str(exc).splitlines()[0]}") from None
-    if not isinstance(meta, dict):
-        raise InvalidArgument(f"{name}: {path} is not a JSON object")
-    kinds = {"subjects": list, "devices": list, "contexts": list, "repeats": int, "fresh": int,
-             "timeout": (int, float)}
-    for key, kind in kinds.items():
-        if not isinstance(meta.get(key), kind) or isinstance(meta.get(key), bool):
-            raise InvalidArgument(f"{name}: {path}: {key}={meta.get(key)!r} is missing or not a {getattr(kind, '__name__', 'number')}")
-    for key in ("subjects", "devices", "contexts"):
-        if not all(isinstance(x, str) for x in meta[key]):
-            raise InvalidArgument(f"{name}: {path}: {key}={meta[key]!r} must be a list of names")
-    if not isinstance(meta.get("plugins", []), list):
-        raise InvalidArgument(f"{name}: {path}: plugins={meta.get('plugins')!r} must be a list")
-    tasks = os.path.join(run_dir, "tasks.jsonl")
-    if os.path.exists(tasks):
-        jsonl_records(name, tasks, ("key", "case_id", "subject", "device", "context", "status"))
+        with open(path, "rb") as f:
+            meta = schemas.parse_json(f.read(), path)
+    except OSError as exc:
+        raise InvalidArgument(f"{name}: {path} cannot be read: {exc.strerror}") from None
+    except schemas.InputProblem as exc:
+        raise InvalidArgument(f"{name}: {exc}") from None
+    problem = schemas.check(meta, schemas.CAMPAIGN)
+    if problem is not None:
+        raise InvalidArgument(f"{name}: {path}: {problem}")
+    jsonl_records(name, os.path.join(run_dir, "tasks.jsonl"), ("key", "case_id", "subject", "device", "context",
+                                                               "status"))
     if not os.path.exists(os.path.join(run_dir, "corpus.jsonl")):
         raise InvalidArgument(f"{name}={run_dir!r} holds no corpus.jsonl: nothing to resume")
     return meta
+
+
+def _given(args: argparse.Namespace, dest: str) -> bool:
+    """Whether the command line gave ``--dest`` (the parser records it; a Namespace made in code: not None)."""
+    given = getattr(args, "_given", None)
+    return dest in given if given is not None else getattr(args, dest, None) is not None
 
 
 def _resume_conflicts(args: argparse.Namespace, meta: dict[str, Any], cases: list[Case],
@@ -123,29 +121,28 @@ def _resume_conflicts(args: argparse.Namespace, meta: dict[str, Any], cases: lis
         if given != stored:
             out.append(f"{flag} (given {given!r}, campaign.json {stored!r})")
 
-    if args.subjects is not None:
+    if _given(args, "subjects"):
         differ("--subjects", [s.name for s in subjects_for(_names(args.subjects))], meta["subjects"])
-    if args.devices is not None:
+    if _given(args, "devices"):
         differ("--devices", [d.id for d in select_devices(args.devices).planned], meta["devices"])
-    if args.contexts is not None:
+    if _given(args, "contexts"):
         differ("--contexts", [c.name for c in parse_contexts(args.contexts)], meta["contexts"])
-    if args.repeats is not None:
+    if _given(args, "repeats"):
         differ("--repeats", args.repeats, meta["repeats"])
-    if args.fresh is not None:
+    if _given(args, "fresh"):
         differ("--fresh", args.fresh, meta["fresh"])
-    if args.timeout is not None:
+    if _given(args, "timeout"):
         differ("--timeout", float(args.timeout), float(meta["timeout"]))
-    if args.shard is not None:
+    if _given(args, "shard"):
         differ("--shard", args.shard, meta.get("shard"))
-    if getattr(args, "relations", None) is not None:
+    if _given(args, "relations"):
         from harness.execute.relations import parse_relations
 
         differ("--relations", [r.name for r in parse_relations(args.relations)], meta.get("relations", []))
-    if args.corpus is not None or args.examples is not None or args.seed is not None:
+    if any(_given(args, k) for k in ("corpus", "examples", "seed")):
         given = _fresh_cases(args, default_corpus)
         if corpus_digest(given) != corpus_digest(cases):
-            flags = "/".join(f for f, v in (("--corpus", args.corpus), ("--examples", args.examples),
-                                               ("--seed", args.seed)) if v is not None)
+            flags = "/".join(f"--{k}" for k in ("corpus", "examples", "seed") if _given(args, k))
             out.append(f"{flags} ({len(given)} cases, not the {len(cases)} of the run directory's corpus.jsonl)")
     for spec in args.subject_plugin or ():
         if spec not in meta.get("plugins", ()):
@@ -160,13 +157,12 @@ def _names(text: str | None) -> list[str] | None:
 
 
 def _fresh_cases(args: argparse.Namespace, default_corpus: Callable[..., list[Case]]) -> list[Case]:
-    if args.corpus:
-        from harness.core.argcheck import readable_file
-
-        readable_file("corpus", args.corpus)
+    if args.corpus:  # checked by the parser: a readable regular file
         cases = load_corpus(args.corpus)
     else:
-        cases = default_corpus(args.examples, seed=_DEFAULTS["seed"] if args.seed is None else args.seed)
+        from harness.generate.corpora import DEFAULT_SEED
+
+        cases = default_corpus(args.examples, seed=DEFAULT_SEED if args.seed is None else args.seed)
     sh = parse_shard(args.shard)
     cases = shard(cases, *sh) if sh is not None else cases
     from harness.core.cases import check_case_size
@@ -177,24 +173,14 @@ def _fresh_cases(args: argparse.Namespace, default_corpus: Callable[..., list[Ca
 
 
 def _check_values(args: argparse.Namespace) -> None:
-    """Every value checked alone (before anything is read or run)."""
+    """What the parser cannot check alone (every single value it checked already: harness.cli): the names the
+    registries hold once the plug-ins are loaded, the devices usable here, and --out against --resume."""
     from harness.core import argcheck
 
-    argcheck.int_at_least("repeats", args.repeats, 1)
-    argcheck.int_at_least("fresh", args.fresh, 0)
-    argcheck.int_at_least("examples", args.examples, 1)
-    argcheck.int_at_least("max-case-bytes", getattr(args, "max_case_bytes", None), 1)
-    argcheck.int_at_least("keep", getattr(args, "keep", None), 0)
-    if args.timeout is not None:
-        argcheck.positive_seconds("timeout", args.timeout)
-    parse_shard(args.shard)
-    subjects_for(argcheck.name_list("subjects", args.subjects))
-    contexts = argcheck.name_list("contexts", args.contexts)
-    parse_contexts(",".join(contexts) if contexts else None)
+    if args.subjects is not None:
+        subjects_for(_names(args.subjects))  # UnknownSubject names the first unknown one
     if args.devices is not None:
         select_devices(args.devices)
-    if args.corpus is not None:
-        argcheck.readable_file("corpus", args.corpus)
     if args.resume is None and args.out is not None:
         argcheck.run_dir_for_output("out", args.out)
     if args.resume is not None and args.out is not None and \
@@ -344,7 +330,8 @@ def prune_arrays(run_dir: str, records: Mapping[str, TaskRecord], measures: Sequ
 
 
 def _or(value: Any, key: str) -> Any:
-    return _DEFAULTS[key] if value is None else value
+    # The defaults are the settings dataclass's own (the parser shows the same ones in --help).
+    return getattr(CampaignSettings, key) if value is None else value
 
 
 def _write_timings(run_dir: str, timings: dict[str, Any]) -> None:

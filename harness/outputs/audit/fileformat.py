@@ -19,7 +19,7 @@ The audit file (plain JSON, written atomically)::
 ``role`` and ``sketch`` (:mod:`harness.judge.sketch`) are absent from older files; such files still load and
 compare (a change without a sketch says so).
 
-:func:`load_audit` validates a file whole against this schema (``_TOP_SCHEMA`` and its kin) and
+:func:`load_audit` validates a file whole against :data:`harness.core.schemas.AUDIT` and
 refuses it with the JSON path of the first bad field: a wrong type, an unknown status, two
 entries of one case x subject x device x context, a key twice in one object, deep nesting.
 """
@@ -139,55 +139,30 @@ def failing(status: str) -> bool:
     return status not in ("ok", "skipped")
 
 
-# The schema, as data: field -> (JSON types, required). Hand-written rather than jsonschema
-# because the checks that matter here go beyond a schema (duplicate entries across the array,
-# one status vocabulary shared with the runner), the messages must be one line with the JSON
-# path of the first bad field, and the harness then needs no new dependency.
-_STR, _INT, _BOOL, _NULL, _OBJ, _ARR = (str,), (int,), (bool,), (type(None),), (dict,), (list,)
-_NUM = (int, float)
-_TOP_SCHEMA: dict[str, tuple[tuple[type, ...], bool]] = {
-    "format": (_STR, True), "version": (_INT, True), "created": (_STR, True), "environment": (_OBJ, True),
-    "corpus": (_OBJ, True), "settings": (_OBJ, True), "entries": (_ARR, True), "id": (_STR, False),
-    "arrays_dir": (_STR + _NULL, False), "digest": (_STR, False),
-}
-_CORPUS_SCHEMA = {"digest": (_STR + _NULL, True), "cases": (_INT, True), "path": (_STR + _NULL, False),
-                  "shard": (_STR + _NULL, False), "full_digest": (_STR + _NULL, False),
-                  "full_cases": (_INT + _NULL, False)}
-_ENTRY_SCHEMA = {
-    "case_id": (_STR, True), "family": (_STR, True), "subject": (_STR, True), "device": (_STR, True),
-    "context": (_STR, True), "status": (_STR, True), "tensors": (_OBJ, True), "bad_input": (_BOOL, False),
-    "error": (_STR + _NULL, False), "skip_reason": (_STR + _NULL, False),
-    "repeats_agreed": (_BOOL + _NULL, False), "array_file": (_STR + _NULL, False), "role": (_STR + _NULL, False),
-}
-_TENSOR_SCHEMA = {"digest": (_STR, True), "dtype": (_STR, True), "shape": (_ARR, True),
-                  "repeats_agreed": (_BOOL, False), "sketch": (_OBJ + _NULL, False)}
-_SKETCH_SCHEMA = {"n": (_INT, True), "l2": (_NUM + _NULL, True), "max_abs": (_NUM, True), "nan": (_INT, True),
-                  "inf": (_INT, True), "index": (_ARR, True), "bits": (_ARR, True)}
-
-
 def load_audit(path: str | os.PathLike[str]) -> Audit:
-    """Read and validate an audit file whole. Anything wrong raises :class:`AuditFileError` (one line,
-    naming the JSON path of the first bad field); nothing is returned partially."""
+    """Read and validate an audit file whole against :data:`harness.core.schemas.AUDIT` (the environment's
+    fields typed too), then what a schema does not say (a known digest algorithm, an ISO 8601 time, a shard
+    i <= n, no entry twice, sketches whose indices fit). Anything wrong raises :class:`AuditFileError` (one
+    line naming the JSON path of the first bad field and its value); nothing is returned partially."""
+    from harness.core import schemas
+    from harness.core.argcheck import readable_file
+
     path = os.fspath(path)
-    if os.path.isdir(path):
-        raise AuditFileError(f"audit file {path!r} is a directory, not a file")
-    try:
+    try:  # a directory, a FIFO or a device is refused before anything is read
+        readable_file("audit file", path)
         with open(path, "rb") as f:
             raw = f.read()
+    except InvalidArgument as exc:
+        raise AuditFileError(str(exc)) from None
     except OSError as exc:
         raise AuditFileError(f"audit file {path!r} cannot be read: {exc.strerror or exc}") from None
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant, object_pairs_hook=_unique_keys)
-    except UnicodeDecodeError as exc:
-        raise AuditFileError(f"audit file {path!r} is not UTF-8 text (corrupt?): {exc.reason}") from None
-    except json.JSONDecodeError as exc:
-        what = "truncated" if exc.pos >= len(raw.rstrip()) else "corrupt"
-        raise AuditFileError(f"audit file {path!r} is not valid JSON ({what}): {exc.msg} at line "
-                             f"{exc.lineno} column {exc.colno}") from None
-    except RecursionError:
-        raise AuditFileError(f"audit file {path!r} is nested too deeply to be an audit file") from None
-    except ValueError as exc:  # NaN / Infinity
-        raise AuditFileError(f"audit file {path!r}: {exc}") from None
+        data = schemas.parse_json(raw, f"audit file {path!r}")
+    except schemas.InputProblem as exc:
+        raise AuditFileError(str(exc)) from None
+    problem = schemas.check(data, schemas.AUDIT)
+    if problem is not None:
+        raise AuditFileError(f"audit file {path!r}: {problem}")
     _validate(path, data)
     return Audit(path, data)
 
@@ -197,85 +172,11 @@ def as_audit(x: Audit | str | os.PathLike[str]) -> Audit:
     return x if isinstance(x, Audit) else load_audit(x)
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # json keeps the last of two equal keys silently; a duplicated tensor name must be refused.
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"holds the key {k!r} twice in one object")
-        out[k] = v
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"holds {name}, which is not valid JSON")
-
-
-def _check_fields(obj: Any, schema: Mapping[str, tuple[tuple[type, ...], bool]], where: str) -> str | None:
-    """The first problem of ``obj`` against ``schema`` (naming its JSON path), or None."""
-    if not isinstance(obj, dict):
-        return f"{where} must be a JSON object, got {_json_type(obj)}"
-    for key, (types, required) in schema.items():
-        if key not in obj:
-            if required:
-                return f"{where} is missing the field {key!r}"
-            continue
-        v = obj[key]
-        # bool is an int in Python, never in JSON: an int field refuses true/false.
-        ok = isinstance(v, types) and not (isinstance(v, bool) and bool not in types)
-        if not ok:
-            want = " or ".join(sorted({_TYPE_NAMES[t] for t in types}))
-            return f"{where}.{key}={_brief(v)} must be {want}, got {_json_type(v)}"
-    return None
-
-
-_TYPE_NAMES = {str: "a string", int: "an integer", float: "a number", bool: "true/false", type(None): "null",
-               dict: "an object", list: "an array"}
-
-
-def _json_type(v: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "true/false", int: "an integer",
-            float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
-
-
-def _brief(v: Any) -> str:
-    r = json.dumps(v) if not isinstance(v, (dict, list)) else ("{...}" if isinstance(v, dict) else "[...]")
-    return r if len(r) <= 60 else r[:57] + "..."
-
-
-def _sketch_problem(s: Mapping[str, Any], where: str) -> str | None:
-    problem = _check_fields(s, _SKETCH_SCHEMA, where)
-    if problem:
-        return problem
-    if len(s["index"]) != len(s["bits"]):
-        return f"{where} holds {len(s['index'])} indices but {len(s['bits'])} bit strings"
-    if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < max(s["n"], 1) for i in s["index"]):
-        return f"{where}.index={_brief(s['index'])} must hold indices below n={s['n']}"
-    for b in s["bits"]:
-        try:
-            if not isinstance(b, str) or not b:
-                raise ValueError
-            bytes.fromhex(b)
-        except ValueError:
-            return f"{where}.bits holds {_brief(b)}, not a hex string"
-    return None
-
-
-def _validate(path: str, data: Any) -> None:
+def _validate(path: str, data: Mapping[str, Any]) -> None:
+    """The rules beyond the schema, on a file the schema accepted."""
     def bad(msg: str) -> AuditFileError:
         return AuditFileError(f"audit file {path!r}: {msg}")
 
-    if not isinstance(data, dict):
-        raise bad(f"holds a JSON {type(data).__name__}, not an audit object")
-    if data.get("format") != FORMAT:
-        raise bad(f"format={data.get('format')!r} is not {FORMAT!r} (not an audit file)")
-    if data.get("version") != VERSION:
-        raise bad(f"version={data.get('version')!r} is not supported (this harness reads version {VERSION})")
-    problem = _check_fields(data, _TOP_SCHEMA, "$")
-    if problem is None:
-        problem = _check_fields(data["corpus"], _CORPUS_SCHEMA, "$.corpus")
-    if problem:
-        raise bad(problem)
     algo = data.get("digest", DEFAULT_DIGEST)
     if algo not in DIGEST_ALGORITHMS:
         raise bad(f"$.digest={algo!r} is not a digest algorithm this harness reads ({', '.join(DIGEST_ALGORITHMS)})")
@@ -284,34 +185,25 @@ def _validate(path: str, data: Any) -> None:
     except ValueError:
         raise bad(f"$.created={data['created']!r} is not an ISO 8601 time") from None
     shard = data["corpus"].get("shard")
-    if shard is not None:
-        parts = shard.split("/")
-        if not (len(parts) == 2 and all(p.isdigit() for p in parts) and 1 <= int(parts[0]) <= int(parts[1])):
-            raise bad(f"$.corpus.shard={shard!r} must be 'i/n' with 1 <= i <= n")
+    if shard is not None and int(shard.split("/")[0]) > int(shard.split("/")[1]):
+        raise bad(f"$.corpus.shard={shard!r} must be 'i/n' with 1 <= i <= n")
     seen: dict[tuple[str, ...], int] = {}
     for i, e in enumerate(data["entries"]):
         where = f"$.entries[{i}]"
-        problem = _check_fields(e, _ENTRY_SCHEMA, where)
-        if problem:
-            raise bad(problem)
-        if e["status"] not in STATUSES:
-            raise bad(f"{where}.status={e['status']!r} is not one of {', '.join(STATUSES)}")
         key = entry_key(e)
         if key in seen:
             raise bad(f"{where} duplicates $.entries[{seen[key]}] (case {key[0]}, subject {key[1]}, "
                       f"device {key[2]}, context {key[3]})")
         seen[key] = i
         for name, t in e["tensors"].items():
-            tw = f"{where}.tensors[{json.dumps(name)}]"
-            problem = _check_fields(t, _TENSOR_SCHEMA, tw)
-            if problem:
-                raise bad(problem)
-            if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in t["shape"]):
-                raise bad(f"{tw}.shape={_brief(t['shape'])} must hold non-negative integers")
-            if t.get("sketch") is not None:
-                problem = _sketch_problem(t["sketch"], f"{tw}.sketch")
-                if problem:
-                    raise bad(problem)
+            s = t.get("sketch")
+            if s is None:
+                continue
+            sw = f"{where}.tensors[{json.dumps(name)}].sketch"
+            if len(s["index"]) != len(s["bits"]):
+                raise bad(f"{sw} holds {len(s['index'])} indices but {len(s['bits'])} bit strings")
+            if not all(i < max(s["n"], 1) for i in s["index"]):
+                raise bad(f"{sw}.index={s['index']!r} must hold indices below n={s['n']}")
 
 
 def digest_algorithm(audit: Audit) -> str:

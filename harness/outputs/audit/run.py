@@ -185,29 +185,19 @@ def audit_on_cluster(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    """``harness audit``: every argument checked before the audit runs; 0 when the file was written."""
+    """``harness audit``: every value was checked by the parser (harness.cli); here the subject names once the
+    plug-ins are loaded and the devices usable here, before the audit runs; 0 when the file was written."""
     from harness.core import argcheck
-    from harness.core.contexts import get_context
     from harness.core.devices import select_devices
-    from harness.execute.campaign import parse_shard
     from harness.subjects.registry import load_entry_points, load_plugin, subjects_for
 
     load_entry_points()
     for s in args.subject_plugin or ():
         load_plugin(s)
-    argcheck.int_at_least("repeats", args.repeats, 2)
     subjects = argcheck.name_list("subjects", args.subjects)
     if subjects is not None:
         subjects_for(subjects)
-    for c in argcheck.name_list("contexts", args.contexts) or ():
-        get_context(c)
-    parse_shard(args.shard)
     sel = select_devices(args.devices)
-    if args.corpus is not None:
-        argcheck.readable_file("corpus", args.corpus)
-    argcheck.writable_file("out", args.out)
-    if args.keep_arrays is not None:
-        argcheck.writable_dir("keep-arrays", args.keep_arrays)
     for note in sel.notes:  # after every check, so that a usage error stays one line
         print(f"harness: note: {note}", file=sys.stderr)
     t0 = time.perf_counter()

@@ -1,0 +1,573 @@
+"""Every input file's schema, as data, and the one way to read and check one.
+
+Four file kinds come from outside the harness: a case (one JSON object, or a line of a corpus), the contracts
+file (TOML), an audit file (JSON) and a run directory's ``campaign.json``. Each is validated *whole* against one
+JSON Schema here (:data:`CASE`, :data:`CONTRACTS`, :data:`AUDIT`, :data:`CAMPAIGN`) by ``jsonschema``, after
+size limits that apply before parsing finishes (:func:`parse_json`, :func:`parse_toml`: nesting deeper than
+:data:`MAX_DEPTH`, number literals longer than :data:`MAX_NUMBER_CHARS`, ``1e400``, ``NaN``), and every problem
+is one line from :func:`problem` in one vocabulary: the JSON path of the first bad field, its value, what it
+must be, and ``file:line`` where known (``cases.jsonl:3: $.spec.xs_widths[1]=-3 must be >= 0``).
+
+Adding a field is one dict entry: a case spec key in :data:`SPEC_FIELDS` (with the families it belongs to),
+a contracts key in :data:`CONTRACT_FIELDS` / :data:`BAD_INPUT_FIELDS` / :data:`KNOWN_DEFECT_FIELDS`, an audit
+entry field in :data:`AUDIT_ENTRY_FIELDS`, a campaign.json key in :data:`CAMPAIGN_FIELDS`. ``required`` lists
+and cross-field rules (``allOf`` of ``if``/``then`` with a ``message``) sit beside each table.
+
+>>> check({"family": "embed", "seed": 1, "spec": {"vocab": 3, "width": 2, "ids_shape": [4]}}, CASE) is None
+True
+>>> check({"family": "lstm", "seed": 1, "spec": {"n_layers": 1, "hidden": 2, "in_size": 2, "lengths": [1],
+...        "xs_widths": [-3]}}, CASE)
+'$.spec.xs_widths[0]=-3 must be >= 0'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+__all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "InputProblem", "parse_json", "parse_toml", "check", "problem",
+           "json_path", "brief", "FAMILIES", "FLOAT_DTYPES", "ID_DTYPES", "ID_KINDS", "GRAD_KINDS", "GRAD_OUTPUTS", "WEIGHT_KINDS", "CASE", "spec_schema", "first_problem", "SPEC_FIELDS", "CONTRACTS", "CONTRACT_FIELDS", "BAD_INPUT_FIELDS",
+           "KNOWN_DEFECT_FIELDS", "AUDIT", "AUDIT_ENTRY_FIELDS", "AUDIT_TENSOR_FIELDS", "ENVIRONMENT", "CAMPAIGN",
+           "CAMPAIGN_FIELDS", "MAX_TIMEOUT"]
+
+#: Deepest nesting of objects and arrays any input may have (the deepest real one, an audit file's
+#: environment, is 5 levels; Python's json and tomllib recurse once per level).
+MAX_DEPTH = 64
+#: Longest number literal accepted (an int64 has 19 digits; 5000 digits would hit int()'s own limit).
+MAX_NUMBER_CHARS = 40
+#: The largest number of seconds a timeout may be (a week: beyond it ``time.monotonic() + t`` and the
+#: poll loops stop making sense, and ``1e308`` overflows them).
+MAX_TIMEOUT = 7 * 24 * 3600.0
+
+
+class InputProblem(ValueError):
+    """One line saying what is wrong with an input (callers re-raise it as their own HarnessError kind)."""
+
+
+# ==== the one error vocabulary ==================================================================
+def brief(value: Any, limit: int = 60) -> str:
+    """A value as the message shows it: a string as Python writes it (``'bogus'``), anything else as JSON
+    (``true``, ``null``, ``[2, 0]``), shortened: ``{...}`` / ``[...]`` for containers that would not fit."""
+    if isinstance(value, str):
+        text = repr(value)
+        return text if len(text) <= limit else text[:limit - 4] + "...'"
+    try:
+        text = json.dumps(value, sort_keys=True, allow_nan=True, default=str)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    if len(text) > limit:
+        text = ("{...}" if isinstance(value, Mapping) else "[...]" if isinstance(value, (list, tuple))
+                else text[:limit - 3] + "...")
+    return text
+
+
+def json_path(path: Iterable[Any]) -> str:
+    """``['entries', 3, 'tensors', 'ys.0']`` -> ``$.entries[3].tensors["ys.0"]``."""
+    out = "$"
+    for p in path:
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(p)):
+            out += f".{p}"
+        else:
+            out += f"[{json.dumps(str(p))}]"
+    return out
+
+
+def problem(path: Iterable[Any], value: Any, must: str, where: str | None = None) -> str:
+    """The one message shape: ``[where: ]$.path=value must ...`` (Hypothesis's ``name=value must be ...``)."""
+    head = f"{where}: " if where else ""
+    return f"{head}{json_path(path)}={brief(value)} {must}"
+
+
+# ==== parsing with limits ====================================================================
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_NUMBER = re.compile(r"[-+]?(?:\d[\d_]*)(?:\.[\d_]*)?(?:[eE][-+]?\d+)?")
+
+
+def _depth(stripped: str) -> tuple[int, int]:
+    """(deepest nesting, offset where it is reached) of text whose strings were removed."""
+    depth = deepest = at = 0
+    for m in re.finditer(r"[\[\]{}]", stripped):
+        depth += 1 if m.group() in "[{" else -1
+        if depth > deepest:
+            deepest, at = depth, m.start()
+            if deepest > MAX_DEPTH:
+                break
+    return deepest, at
+
+
+def _at(where: str, text: str, offset: int) -> str:
+    """``where:line`` for a text of several lines, ``where`` alone for one line (a corpus line says its own)."""
+    return f"{where}:{text.count(chr(10), 0, offset) + 1}" if "\n" in text.rstrip() else where
+
+
+def _prescan(text: str, stripped: str, where: str) -> None:
+    # The limits apply before any parser recurses or converts: a RecursionError or int()'s ValueError
+    # would be a traceback, and a 900-level document costs a parser far more than this scan.
+    deepest, at = _depth(stripped)
+    if deepest > MAX_DEPTH:
+        raise InputProblem(f"{_at(where, stripped, at)}: nested too deeply (more than {MAX_DEPTH} levels of "
+                           f"objects and arrays): not a file this harness writes")
+    for m in _NUMBER.finditer(stripped):
+        if len(m.group()) > MAX_NUMBER_CHARS:
+            raise InputProblem(f"{_at(where, stripped, m.start())}: the number {m.group()[:20]}... has "
+                               f"{len(m.group())} characters (at most {MAX_NUMBER_CHARS}): not a size or a seed")
+
+
+def _number_hooks(where: str) -> dict[str, Callable[[str], Any]]:
+    def as_int(s: str) -> int:
+        if len(s) > MAX_NUMBER_CHARS:  # the pre-scan catches these; the hook is the last word
+            raise InputProblem(f"{where}: the number {s[:20]}... has {len(s)} digits (at most {MAX_NUMBER_CHARS})")
+        return int(s)
+
+    def as_float(s: str) -> float:
+        v = float(s)
+        if not math.isfinite(v) or len(s) > MAX_NUMBER_CHARS:
+            raise InputProblem(f"{where}: the number {s[:40]} is out of range for a float64 (finite numbers only)")
+        return v
+
+    def constant(s: str) -> Any:
+        raise InputProblem(f"{where}: holds {s}, which is not valid JSON (write non-finite values as strings)")
+
+    return {"parse_int": as_int, "parse_float": as_float, "parse_constant": constant}
+
+
+def _unique_keys(where: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        # json keeps the last of two equal keys silently; a duplicated field or tensor name must be refused.
+        out: dict[str, Any] = {}
+        for k, v in pairs:
+            if k in out:
+                raise InputProblem(f"{where}: holds the key {k!r} twice in one object")
+            out[k] = v
+        return out
+
+    return hook
+
+
+def parse_json(data: str | bytes, where: str) -> Any:
+    """JSON text (or UTF-8 bytes) to data, every problem one :class:`InputProblem` line starting ``where``:
+    not UTF-8, nested deeper than :data:`MAX_DEPTH`, a number longer than :data:`MAX_NUMBER_CHARS` or out of
+    float64's range, NaN/Infinity, a key twice in one object, invalid JSON (with line and column)."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        raw = bytes(data)
+        try:
+            data = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw[:exc.start].count(b"\n") + 1
+            at = f"{where}:{line}" if b"\n" in raw.rstrip() else where
+            raise InputProblem(f"{at} is not UTF-8 (byte {raw[exc.start]:#04x} at offset {exc.start})") from None
+    if not isinstance(data, str):
+        raise InputProblem(f"{where}: must be JSON text, got {type(data).__name__}")
+    _prescan(data, _JSON_STRING.sub('""', data), where)
+    try:
+        return json.loads(data, object_pairs_hook=_unique_keys(where), **_number_hooks(where))
+    except json.JSONDecodeError as exc:
+        what = "not valid JSON (truncated)" if exc.pos >= len(data.rstrip()) else "not valid JSON"
+        raise InputProblem(f"{_at(where, data, exc.pos)}: {what}: {exc.msg} (line {exc.lineno} column "
+                           f"{exc.colno})") from None
+    except RecursionError:  # pragma: no cover - the pre-scan refuses what could recurse this deep
+        raise InputProblem(f"{where}: nested too deeply") from None
+
+
+_TOML_STRINGS = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*')
+
+
+def parse_toml(text: str, where: str) -> dict[str, Any]:
+    """TOML text to data with the same limits as :func:`parse_json` (``1e400``, ``inf`` and ``nan`` refused)."""
+    import tomllib
+
+    _prescan(text, _TOML_STRINGS.sub(lambda m: "\n" * m.group().count("\n") + '""', text), where)
+    hooks = _number_hooks(where)
+
+    def as_float(s: str) -> float:
+        if s.lstrip("+-") in ("inf", "nan"):
+            raise InputProblem(f"{where}: holds {s}: only finite numbers mean anything here")
+        return hooks["parse_float"](s)
+
+    try:
+        return tomllib.loads(text, parse_float=as_float)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputProblem(f"{where}: not valid TOML: {' '.join(str(exc).split())}") from None
+    except (RecursionError, ValueError) as exc:  # pragma: no cover - the pre-scan's job; still one line
+        if isinstance(exc, InputProblem):
+            raise
+        raise InputProblem(f"{where}: cannot be read: {type(exc).__name__}") from None
+
+
+# ==== validation ============================================================================
+def _must(err: Any) -> str:
+    """What the failing keyword demands, in the harness's words (a schema's own ``message`` first)."""
+    v, arg = err.validator, err.validator_value
+    if "message" in err.schema and v not in ("required", "additionalProperties"):
+        return str(err.schema["message"])
+    if v in ("anyOf", "oneOf") and err.context:
+        kinds = [c.validator_value for c in err.context if c.validator == "type"]
+        flat = [k for ks in kinds for k in ([ks] if isinstance(ks, str) else ks)]
+        if len(kinds) == len(err.context):
+            return _must_type(flat, err.instance)
+        return "must be " + _either([_must(c).removeprefix("must be ") for c in err.context])
+    if v == "type":
+        return _must_type([arg] if isinstance(arg, str) else list(arg), err.instance)
+    if v == "minimum":
+        return f"must be >= {arg}"
+    if v == "exclusiveMinimum":
+        return f"must be > {arg}"
+    if v == "maximum":
+        return f"must be <= {arg}"
+    if v == "exclusiveMaximum":
+        return f"must be < {arg}"
+    if v == "enum":
+        return "must be " + _either([brief(a) for a in arg])
+    if v == "const":
+        return f"must be {brief(arg)}"
+    if v == "minItems":
+        return f"must hold at least {arg} item{'s' if arg != 1 else ''}"
+    if v == "maxItems":
+        return f"must hold at most {arg} item{'s' if arg != 1 else ''}"
+    if v == "minLength":
+        return "must be a non-empty string"
+    if v == "maxLength":
+        return f"must be at most {arg} characters"
+    if v == "minProperties":
+        return "must not be empty"
+    if v == "uniqueItems":
+        return "must not repeat an item"
+    if v == "pattern":
+        return f"must match {arg}"
+    if v == "propertyNames":
+        return "has a key that is not allowed"
+    return err.message.split("\n")[0]
+
+
+def _must_type(kinds: Sequence[str], value: Any) -> str:
+    names = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
+             "object": "an object", "array": "an array", "null": "null"}
+    return "must be " + _either([names.get(k, k) for k in kinds]) + f", got {_json_type(value)}"
+
+
+def _either(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
+
+
+def _json_type(v: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "true/false", int: "an integer",
+            float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
+
+
+def _first(errors: Sequence[Any]) -> Any:
+    # The error of the first bad field in document order; of several on one field, the most specific.
+    def key(e: Any) -> tuple[Any, ...]:
+        return (tuple((0, p) if isinstance(p, int) else (1, str(p)) for p in e.absolute_path),)
+
+    best = min(errors, key=key)
+    while best.context and "message" not in best.schema:
+        # anyOf/oneOf: descend where a branch went deeper than the value itself (the bad item of a list);
+        # where every branch failed on the value itself, the anyOf is the error ("an integer or null").
+        deeper = [e for e in best.context if len(e.absolute_path) > len(best.absolute_path)]
+        if not deeper:
+            # "an object or null" given an object: what the object lacks, not that it is not null
+            real = [e for e in best.context if not (e.validator == "type" and e.validator_value == "null")]
+            if real and not all(e.validator == "type" for e in real) and best.instance is not None:
+                best = min(real, key=key)
+                continue
+            break
+        best = min(deeper, key=lambda e: (-len(e.absolute_path), key(e)))
+    return best
+
+
+def check(data: Any, schema: Mapping[str, Any]) -> str | None:
+    """The first problem of ``data`` against ``schema`` as one :func:`problem` line (without a ``where``), or
+    None. :func:`locate` adds ``file:line`` where the caller knows it."""
+    detail = first_problem(data, schema)
+    return None if detail is None else detail[1]
+
+
+def first_problem(data: Any, schema: Mapping[str, Any]) -> tuple[list[Any], str] | None:
+    """``(JSON path of the first bad field, the one-line message)``, or None when ``data`` is valid."""
+    import jsonschema
+
+    validator = _validator(id(schema), schema, jsonschema)
+    errors = list(validator.iter_errors(data))
+    if not errors:
+        return None
+    err = _first(errors)
+    path = list(err.absolute_path)
+    if err.validator == "required":
+        missing = [k for k in err.validator_value if isinstance(err.instance, Mapping) and k not in err.instance]
+        return path, f"{json_path(path)} is missing the field {missing[0]!r}" + (
+            f" ({err.schema['message']})" if "message" in err.schema else "")
+    if err.validator == "additionalProperties":
+        allowed = sorted(err.schema.get("properties", {}))
+        extra = sorted(k for k in err.instance if k not in allowed)
+        return path + [extra[0]], (f"{json_path(path + [extra[0]])} is not a known field"
+                                   f"{' (known: ' + ', '.join(allowed) + ')' if allowed else ''}")
+    return path, problem(path, err.instance, _must(err))
+
+
+_VALIDATORS: dict[int, Any] = {}
+
+
+def _validator(key: int, schema: Mapping[str, Any], jsonschema: Any) -> Any:
+    if key not in _VALIDATORS:
+        base = jsonschema.Draft202012Validator
+        base.check_schema(schema)
+        # JSON's integers only: true is not 1 and 2.0 is not 2 (jsonschema accepts 2.0 as an integer).
+        types = base.TYPE_CHECKER.redefine(
+            "integer", lambda _checker, v: isinstance(v, int) and not isinstance(v, bool))
+        cls = jsonschema.validators.extend(base, type_checker=types)
+        _VALIDATORS[key] = cls(schema)
+    return _VALIDATORS[key]
+
+
+# ==== building blocks =========================================================================
+INT = {"type": "integer"}
+NAT = {"type": "integer", "minimum": 0}
+POS = {"type": "integer", "minimum": 1}
+NUM = {"type": "number"}
+BOOL = {"type": "boolean"}
+STR = {"type": "string"}
+NAME = {"type": "string", "minLength": 1}
+
+
+def _null(s: Mapping[str, Any]) -> dict[str, Any]:
+    return {"anyOf": [dict(s), {"type": "null"}]}
+
+
+def _list(item: Mapping[str, Any], **kw: Any) -> dict[str, Any]:
+    return {"type": "array", "items": dict(item), **kw}
+
+
+def _obj(fields: Mapping[str, Any], required: Sequence[str] = (), closed: bool = True, **kw: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": dict(fields), "required": list(required),
+            **({"additionalProperties": False} if closed else {}), **kw}
+
+
+def _when(condition: Mapping[str, Any], then: Mapping[str, Any]) -> dict[str, Any]:
+    return {"if": {"type": "object", **condition}, "then": dict(then)}
+
+
+# ==== the case ================================================================================
+FAMILIES = ("embed", "lstm", "pipeline")
+_FAMILIES = FAMILIES
+_EMBED, _LSTM, _PIPE = ("embed",), ("lstm",), ("pipeline",)
+_IDS = ("embed", "pipeline")
+_RNN = ("lstm", "pipeline")
+_ALL = _FAMILIES
+FLOAT_DTYPES = ("float16", "float32", "float64")
+ID_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32")
+ID_KINDS = ("uniform", "collision", "all_equal", "sorted", "explicit")
+GRAD_KINDS = ("random", "ones", "zeros", "large", "cancel")
+#: Which outputs of an LSTM or pipeline case receive an upstream gradient (harness.core.cases.receives_gradient).
+GRAD_OUTPUTS = ("all", "hy", "cy", "ys", "ys_some", "hy_ys_some")
+WEIGHT_KINDS = ("lecun", "chaotic")
+_FLOAT_DTYPES = list(FLOAT_DTYPES)
+_ID_DTYPES = list(ID_DTYPES)
+
+#: Every spec key: its schema and the families whose specs may hold it. A new key is one entry here.
+SPEC_FIELDS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
+    "vocab": (POS, _IDS),
+    "width": (POS, _IDS),
+    "ids_shape": (_list(NAT, maxItems=8), _EMBED),
+    "id_kind": ({"enum": list(ID_KINDS)}, _IDS),
+    "distinct": (POS, _IDS),
+    "ignore_label": (_null(INT), _IDS),
+    "ignore_frac": ({"type": "number", "minimum": 0, "maximum": 1}, _IDS),
+    "id_dtype": ({"enum": _ID_DTYPES}, _IDS),
+    "w_dtype": ({"enum": _FLOAT_DTYPES}, _EMBED),
+    "w_shape": (_list(NAT, maxItems=8), _EMBED),
+    "w_scale": ({"type": "number", "minimum": 0}, _ALL),
+    "gy_kind": ({"enum": list(GRAD_KINDS)}, _ALL),
+    "n_layers": (POS, _RNN),
+    "hidden": (POS, _RNN),
+    "in_size": (POS, _LSTM),
+    "lengths": (_list(NAT, minItems=1), _RNN),
+    "bidirectional": (BOOL, _RNN),
+    "dtype": ({"enum": _FLOAT_DTYPES}, _RNN),
+    "dropout": ({"type": "number", "minimum": 0, "exclusiveMaximum": 1}, _RNN),
+    "dropout_seed": (NAT, _RNN),
+    "initial_state": ({"enum": ["none", "given"]}, _RNN),
+    "grad_outputs": ({"enum": list(GRAD_OUTPUTS)}, _RNN),
+    "weight_kind": ({"enum": list(WEIGHT_KINDS)}, _RNN),
+    # Bad inputs: per-sequence widths that disagree with in_size. Never negative: a negative width is
+    # no input at all, and it made the size estimate (and so --max-case-bytes) too small.
+    "xs_widths": (_list(NAT, minItems=1), _LSTM),
+    "inject": (_list(_obj({"array": NAME, "index": NAT,
+                           "value": {"anyOf": [NUM, {"enum": ["nan", "inf", "-inf"]}],
+                                     "message": "must be a number or 'nan', 'inf', '-inf'"}},
+                          ["array", "index", "value"])), _ALL),
+    "relation": (_obj({"name": {"enum": ["alone", "subbatch", "order", "padding", "duplicate"]}, "base": NAME,
+                       "label": STR, "index": _list(NAT)}, ["name", "base", "label", "index"]), _ALL),
+}
+#: The keys each family's spec must hold.
+SPEC_REQUIRED = {"embed": ["vocab", "width", "ids_shape"], "lstm": ["n_layers", "hidden", "in_size", "lengths"],
+                 "pipeline": ["vocab", "width", "n_layers", "hidden", "lengths"]}
+
+
+def spec_schema(family: str) -> dict[str, Any]:
+    """The schema of one family's spec, built from :data:`SPEC_FIELDS` (the same object on every call)."""
+    if family not in _SPECS:
+        _SPECS[family] = _obj({k: s for k, (s, fams) in SPEC_FIELDS.items() if family in fams},
+                              SPEC_REQUIRED[family])
+    return _SPECS[family]
+
+
+_SPECS: dict[str, dict[str, Any]] = {}
+
+
+_EXPECT_FIELDS: dict[str, Any] = {
+    "kind": {"enum": ["raises", "documented", "propagates", "either"]},
+    "errors": _list(NAME), "errors_in_debug": _list(NAME), "subjects": _list(NAME),
+    "devices": _list({"enum": ["cpu", "gpu"]}), "behaviour": STR, "why": STR,
+}
+_EXPECT = _obj({**_EXPECT_FIELDS, "of": _list(_obj(_EXPECT_FIELDS, ["kind"]))}, ["kind"],
+               allOf=[_when({"properties": {"kind": {"const": "raises"}}}, {"required": ["errors"]}),
+                      _when({"properties": {"kind": {"const": "either"}}}, {"required": ["of"]})])
+_ARRAY = _obj({"dtype": NAME, "shape": _list(NAT, maxItems=8), "data": {"type": "array"}, "bits": STR},
+              ["dtype", "shape"], oneOf=[{"required": ["data"]}, {"required": ["bits"]}])
+
+#: A case (harness.core.cases.Case.to_dict, and a line of a corpus).
+CASE: dict[str, Any] = _obj(
+    {"version": {"const": 1, "message": "is not supported (this harness reads version 1)"},
+     "family": {"enum": list(_FAMILIES)}, "seed": NAT, "spec": {"type": "object"},
+     "arrays": {"type": "object", "additionalProperties": _ARRAY}, "expect": _null(_EXPECT),
+     "tags": _list(STR), "id": STR},
+    ["family", "seed", "spec"],
+    allOf=[_when({"properties": {"family": {"const": f}}, "required": ["family"]},
+                 {"properties": {"spec": spec_schema(f)}}) for f in _FAMILIES])
+
+
+# ==== the contracts file ======================================================================
+_RELATIONS = ["alone", "subbatch", "order", "padding", "duplicate"]
+_ORACLE_RULES = ["summation_bound", "normwise"]
+_PHASES = ["forward", "backward", "double-backward", "double_backward"]
+_NAMES = _list(NAME, uniqueItems=True)
+_TOL_PAIR = _list({"type": "number", "minimum": 0}, minItems=2, maxItems=2,
+                  message="must be [atol, rtol], two finite numbers >= 0")
+
+#: The keys of a ``[[contract]]`` line.
+CONTRACT_FIELDS: dict[str, Any] = {
+    "subject": NAME, "device": {"enum": ["cpu", "gpu"]}, "context": NAME,
+    "reproducible": BOOL, "across_processes": BOOL, "identical_across": _NAMES,
+    "oracle": {"enum": ["within", "record"]},
+    "tolerance": {"type": "object", "minProperties": 1, "propertyNames": {"enum": _FLOAT_DTYPES},
+                  "additionalProperties": _TOL_PAIR},
+    "reason": NAME, "invariant_under": _list({"enum": _RELATIONS}, uniqueItems=True),
+    "oracle_rules": _list({"enum": _ORACLE_RULES}, uniqueItems=True),
+}
+_FALSE = {"properties": {"reproducible": {"const": False}}}
+_RECORD = {"properties": {"oracle": {"const": "record"}}, "required": ["oracle"]}
+_CONTRACT = _obj(CONTRACT_FIELDS, ["subject", "device", "reason"], allOf=[
+    _when({"properties": {"across_processes": {"const": True}}, "required": ["across_processes"]},
+          {"properties": {"reproducible": {"const": True, "message": "must be true where across_processes = true "
+                                                                     "(bit-identical across processes implies run "
+                                                                     "to run)"}},
+           "required": ["reproducible"]}),
+    _when(_FALSE, {"properties": {"identical_across": {"maxItems": 0, "message": "must be [] where reproducible "
+                                                       "is false (results that differ run to run cannot be "
+                                                       "identical to another context's)"}}}),
+    _when(_RECORD, {"properties": {
+        "tolerance": {"not": {}, "message": "has no meaning with oracle = 'record' (nothing is judged against "
+                                            "the oracle): remove it, or say oracle = 'within'"},
+        "oracle_rules": {"not": {}, "message": "has no meaning with oracle = 'record': remove it"}}}),
+])
+
+#: The keys of a ``[[bad_input]]`` rule.
+BAD_INPUT_FIELDS: dict[str, Any] = {
+    "tag": NAME, "subjects": _NAMES, "device": {"enum": ["cpu", "gpu", "*"]},
+    "outcome": {"enum": ["raises", "no_error", "any"]}, "errors": _NAMES, "reason": NAME, "context": NAME,
+    "phase": {"enum": _PHASES},
+}
+_RAISES = {"anyOf": [{"properties": {"outcome": {"const": "raises"}}, "required": ["outcome"]},
+                     {"not": {"required": ["outcome"]}}]}
+_BAD_INPUT = _obj(BAD_INPUT_FIELDS, ["tag", "reason"], allOf=[
+    {"if": _RAISES, "then": {"required": ["errors", "phase"],
+                             "message": "outcome = 'raises' needs errors = [...] and phase = forward, backward or "
+                                        "double-backward (where the error must be raised)",
+                             "properties": {"errors": {"minItems": 1}}},
+     "else": {"properties": {"phase": {"not": {}, "message": "applies to outcome = 'raises' only"}}}},
+])
+
+#: The keys of a ``[[known_defect]]`` declaration.
+KNOWN_DEFECT_FIELDS: dict[str, Any] = {
+    "subjects": _NAMES, "device": {"enum": ["cpu", "gpu", "*"]}, "context": NAME,
+    "tags": _list(NAME, uniqueItems=True, minItems=1), "error": NAME, "phase": {"enum": _PHASES},
+    "reason": NAME, "reference": NAME,
+}
+_KNOWN_DEFECT = _obj(KNOWN_DEFECT_FIELDS, ["subjects", "tags", "error", "phase", "reason", "reference"])
+
+#: The contracts file (TOML, read as data).
+CONTRACTS: dict[str, Any] = _obj(
+    {"version": {"const": 1, "message": "is not supported (expected 1)"},
+     "contract": _list(_CONTRACT, minItems=1, message="must be an array of tables [[contract]] (at least one: "
+                                                      "every subject x device x context needs a line)"),
+     "bad_input": _list(_BAD_INPUT), "known_defect": _list(_KNOWN_DEFECT)},
+    ["contract"])
+
+
+# ==== the audit file ==========================================================================
+#: The environment fingerprint's fields that compare, merge and the labels read (others pass as they are).
+ENVIRONMENT: dict[str, Any] = _obj({
+    "python": _null(STR), "implementation": _null(STR), "platform": _null(STR),
+    "packages": {"type": "object", "additionalProperties": _null(STR)},
+    "cpu": _obj({"model": _null(STR), "cores": _null(NAT)}, closed=False),
+    "blas": _list(_obj({"internal_api": _null(STR), "user_api": _null(STR), "version": _null(STR),
+                        "num_threads": _null(NAT)}, closed=False)),
+    "env": {"type": "object", "additionalProperties": _null(STR)},
+    "chainer": _obj({"version": _null(STR), "usable": BOOL}, closed=False),
+    "compat_patches": _list(STR),
+    "gpu": _obj({"available": BOOL, "reason": _null(STR), "driver_version": _null(STR),
+                 "cuda_version": {"type": ["string", "integer", "number", "null"]},
+                 "devices": _list(_obj({"name": _null(STR)}, closed=False))}, closed=False),
+    "problems": _list(STR),
+}, closed=False)
+
+_STATUSES = ["ok", "error", "partial", "skipped", "crashed", "timeout"]
+_SHARD = {"type": "string", "pattern": r"^[1-9][0-9]*/[1-9][0-9]*$", "message": "must be 'i/n' with 1 <= i <= n"}
+#: A tensor sketch (harness.judge.sketch): a few sampled elements' bits and the norms.
+SKETCH = _obj({"n": NAT, "l2": _null(NUM), "max_abs": NUM, "nan": NAT, "inf": NAT, "index": _list(NAT),
+               "bits": _list({"type": "string", "pattern": "^[0-9a-fA-F]+$", "message": "must be a hex string"})},
+              ["n", "l2", "max_abs", "nan", "inf", "index", "bits"], closed=False)
+#: The fields of one tensor of an audit entry.
+AUDIT_TENSOR_FIELDS: dict[str, Any] = {
+    "digest": STR, "dtype": NAME, "shape": _list(NAT), "repeats_agreed": BOOL,
+    "sketch": _null(SKETCH),
+}
+#: The fields of one audit entry (one case x subject x device x context).
+AUDIT_ENTRY_FIELDS: dict[str, Any] = {
+    "case_id": NAME, "family": NAME, "subject": NAME, "device": NAME, "context": NAME,
+    "role": {"enum": ["subject", "oracle", "control"]}, "bad_input": BOOL, "status": {"enum": _STATUSES},
+    "error": _null(STR), "skip_reason": _null(STR), "repeats_agreed": _null(BOOL), "array_file": _null(STR),
+    "tensors": {"type": "object", "additionalProperties": _obj(AUDIT_TENSOR_FIELDS, ["digest", "dtype", "shape"])},
+}
+#: An audit file (harness.outputs.audit); the top level is open: ``extra`` fields (cluster) and later ones.
+AUDIT: dict[str, Any] = _obj({
+    "format": {"const": "harness-audit", "message": "is not 'harness-audit' (not an audit file)"},
+    "version": {"const": 1, "message": "is not supported (this harness reads version 1)"},
+    "id": STR, "created": STR, "digest": NAME,
+    "environment": ENVIRONMENT,
+    "corpus": _obj({"digest": _null(STR), "cases": NAT, "path": _null(STR), "shard": _null(_SHARD),
+                    "full_digest": _null(STR), "full_cases": _null(NAT)}, ["digest", "cases"], closed=False),
+    "settings": {"type": "object"}, "arrays_dir": _null(STR), "seconds": {"type": "number", "minimum": 0},
+    "entries": _list(_obj(AUDIT_ENTRY_FIELDS, ["case_id", "family", "subject", "device", "context", "status",
+                                               "tensors"], closed=False)),
+}, ["format", "version", "created", "environment", "corpus", "settings", "entries"], closed=False)
+
+
+# ==== campaign.json ===========================================================================
+#: The fields of a run directory's campaign.json (what ``--resume`` continues).
+CAMPAIGN_FIELDS: dict[str, Any] = {
+    "subjects": _list(NAME, minItems=1, message="must name at least one subject"),
+    "devices": _list({"type": "string", "pattern": r"^(cpu|gpu(:[0-9]+)?)$"}, minItems=1,
+                     message="must name at least one device (cpu, gpu, gpu:N)"),
+    "contexts": _list(NAME, minItems=1, message="must name at least one context"),
+    "relations": _list({"enum": _RELATIONS}),
+    "repeats": POS, "fresh": NAT,
+    "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
+    "plugins": _list(NAME), "shard": _null(_SHARD), "cluster": {"type": "object"},
+}
+CAMPAIGN: dict[str, Any] = _obj(CAMPAIGN_FIELDS, ["subjects", "devices", "contexts", "repeats", "fresh",
+                                                  "timeout"], closed=False)
