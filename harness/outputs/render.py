@@ -403,6 +403,13 @@ def finding_lines(findings: Sequence[Finding], per_line: int = 3) -> tuple[Line,
     return tuple(out)
 
 
+def _replay_note(f: Finding) -> str:
+    """What the finding's replay command does when it reproduces (its exit code says so)."""
+    if f.classification in (Classification.KNOWN_DEFECT, Classification.EXPECTED_ERROR):
+        return "prints the error; exit 0: the contracts file declares it"
+    return "exit 1 when it reproduces"
+
+
 def run_files(run_dir: str) -> list[str]:
     """The files of a run directory, relative paths (what the page may link to)."""
     out = []
@@ -443,7 +450,7 @@ def _finding_items(view: ReportView) -> list[dict[str, Any]]:
         if f.other and f.kind in ("cross-context difference", "cross-device difference"):
             where = f"{f.other} vs {f.context if f.kind == 'cross-context difference' else f.device}"
         items.append({"f": f, "anchor": f"finding-{f.id}", "where": where, "size": size_lines(f),
-                      "replay": f.replay(), "links": links, "also": [s for s in f.subjects if s != f.subject]})
+                      "replay": f.replay(), "replay_note": _replay_note(f), "links": links, "also": [s for s in f.subjects if s != f.subject]})
     return items
 
 
