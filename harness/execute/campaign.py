@@ -36,7 +36,7 @@ from harness.core.contexts import Context, get_context
 from harness.core.devices import Device, parse_device
 from harness.core.errors import InvalidArgument, WorkerError
 from harness.core.fileio import atomic_json, atomic_npz
-from harness.core.records import TaskRecord, TensorStats, read_tasks, restore_jsonl
+from harness.core.records import TaskRecord, TensorStats, read_tasks, repair_jsonl
 from harness.subjects.base import ErrorInfo, RunResult, Subject
 from harness.execute.worker import Worker
 from harness.subjects.registry import get_subject
@@ -368,13 +368,10 @@ class Campaign:
     def run(self, tasks: Sequence[Task], executor: Any = None) -> dict[str, TaskRecord]:
         """Run the tasks not finished yet with ``executor`` (default a :class:`LocalPool`), writing each
         outcome as it arrives: its runs to ``runs.jsonl``, its record to ``tasks.jsonl``, its arrays."""
-        done = load_tasks(self.dir)
+        done = self.repair()
         todo = [t for t in tasks if t.key not in done]
         progress = _Progress(len(todo), self.settings.quiet)
         executor = executor if executor is not None else LocalPool()
-        for name in ("runs.jsonl", "tasks.jsonl"):
-            restore_jsonl(os.path.join(self.dir, name))  # a finished report compressed them
-            _end_torn_line(os.path.join(self.dir, name))
         with open(os.path.join(self.dir, "runs.jsonl"), "a", encoding="utf-8") as runs_f, \
                 open(os.path.join(self.dir, "tasks.jsonl"), "a", encoding="utf-8") as tasks_f:
             try:
@@ -385,6 +382,18 @@ class Campaign:
             finally:
                 for k, v in getattr(executor, "stats", {}).items():
                     self.stats[k] = self.stats.get(k, 0.0) + v
+        return done
+
+    def repair(self) -> dict[str, TaskRecord]:
+        """Before appending (a resume): the finished task records, with ``tasks.jsonl`` and ``runs.jsonl``
+        rewritten clean: torn lines dropped wherever they are (their tasks rerun), and the run lines of tasks
+        that did not finish dropped too (they rerun, and would otherwise be in the file twice). A finished
+        report's compressed files come back plain."""
+        tasks_path = os.path.join(self.dir, "tasks.jsonl")
+        repair_jsonl(tasks_path)
+        done = load_tasks(self.dir)
+        repair_jsonl(os.path.join(self.dir, "runs.jsonl"),
+                     keep=lambda line: isinstance(line, dict) and line.get("key") in done)
         return done
 
     def write_outcome(self, task: Task, outcome: TaskOutcome, runs_f: Any, tasks_f: Any) -> TaskRecord:
@@ -442,20 +451,6 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
         processes=tuple(sorted({slot for slot, _ in results})),
         tensors=tensors, array_file=None,
         rep_processes=tuple(slot for slot, r in results if r.ok), rep_digests=rep_digests)
-
-
-def _end_torn_line(path: str) -> None:
-    """End a last line cut short by an interrupted campaign, so the next record starts a line of its own."""
-    try:
-        with open(path, "rb+") as f:
-            f.seek(0, os.SEEK_END)
-            if f.tell() == 0:
-                return
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                f.write(b"\n")
-    except FileNotFoundError:
-        pass
 
 
 def load_arrays(directory: str, fname: str | None) -> dict[str, np.ndarray]:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["VERDICT_COLOURS", "matrix_frame", "summary_html", "summary_md", "terminal_matrix", "plot_divergence",
-           "plot_error_ratio", "plot_matrix", "prune_reports", "invariance_frame", "SHOWN_FINDINGS"]
+           "plot_error_ratio", "plot_matrix", "plot_text", "prune_reports", "FINISHED", "invariance_frame", "SHOWN_FINDINGS"]
 
 #: One colour per verdict (the Okabe-Ito palette, readable with the common colour-vision deficiencies).
 VERDICT_COLOURS = {
@@ -284,9 +284,20 @@ def _figure(width: float, height: float) -> Any:
     return fig
 
 
+def plot_text(value: Any) -> str:
+    """A name or label as matplotlib must show it: literally. Matplotlib reads text between two ``$`` as
+    mathtext (and with ``usetex``, all of it as TeX), so a subject named ``adv.$\\foo{$`` made every figure
+    raise; each ``$`` escaped, nothing is parsed. The one escaping for figures (the page and Markdown have
+    theirs)."""
+    return str(value).replace("$", r"\$")
+
+
 def _png(fig: Any) -> bytes:
+    import matplotlib
+
     buf = io.BytesIO()
-    fig.savefig(buf, format="png")
+    with matplotlib.rc_context({"text.usetex": False}):  # a user's matplotlibrc must not hand names to TeX
+        fig.savefig(buf, format="png")
     return buf.getvalue()
 
 
@@ -314,8 +325,8 @@ def plot_divergence(divergence: pd.DataFrame) -> bytes:
                 continue
             ax.text(j, i, "=" if v == 0 else _ulp_text(v), ha="center", va="center", fontsize=9,
                     color="white" if shown[i, j] > 4 else "black")
-    ax.set_xticks(range(len(axes)), axes, fontsize=10)
-    ax.set_yticks(range(len(subjects)), subjects, fontsize=9)
+    ax.set_xticks(range(len(axes)), [plot_text(a) for a in axes], fontsize=10)
+    ax.set_yticks(range(len(subjects)), [plot_text(n) for n in subjects], fontsize=9)
     fig.colorbar(im, ax=ax, label="log10(1 + ULP)")
     fig.tight_layout()
     return _png(fig)
@@ -341,9 +352,9 @@ def plot_matrix(cells: pd.DataFrame) -> bytes:
               vmin=-0.5, vmax=len(names) - 0.5)
     for i, r in enumerate(rows):
         for j, c in enumerate(cols):
-            ax.text(j, i, text.loc[r, c], ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(cols)), cols, rotation=40, ha="right", fontsize=8)
-    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+            ax.text(j, i, plot_text(text.loc[r, c]), ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(len(cols)), [plot_text(c) for c in cols], rotation=40, ha="right", fontsize=8)
+    ax.set_yticks(range(len(rows)), [plot_text(r) for r in rows], fontsize=8)
     fig.tight_layout()
     return _png(fig)
 
@@ -367,7 +378,7 @@ def plot_error_ratio(oracle_errors: pd.DataFrame) -> bytes:
     for i, (prefix, g) in enumerate(groups):
         q = g["error_ratio"].to_numpy(dtype=float)
         size = g["case_size"].to_numpy(dtype=float)
-        ax.scatter(np.maximum(size, 1), np.clip(q, floor, None), s=10, alpha=0.5, color=f"C{i}", label=prefix)
+        ax.scatter(np.maximum(size, 1), np.clip(q, floor, None), s=10, alpha=0.5, color=f"C{i}", label=plot_text(prefix))
     ax.axhline(1.0, color="#d55e00", lw=1.5, ls="--", label="tolerance")
     ax.legend(fontsize=9, loc="lower right", title=f"subjects (exact = {floor:g})", title_fontsize=9)
     fig.tight_layout()
@@ -382,7 +393,11 @@ _RUN_DIR = re.compile(r"^\d{8}T\d{6}Z-\d+$")
 def prune_reports(base: str = "reports", keep: int = 10) -> list[str]:
     """Delete the oldest run directories of ``base`` beyond the newest ``keep`` (run directories only: names
     like ``20261202T215718Z-1234``; never ``README.md``, ``baselines/``, ``latest`` or what it points to).
-    Returns what was deleted."""
+
+    Only finished, idle runs go: a directory without its finished marker (:data:`FINISHED`, written last by a
+    report) or whose ``.lock`` another process holds (a report running, or being resumed, now) is kept, and
+    the lock is held while it is deleted so that no run can start writing into it meanwhile. Returns what
+    was deleted."""
     if keep < 0:
         from harness.core.errors import InvalidArgument
 
@@ -392,7 +407,42 @@ def prune_reports(base: str = "reports", keep: int = 10) -> list[str]:
     latest = os.path.realpath(os.path.join(base, "latest"))
     runs = sorted(n for n in os.listdir(base) if _RUN_DIR.match(n) and os.path.isdir(os.path.join(base, n))
                   and not os.path.islink(os.path.join(base, n)))
-    doomed = [n for n in runs[:max(len(runs) - keep, 0)] if os.path.realpath(os.path.join(base, n)) != latest]
+    finished = [n for n in runs if os.path.exists(os.path.join(base, n, FINISHED))]
+    doomed = [n for n in finished[:max(len(finished) - keep, 0)]
+              if os.path.realpath(os.path.join(base, n)) != latest]
+    gone = []
     for n in doomed:
-        shutil.rmtree(os.path.join(base, n))
-    return doomed
+        if _remove_if_idle(os.path.join(base, n)):
+            gone.append(n)
+    return gone
+
+
+#: The file a report writes last into its run directory: a directory without it is not finished (running,
+#: interrupted, or being resumed) and is never pruned.
+FINISHED = "timings.json"
+
+
+def _remove_if_idle(path: str) -> bool:
+    """Delete ``path`` only while holding its ``.lock`` (non-blocking): a run holding it is left alone."""
+    import fcntl
+
+    lock = os.path.join(path, ".lock")
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except FileNotFoundError:
+        fd = None  # a run that never locked (an old report): nothing can be writing into it through the lock
+    except OSError:
+        return False
+    try:
+        if fd is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False  # in use
+            if not os.path.exists(os.path.join(path, FINISHED)):
+                return False  # a resume took it and removed the marker before we locked
+        shutil.rmtree(path)
+        return True
+    finally:
+        if fd is not None:
+            os.close(fd)
