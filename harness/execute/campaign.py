@@ -39,7 +39,7 @@ from harness.core.fileio import atomic_json, atomic_npz
 from harness.core.records import TaskRecord, TensorStats, read_tasks, repair_jsonl
 from harness.subjects.base import ErrorInfo, RunResult, Subject
 from harness.execute.worker import Worker
-from harness.subjects.registry import get_subject
+from harness.subjects.registry import accepts_error, get_subject, prepare_accepts
 
 __all__ = ["Task", "plan", "Campaign", "CampaignSettings", "WorkerSet", "TaskOutcome", "run_task", "outcome_of", "LocalPool",
            "group_key", "shard", "parse_shard", "task_key", "load_tasks"]
@@ -96,7 +96,8 @@ def plan(cases: Iterable[Case], subjects: Iterable[Subject], devices: Iterable[D
     so an unavailable GPU shows up as ``skipped`` rows, never as a silent absence. The members of
     invariance relations (:mod:`harness.execute.relations`) run in ``relation_contexts`` only: the
     relation compares them with their base case in the same context."""
-    cases, subjects, devices, contexts = list(cases), list(subjects), list(devices), list(contexts)
+    cases, subjects, devices, contexts = list(cases), _with_judges(subjects), list(devices), list(contexts)
+    prepare_accepts(subjects, cases)  # plug-in subjects: asked in child processes, once per plug-in
     tasks = []
     for ctx in contexts:
         for dev in devices:
@@ -114,6 +115,23 @@ def plan(cases: Iterable[Case], subjects: Iterable[Subject], devices: Iterable[D
                     if subj.applies_to(case):
                         tasks.append(Task(case, subj.name, dev.id, ctx.name))
     return tasks
+
+
+def _with_judges(subjects: Iterable[Subject]) -> list[Subject]:
+    """The subjects asked for, plus what judges them: each one's oracle and declared-order reference. A contract
+    that says ``oracle = "within"`` must be measured whatever ``--subjects`` names (a run without the oracle
+    said "all contracts hold" having judged nothing); a missing judge would make the cell "not judged"."""
+    from harness.subjects.registry import SUBJECTS, order_reference
+
+    out = list(subjects)
+    names = {s.name for s in out}
+    for s in list(out):
+        judges = [s.oracle] + [ref[0] for kind in s.devices if (ref := order_reference(s.name, kind))]
+        for j in judges:
+            if j and j not in names and j in SUBJECTS:
+                out.append(SUBJECTS[j])
+                names.add(j)
+    return out
 
 
 @dataclass
@@ -257,6 +275,12 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
     """
     device = parse_device(task.device)
     ok, reason = device.availability()
+    refused = accepts_error(task.subject, task.case.id)
+    if refused is not None:  # a plug-in's accepts() raised, crashed or hung on this case: its row says so
+        res = RunResult(task.subject, task.case.id, task.device, task.context, "error",
+                        error=ErrorInfo("PluginError", refused, "setup"))
+        return outcome_of(task, [("pool", res)], None, [{"key": task.key, "rep": 0, "process": "parent", "pid": None,
+                                                        "wall": 0.0, **res.meta(), "tensors": {}}])
     slots = ["pool"] * settings.repeats + [f"fresh:{k}" for k in range(settings.fresh)]
     if get_subject(task.subject).role == "oracle" or task.case.spec.get("relation") is not None:
         # The float64 oracles are references, not subjects under suspicion, and a relation's member is
