@@ -250,7 +250,7 @@ def test_garbage_campaign_json_or_an_empty_task_line_is_one_line(finished_run, t
     first = (bad / "tasks.jsonl").read_text().splitlines()[0]
     with open(bad / "tasks.jsonl", "a") as f:
         f.write("{}\n" + first + "\n")
-    refused(harness("report", "--resume", str(bad), "--quiet"), "tasks.jsonl:", "lacks 'key'")
+    refused(harness("report", "--resume", str(bad), "--quiet"), "tasks.jsonl:", "field 'key' is missing")
 
 
 def test_a_second_run_into_a_locked_directory_is_refused_naming_the_holder(finished_run, tmp_path):
