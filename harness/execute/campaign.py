@@ -89,14 +89,16 @@ def shard(cases: Sequence[Case], i: int, n: int) -> list[Case]:
 
 def plan(cases: Iterable[Case], subjects: Iterable[Subject], devices: Iterable[Device],
          contexts: Iterable[Context], oracle_contexts: tuple[str, ...] = ("default",),
-         relation_contexts: tuple[str, ...] = ("default",)) -> list[Task]:
+         relation_contexts: tuple[str, ...] = ("default",), contracts: Any = None) -> list[Task]:
     """Every applicable task, in a stable order. Oracle subjects run only in ``oracle_contexts``
     (they are float64 NumPy and deterministic; once is enough to measure error against them),
     and only on the devices they support; other subjects get a task on every device asked for,
     so an unavailable GPU shows up as ``skipped`` rows, never as a silent absence. The members of
     invariance relations (:mod:`harness.execute.relations`) run in ``relation_contexts`` only: the
-    relation compares them with their base case in the same context."""
-    cases, subjects, devices, contexts = list(cases), _with_judges(subjects), list(devices), list(contexts)
+    relation compares them with their base case in the same context. With ``contracts``, what judges a subject
+    (its oracle, its declared order's reference) is added wherever a contract line asks for it."""
+    cases, devices, contexts = list(cases), list(devices), list(contexts)
+    subjects = _with_judges(subjects, contracts, devices, contexts)
     prepare_accepts(subjects, cases)  # plug-in subjects: asked in child processes, once per plug-in
     tasks = []
     for ctx in contexts:
@@ -117,16 +119,23 @@ def plan(cases: Iterable[Case], subjects: Iterable[Subject], devices: Iterable[D
     return tasks
 
 
-def _with_judges(subjects: Iterable[Subject]) -> list[Subject]:
-    """The subjects asked for, plus what judges them: each one's oracle and declared-order reference. A contract
-    that says ``oracle = "within"`` must be measured whatever ``--subjects`` names (a run without the oracle
-    said "all contracts hold" having judged nothing); a missing judge would make the cell "not judged"."""
+def _with_judges(subjects: Iterable[Subject], contracts: Any, devices: Sequence[Device],
+                 contexts: Sequence[Context]) -> list[Subject]:
+    """The subjects asked for, plus what judges them where a contract line asks for it: the oracle of a subject
+    whose line says ``oracle = "within"``, whatever ``--subjects`` names (a run without the oracle said "all
+    contracts hold" having judged nothing), and the reference of a declared accumulation order."""
     from harness.subjects.registry import SUBJECTS, order_reference
 
     out = list(subjects)
+    if contracts is None:
+        return out
     names = {s.name for s in out}
     for s in list(out):
-        judges = [s.oracle] + [ref[0] for kind in s.devices if (ref := order_reference(s.name, kind))]
+        if s.role != "subject":
+            continue
+        lines = [contracts.find(s.name, d.kind, c.name) for d in devices for c in contexts]
+        judges = [s.oracle] if any(ln is not None and ln.oracle == "within" for ln in lines) else []
+        judges += [ref[0] for d in devices if (ref := order_reference(s.name, d.kind))]
         for j in judges:
             if j and j not in names and j in SUBJECTS:
                 out.append(SUBJECTS[j])
