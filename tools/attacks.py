@@ -41,7 +41,7 @@ CASE = json.dumps({"family": "embed", "seed": 0, "spec": {"vocab": 5, "width": 3
 class Attack:
     name: str
     argv: list[str]                    # after ``python -m harness``; {tmp} is the attack's directory
-    expect: str = "error"              # "error": must be refused (exit 2, one line); "finish": must finish (0 or 1)
+    expect: str = "error"              # "error": refused (exit 2, one line); "finish": finishes (0 or 1); "either"
     env: dict[str, str] = field(default_factory=dict)
     setup: Callable[[Path], None] | None = None
     lost: Callable[[Path], str] | None = None   # after the run: what was lost ("" = nothing)
@@ -104,6 +104,7 @@ def attacks() -> list[Attack]:
         if flag == "--subject":
             argv = ["replay", "{tmp}/case.json", "--subject", v]
         out.append(Attack(f"replay-option:{flag}={v}", argv, setup=_write("case.json", CASE)))
+    out += _option_grid()
     # Bad case files for replay.
     bad_cases = {
         "not-json": "{nope", "empty": "", "list": "[]", "deep": "[" * 900 + "]" * 900,
@@ -116,8 +117,10 @@ def attacks() -> list[Attack]:
         "lstm-on-embed": '{"family":"lstm","seed":0,"spec":{"in_size":3,"hidden":3,"n_layers":1,"lengths":[2]}}',
     }
     for name, text in bad_cases.items():
-        out.append(Attack(f"replay-case:{name}", ["replay", "{tmp}/case.json", "--subject", "chainer.embed_id"],
-                          setup=_write("case.json", text)))
+        for verb in ("replay", "localize", "shrink"):
+            extra = ["--kind", "error", "--max-runs", "2"] if verb == "shrink" else []
+            out.append(Attack(f"{verb}-case:{name}", [verb, "{tmp}/case.json", "--subject", "chainer.embed_id", *extra],
+                              setup=_write("case.json", text)))
     for name, path in (("missing", "{tmp}/nope.json"), ("directory", "{tmp}"), ("dev-null", "/dev/null")):
         out.append(Attack(f"replay-file:{name}", ["replay", path, "--subject", "chainer.embed_id"]))
     # Resume of damaged runs.
@@ -132,6 +135,60 @@ def attacks() -> list[Attack]:
                                                                   "chainer.embed_id"]):
         out.append(Attack(f"closed-stdout:{' '.join(verb[:2])}", verb, expect="any", stdout_closed=True,
                           setup=_write("case.json", CASE)))
+    return out
+
+
+#: Per verb, a cheap valid command line that an option under attack is added to (the last value of a flag wins).
+_BASE = {
+    "cases": ["cases", "--family", "embed", "--examples", "1", "--out", "{tmp}/c.jsonl"],
+    "replay": ["replay", "{tmp}/case.json", "--subject", "chainer.embed_id"],
+    "localize": ["localize", "{tmp}/case.json", "--subject", "chainer.embed_id"],
+    "shrink": ["shrink", "{tmp}/case.json", "--subject", "chainer.embed_id", "--kind", "error", "--max-runs", "2"],
+    "report": ["report", "--out", "{tmp}/run", *SMALL],
+    "gate": ["gate", "--out", "{tmp}/run", "--quiet"],
+    "audit": ["audit", "--out", "{tmp}/a.json", "--examples", "1", "--quiet"],
+    "subjects": ["subjects"],
+}
+#: Verbs whose full run is cheap: a value that may be valid there ("0", "-1") is tried too.
+_CHEAP = ("cases", "replay", "localize", "shrink", "report", "subjects")
+
+
+def _option_grid() -> list[Attack]:
+    """Every int/float option of every verb with malformed values (must be refused), and with edge values where
+    the verb is cheap (refused or run: either, but never a traceback, crash or hang); the name options with
+    names that do not exist."""
+    import argparse
+
+    from harness.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    out: list[Attack] = []
+    for verb, base in _BASE.items():
+        sp = sub.choices[verb]
+        for a in sp._actions:
+            if not a.option_strings:
+                continue
+            flag = a.option_strings[0]
+            bad: list[str] = []
+            edge: list[str] = []
+            if a.type is int:
+                bad, edge = ["x", "", "1e400", "1.5", "0x10"], ["0", "-1", "-99999999999999999999"]
+            elif a.type is float:
+                bad, edge = ["x", "", "nan", "-inf", "1e400x"], ["0", "-1", "1e-300"]
+            elif flag in ("--devices", "--device"):
+                bad = ["tpu", "", "gpu:x", ",", "cpu,tpu", "gpu:-1", "cpu:7"]
+            elif flag in ("--contexts", "--context"):
+                bad = ["nope", "", ",", "default,nope"]
+            elif flag in ("--subjects", "--subject"):
+                bad = ["nope", "", ",", "chainer.embed_id,nope"]
+            elif flag == "--subject-plugin":
+                bad = ["nocolon", "no_such_module_xyz:X", f"{PLUGIN}:NOPE", f"{PLUGIN}:INT_NAME"]
+            for v in bad:
+                out.append(Attack(f"option:{verb}:{flag}={v[:14]}", [*base, flag, v], setup=_write("case.json", CASE)))
+            if verb in _CHEAP:
+                for v in edge:
+                    out.append(Attack(f"edge:{verb}:{flag}={v[:14]}", [*base, flag, v], expect="either",
+                                      setup=_write("case.json", CASE)))
     return out
 
 
@@ -232,6 +289,11 @@ def run_one(a: Attack, timeout: float) -> tuple[str, str]:
             if rc == 2 and len(lines) == 1 and lines[0].startswith("harness: error: "):
                 return "clear", lines[0][:160]
             return "silent", f"exit {rc}, {len(lines)} stderr line(s): {(lines or [''])[-1][:120]}"
+        if a.expect == "either":  # refused in one line, or it ran: both fine
+            if rc == 2:
+                ok = len(lines) == 1 and lines[0].startswith("harness: error: ")
+                return ("clear", lines[0][:160]) if ok else ("silent", f"exit 2, {len(lines)} stderr line(s)")
+            return ("handled", f"exit {rc}") if rc in (0, 1) else ("silent", f"exit {rc}: {(lines or [''])[-1][:120]}")
         if a.expect == "finish":
             return ("handled", f"exit {rc}") if rc in (0, 1) else ("silent", f"exit {rc}: {(lines or [''])[-1][:120]}")
         return "handled", f"exit {rc}"
