@@ -93,7 +93,7 @@ def _plugin_subjects(spec: str) -> list[Any]:
     import itertools
 
     if ":" not in spec:
-        raise PluginError(f"must look like package.module:object")
+        raise PluginError("must look like package.module:object")
     mod_name, _, attr = spec.partition(":")
     try:
         mod = importlib.import_module(mod_name)
@@ -282,7 +282,7 @@ def _take(spec: str, cases: list[Any], cases_file: str, timeout: float
                 # The child died, hung or garbled its answer on item ``start``: that case's error; go on after it.
                 if start >= len(order):
                     return subjects, accepts
-                why = _why(state, value, child, timeout) if state != "answer" else f"wrote a malformed answer"
+                why = _why(state, value, child, timeout) if state != "answer" else "wrote a malformed answer"
                 deaths += 1
                 case_id, name = order[start]
                 accepts[(name, case_id)] = f"accepts() {why}"
