@@ -37,8 +37,10 @@ report: $(STAMP)
 	$(BIN)/python -m harness report $(REPORT_ARGS)
 
 # The whole gate (ci profile) plus the unit tests; HARNESS_PROFILE=dev|audit for more examples.
+# Benches and long campaigns (marker `slow`) are left out; `make test MARKS=` runs them too.
+MARKS ?= not slow
 test: $(STAMP)
-	HARNESS_PROFILE=$${HARNESS_PROFILE:-ci} $(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+	HARNESS_PROFILE=$${HARNESS_PROFILE:-ci} $(BIN)/python -m pytest -p no:cacheprovider -m '$(MARKS)' $(PYTEST_ARGS)
 
 gate: $(STAMP)
 	$(BIN)/python -m harness gate

@@ -112,6 +112,11 @@ def cmd_cases(args: argparse.Namespace) -> int:
     from harness.core.cases import write_corpus
     from harness.generate.strategies import corpus
 
+    if args.coverage:
+        return _coverage(args.corpus)
+    if args.corpus is not None:
+        raise InvalidArgument(f"corpus={args.corpus!r} is read only with --coverage")
+
     argcheck.int_at_least("examples", args.examples, 1)
     to_stdout = args.out in (None, "-")
     if not to_stdout:
@@ -123,6 +128,26 @@ def cmd_cases(args: argparse.Namespace) -> int:
     else:
         n = write_corpus(cases, args.out)
         print(f"wrote {n} cases to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _coverage(path: str | None) -> int:
+    """``cases --coverage``: the edge kinds a corpus reaches, one row each; exit 0 (a kind no case reaches is a
+    row with 0, so the table says what is missing)."""
+    import pandas as pd
+
+    from harness.core.cases import load_corpus
+    from harness.generate.corpora import default_corpus
+    from harness.generate.edges import coverage_rows
+
+    if path is not None:
+        argcheck.readable_file("corpus", path)
+    cases = load_corpus(path) if path is not None else default_corpus()
+    rows = coverage_rows(cases)
+    print(pd.DataFrame(rows).to_markdown(index=False))
+    missing = [r["edge"] for r in rows if not r["cases"]]
+    print(f"\n{len(rows) - len(missing)} of {len(rows)} edge kinds reached by {len(cases)} cases"
+          + (f"; not reached: {', '.join(missing)}" if missing else ""))
     return 0
 
 
@@ -361,6 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--profile", default="ci", choices=["ci", "dev", "audit"],
                    help="size profile of the generated cases (default ci)")
     c.add_argument("--out", metavar="FILE", help="the corpus file to write (default or '-': stdout)")
+    c.add_argument("--coverage", action="store_true", help="print which edge kinds a corpus reaches (the default "
+                                                           "corpus, or --corpus FILE) instead of writing cases")
+    c.add_argument("--corpus", metavar="FILE", help="with --coverage: the corpus .jsonl to read")
     c.set_defaults(func=cmd_cases)
 
     r = _verb(sub, "replay", "run one case and print what the judges find",
@@ -446,6 +474,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "and the dossiers name it)")
     sh.add_argument("--tensor", help="the tensor kind that must still show it (e.g. 'ys.*', 'grad.W')")
     sh.add_argument("--error", help="for an error finding: the error that must still happen, 'Type in phase'")
+    sh.add_argument("--flaky", action="store_true", help="the subject diverges run to run: keep a step only where "
+                                                         "the finding shows in each of 3 tries of 6 runs")
     sh.add_argument("--device", help="cpu, gpu or gpu:N (default cpu)")
     sh.add_argument("--devices", metavar="A,B", help="a cross-device finding: B compared with A")
     sh.add_argument("--context", help="execution context name (default: default)")

@@ -165,22 +165,23 @@ def measures_in_process(contracts: Contracts, subject: str, case: Case, device: 
 
 
 def _violations(measures: Sequence[Measure], case: Case) -> list[Violation]:
-    """The failing measures as dossiers; the replay command is the finding's own
-    (:func:`harness.judge.findings.replay_argv`), run on a case file it writes first."""
-    import shlex
-
-    from harness.judge import findings as F
+    """The failing measures as dossiers whose replay command is the finding's own
+    (:func:`harness.judge.findings.replay_argv`): the case is written to ``.harness-cases/cases/`` first, so the
+    printed command runs as printed."""
+    from harness.core.fileio import atomic_write
     from harness.judge.verdicts import violations
 
-    folder = ".harness-cases"
-    origin = F.Origin(folder)
-    out = []
-    for v in violations(measures):
-        f = F.group([v.measure], None, origin)[0]
-        path = origin.case_file(case.id)
-        write = f"mkdir -p {shlex.quote(os.path.dirname(path))} && printf '%s\\n' {shlex.quote(case.to_json())} > {shlex.quote(path)}"
-        out.append(Violation(v.measure, replay=f"{write} && {f.replay()}", case_file=path))
-    return out
+    found = violations(measures)
+    if not found:
+        return []
+    path = os.path.join(CASES_DIR, "cases", f"{case.id}.json")
+    atomic_write(path, case.to_json() + "\n")
+    return [Violation(v.measure, replay=Violation(v.measure, case_file=path).finding().replay(), case_file=path)
+            for v in found]
+
+
+#: Where a failing pytest check writes its case, so that its printed ``replay`` command runs as printed.
+CASES_DIR = ".harness-cases"
 
 
 def contract_violations(contracts: Contracts, subject: str, case: Case, device: Device,

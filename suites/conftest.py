@@ -49,3 +49,8 @@ def run_harness(*args: str, env: Mapping[str, str | None] | None = None, pythonp
 def harness():
     """``harness(*args, env=..., pythonpath=..., cwd=..., timeout=...)`` -> :class:`HarnessRun` (rc, stdout, stderr)."""
     return run_harness
+
+
+# suites/plugins/ holds plug-in subjects, some of which register themselves on import (a planted regression
+# replaces a real subject): never import them into the test process, not even to look for doctests.
+collect_ignore = ["plugins"]

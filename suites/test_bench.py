@@ -1,7 +1,8 @@
 """Smoke tests of the bench, `python -m tools.bench` (tools/bench/): every section runs on tiny inputs and writes its files.
 
 No timing is asserted here (the machine is shared and noisy); the full bench is `make bench`. The smoke level
-runs in this process in a few seconds, starts no nested pytest session (the xdist section says it is skipped),
+(marked ``slow``: a bench, which `make test` leaves out; `make test MARKS=` runs it) runs in this process in a few
+seconds, starts no nested pytest session (the xdist section says it is skipped),
 and its figures must be finite and positive wherever a ratio was measured.
 """
 
@@ -28,6 +29,7 @@ def smoke(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return bench.run_bench(str(out), level="smoke", quiet=True)
 
 
+@pytest.mark.slow  # a bench: make test leaves it out
 def test_smoke_bench_writes_every_section_with_finite_positive_ratios(smoke: dict) -> None:
     frame = pd.read_csv(os.path.join(smoke["dir"], "bench.csv"))
     assert list(frame.columns) == list(bench.COLUMNS)
@@ -47,6 +49,7 @@ def test_smoke_bench_writes_every_section_with_finite_positive_ratios(smoke: dic
     assert "nested pytest" in frame[frame["section"] == "xdist"]["note"].iloc[0]
 
 
+@pytest.mark.slow  # a bench: make test leaves it out
 def test_smoke_overhead_parts_add_up(smoke: dict) -> None:
     frame = pd.read_csv(os.path.join(smoke["dir"], "bench.csv"))
     over = frame[frame["section"] == "overhead"].set_index("item")
@@ -62,6 +65,7 @@ def test_smoke_overhead_parts_add_up(smoke: dict) -> None:
     assert sum(over.loc[f"breakdown: {p}", "numerator_value"] for p in parts) == pytest.approx(total - subject, rel=1e-3)
 
 
+@pytest.mark.slow  # a bench: make test leaves it out
 def test_smoke_scaling_and_digest_rows(smoke: dict) -> None:
     frame = pd.read_csv(os.path.join(smoke["dir"], "bench.csv"))
     items = set(frame["item"])
@@ -79,6 +83,7 @@ def test_smoke_scaling_and_digest_rows(smoke: dict) -> None:
     assert pick["note"].iloc[0].startswith("measured pick ")
 
 
+@pytest.mark.slow  # a bench: make test leaves it out
 def test_smoke_writes_markdown_plots_and_json(smoke: dict) -> None:
     out = smoke["dir"]
     md = open(os.path.join(out, "bench.md"), encoding="utf-8").read()

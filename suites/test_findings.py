@@ -93,7 +93,7 @@ def test_commands_carry_plugins_contracts_relation_contexts_devices_baseline_and
     base = F.group([_m(kind="baseline", other="baseline")], None, origin)[0]
     assert F.replay_argv(base)[-2:] == ["--baseline", "/base"]
     proc = F.group([_m(kind="process")], None, origin)[0]
-    assert F.replay_argv(proc)[-4:] == ["--repeats", "10", "--fresh", "2"]
+    assert F.replay_argv(proc)[-4:] == ["--repeats", "20", "--fresh", "2"]
     sh = F.shrink_argv(rel)
     assert sh[3] == "shrink" and sh[sh.index("--kind") + 1] == "not invariant" and "--relation" in sh
     assert F.localize_argv(F.group([_m(kind="oracle", within=False)], None, origin)[0]) == []
@@ -281,7 +281,7 @@ def test_shrink_a_nondeterministic_plugin_finding(tmp_path):
     mini = Case.from_json((tmp_path / "min.json").read_text())
     assert mini.spec["ids_shape"][0] < 40 and mini.spec["width"] < 4 and mini.spec["vocab"] < 3
     again = subprocess.run([sys.executable, "-m", "harness", "replay", str(tmp_path / "min.json"), "--subject",
-                            "planted.embed", "--subject-plugin", PLUGIN, "--repeats", "8"],
+                            "planted.embed", "--subject-plugin", PLUGIN, "--repeats", "20"],
                            capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert again.returncode == 1 and "DIFFERS" in again.stdout, again.stdout + again.stderr
 

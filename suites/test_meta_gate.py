@@ -56,8 +56,10 @@ def test_nondeterministic_control_under_strict_contract_fails_with_dossier(tmp_p
     assert len(msg.splitlines()) <= 40
     assert "Mismatched elements:" in msg and "Greatest ULP distance:" in msg
     assert "Actual: " in msg and " (0x" in msg  # the values at the worst index, with their bits
-    assert COLLIDE.to_json() in msg
-    assert "python -m harness replay" in msg and "--subject control.nondeterministic" in msg
+    # the printed command runs the case file it names, written where it says
+    assert "-m harness replay .harness-cases/cases/" in msg and "--subject control.nondeterministic" in msg
+    written = Path(".harness-cases") / "cases" / f"{COLLIDE.id}.json"  # relative to where pytest runs, as printed
+    assert written.read_text().strip() == COLLIDE.to_json()
 
 
 def test_deterministic_control_under_the_same_contract_passes(tmp_path):

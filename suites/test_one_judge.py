@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.core.records import VERDICT_ORDER
 from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
@@ -69,7 +70,7 @@ def test_report_gate_and_replay_give_the_same_verdict(campaign):
         for name in rec.tensors:
             row = results[(results["key"] == rec.key) & (results["tensor"] == name)]
             verdicts = [mm.verdict for (t, _, _), mm in mine.items() if t in (name, "")]
-            worst = max(verdicts, key=lambda v: tables.VERDICT_ORDER[v] if v != "skipped" else -1)
+            worst = max(verdicts, key=lambda v: VERDICT_ORDER[v] if v != "skipped" else -1)
             assert row["verdict"].iloc[0] == worst, (rec.key, name)
     assert checked >= 30, checked
     # the positive control did diverge, and its contract allows it: a finding, not a violation

@@ -1,14 +1,18 @@
-"""The report as a person reads it: the verdict and the matrix on the first screen, no sideways scroll at
-1400 px (in a real headless Chromium), escaped values, findings whose replay command reproduces them, and
-retention of old run directories."""
+"""The report as a person reads it: the gate verdict first, then the findings by severity with their values,
+cause and reproducer; every number with its meaning; escaped values in both formats (one escaping function per
+format, shared with the audit); links that resolve inside the run directory; in a real headless Chromium the
+verdict comes before the findings and no table cell breaks inside a word; figures with keys; the terminal
+matrix; retention of old run directories."""
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import pandas as pd
 import pytest
@@ -16,18 +20,201 @@ import pytest
 from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
+from harness.core.records import Measure, Verdict
 from harness.execute.campaign import CampaignSettings
 from harness.execute.driver import run_campaign
 from harness.execute.relations import RELATIONS
 from harness.generate.corpora import relation_cases
-from harness.judge.findings import Origin
+from harness.judge.findings import Classification, Origin, group, with_cause
 from harness.outputs import render, screenshot, tables
 from harness.outputs.assemble import campaign_findings
 from harness.subjects.registry import subjects_for
 
 ROOT = Path(__file__).resolve().parents[1]
 COLLIDE = Case("embed", 11, {"vocab": 3, "width": 4, "ids_shape": [400], "id_kind": "collision", "distinct": 2})
+CHROMIUM = pytest.mark.skipif(screenshot.find_chromium() is None,
+                              reason="no chromium here (Debian: apt-get install chromium; .ci/run installs it)")
 
+
+# ------------------------------------------------------------------------------------------- a hand-made view
+
+def _cells(rows):
+    base = {"role": "subject", "device": "cpu", "context": "default", "relation": "", "verdict": "bit-identical", "worst_ulp": None,
+            "tensors": 4, "tensors_differing": 0, "error_ratio": None, "allowed": "", "contract": "", "reason": ""}
+    full = [{**base, **r} for r in rows]
+    df = pd.DataFrame(full, columns=list(tables.CELL_COLUMNS))
+    df["worst_ulp"] = pd.array([r["worst_ulp"] for r in full], dtype="UInt64")
+    df["error_ratio"] = pd.to_numeric(df["error_ratio"]).astype("float64")
+    return df
+
+
+def _measures():
+    ctx = dict(case_id="c0ffee12", device="cpu", context="blas1", dtype="float32", shape=(4, 8))
+    return [
+        Measure(kind="context", subject="chainer.NStepLSTM", tensor="grad.ws.0.1", other="default", identical=False,
+                n_diff=7, n_total=32, max_ulp=2_100_000, max_ulp_index=(1, 2), actual="-5.93e-06 (0xb6c6f5a0)",
+                expected="-4.98e-06 (0xb6a71c2e)", verdict="diverged as allowed",
+                rule="may differ across contexts", contract="NStepLSTM: contexts may differ", **ctx),
+        Measure(kind="repeat", subject="plug.<script>x|y$z_", tensor="y", identical=False, n_diff=1, n_total=32,
+                max_ulp=3, max_ulp_index=(0, 0), actual="1.0000004 (0x3f800003)", expected="1.0 (0x3f800000)",
+                verdict="broken", rule="reproducible: bit-identical run to run in one process",
+                contract="bit-identical | always", **{**ctx, "context": "default"}),
+        Measure(kind="repeat", subject="control.nondeterministic", tensor="grad.W", identical=False, n_diff=2,
+                n_total=12, max_ulp=16, max_ulp_index=(2, 1), actual="0.5 (0x3f000000)", expected="0.50000095",
+                verdict="diverged as allowed", rule="a control that diverges by design", **{**ctx, "context": "default"}),
+        Measure(kind="oracle", subject="chainer.embed_id", tensor="y", max_abs=3.2e-7, max_rel=2.0e-7,
+                error_ratio=1.7, allowed="up to 1e-07 + 1e-06*|expected| allowed", within=False,
+                actual="1.6 (0x3fcccccd)", expected="1.59999968", verdict="broken", rule="within oracle tolerance",
+                **{**ctx, "context": "default"}),
+    ]
+
+
+def _findings(run_dir="/run"):
+    found = group(_measures(), {}, Origin(run_dir), roles={"control.nondeterministic": "control"})
+    return [with_cause(f, "LinearFunction (first input GEMM)") if "NStepLSTM" in f.subject else f for f in found]
+
+
+def _view(files=(), findings=None, cells=None):
+    cells = cells if cells is not None else _cells([
+        {"subject": "chainer.NStepLSTM", "verdict": "diverged as allowed", "worst_ulp": 2_100_000,
+         "tensors_differing": 1, "context": "blas1"},
+        {"subject": "chainer.embed_id", "verdict": "within tolerance", "error_ratio": 0.31, "allowed": "1e-6"},
+        {"subject": "oracle.lstm", "role": "oracle"},
+        {"subject": "control.nondeterministic", "role": "control", "verdict": "diverged as allowed", "worst_ulp": 16},
+        {"subject": "chainer.NStepLSTM", "relation": "subbatch", "verdict": "diverged as allowed", "worst_ulp": 5145},
+        {"subject": "chainer.NStepLSTM", "relation": "duplicate", "verdict": "bit-identical"},
+        {"subject": "plug.<script>x|y$z_", "verdict": "broken", "worst_ulp": 3, "tensors_differing": 1},
+        {"subject": "chainer.NStepLSTM", "device": "gpu", "verdict": "skipped",
+         "reason": "no GPU: nvidia-smi not found"},
+    ])
+    env = pd.DataFrame({"key": ["gpu.reason", "x"], "value": ["no GPU: nvidia-smi not found", "<i>|`"]})
+    return render.report_view("/run", cells, _findings() if findings is None else findings, [], env, files=files)
+
+
+def test_md_escape_escapes_pipes_html_backticks_and_newlines():
+    assert render.md_escape("a|b <script>`x`\nc") == "a\\|b &lt;script&gt;\\`x\\` c"
+    table = render.md_table(pd.DataFrame({"<b>": ["x|y\nz"]}))
+    assert "<b>" not in table and "x\\|y z" in table and table.count("\n") == 2
+
+
+def test_html_table_escapes_and_colours_by_value_not_text():
+    df = pd.DataFrame({"verdict": ["broken", "changed"], "v": ["<b>x</b>", "-4.98e-06"]})
+    out = render.html_table(df, colours={"verdict": "verdict"})
+    assert "<b>x</b>" not in out and "&lt;b&gt;x&lt;/b&gt;" in out
+    assert f'style="background:{render.VERDICT_COLOURS["broken"]}"' in out and out.count("background:") == 1
+    audit = render.html_table(df, colours={"verdict": "verdict"}, palette={"changed": "#123456"})
+    assert 'style="background:#123456"' in audit and audit.count("background:") == 1
+
+
+@pytest.mark.xfail(strict=True, reason="the audit's pages switch to render.md_escape at merge (then remove this mark)")
+def test_the_report_and_the_audit_escape_markdown_with_the_same_function():
+    from harness.outputs.audit import pages
+
+    assert pages.md_text is render.md_escape and pages.md_table is render.md_table
+
+
+def test_the_page_and_the_markdown_escape_every_value():
+    v = _view()
+    page, md = render.summary_html(v), render.summary_md(v)
+    assert "plug.&lt;script&gt;x|y$z_" in page and "<script>x" not in page and "<i>|`" not in page
+    assert "plug.&lt;script&gt;x\\|y$z\\_" in md or "plug.&lt;script&gt;x\\|y$z_" in md
+    prose = re.sub(r"```sh\n.*?\n```", "", md, flags=re.S)  # a code block shows its text verbatim: no HTML there
+    assert "<script>" not in prose and "<i>" not in prose
+    # a Markdown table row keeps its column count whatever a value holds
+    env_rows = [ln for ln in md.splitlines() if ln.startswith("| x ")]
+    assert env_rows and env_rows[0].replace("\\|", "").count("|") == 3, env_rows
+
+
+def test_the_gate_line_comes_first_then_findings_by_severity_controls_folded_last():
+    v = _view()
+    page = render.summary_html(v)
+    gate, findings = page.index('class="gate"'), page.index('id="findings"')
+    assert gate < findings < page.index('id="matrix"')
+    assert re.search(r'class="gate"[^>]*>FAIL: 6 of 7 cells that ran hold; the gate fails on 2 contract broken; 1 of 8 not judged — gpu not run: no GPU: nvidia-smi not found<', page), page[gate:gate + 400]
+    classes = [Classification(c) for c in re.findall(r'<span class="badge"[^>]*>([^<]+)</span>', page)]
+    assert classes == sorted(classes, key=lambda c: c.rank) and classes[-1] == Classification.CONTROL
+    assert page.index('<details id="controls">') < page.rindex("control.nondeterministic")
+    md = render.summary_md(v)
+    assert md.index("**FAIL") < md.index("## Findings") < md.index("## Verdicts")
+
+
+def test_each_finding_says_how_large_where_it_starts_and_how_to_reproduce():
+    v = _view()
+    page = _plain(render.summary_html(v))
+    lstm = page[page.index("<b>chainer.NStepLSTM</b>"):]
+    lstm = lstm[:lstm.index("</article>")]
+    assert "-5.93e-06 against -4.98e-06" in lstm and "2,100,000 ULP" in lstm and "relative 0.191 (19.1%)" in lstm
+    assert "LinearFunction (first input GEMM)" in lstm
+    f = next(f for f in v.findings if f.subject == "chainer.NStepLSTM")
+    cmd = re.search(r'<pre class="cmd"><code>(.*?)</code></pre>', lstm, re.S).group(1)
+    assert cmd.replace("&#39;", "'") == f.replay() and "--contexts default,blas1" in cmd
+    assert "white-space: pre; overflow-x: auto" in page
+    oracle = page[page.index("<b>chainer.embed_id</b>"):]
+    assert "error / allowed</th><td>1.7 (up to 1e-07" in oracle
+    md = render.summary_md(v)
+    assert f"```sh\n{f.replay()}\n```" in md
+
+
+def test_verdict_lines_are_coloured_by_their_verdict_not_their_words():
+    v = _view()
+    page = render.summary_html(v)
+    for cls, text in v.lines:
+        assert isinstance(cls, Classification)
+        li = re.search(r'<li style="background:([^"]+)">' + re.escape(text.split(":")[0]), page.replace("&lt;", "<")
+                       .replace("&gt;", ">"))
+        assert li and li.group(1) == render.CLASS_COLOURS[cls], (cls, text)
+    # the same words under another verdict get that verdict's colour
+    odd = render.ReportView(**{**v.__dict__, "lines": ((Verdict.BIT_IDENTICAL, "contract(s) broken"),)})
+    assert f'<li style="background:{render.VERDICT_COLOURS["bit-identical"]}">contract(s) broken' in \
+        render.summary_html(odd)
+
+
+def test_a_missing_gpu_says_the_reason_the_run_recorded():
+    v = _view()
+    page, md = render.summary_html(v), render.summary_md(v)
+    assert "not judged — gpu not run: no GPU: nvidia-smi not found" in page and "pip install" not in page
+    assert "nvidia-smi not found" in md.split("## Findings")[0]
+
+
+def test_matrix_cells_show_ulp_or_error_over_allowed_with_the_values_on_hover():
+    v = _view()
+    m = render.matrix_frame(v.cells)
+    assert list(m.index) == render.subject_order(v.cells)
+    assert list(m.index)[-2:] == ["control.nondeterministic", "oracle.lstm"]  # implementations first
+    assert m.loc["chainer.embed_id", "cpu default"] == "≈0.31×"
+    assert m.loc["chainer.NStepLSTM", "cpu blas1"] == "≠2.1M"
+    assert "gpu default" not in m.columns  # every GPU cell skipped: the gate line says why
+    page = render.summary_html(v)
+    assert 'title="chainer.NStepLSTM [cpu] blas1: diverged as allowed; worst ULP distance 2,100,000' in page
+    assert "How to read the numbers" in page and "float32 near 1: 1 ULP = 1.19e-07" in page
+
+
+def test_the_terminal_matrix_abbreviates_long_headers_with_a_key():
+    cells = _view().cells
+    out = render.terminal_matrix(cells, width=60)
+    head, *_rest, key = out.splitlines()
+    assert key.startswith("key: ") and "= subbatch" in key and "= duplicate" in key
+    for short in re.findall(r"(\S+) = ", key):
+        assert short.endswith(".") and short in head
+    wide = render.terminal_matrix(cells, width=200)
+    assert "subbatch" in wide.splitlines()[0] and "duplicate" in wide.splitlines()[0] and "key:" not in wide
+
+
+def test_figures_have_keys_one_subject_order_and_survive_tex_specials():
+    cells = _cells([{"subject": "zz.impl", "device": "cpu"}, {"subject": "a.$x_^{", "device": "cpu",
+                                                                "role": "control", "verdict": "diverged as allowed",
+                                                                "worst_ulp": 3}])
+    div = pd.DataFrame({"subject": ["a.$x_^{", "zz.impl"], "axis": ["repeat", "repeat"], "worst_ulp": [3, 0],
+                        "share_identical": [0.5, 1.0], "compared": [2, 2]})
+    for png in (render.plot_matrix(cells), render.plot_divergence(div, cells),
+                render.plot_error_ratio(pd.DataFrame({"subject": ["a.$x_^{"], "case_size": [10], "error_ratio": [0.5],
+                                                      "device": ["cpu"], "context": ["default"], "case_id": ["c"],
+                                                      "tensor": ["y"], "max_abs": [1e-7]}))):
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert render.subject_order(cells) == ["zz.impl", "a.$x_^{"]
+
+
+# ------------------------------------------------------------------------------------------- a real run
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
@@ -37,60 +224,81 @@ def report(tmp_path_factory):
                                                            "control.deterministic", "oracle.embed"]),
                        [CPU], [get_context("default"), get_context("blas1")],
                        CampaignSettings(repeats=3, fresh=0, quiet=True), relations=[RELATIONS["order"]])
-    frames: dict = {}
     found = campaign_findings(d, run.measures, run.records, run.cases, Origin(d))
-    tables.write_report(run, environment={"gpu": {"available": False, "reason": "none here"}}, found=found,
-                        frames=frames)
-    return d, frames
+    frames: dict = {}
+    env = {"gpu": {"available": False, "reason": "none here"}}
+    with pytest.MonkeyPatch.context() as mp:  # the pages come from the view below (the lead's wiring)
+        mp.setattr(render, "summary_html", lambda *a, **k: "")
+        mp.setattr(render, "summary_md", lambda *a, **k: "")
+        tables.write_report(run, environment=env, found=found, frames=frames)
+    figures = [(n, Path(d, n).read_bytes()) for n in ("verdicts.png", "divergence.png", "error_vs_size.png")]
+    files = sorted({*render.run_files(d), "summary.html", "summary.md"})
+    view = render.report_view(d, frames["cells"], found, figures, tables.flatten_environment(env), files=files)
+    Path(d, "summary.html").write_text(render.summary_html(view))
+    Path(d, "summary.md").write_text(render.summary_md(view))
+    return d, view
 
 
-def test_the_page_opens_with_the_verdict_and_the_matrix(report):
-    d, frames = report
+def _plain(page: str) -> str:
+    """The page without the spans that keep tokens on one line."""
+    return page.replace('<span class="nw">', "").replace("</span>", "")
+
+
+def _links(page: str) -> list[str]:
+    return [h for h in re.findall(r'(?:href|src)="([^"]+)"', page) if not h.startswith(("data:", "#"))]
+
+
+def test_every_link_resolves_to_a_file_in_the_run_directory(report):
+    d, view = report
     page = Path(d, "summary.html").read_text()
-    assert page.index('id="verdict"') < page.index('id="matrix"') < page.index("Findings (")
-    assert frames["headline"] and all(line in page for line in map(lambda s: s.replace("'", "&#x27;"),
-                                                                     frames["headline"]))
     md = Path(d, "summary.md").read_text()
-    assert md.splitlines()[0] == "# Reproducibility report" and "## Verdicts" in md
+    links = _links(page) + re.findall(r"\]\(([^)]+)\)", md)
+    assert any(link.startswith("cases/") for link in links) and any(link.startswith("findings.csv#row=")
+                                                                  for link in links)
+    for link in links:
+        path = os.path.realpath(os.path.join(d, unquote(urlsplit(link).path)))
+        assert path.startswith(os.path.realpath(d)) and os.path.exists(path), link
+    n_cards = page.count('<article class="finding"')
+    assert n_cards == len(view.findings) and page.count(">case ") == n_cards  # every finding links its case
 
 
-@pytest.mark.skipif(screenshot.find_chromium() is None, reason="no chromium here (Debian: apt-get install chromium)")
-def test_in_chromium_the_verdict_and_matrix_are_on_the_first_screen_without_sideways_scroll(report, tmp_path):
+def test_every_findings_replay_command_reproduces_it(report):
+    _d, view = report
+    kinds = {f.kind for f in view.findings}
+    assert {"not reproducible run to run", "not invariant"} <= kinds, kinds
+    ran = 0
+    for f in [f for f in view.findings if f.kind in ("not reproducible run to run", "not invariant")][:4]:
+        argv = shlex.split(f.replay())
+        assert argv[1:3] == ["-m", "harness"]
+        # the printed interpreter is this environment's (relative to the checkout); here, this test's own.
+        p = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 1, (f.replay(), p.stdout[-800:], p.stderr[-800:])  # the difference reproduced
+        ran += 1
+    assert ran >= 2
+
+
+@CHROMIUM
+def test_in_chromium_the_verdict_comes_first_and_no_cell_breaks_inside_a_word(report, tmp_path):
     d, _ = report
     m = screenshot.page_metrics(os.path.join(d, "summary.html"), width=1400, height=900)
     assert m["scrollWidth"] <= 1400, m
-    assert 0 < m["verdictBottom"] <= 900 and 0 < m["matrixTop"] <= 900, m
+    assert 0 < m["verdictBottom"] <= m["findingsTop"] < 900, m   # the gate line, then the findings, on screen 1
+    assert m["cellsChecked"] > 20 and m["brokenWords"] == [], m["brokenWords"][:10]
+    assert m["wrappedCommands"] == 0, m
     png = screenshot.screenshot(os.path.join(d, "summary.html"), str(tmp_path / "page.png"))
     assert Path(png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_every_value_is_escaped():
-    cells = pd.DataFrame([{"subject": "<script>alert(1)</script>", "role": "subject", "device": "cpu",
-                           "context": "default", "relation": "", "verdict": "broken", "worst_ulp": 3,
-                           "tensors": 1, "tensors_differing": 1, "error_ratio": None, "allowed": "",
-                           "contract": "a|b\nc", "reason": ""}])
-    findings = pd.DataFrame(columns=list(tables.FINDING_COLUMNS))
-    page = render.summary_html(["x <b>y</b>"], cells, findings, [], pd.DataFrame({"key": ["k"], "value": ["<i>"]}),
-                               "/tmp/<d>")
-    assert "<script>alert" not in page and "&lt;script&gt;" in page and "<b>y</b>" not in page and "<i>" not in page
-    md = render.summary_md(["a|b\nc"], cells, findings, [])
-    assert "a\\|b c" in md
-
-
-def test_every_findings_replay_command_reproduces_it(report):
-    d, frames = report
-    f = frames["findings"]
-    kinds = set(f["kind"])
-    assert {"not reproducible run to run", "not invariant"} <= kinds, kinds
-    ran = 0
-    for cmd in f.loc[f["kind"].isin(["not reproducible run to run", "not invariant"]), "replay"].head(4):
-        argv = shlex.split(cmd)
-        assert argv[1:3] == ["-m", "harness"]
-        # the printed interpreter is this environment's (relative to the checkout); here, this test's own.
-        p = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, capture_output=True, text=True, timeout=300)
-        assert p.returncode == 1, (cmd, p.stdout[-800:], p.stderr[-800:])  # the difference reproduced
-        ran += 1
-    assert ran >= 2
+@CHROMIUM
+def test_in_chromium_a_long_value_scrolls_instead_of_breaking(tmp_path):
+    long = "chainer.links.connection.n_step_lstm.NStepBiLSTMWithAVeryLongPluginName"
+    v = _view(cells=_cells([{"subject": long, "verdict": "diverged as allowed", "worst_ulp": 5},
+                                        {"subject": long, "relation": "subbatch", "worst_ulp": 7,
+                                         "verdict": "diverged as allowed"}]))
+    p = tmp_path / "summary.html"
+    p.write_text(render.summary_html(v))
+    m = screenshot.page_metrics(str(p), width=700, height=900)
+    assert m["cellsChecked"] > 5 and m["brokenWords"] == [], m["brokenWords"][:10]
 
 
 def test_old_run_directories_are_pruned_and_nothing_else(tmp_path):
@@ -107,3 +315,14 @@ def test_old_run_directories_are_pruned_and_nothing_else(tmp_path):
     assert sorted(os.listdir(base)) == sorted(["README.md", "baselines", "latest", runs[0], *runs[3:]])
     with pytest.raises(Exception, match="keep=-1"):
         render.prune_reports(str(base), keep=-1)
+
+
+def test_the_progress_bar_estimates_time_left_only_from_tasks_finished_after_the_first():
+    from harness.execute.campaign import _Progress
+
+    p = _Progress(100, quiet=True)
+    p.t0, p.first, p.done = 0.0, 60.0, 1        # the first task paid a minute of worker start-up
+    assert p.left(61.0) is None and "time left: after a few tasks" in p.line(61.0)
+    p.done = _Progress.MIN_FOR_ETA               # then two more tasks, one second each
+    assert p.left(62.0) == pytest.approx(2.0 / 2 * 97) and "~97s left" in p.line(62.0)
+    assert f"{p.done}/100 tasks" in p.line(62.0)

@@ -62,11 +62,12 @@ CRASH_SUBJECTS = ("misbehaving.segfault", "misbehaving.hang", "misbehaving.nan",
 
 @pytest.fixture(scope="module")
 def crash_campaign(tmp_path_factory, misbehaving_registered):
-    """repeats=1, fresh=1, timeout=5 s: every task runs once in the pool worker and once in a fresh one."""
+    """repeats=1, fresh=1, timeout=3 s: every task runs once in the pool worker and once in a fresh one (the
+    timeout counts from the request, after the worker is ready; the other subjects' runs take milliseconds)."""
     d = tmp_path_factory.mktemp("crash")
     tasks = plan([CASE], subjects(*CRASH_SUBJECTS), [CPU], [get_context("default")])
     tasks += plan([CASE], subjects("misbehaving.env_probe"), [CPU], [get_context("hashseed")])
-    settings = CampaignSettings(repeats=1, fresh=1, timeout=5, plugins=(PLUGIN,), quiet=True)
+    settings = CampaignSettings(repeats=1, fresh=1, timeout=3, plugins=(PLUGIN,), quiet=True)
     old = os.environ.pop("PYTHONHASHSEED", None)  # the default context must not inherit one
     try:
         campaign = Campaign(str(d), settings)
@@ -109,10 +110,10 @@ def test_segfault_is_a_crashed_row(crash_campaign):
 def test_hang_is_a_timeout_row(crash_campaign):
     rec = crash_campaign["records"][key("misbehaving.hang")]
     assert rec["statuses"] == {"timeout": 2} and rec["status"] == "error"
-    assert rec["errors"][0]["type"] == "Timeout" and "5 s" in rec["errors"][0]["message"]
+    assert rec["errors"][0]["type"] == "Timeout" and "3 s" in rec["errors"][0]["message"]
     for r in runs_of(crash_campaign, "misbehaving.hang"):
         # A lower bound only: the timeout cannot fire early, while a busy machine may make it late.
-        assert r["status"] == "timeout" and r["wall"] >= 4.5, r["wall"]
+        assert r["status"] == "timeout" and r["wall"] >= 2.5, r["wall"]
 
 
 def test_nan_is_an_ok_row_with_nan_counts(crash_campaign):
@@ -187,6 +188,7 @@ def resume_corpus(tmp_path_factory) -> tuple[Path, list[Case]]:
     return path, cases
 
 
+@pytest.mark.slow  # two campaigns and two report processes; test_resume_after_a_torn_last_line stays in make test
 def test_interrupted_report_resumes_to_the_same_records(tmp_path, resume_corpus):
     corpus_path, cases = resume_corpus
     settings = CampaignSettings(repeats=2, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True)

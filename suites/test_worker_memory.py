@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 
 import pytest
 
@@ -21,14 +22,19 @@ def _run(worker: Worker, subject: str):
         worker.close()
 
 
-def test_worker_applies_the_limit_it_was_given():
-    r = _run(Worker(plugins=(PLUGIN,), memory_limit=LIMIT).start(), "misbehaving.rlimit_probe")
+@pytest.mark.parametrize("fork", [False, True], ids=["spawned", "forked"])
+def test_worker_applies_the_limit_it_was_given(fork):
+    w = Worker(plugins=(PLUGIN,), memory_limit=LIMIT, fork=fork).start()
+    r = _run(w, "misbehaving.rlimit_probe")
+    assert w.forked == (fork and hasattr(os, "pidfd_open"))  # forked from the zygote where Linux allows it
     assert r.status == "ok", r.error
     assert int(r.arrays["y"][0]) == LIMIT
 
 
-def test_subject_allocating_beyond_the_limit_is_an_error_row_not_a_hang():
-    r = _run(Worker(plugins=(PLUGIN,), memory_limit=LIMIT).start(), "misbehaving.hog")
+@pytest.mark.parametrize("fork", [False, True], ids=["spawned", "forked"])
+def test_subject_allocating_beyond_the_limit_is_an_error_row_not_a_hang(fork):
+    # run with a 120 s timeout: a hang would be a "timeout" row, which fails here (no wall-clock assert needed)
+    r = _run(Worker(plugins=(PLUGIN,), memory_limit=LIMIT, fork=fork).start(), "misbehaving.hog")
     assert r.status in ("error", "crashed"), r
     if r.status == "error":
         assert r.error.type == "MemoryError", r.error
@@ -40,8 +46,6 @@ def test_without_a_limit_the_hog_succeeds_so_the_test_above_can_fail():
 
 
 def test_memory_limit_settings(monkeypatch):
-    import os
-
     monkeypatch.setenv(MEMORY_ENV, "none")
     assert default_memory_limit() is None
     monkeypatch.setenv(MEMORY_ENV, str(1 << 30))

@@ -43,6 +43,27 @@ ID_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "ui
 FLOAT_DTYPES = ("float16", "float32", "float64")
 ID_KINDS = ("uniform", "collision", "all_equal", "sorted", "explicit")
 GRAD_KINDS = ("random", "ones", "zeros", "large", "cancel")
+#: Which outputs of an LSTM or pipeline case receive an upstream gradient (``spec["grad_outputs"]``), as a
+#: user's loss leaves them: every one; the final state only (``hy``; ``cy``); the sequence outputs only; the
+#: first half of the sequences' outputs (none for the others); ``hy`` and that half. The others get ``None``.
+GRAD_OUTPUTS = ("all", "hy", "cy", "ys", "ys_some", "hy_ys_some")
+
+
+def receives_gradient(spec: Mapping[str, Any], output: str, n_sequences: int) -> bool:
+    """Whether ``output`` (``hy``, ``cy`` or ``ys.{i}``) of a case receives an upstream gradient.
+
+    >>> [receives_gradient({"grad_outputs": "hy_ys_some"}, o, 4) for o in ("hy", "cy", "ys.0", "ys.1", "ys.2")]
+    [True, False, True, True, False]
+    """
+    kind = spec.get("grad_outputs", "all")
+    if kind == "all":
+        return True
+    if output in ("hy", "cy"):
+        return output in kind.split("_")
+    i = int(output.split(".")[1])
+    if kind == "ys":
+        return True
+    return kind.endswith("ys_some") and i < max(1, n_sequences // 2)
 
 
 def _freeze(value: Any) -> Any:
@@ -319,6 +340,9 @@ def _validate_spec(family: str, spec: Mapping[str, Any], bad: bool) -> None:
         if wdt not in FLOAT_DTYPES:
             raise InvalidArgument(f"w_dtype={wdt!r} is not one of {', '.join(FLOAT_DTYPES)}")
     if family in ("lstm", "pipeline"):
+        go = spec.get("grad_outputs", "all")
+        if go not in GRAD_OUTPUTS:
+            raise InvalidArgument(f"grad_outputs={go!r} is not one of {', '.join(GRAD_OUTPUTS)}")
         _positive(spec, "n_layers", family)
         _positive(spec, "hidden", family)
         if family == "lstm":

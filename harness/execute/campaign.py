@@ -2,11 +2,13 @@
 in other processes, compare the repetitions, and stream everything to disk as it happens.
 
 Per start-up environment (contexts that set environment variables, or GPU contention, get
-their own; the others share) the runner starts one *pool* worker (reused: Chainer is imported
-once) and ``K`` *fresh* workers, each its own process with its own memory pool, caches, BLAS thread pool and
-hash seed. Every task runs ``R`` times in the pool worker and once in each fresh worker, so
-state that survives inside one process cannot hide run-to-run variation. A worker that dies or
-hangs is replaced and the run is recorded as ``crashed`` / ``timeout``.
+their own; the others share) the runner starts one *pool* worker (reused; forked from the environment's
+zygote, which imported Chainer once, so a replacement costs a fork) and ``K`` *fresh* workers, each a
+brand-new interpreter with its own imports, memory pool, caches, BLAS thread pool and hash seed. Every task
+runs ``R`` times in the pool worker and once in each fresh worker, so state that survives inside one
+process cannot hide run-to-run variation. A worker that dies, hangs or answers garbage is replaced and the
+run is recorded as ``crashed`` / ``timeout``. Workers take the digests and NaN/Inf counts of their arrays
+themselves; the comparison of repetitions whose digests agree reads no array.
 
 Files under the campaign directory (each line flushed as it exists):
 
@@ -38,7 +40,7 @@ from harness.core.errors import InvalidArgument, WorkerError
 from harness.core.fileio import atomic_json, atomic_npz
 from harness.core.records import TaskRecord, TensorStats, read_tasks, repair_jsonl
 from harness.subjects.base import ErrorInfo, RunResult, Subject
-from harness.execute.worker import Worker
+from harness.execute.worker import Worker, prestart_zygote, tensor_meta
 from harness.subjects.registry import accepts_error, get_subject, prepare_accepts
 
 __all__ = ["Task", "plan", "Campaign", "CampaignSettings", "WorkerSet", "TaskOutcome", "run_task", "outcome_of", "LocalPool",
@@ -163,48 +165,60 @@ class CampaignSettings:
 
 
 def _tensor_meta(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
-    out = {}
-    for k, a in arrays.items():
-        info: dict[str, Any] = {"dtype": a.dtype.name, "shape": list(a.shape), "digest": compare.digest(a)}
-        if a.dtype.kind == "f":
-            info["nan"] = int(np.isnan(a).sum())
-            info["inf"] = int(np.isinf(a).sum())
-        out[k] = info
-    return out
+    """What a run record says of each array (digest, dtype, shape, NaN/Inf counts): for results that did not
+    come from a worker's answer, which carries the same, taken in the worker by the same function."""
+    return tensor_meta(arrays)
 
 
 class _Progress:
-    """A one-line progress bar on stderr: tasks done, what was seen so far, time left.
+    """A one-line progress bar on stderr: tasks done of the tasks this run has to do (relation members and
+    oracle tasks included: the one count of tasks a campaign shows), what was seen so far, time left.
 
     It says what the runs showed, not verdicts (those come from the measure pass): tasks whose repetitions
-    diverged, errors of valid inputs, and errors of bad inputs (mostly expected: the contracts decide)."""
+    diverged, errors of valid inputs, and errors of bad inputs (mostly expected: the contracts decide).
+    Time left is estimated from the tasks finished after the first one (the first pays the workers'
+    start-up), and only once :attr:`MIN_FOR_ETA` have finished."""
+
+    MIN_FOR_ETA = 3
 
     def __init__(self, total: int, quiet: bool) -> None:
         self.total, self.quiet = total, quiet or not total
         self.done = self.diverged = self.errors = self.bad_errors = 0
         self.t0 = time.perf_counter()
+        self.first: float | None = None
         self.last = 0.0
         self.tty = sys.stderr.isatty()
 
+    def left(self, now: float) -> float | None:
+        """Seconds left, from the rate of the tasks finished since the first; None until enough finished."""
+        if self.first is None or self.done < self.MIN_FOR_ETA:
+            return None
+        return (now - self.first) / (self.done - 1) * (self.total - self.done)
+
+    def line(self, now: float) -> str:
+        el = now - self.t0
+        left = self.left(now)
+        width = 24
+        fill = int(width * self.done / self.total)
+        eta = f"~{left:.0f}s left" if left is not None else "time left: after a few tasks"
+        return (f"[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} tasks, {self.diverged} diverging, "
+                f"{self.errors} errors, {self.bad_errors} bad-input errors, {el:4.0f}s, {eta}")
+
     def step(self, rec: TaskRecord, label: str) -> None:
         self.done += 1
+        now = time.perf_counter()
+        if self.first is None:
+            self.first = now
         failed = rec.status not in ("ok", "skipped")
         self.bad_errors += int(failed and rec.bad_input)
         self.errors += int(failed and not rec.bad_input)
         self.diverged += int(any(not t.bitwise_identical for t in rec.tensors.values()))
         if self.quiet:
             return
-        now = time.perf_counter()
         if self.done != self.total and now - self.last < (0.2 if self.tty else 10.0):
             return
         self.last = now
-        el = now - self.t0
-        left = el / self.done * (self.total - self.done) if self.done else 0.0
-        width = 24
-        fill = int(width * self.done / self.total)
-        line = (f"[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} tasks, {self.diverged} diverging, "
-                f"{self.errors} errors, {self.bad_errors} bad-input errors, {el:4.0f}s, ~{left:4.0f}s left")
-        sys.stderr.write(("\r" if self.tty else "") + line + ("" if self.tty else "\n"))
+        sys.stderr.write(("\r" if self.tty else "") + self.line(now) + ("" if self.tty else "\n"))
         if self.done == self.total and self.tty:
             sys.stderr.write("\n")
         sys.stderr.flush()
@@ -228,12 +242,24 @@ class WorkerSet:
     startup_seconds: float = 0.0
 
     def _new(self, label: str) -> Worker:
-        return Worker(env=dict(self.context.env), plugins=self.settings.plugins, label=label).start()
+        # The pooled worker is forked from its environment's zygote (a fork, not an import); a fresh one is
+        # a brand-new interpreter, its own hash seed and imports (see harness.execute.worker).
+        return Worker(env=dict(self.context.env), plugins=self.settings.plugins, label=label,
+                      fork=label == "pool").start()
+
+    def launch(self) -> "WorkerSet":
+        """Start the processes without waiting for them: the fresh workers, and the environment's zygote (the
+        pooled worker is forked from it in :meth:`start`). They import Chainer meanwhile."""
+        if not self.fresh:
+            self.fresh = [self._new(f"fresh:{k}") for k in range(self.settings.fresh)]
+            prestart_zygote(self.context.env)
+        return self
 
     def start(self) -> None:
-        # Start all at once: they import Chainer in parallel.
-        self.pool = self._new("pool")
-        self.fresh = [self._new(f"fresh:{k}") for k in range(self.settings.fresh)]
+        """Every worker ready (launching them first where :meth:`launch` was not called)."""
+        self.launch()
+        if self.pool is None:
+            self.pool = self._new("pool")
         for w in [self.pool, *self.fresh]:
             w.wait_ready()
             self.startup_seconds += w.startup_seconds
@@ -303,6 +329,7 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
     case_json = task.case.to_json()
     for rep, slot in enumerate(slots):
         t0 = time.perf_counter()
+        meta: dict[str, dict[str, Any]] = {}
         if not ok:
             res = RunResult(task.subject, task.case.id, task.device, task.context, "skipped", skip_reason=reason)
             pid = None
@@ -310,8 +337,9 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
             try:
                 w = workers.worker(slot)
                 pid = w.pid
-                res = w.run(case_json, task.subject, task.device, task.context, settings.timeout,
-                            case_id=task.case.id)
+                answer = w.run_answer(case_json, task.subject, task.device, task.context, settings.timeout,
+                                      case_id=task.case.id)
+                res, meta = answer.result, answer.tensors  # digests and NaN/Inf counts taken in the worker
             except WorkerError as exc:
                 pid = None
                 res = RunResult(task.subject, task.case.id, task.device, task.context, "crashed",
@@ -320,7 +348,8 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
         seconds["runs"] += 1
         seconds["subject"] += res.subject_seconds
         seconds["transfer_and_overhead"] += max(wall - res.subject_seconds, 0.0)
-        meta = _tensor_meta(res.arrays)
+        if not ok or res.arrays.keys() != meta.keys():
+            meta = _tensor_meta(res.arrays)
         metas.append(meta)
         lines.append({"key": task.key, "rep": rep, "process": slot, "pid": pid, "wall": wall, **res.meta(),
                       "tensors": meta})
@@ -356,27 +385,45 @@ class LocalPool:
         by_group: dict[tuple[Any, ...], list[Task]] = {}
         for t in tasks:
             by_group.setdefault(group_key(t), []).append(t)
-        for ctx_tasks in by_group.values():
-            ctx = get_context(ctx_tasks[0].context)
-            needs_workers = any(parse_device(t.device).available for t in ctx_tasks)
-            workers = WorkerSet(ctx, settings)
-            contention = None
-            try:
-                if needs_workers:
-                    workers.start()
-                if ctx.contention:
-                    from harness.execute.contention import Contention
+        groups = list(by_group.values())
+        ahead: dict[int, WorkerSet] = {}
 
-                    gpus = sorted({t.device for t in ctx_tasks if parse_device(t.device).available})
-                    contention = Contention([parse_device(g) for g in gpus]).start() if gpus else None
-                for task in ctx_tasks:
-                    yield task, run_task(task, workers, settings)
-            finally:
-                if contention is not None:
-                    contention.stop()
-                workers.close()
-                self.stats["worker_startup"] += workers.startup_seconds
-                self.stats["restarts"] += workers.restarts
+        def needs_workers(i: int) -> bool:
+            return any(parse_device(t.device).available for t in groups[i])
+
+        try:
+            for i in range(len(groups)):
+                yield from self._run_group(i, groups, ahead, needs_workers, settings)
+        finally:
+            for ws in ahead.values():  # launched for a group that never ran (the caller stopped early)
+                ws.close()
+
+    def _run_group(self, i: int, groups: list[list[Task]], ahead: dict[int, WorkerSet], needs_workers: Any,
+                   settings: CampaignSettings) -> Iterator[tuple[Task, TaskOutcome]]:
+        ctx_tasks = groups[i]
+        ctx = get_context(ctx_tasks[0].context)
+        workers = ahead.pop(i, None) or WorkerSet(ctx, settings)
+        contention = None
+        try:
+            if needs_workers(i):
+                workers.start()
+            if i + 1 < len(groups) and needs_workers(i + 1):
+                # The next environment's processes import Chainer while this group runs: its start-up is
+                # hidden behind this group's tasks rather than added after them.
+                ahead[i + 1] = WorkerSet(get_context(groups[i + 1][0].context), settings).launch()
+            if ctx.contention:
+                from harness.execute.contention import Contention
+
+                gpus = sorted({t.device for t in ctx_tasks if parse_device(t.device).available})
+                contention = Contention([parse_device(g) for g in gpus]).start() if gpus else None
+            for task in ctx_tasks:
+                yield task, run_task(task, workers, settings)
+        finally:
+            if contention is not None:
+                contention.stop()
+            workers.close()
+            self.stats["worker_startup"] += workers.startup_seconds
+            self.stats["restarts"] += workers.restarts
 
 
 class Campaign:
@@ -462,7 +509,15 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
         ok_metas = [m for m, (_, r) in zip(metas, results) if r.ok]
         # Digests already taken for runs.jsonl: reuse them rather than hash every array again.
         rep_digests = {k: tuple(m[k]["digest"] if k in m else None for m in ok_metas) for k in names}
-        for name, c in compare.compare_results(reps, rep_digests).items():
+        # NaN/Inf counts of the first repetition holding the name, as recorded: nothing is counted again.
+        counts = {}
+        for k in names:
+            first = next((m[k] for m in ok_metas if k in m), None)
+            if first is not None and "nan" in first:
+                counts[k] = (int(first["nan"]), int(first["inf"]))
+            elif first is not None and np.dtype(first["dtype"]).kind not in "fc":
+                counts[k] = (0, 0)  # no NaN in integers; complex ones are counted by the comparator
+        for name, c in compare.compare_results(reps, rep_digests, counts).items():
             worst = None
             if not c.bitwise_identical and c.diff_reps:
                 idx = c.max_ulp_index if c.max_ulp_index is not None else c.first_diff_index

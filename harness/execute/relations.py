@@ -156,9 +156,12 @@ def _member_arrays(case: Case, rel: str, idx: Sequence[int], base: Mapping[str, 
 
 def members(case: Case, relations: Sequence[Relation]) -> list[Member]:
     """The related cases of ``case`` under each relation that applies to it (none for a bad input, a member,
-    a case with dropout, a batch of one, or a case over :data:`MAX_CASE_ELEMENTS`)."""
+    a case with dropout, a batch of one, upstream gradients on some sequences only, or a case over
+    :data:`MAX_CASE_ELEMENTS`)."""
     if case.bad or relation_of(case) is not None or float(case.spec.get("dropout", 0.0) or 0.0) > 0:
         return []
+    if str(case.spec.get("grad_outputs", "all")).endswith("ys_some"):
+        return []  # which sequences receive a gradient depends on the batch: a member's would not correspond
     n = _batch(case)
     try:
         too_big = case.size() > MAX_CASE_ELEMENTS

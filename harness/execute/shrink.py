@@ -48,6 +48,7 @@ class Target:
     tensor_kind: str = ""              # "" for a task-level finding (an error)
     error: str = ""                    # "Type in phase" of an error finding
     others: tuple[Device, ...] = ()    # the other device, parsed
+    flaky: bool = False                # the subject is not reproducible run to run: it shows only in some runs
 
     def describe(self) -> str:
         t = f" on {self.tensor_kind}" if self.tensor_kind else ""
@@ -77,12 +78,12 @@ def _error_of(record: Any) -> str:
     return "" if e is None else f"{e.get('type')} in {e.get('phase')}"
 
 
-def reproduces(runner: Runner, contracts: Contracts, case: Case, t: Target, attempts: int = 2,
+def reproduces(runner: Runner, contracts: Contracts, case: Case, t: Target, attempts: int = 3,
                required: int | None = None) -> bool:
     """Whether ``case`` still shows the finding ``t`` (kind and tensor kind; an error's type and phase). A
     nondeterministic finding must show in ``required`` of ``attempts`` tries (default: every one), so that a
     minimal case reproduces from its printed command, not once in a while."""
-    n = max(1, attempts if t.kind in _REPEATS else 1)
+    n = max(1, attempts if t.kind in _REPEATS or t.flaky else 1)
     need = n if required is None else max(1, min(required, n))
     hits = 0
     for i in range(n):
@@ -100,7 +101,7 @@ def _once(runner: Runner, contracts: Contracts, case: Case, t: Target) -> bool:
     fresh = 2 if t.kind == "not reproducible across processes" else 0
     contexts = [t.other] if t.kind == "cross-context difference" and t.other else []
     here = measure_isolated(runner, contracts, t.subject, case, t.device, t.context,
-                            repeats=_REPEATS.get(t.kind, 1), fresh=fresh, contexts=contexts,
+                            repeats=_REPEATS.get(t.kind, 6 if t.flaky else 1), fresh=fresh, contexts=contexts,
                             devices=list(t.others), oracle=t.kind == "beyond oracle tolerance")
     if t.error:
         return _error_of(here.record) == t.error and any(kind_of(m) == t.kind for m in here.measures)
@@ -249,7 +250,7 @@ PASSES: tuple[tuple[str, Callable[[Case], Iterator[tuple[str, Case | None]]]], .
 
 
 def shrink(runner: Runner, contracts: Contracts, case: Case, target: Target, *, budget: float = 60.0,
-           max_runs: int = 400, attempts: int = 2, log: Callable[[str], None] | None = None) -> ShrinkResult:
+           max_runs: int = 400, attempts: int = 3, log: Callable[[str], None] | None = None) -> ShrinkResult:
     """The smallest case the passes reach on which ``target`` still reproduces (``case`` itself where it does
     not reproduce at all: check :func:`reproduces` first). Stops when no pass makes progress, or after
     ``budget`` seconds or ``max_runs`` worker runs (``complete`` False then)."""

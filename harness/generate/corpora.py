@@ -63,8 +63,8 @@ def relation_cases() -> list[Case]:
 
 
 def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEFAULT_SEED) -> list[Case]:
-    """Anchors, the relation cases and ``examples`` generated cases per family (ci-profile sizes),
-    deduplicated by id."""
+    """The edge set (:func:`harness.generate.edges.edge_cases`: one case for every edge kind), the anchors,
+    the relation cases and ``examples`` generated cases per family (ci-profile sizes), deduplicated by id."""
     from harness.generate.strategies import corpus
 
     if examples is None:
@@ -73,7 +73,10 @@ def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEF
         per = {f: examples for f in DEFAULT_EXAMPLES}
     else:
         per = dict(examples)
-    cases = anchor_cases() + relation_cases()
+    from harness.generate.edges import edge_cases, with_edge_tags
+
+    # the edges first (every kind, once), then the anchors and the random cases
+    cases = edge_cases() + [with_edge_tags(c) for c in anchor_cases() + relation_cases()]
     for i, (family, n) in enumerate(sorted(per.items())):
         if n > 0:
             cases.extend(corpus(family, examples=n, seed=seed + i, profile="ci"))

@@ -5,7 +5,8 @@ from the ``HARNESS_PROFILE`` environment variable, else ``ci`` where ``CI`` is s
 otherwise. Under pytest, Hypothesis's own ``--hypothesis-profile=NAME`` option also works once
 the profiles are registered (e.g. from a conftest). The example database lives at
 ``<project>/.hypothesis/examples`` unless ``HARNESS_HYPOTHESIS_DB`` names another directory;
-``ci`` is derandomized and so uses no database.
+``ci`` is derandomized and so uses no database, and does not shrink a failing example (it reports the first
+one found, the same every run): a failing gate then costs no more than a passing one.
 
 The sizes of the cases each profile draws are in :data:`harness.generate.strategies.SIZE_BOUNDS`.
 """
@@ -16,7 +17,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from harness.core.errors import InvalidArgument
@@ -39,12 +40,17 @@ class Profile:
     derandomize: bool
     keep_examples: bool
     purpose: str
+    #: Whether a failing example is shrunk in process. Shrinking reruns the subjects, R times per step, for up
+    #: to the minutes Hypothesis allows itself; the ci gate reports the first failing example instead (the same
+    #: one every run: derandomized), so a failing gate costs no more than a passing one. ``dev`` shrinks.
+    shrink: bool = True
 
 
 #: The one definition of each profile (the command line's choices, the strategies' bounds and Hypothesis's
 #: registered profiles all take their names from here).
 PROFILES: dict[str, Profile] = {p.name: p for p in (
-    Profile("ci", 12, True, False, "the CI gate: few examples, derandomized, no database"),
+    Profile("ci", 12, True, False, "the CI gate: few examples, derandomized, no database, failures not shrunk",
+            shrink=False),
     Profile("dev", 50, False, True, "local work: more examples, failures kept in the example database"),
     Profile("audit", 500, False, True, "driver audits: many examples at large sizes, where GPU atomics race"),
 )}
@@ -67,9 +73,15 @@ def register_profiles() -> None:
     """Register ``ci``, ``dev`` and ``audit`` with Hypothesis (safe to call more than once)."""
     db = example_database()
     for p in PROFILES.values():
+        # No deadline in any profile: a verdict must not depend on how busy the machine is.
         settings.register_profile(
             p.name, max_examples=p.max_examples, derandomize=p.derandomize, database=db if p.keep_examples else None,
-            deadline=None, print_blob=True, suppress_health_check=_QUIET_HEALTH)
+            deadline=None, print_blob=True, suppress_health_check=_QUIET_HEALTH,
+            phases=tuple(Phase) if p.shrink else _NO_SHRINK)
+
+
+#: Every phase but shrinking (and explaining, which needs it).
+_NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
 
 
 def default_profile() -> str:

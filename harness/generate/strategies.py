@@ -70,6 +70,7 @@ from hypothesis.extra import numpy as hnp
 
 from harness.core.cases import FAMILIES, FLOAT_DTYPES, Case, encode_array, lstm_weight_shapes
 from harness.core.errors import InvalidArgument
+from harness.generate.edges import with_edge_tags
 
 __all__ = [
     "embed_cases", "lstm_cases", "pipeline_cases", "cases", "any_case", "bad_inputs",
@@ -443,7 +444,7 @@ def _build_embed(src: _Source, b: _EmbedBounds) -> Case:
         src.label(f"embed.{name}", next((t.split(":", 1)[1] for t in tags if t.startswith(name + ":")), "-"))
     src.label("embed.id_dtype", id_dtype)
     src.label("embed.gy_kind", spec["gy_kind"])
-    return Case("embed", src.integer(0, _SEED_MAX), spec, arrays, tags=tuple(tags))
+    return with_edge_tags(Case("embed", src.integer(0, _SEED_MAX), spec, arrays, tags=tuple(tags)))
 
 
 def _lengths(src: _Source, min_batch: int, max_batch: int, min_len: int, max_len: int
@@ -495,13 +496,21 @@ def _recurrent(src: _Source, spec: dict[str, Any], max_layers: int, max_hidden: 
     spec["initial_state"] = src.choice(("none", "given"))
     spec["dtype"] = src.choice(tuple(dtypes))
     spec["gy_kind"] = _gy_kind(src)
+    # Which outputs the loss reaches: every one mostly; the final state, the sequence outputs, or some of the
+    # sequences' outputs (the others receive None, as a user's loss leaves them) the rest of the time.
+    go = src.weighted(_GRAD_OUTPUT_WEIGHTS)
+    if go != "all":
+        spec["grad_outputs"] = go
+
+
+_GRAD_OUTPUT_WEIGHTS = (("all", 12), ("hy", 2), ("cy", 1), ("ys", 1), ("ys_some", 1), ("hy_ys_some", 1))
 
 
 def _build_lstm(src: _Source, b: _LstmBounds) -> Case:
     pattern, lengths = _lengths(src, b.min_batch, b.max_batch, b.min_len, b.max_len)
     spec: dict[str, Any] = {"lengths": lengths, "in_size": src.sized(1, b.max_in)}
     _recurrent(src, spec, b.max_layers, b.max_hidden, b.dtypes)
-    tags = [f"lengths:{pattern}"]
+    tags = [f"lengths:{pattern}", f"grad:{spec.get('grad_outputs', 'all')}"]
     if b.allow_dropout and src.weighted(((False, 4), (True, 1))):
         spec["dropout"] = round(0.05 + 0.85 * src.unit(), 2)
         spec["dropout_seed"] = src.integer(0, 2**31 - 1)
@@ -512,7 +521,7 @@ def _build_lstm(src: _Source, b: _LstmBounds) -> Case:
     src.label("lstm.lengths", pattern)
     src.label("lstm.layers", spec["n_layers"])
     src.label("lstm.gy_kind", spec["gy_kind"])
-    return Case("lstm", src.integer(0, _SEED_MAX), spec, tags=tuple(tags))
+    return with_edge_tags(Case("lstm", src.integer(0, _SEED_MAX), spec, tags=tuple(tags)))
 
 
 def _build_pipeline(src: _Source, b: _PipelineBounds) -> Case:
@@ -529,8 +538,9 @@ def _build_pipeline(src: _Source, b: _PipelineBounds) -> Case:
     _recurrent(src, spec, b.max_layers, b.max_hidden, b.dtypes)
     src.label("pipeline.lengths", pattern)
     src.label("pipeline.padding", pad_kind)
-    return Case("pipeline", src.integer(0, _SEED_MAX), spec,
-                tags=(f"lengths:{pattern}", f"ignore:{pad_kind}", f"ids:{spec['id_kind']}"))
+    return with_edge_tags(Case("pipeline", src.integer(0, _SEED_MAX), spec,
+                               tags=(f"lengths:{pattern}", f"ignore:{pad_kind}", f"ids:{spec['id_kind']}",
+                                     f"grad:{spec.get('grad_outputs', 'all')}")))
 
 
 def _strategy(builder: Callable[[_Source, Any], Case], bounds: Any) -> st.SearchStrategy[Case]:

@@ -123,9 +123,10 @@ def kind_of(m: Measure) -> str | None:
         if m.verdict == Verdict.BROKEN:
             return "no contract line" if m.rule == "no contract" else "gate check failed"
         return None
+    broken = m.verdict == Verdict.BROKEN  # a broken measure always has a finding, whatever else it recorded
     if m.kind == "oracle":
-        return None if m.within is not False else "beyond oracle tolerance"
-    if m.identical is not False:
+        return "beyond oracle tolerance" if m.within is False or broken else None
+    if m.identical is not False and not broken:
         return None
     k = _BY_MEASURE.get(m.kind)
     return None if k is None else k.name
@@ -260,6 +261,9 @@ class Finding:
     cause: str = ""              # the localized root cause
     shrunk: Shrunk | None = None
     role: str = "subject"
+    #: The subject is not reproducible run to run here (it has such a finding on this device and context): its
+    #: other findings show only in some runs too, so their reproducers run many times.
+    flaky: bool = False
 
     @property
     def kind_row(self) -> FindingKind:
@@ -360,6 +364,7 @@ class Finding:
         kw = {k: d[k] for k in ("id", "kind", "verdict", "family", "subject", "device", "context", "other",
                                 "relation", "rule", "tensor_kind", "n_measures", "n_tensors", "case_id",
                                 "case_size", "contract", "error", "where", "reason", "cause", "role")}
+        kw["flaky"] = bool(d.get("flaky", False))
         sh = d.get("shrunk")
         return cls(**kw, classification=Classification(d["classification"]), subjects=tuple(d["subjects"]),
                    cases=tuple(d["cases"]), worst=Measure.from_dict(d["worst"]),
@@ -405,10 +410,12 @@ def replay_argv(f: Finding, case_file: str | None = None) -> list[str]:
         argv += ["--devices", f"{f.other},{f.device}", "--context", f.context]
     else:
         argv += ["--device", f.device, "--context", f.context]
+    if how != "repeats" and f.flaky:
+        argv += ["--repeats", "20"]
     if how == "repeats":
-        # enough runs that a divergence seen once in a campaign shows again (the shrinker keeps a nondeterministic
-        # case only where every try of 6 runs showed it)
-        argv += ["--repeats", "10"] + (["--fresh", "2"] if f.kind == "not reproducible across processes" else [])
+        # enough runs that a divergence seen in a campaign shows again: a minimal case may diverge in only a
+        # third of its runs (three colliding ids summed in another order), and 20 runs miss that 1 time in 3,000
+        argv += ["--repeats", "20"] + (["--fresh", "2"] if f.kind == "not reproducible across processes" else [])
     elif how == "relation":
         argv += ["--relation", f.relation]
     elif how == "baseline":
@@ -431,6 +438,8 @@ def localize_argv(f: Finding) -> list[str]:
         argv += ["--device", f.device, "--context", f.context, "--relation", f.relation]
     else:
         argv += ["--device", f.device, "--context", f.context]
+        if how == "repeats" or f.flaky:  # compare enough runs to catch a divergence seen in some runs only
+            argv += ["--repeats", "20"]
     return argv
 
 
@@ -455,6 +464,8 @@ def shrink_argv(f: Finding) -> list[str]:
         argv += ["--tensor", f.tensor_kind]
     if f.error:
         argv += ["--error", f.error.split(":", 1)[0]]
+    if f.flaky and f.kind_row.replay != "repeats":
+        argv += ["--flaky"]
     argv += ["--kind", f.kind]
     return argv
 
@@ -526,6 +537,9 @@ def group(measures: Iterable[Measure], records: Mapping[tuple[str, str, str, str
     (the reproducer runs the smallest case of a group); ``reasons`` a known defect's reason and reference.
     """
     roles, sizes, records = roles or {}, sizes or {}, records or {}
+    measures = list(measures)
+    flaky = {(m.subject, m.device, m.context) for m in measures if m.kind in ("repeat", "process")
+             and m.identical is False}
     groups: dict[tuple[str, ...], list[Measure]] = {}
     for m in measures:
         kind = kind_of(m)
@@ -562,7 +576,8 @@ def group(measures: Iterable[Measure], records: Mapping[tuple[str, str, str, str
             rule=rep.rule, tensor_kind=tensor_kind(worst.tensor), cases=tuple(cases),
             n_measures=len(ms), n_tensors=len({(m.case_id, m.subject, m.tensor) for m in ms if m.tensor}),
             worst=worst, case_id=smallest, case_size=sizes.get(smallest), origin=origin,
-            contract=worst.contract, error=error, where=where, reason=reason, role=roles.get(rep.subject, "subject")))
+            contract=worst.contract, error=error, where=where, reason=reason, role=roles.get(rep.subject, "subject"),
+            flaky=(rep.subject, rep.device, rep.context) in flaky))
     return sort_findings(out)
 
 

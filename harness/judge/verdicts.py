@@ -513,6 +513,16 @@ class Violation:
     def detail(self) -> str:
         return self.measure.detail
 
+    def finding(self) -> Any:
+        """This one measure as a :class:`~harness.judge.findings.Finding` (whose case file is ``case_file``): the
+        one place a dossier and its commands are written."""
+        import os
+
+        from harness.judge.findings import Origin, group
+
+        run_dir = os.path.dirname(os.path.dirname(self.case_file)) if self.case_file else ""
+        return group([self.measure], None, Origin(run_dir))[0]
+
     def headline(self) -> str:
         """One line naming subject, device, context, rule and tensor: pytest's short summary shows it."""
         m = self.measure
@@ -521,31 +531,11 @@ class Violation:
                 f" (case {m.case_id}, {m.kind})")
 
     def dossier(self) -> str:
-        """The failure as a reader needs it: headline, contract, statistics, values at the worst index and
-        the allowed amount, and the command that reproduces it."""
-        m = self.measure
-        lines = [self.headline(), f"Contract: {m.contract}"]
-        if m.n_total is not None and m.n_diff is not None and m.n_total:
-            lines.append(f"Mismatched elements: {m.n_diff} / {m.n_total} ({m.n_diff / m.n_total:.1%})")
-        if m.kind == "oracle":
-            lines.append(f"Greatest error / allowed: {m.error_ratio:.3g} at index {m.max_abs_index}; "
-                         f"greatest absolute difference {m.max_abs:.3g} ({m.allowed})")
-            if m.max_rel is not None:
-                lines.append(f"Greatest relative difference: {m.max_rel:.3g}")
-        if m.max_ulp is not None and m.max_ulp_index is not None:
-            ulp = "NaN vs non-NaN" if m.max_ulp == bitwise.ULP_MAX else str(m.max_ulp)
-            lines.append(f"Greatest ULP distance: {ulp} at index {m.max_ulp_index}")
-        if m.actual or m.expected:
-            ref = {"oracle": "oracle", "repeat": "another repetition", "process": "a fresh process"}.get(
-                m.kind, m.other or "reference")
-            lines.append(f"Actual: {m.actual}   {ref}: {m.expected}")
-        if m.n_unique is not None and m.repeats:
-            lines.append(f"Unique results: {m.n_unique} of {m.repeats} runs")
-        if m.detail:
-            lines += m.detail.rstrip().splitlines()[:8]
-        if self.replay:
-            lines += [f"Reproduce: {self.replay}"]
-        return "\n".join(lines)
+        """The failure as a reader needs it: :meth:`Finding.dossier` of this measure, after this headline."""
+        lines = self.finding().dossier().splitlines()
+        if self.replay:  # the command the caller built from the same finding (a gate's, with its plug-ins)
+            lines = [f"Reproduce: {self.replay}" if ln.startswith("Reproduce: ") else ln for ln in lines]
+        return "\n".join([self.headline(), *lines[1:]])
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.measure.to_dict(), "replay": self.replay, "case_file": self.case_file}

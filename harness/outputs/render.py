@@ -1,27 +1,37 @@
-"""What a person reads: the report's page, its Markdown twin, the terminal summary and the figures.
+"""What a person reads: the report's page, its Markdown twin, the terminal matrix and the figures.
 
-Pure: frames from :mod:`harness.outputs.tables` in, strings and PNG bytes out (the caller writes them). The page
-opens with the verdict (one line per verdict), then the verdict matrix (subject x device, context and
-relation, each cell coloured by its verdict with its worst ULP distance), the findings grouped one row per
-subject x device x context x case, the figures, and the environment folded away. Every value written into
-HTML is escaped; every Markdown cell has its ``|`` escaped and its newlines replaced.
+One renderer: the page and the Markdown summary are Jinja2 templates (``harness/outputs/templates/``) over one
+:class:`ReportView`; one escaping per format (HTML: Jinja's autoescape; Markdown: :func:`md_escape`), one table
+function per format (:func:`html_table`, :func:`md_table`, also used by the audit's pages). Verdict lines are
+``(Verdict or Classification, text)`` pairs, coloured by the verdict, never by what the text says. One subject
+order (:func:`subject_order`) for every table and figure.
+
+Pure: frames, findings and PNG bytes in, strings and PNG bytes out (the caller writes them).
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import io
+import math
 import os
 import re
 import shutil
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["VERDICT_COLOURS", "matrix_frame", "summary_html", "summary_md", "terminal_matrix", "plot_divergence",
-           "plot_error_ratio", "plot_matrix", "plot_text", "prune_reports", "FINISHED", "invariance_frame", "SHOWN_FINDINGS"]
+from harness.core.records import Verdict
+from harness.judge.findings import Classification, Finding
+
+__all__ = ["VERDICT_COLOURS", "CLASS_COLOURS", "ReportView", "report_view", "Line", "matrix_frame", "subject_order",
+           "summary_html", "summary_md", "finding_lines", "run_files", "colour", "md_escape", "md_table", "html_table", "terminal_matrix", "plot_divergence",
+           "plot_error_ratio", "plot_matrix", "prune_reports", "FINISHED", "invariance_frame", "SHOWN_FINDINGS",
+           "ulp_example"]
 
 #: One colour per verdict (the Okabe-Ito palette, readable with the common colour-vision deficiencies).
 VERDICT_COLOURS = {
@@ -29,22 +39,141 @@ VERDICT_COLOURS = {
     "within tolerance": "#e3f1f9",     # sky blue, light
     "expected error": "#eeeeee",
     "diverged as allowed": "#fbe3b4",  # orange, light
+    "known defect": "#e8dcef",         # reddish purple, light
     "skipped": "#f6f6f6",
+    "not judged": "#f3c6a5",
     "error": "#f3c6a5",                # vermillion, lighter
     "broken": "#e69f9f",               # vermillion
 }
 _MARK = {"bit-identical": "=", "within tolerance": "≈", "expected error": "raises", "diverged as allowed": "≠",
-         "skipped": "–", "error": "error", "broken": "BROKEN"}
+         "known defect": "known", "skipped": "–", "not judged": "?", "error": "error", "broken": "BROKEN"}
 
-#: The findings table on the page shows this many rows (findings.csv has them all).
+#: One colour per finding class (most severe first), from the verdict palette.
+CLASS_COLOURS = {
+    Classification.CONTRACT_BROKEN: VERDICT_COLOURS["broken"],
+    Classification.NEW_DEFECT: VERDICT_COLOURS["error"],
+    Classification.NOT_JUDGED: VERDICT_COLOURS["not judged"],
+    Classification.KNOWN_DEFECT: VERDICT_COLOURS["known defect"],
+    Classification.ALLOWED: VERDICT_COLOURS["diverged as allowed"],
+    Classification.EXPECTED_ERROR: VERDICT_COLOURS["expected error"],
+    Classification.CONTROL: "#eeeeee",
+}
+
+#: The page shows this many findings before the controls (findings.csv and findings.json have them all).
 SHOWN_FINDINGS = 30
 
+#: A verdict line: what decides its colour (a verdict or a finding class), and its text.
+Line = tuple[Verdict | Classification, str]
 
-def _ulp_text(v: Any) -> str:
+
+def colour(key: Verdict | Classification | str) -> str:
+    """The colour of a verdict or a finding class (the one place a colour is chosen)."""
+    if isinstance(key, Classification):
+        return CLASS_COLOURS[key]
+    return VERDICT_COLOURS.get(str(key), "")  # an unknown value: no colour (not a guess)
+
+
+# ---------------------------------------------------------------------------------------------- escaping, tables
+
+
+def md_escape(text: Any) -> str:
+    """One Markdown table cell or inline text: no newline, no bare ``|``, no raw HTML, no code span.
+
+    >>> md_escape("a|b <script>`x`\\nc")
+    'a\\\\|b &lt;script&gt;\\\\`x\\\\` c'
+    """
+    if text is None or text is pd.NA or (isinstance(text, float) and math.isnan(text)):
+        return ""
+    s = " ".join(str(text).splitlines())
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return s.replace("\\", "\\\\").replace("|", "\\|").replace("`", "\\`")
+
+
+def _cell(v: Any) -> str:
+    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
+        return ""
+    return str(v)
+
+
+def md_table(df: pd.DataFrame, index: bool = False) -> str:
+    """A frame as a Markdown table, every header and cell through :func:`md_escape`; ``_none_`` when empty."""
+    if not len(df):
+        return "_none_"
+    cols = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
+    rows = ["| " + " | ".join(md_escape(c) for c in cols) + " |", "|" + "---|" * len(cols)]
+    for i, (_, r) in enumerate(df.iterrows()):
+        vals = ([df.index[i]] if index else []) + list(r)
+        rows.append("| " + " | ".join(md_escape(_cell(v)) for v in vals) + " |")
+    return "\n".join(rows)
+
+
+def md_code(text: str) -> str:
+    """A fenced Markdown code block for a command (a fence longer than any backtick run inside it)."""
+    fence = "`" * max(3, 1 + max((len(m) for m in re.findall(r"`+", text)), default=0))
+    return f"{fence}sh\n{text}\n{fence}"
+
+
+def nobreak(text: Any) -> Any:
+    """HTML text (escaped by Jinja's escape) whose tokens with punctuation (``-4.98e-06``, ``grad.ws.0.1``,
+    ``a/b``) are kept on one line: browsers break after a hyphen or a slash even with ``word-break: normal``."""
+    from markupsafe import Markup, escape
+
+    parts = re.split(r"(\s+)", str(text))
+    return Markup("".join(f'<span class="nw">{escape(p)}</span>' if len(p) > 1 and re.search(r"[^\w\s]", p)
+                          else str(escape(p)) for p in parts))
+
+
+@lru_cache(maxsize=1)
+def _env() -> Any:
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(os.path.dirname(__file__), "templates")),
+                             autoescape=jinja2.select_autoescape(["html", "html.j2"], default_for_string=True),
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters["md"] = md_escape
+    env.filters["md_code"] = md_code
+    env.filters["colour"] = colour
+    env.filters["href"] = lambda p: quote(str(p).replace(os.sep, "/"), safe="/#=")
+    env.filters["nobreak"] = nobreak
+    env.filters["b64"] = lambda data: base64.b64encode(data).decode()
+    return env
+
+
+def html_table(df: pd.DataFrame, *, index: bool = False, colours: Mapping[str, Any] | None = None,
+               code: Sequence[str] = (), titles: pd.DataFrame | None = None, cls: str = "report",
+               palette: Mapping[str, str] | None = None) -> str:
+    """A frame as an HTML table, escaped by Jinja's autoescape. ``colours``: column -> the column whose value
+    is each row's verdict (its cell is coloured by :func:`colour`, or by ``palette``: value -> CSS colour, for
+    another vocabulary such as the audit's); ``titles``: a frame of hover texts, same shape."""
+    if not len(df):
+        return "<p><em>none</em></p>"
+    colours = colours or {}
+    rows = []
+    for i, (key, r) in enumerate(df.iterrows()):
+        cells = []
+        for j, c in enumerate(df.columns):
+            verdict = r[colours[c]] if c in colours else None
+            title = _cell(titles.iat[i, j]) if titles is not None else ""
+            bg = "" if not isinstance(verdict, str) or not verdict else \
+                palette.get(verdict, "") if palette is not None else colour(verdict)
+            cells.append({"text": _cell(r[c]), "bg": bg,
+                          "code": c in code, "title": title})
+        rows.append({"head": _cell(key) if index else None, "cells": cells})
+    return _env().get_template("table.html.j2").render(
+        columns=[str(c) for c in df.columns], index_name=(df.index.name or "") if index else None, rows=rows,
+        cls=cls)
+
+
+# ---------------------------------------------------------------------------------------------- numbers
+
+
+def ulp_text(v: Any) -> str:
+    """A ULP count for a cell: ``2.1M``, ``NaN`` (NaN against a number), ``""`` for none."""
     if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
         return ""
     v = int(v)
-    if v >= 2**64 - 1:
+    if v >= 2**63:
         return "NaN"
     for unit, scale in (("G", 10**9), ("M", 10**6), ("k", 10**3)):
         if v >= scale:
@@ -52,224 +181,343 @@ def _ulp_text(v: Any) -> str:
     return str(v)
 
 
-def matrix_frame(cells: pd.DataFrame) -> pd.DataFrame:
-    """The verdict matrix as a frame of cell texts: one row per subject (role order: subjects, controls,
-    oracles), one column per ``device context`` or ``device relation``; a device whose every cell was skipped
-    is left out (the headline says why)."""
+_ulp_text = ulp_text
+
+
+def ulp_example(dtype: str = "float32", near: float = 1.0) -> str:
+    """What one ULP is as a value, computed: ``float32 near 1: 1 ULP = 1.19e-07``."""
+    t = np.dtype(dtype).type
+    return f"{dtype} near {near:g}: 1 ULP = {float(np.spacing(t(near))):.3g}"
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(str(v).split()[0])
+    except (ValueError, IndexError, TypeError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def size_lines(f: Finding) -> list[tuple[str, str]]:
+    """How large a finding is, as (label, text): values first, then ULPs and error/allowed."""
+    m = f.worst
+    out: list[tuple[str, str]] = []
+    a, e = _num(m.actual), _num(m.expected)
+    if a is not None and e is not None:
+        # enough digits that two different values never print the same
+        p = next((p for p in range(6, 18) if f"{a:.{p}g}" != f"{e:.{p}g}"), 17) if a != e else 6
+        out.append(("worst element", f"{a:.{p}g} against {e:.{p}g}" + (f" ({m.tensor})" if m.tensor else "")))
+    absd = m.max_abs if m.max_abs is not None else (abs(a - e) if a is not None and e is not None else None)
+    rel = m.max_rel if m.max_rel is not None else (abs(a - e) / abs(e) if a is not None and e else None)
+    if absd is not None:
+        out.append(("absolute difference", f"{absd:.3g}" + (f", relative {rel:.3g} ({rel * 100:.3g}%)"
+                                                            if rel is not None else "")))
+    if m.max_ulp is not None and m.kind not in ("oracle", "task"):
+        ulps = "NaN against a number" if m.max_ulp >= 2**63 else f"{m.max_ulp:,} ULP"
+        out.append(("ULP distance", ulps + (f" ({m.dtype})" if m.dtype else "")))
+    if m.error_ratio is not None:
+        out.append(("error / allowed", f"{m.error_ratio:.3g}" + (f" ({m.allowed})" if m.allowed else "")))
+    if m.n_total and m.n_diff is not None:
+        out.append(("elements differing", f"{m.n_diff:,} of {m.n_total:,} ({m.n_diff / m.n_total:.1%})"))
+    if f.error:
+        out.append(("error", f.error + (f" (raised in {f.where})" if f.where else "")))
+    if f.reason:
+        out.append(("why", f.reason))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- the matrix
+
+
+def subject_order(cells: pd.DataFrame) -> list[str]:
+    """The one subject order of every table and figure: implementations, then controls, then oracles (each by
+    name). The role is the cell's own (the subject said it), never guessed from the name."""
     if not len(cells):
-        return pd.DataFrame()
+        return []
+    role = dict(zip(cells["subject"], cells["role"]))
+    rank = {"subject": 0, "control": 1, "oracle": 2}
+    return sorted(role, key=lambda s: (rank.get(role[s], 3), s))
+
+
+def _ran(cells: pd.DataFrame) -> pd.DataFrame:
     ran_devices = set(cells.loc[cells["verdict"] != "skipped", "device"])
     c = cells[cells["device"].isin(ran_devices)].copy()
     c["column"] = [f"{d} {r if r else ctx}" for d, ctx, r in zip(c["device"], c["context"], c["relation"])]
-    c["text"] = [f"{_MARK.get(v, v)} {_ulp_text(u)}".strip() for v, u in zip(c["verdict"], c["worst_ulp"])]
-    order = {"subject": 0, "control": 1, "oracle": 2}
-    subjects = sorted(set(c["subject"]), key=lambda s: (order.get(dict(zip(c["subject"], c["role"]))[s], 3), s))
+    return c
+
+
+def _cell_text(verdict: str, ulp: Any, ratio: Any) -> str:
+    mark = _MARK.get(verdict, verdict)
+    sep = "" if len(mark) == 1 else " "
+    if verdict == "within tolerance" and ratio is not None and not pd.isna(ratio):
+        r = float(ratio)  # error / allowed: the share of the tolerance used
+        return f"{mark}{sep}{'<0.01' if r < 0.01 else f'{r:.2g}'}×"
+    u = ulp_text(ulp)
+    return f"{mark}{sep}{u}" if u and u != "0" else mark
+
+
+def _cell_title(r: Any) -> str:
+    parts = [f"{r.subject} [{r.device}] {r.relation or r.context}: {r.verdict}"]
+    if pd.notna(r.worst_ulp) and int(r.worst_ulp):
+        parts.append(f"worst ULP distance {int(r.worst_ulp):,}")
+    parts.append(f"{int(r.tensors_differing)} of {int(r.tensors)} tensors differ")
+    if pd.notna(r.error_ratio):
+        parts.append(f"error / allowed {float(r.error_ratio):.3g}" + (f" ({r.allowed})" if r.allowed else ""))
+    if r.contract:
+        parts.append(f"contract: {r.contract}")
+    if r.reason:
+        parts.append(f"reason: {r.reason}")
+    return "; ".join(parts)
+
+
+def _columns(c: pd.DataFrame) -> list[str]:
     # per device: the default context, the other contexts, then the relations
     rank = {col: (d, bool(r), ctx != "default", col) for col, d, ctx, r in
             zip(c["column"], c["device"], c["context"], c["relation"])}
-    columns = sorted(set(c["column"]), key=lambda col: rank[col])
-    text = c.pivot_table(index="subject", columns="column", values="text", aggfunc="first")
-    return text.reindex(index=subjects, columns=columns).fillna("")
+    return sorted(set(c["column"]), key=lambda col: rank[col])
 
 
-def _verdicts(cells: pd.DataFrame) -> pd.DataFrame:
-    ran_devices = set(cells.loc[cells["verdict"] != "skipped", "device"])
-    c = cells[cells["device"].isin(ran_devices)].copy()
-    c["column"] = [f"{d} {r if r else ctx}" for d, ctx, r in zip(c["device"], c["context"], c["relation"])]
-    return c.pivot_table(index="subject", columns="column", values="verdict", aggfunc="first")
+def _pivot(c: pd.DataFrame, values: str, index: list[str], columns: list[str]) -> pd.DataFrame:
+    return c.pivot_table(index="subject", columns="column", values=values, aggfunc="first").reindex(
+        index=index, columns=columns)
 
 
-def _matrix_html(cells: pd.DataFrame) -> str:
-    text = matrix_frame(cells)
-    if not len(text):
-        return "<p><em>nothing ran</em></p>"
-    verdict = _verdicts(cells).reindex(index=text.index, columns=text.columns)
-    text.columns.name = None
-    styles = verdict.map(lambda v: f"background-color: {VERDICT_COLOURS.get(v, '#ffffff')}" if isinstance(v, str)
-                         else "")
-    sty = (text.style.apply(lambda _: styles, axis=None).set_table_attributes('class="matrix"')
-           .format(escape="html").format_index(escape="html", axis=0).format_index(escape="html", axis=1))
-    sty.index.name = None
-    return sty.to_html()
+def matrix_frame(cells: pd.DataFrame, what: str = "text") -> pd.DataFrame:
+    """The verdict matrix: one row per subject (:func:`subject_order`), one column per ``device context`` or
+    ``device relation``; a device whose every cell was skipped is left out (the verdict line says why).
+    ``what``: ``text`` (mark and worst ULP, or error/allowed for a cell within tolerance), ``verdict``, ``title``
+    (the hover text: the values)."""
+    if not len(cells):
+        return pd.DataFrame()
+    c = _ran(cells)
+    if not len(c):
+        return pd.DataFrame()
+    if what == "text":
+        c["value"] = [_cell_text(v, u, e) for v, u, e in zip(c["verdict"], c["worst_ulp"], c["error_ratio"])]
+    elif what == "title":
+        c["value"] = [_cell_title(r) for r in c.itertuples()]
+    else:
+        c["value"] = c["verdict"]
+    order = [s for s in subject_order(cells) if s in set(c["subject"])]
+    out = _pivot(c, "value", order, _columns(c)).fillna("")
+    out.columns.name = None
+    out.index.name = "subject"
+    return out
 
 
 def invariance_frame(cells: pd.DataFrame) -> pd.DataFrame:
     """Per subject x device x relation: tensors compared, the share bit-identical, the worst ULP distance."""
+    cols = ["subject", "device", "relation", "verdict", "tensors", "bit-identical", "worst ULP"]
     rel = cells[(cells["relation"] != "") & (cells["verdict"] != "skipped")] if len(cells) else cells
     if not len(rel):
-        return pd.DataFrame(columns=["subject", "device", "relation", "verdict", "tensors", "bit-identical", "worst ULP"])
+        return pd.DataFrame(columns=cols)
+    order = {s: i for i, s in enumerate(subject_order(cells))}
+    rel = rel.sort_values(["subject", "device", "relation"], key=lambda s: s.map(order) if s.name == "subject" else s)
     return pd.DataFrame({
         "subject": rel["subject"], "device": rel["device"], "relation": rel["relation"], "verdict": rel["verdict"],
         "tensors": rel["tensors"],
         "bit-identical": [f"{1 - d / n:.0%}" if n else "" for d, n in zip(rel["tensors_differing"], rel["tensors"])],
-        "worst ULP": [_ulp_text(u) or "0" for u in rel["worst_ulp"]]}).reset_index(drop=True)
+        "worst ULP": [ulp_text(u) or "0" for u in rel["worst_ulp"]]}, columns=cols).reset_index(drop=True)
 
 
-def _legend() -> str:
-    items = "".join(f'<span class="key" style="background:{c}">{html.escape(_MARK[v])} {html.escape(v)}</span>'
-                    for v, c in VERDICT_COLOURS.items())
-    return f'<p class="legend">{items} — the number is the worst ULP distance of the cell.</p>'
+# ---------------------------------------------------------------------------------------------- the view
 
 
-def _table_html(df: pd.DataFrame, colour_col: str | None = None, code: Sequence[str] = ()) -> str:
-    if not len(df):
-        return "<p><em>none</em></p>"
-    shown = df.copy()
-    out = ['<div class="scroll"><table class="report"><thead><tr>']
-    out += [f"<th>{html.escape(str(c))}</th>" for c in shown.columns]
-    out.append("</tr></thead><tbody>")
-    for _, row in shown.iterrows():
-        style = ""
-        if colour_col is not None:
-            style = f' style="background:{VERDICT_COLOURS.get(str(row[colour_col]), "#fff")}"'
-        out.append(f"<tr{style}>")
-        for c in shown.columns:
-            v = row[c]
-            v = "" if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)) else str(v)
-            cell = html.escape(v)
-            out.append(f"<td><code>{cell}</code></td>" if c in code and v else f"<td>{cell}</td>")
-        out.append("</tr>")
-    out.append("</tbody></table></div>")
-    return "".join(out)
+@dataclass(frozen=True)
+class ReportView:
+    """Everything the page and the Markdown summary show, built once (:func:`report_view`)."""
+
+    held: int                                    # cells that ran and hold
+    total: int                                   # every cell of the matrix (skipped ones included)
+    not_judged: tuple[tuple[str, int, str], ...]  # (where, cells, why): cells not judged or not run, with reason
+    findings: Sequence[Finding]                  # most severe first
+    cells: pd.DataFrame                          # tables.cells_frame (CELL_COLUMNS)
+    figures: Sequence[tuple[str, bytes]]         # (file name, PNG bytes)
+    environment: pd.DataFrame                    # key / value
+    run_dir: str
+    files: Sequence[str] = ()                    # the run directory's files, relative paths
+    lines: Sequence[Line] = field(default_factory=tuple)  # the verdict lines after the gate line
+
+    @property
+    def fails(self) -> bool:
+        ran = self.cells[self.cells["verdict"] != "skipped"] if len(self.cells) else self.cells
+        bad = ran["verdict"].isin([v.value for v in Verdict if v.fails]).any() if len(ran) else False
+        return bool(bad) or any(f.fails for f in self.findings)
+
+    def gate_line(self) -> Line:
+        """The gate verdict in one line: PASS or FAIL, how many cells hold, the findings that fail the gate,
+        what was not judged and why."""
+        ran = self.total - sum(n for _, n, _ in self.not_judged)
+        text = f"{'FAIL' if self.fails else 'PASS'}: " + (f"all {ran} cells that ran hold" if self.held == ran
+                                                          else f"{self.held} of {ran} cells that ran hold")
+        failing: dict[str, int] = {}
+        for f in self.findings:
+            if f.fails:
+                failing[str(f.classification)] = failing.get(str(f.classification), 0) + 1
+        if failing:
+            text += "; the gate fails on " + ", ".join(f"{n} {c}" for c, n in failing.items())
+        if self.not_judged:
+            text += f"; {self.total - ran} of {self.total} not judged — " + "; ".join(
+                f"{w}: {why}" if len(self.not_judged) == 1 else f"{w} ({n} cells): {why}"
+                for w, n, why in self.not_judged)
+        return (Verdict.BROKEN if self.fails else Verdict.BIT_IDENTICAL, text)
 
 
-_CSS = """
-body { font-family: system-ui, sans-serif; margin: 1.2em auto; max-width: 1360px; padding: 0 12px; color: #222; }
-h1 { font-size: 1.5em; margin: 0.2em 0 0.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
-ul.verdict { list-style: none; padding: 0; margin: 0 0 1em; }
-ul.verdict li { padding: 6px 10px; margin: 3px 0; border-radius: 4px; font-size: 14px; }
-table.matrix { border-collapse: collapse; font-size: 12px; }
-table.matrix th, table.matrix td { border: 1px solid #ccc; padding: 3px 6px; white-space: nowrap; }
-table.matrix th.col_heading { writing-mode: vertical-rl; transform: rotate(180deg); max-height: 9em; }
-.scroll { max-width: 100%; overflow-x: auto; }
-table.report { border-collapse: collapse; font-size: 12px; width: 100%; table-layout: auto; }
-table.report th, table.report td { border: 1px solid #ddd; padding: 3px 6px; text-align: left; vertical-align: top;
-  overflow-wrap: anywhere; }
-table.report th { background: #f0f0f0; }
-code { font-size: 11px; overflow-wrap: anywhere; }
-.legend .key { display: inline-block; padding: 1px 6px; margin: 2px 4px 2px 0; border-radius: 3px; font-size: 12px; }
-img { max-width: 100%; height: auto; display: block; margin: 0.5em 0; }
-details { margin-top: 1em; }
-"""
-
-def _line_colour(line: str) -> str:
-    """A headline line's colour by what it says (the lines are made by tables.verdict_lines)."""
-    if "contract(s) broken" in line:
-        return VERDICT_COLOURS["broken"]
-    if "with errors" in line:
-        return VERDICT_COLOURS["error"]
-    if line.startswith("finding"):
-        return VERDICT_COLOURS["diverged as allowed"]
-    if line.startswith("all contracts hold"):
-        return VERDICT_COLOURS["bit-identical"]
-    return "#f4f4f4"
+def _not_judged(cells: pd.DataFrame) -> tuple[tuple[str, int, str], ...]:
+    if not len(cells):
+        return ()
+    out = []
+    nj = cells[cells["verdict"].isin(["skipped", "not judged"])]
+    for (device, verdict), g in nj.groupby(["device", "verdict"], sort=True):
+        reasons = sorted({r for r in g["reason"] if r}) or ["no reason recorded"]
+        out.append((f"{device} {'not run' if verdict == 'skipped' else 'not judged'}", len(g), "; ".join(reasons)))
+    return tuple(out)
 
 
-def summary_html(headline: Sequence[str], cells: pd.DataFrame, findings: pd.DataFrame, figures: Sequence[tuple[str, bytes]],
-                 environment: pd.DataFrame, campaign_dir: str) -> str:
-    """The report's page (see the module docstring)."""
-    lines = "".join(f'<li style="background:{_line_colour(l)}">{html.escape(l)}</li>' for l in headline)
-    shown = _findings_for_reading(findings.head(SHOWN_FINDINGS)) if len(findings) else findings
-    more = (f"<p>{len(findings) - SHOWN_FINDINGS} more in <code>findings.csv</code>.</p>"
-            if len(findings) > SHOWN_FINDINGS else "")
-    figs = "".join(f'<h3>{html.escape(name)}</h3><img alt="{html.escape(name)}" '
-                   f'src="data:image/png;base64,{base64.b64encode(data).decode()}">' for name, data in figures)
-    return f"""<!doctype html>
-<html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
-<title>Reproducibility report</title><style>{_CSS}</style></head><body>
-<h1>Reproducibility report</h1>
-<ul class="verdict" id="verdict">{lines}</ul>
-<h2 id="matrix">Verdicts: subject x device, context and invariance relation</h2>
-{_legend()}
-<div class="scroll">{_matrix_html(cells)}</div>
-<h2>Invariance: per subject x device x relation</h2>
-{_table_html(invariance_frame(cells), "verdict")}
-<h2>Findings ({len(findings)})</h2>
-{_table_html(shown, None, code=("replay",))}{more}
-<h2>Figures</h2>{figs}
-<details><summary>Environment (run directory {html.escape(campaign_dir)})</summary>
-{_table_html(environment)}</details>
-</body></html>
-"""
+def report_view(run_dir: str, cells: pd.DataFrame, findings: Sequence[Finding],
+                figures: Sequence[tuple[str, bytes]], environment: pd.DataFrame,
+                files: Sequence[str] = (), lines: Sequence[Line] = ()) -> ReportView:
+    """The view of a run: the cells that hold and those not judged (with the cells' own reasons: a GPU that is
+    missing says the reason the run recorded), the findings, the figures, the environment and the files."""
+    nj = _not_judged(cells)
+    held = 0
+    if len(cells):
+        ran = cells[~cells["verdict"].isin(["skipped", "not judged"])]
+        held = int((~ran["verdict"].isin([v.value for v in Verdict if v.fails])).sum())
+    return ReportView(held=held, total=len(cells), not_judged=nj, findings=list(findings), cells=cells,
+                      figures=list(figures), environment=environment, run_dir=run_dir,
+                      files=sorted(files), lines=tuple(lines) if lines else finding_lines(findings))
 
 
-def _findings_for_reading(f: pd.DataFrame) -> pd.DataFrame:
-    """The findings with their place in one column and the worst tensor with its ULP: fewer, wider columns."""
-    def where(r: Any) -> str:
-        w = f"{r.device} {r.context}"
-        if r.kind == "cross-context difference":
-            w = f"{r.device} {r.other} vs {r.context}"
-        elif r.kind == "cross-device difference":
-            w = f"{r.other} vs {r.device}, {r.context}"
-        elif r.relation:
-            w = f"{r.device} under {r.relation}"
-        return w
-
-    def worst(r: Any) -> str:
-        if not r.worst_tensor:
-            return ""
-        ulp = _ulp_text(r.worst_ulp)
-        return (f"{r.worst_tensor}" + (f" ({ulp} ULP)" if ulp else "")
-                + f", {r.tensors_differing} tensor(s) in {r.n_cases} case(s)")
-
-    return pd.DataFrame({"class": f["classification"], "finding": f["kind"], "subject": f["subjects"],
-                         "where": [where(r) for r in f.itertuples()],
-                         "case": [c + (f" (minimal {m})" if m else "") for c, m in zip(f["case_id"], f["minimal_case"])],
-                         "worst": [worst(r) for r in f.itertuples()], "root cause": f["root_cause"],
-                         "replay": f["replay"]})
+def finding_lines(findings: Sequence[Finding], per_line: int = 3) -> tuple[Line, ...]:
+    """One verdict line per finding class present, most severe first, coloured by the class: how many, and
+    the first few (subject, device, where, kind)."""
+    out: list[Line] = []
+    for cls in Classification:
+        fs = [f for f in findings if f.classification == cls]
+        if not fs:
+            continue
+        what = list(dict.fromkeys(f"{f.subject} [{f.device}] {f.relation or f.context}: {f.kind}" for f in fs))
+        shown = "; ".join(what[:per_line]) + (f"; and {len(what) - per_line} more" if len(what) > per_line else "")
+        out.append((cls, f"{len(fs)} {cls}: {shown}"))
+    return tuple(out)
 
 
-def _md_cell(v: Any) -> str:
-    if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)):
-        return ""
-    return str(v).replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+def run_files(run_dir: str) -> list[str]:
+    """The files of a run directory, relative paths (what the page may link to)."""
+    out = []
+    for root, _dirs, names in os.walk(run_dir):
+        for n in names:
+            out.append(os.path.relpath(os.path.join(root, n), run_dir))
+    return sorted(out)
 
 
-def _md_table(df: pd.DataFrame, index: bool = False) -> str:
-    if not len(df):
-        return "_none_"
-    cols = ([df.index.name or ""] if index else []) + [str(c) for c in df.columns]
-    rows = ["| " + " | ".join(_md_cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
-    for i, (_, r) in enumerate(df.iterrows()):
-        vals = ([df.index[i]] if index else []) + list(r)
-        rows.append("| " + " | ".join(_md_cell(v) for v in vals) + " |")
-    return "\n".join(rows)
+_FIGURE_OF = {"repeat": "divergence.png", "process": "divergence.png", "context": "divergence.png",
+              "device": "divergence.png", "relation": "divergence.png", "baseline": "divergence.png",
+              "oracle": "error_vs_size.png"}
+
+_FILE_NOTES = {
+    "summary.html": "this page", "summary.md": "this report in Markdown",
+    "cells.csv": "the verdict matrix, one row per cell", "findings.csv": "every finding, its commands",
+    "findings.json": "every finding as a record", "summary.csv": "per subject x device x context",
+    "results.csv.gz": "one row per tensor: every measure", "environment.json": "the fingerprint",
+    "campaign.json": "the settings", "corpus.jsonl": "the cases", "timings.json": "where the time went",
+}
 
 
-def summary_md(headline: Sequence[str], cells: pd.DataFrame, findings: pd.DataFrame,
-               figures: Sequence[str], environment: pd.DataFrame | None = None) -> str:
-    """The same verdict and matrix in Markdown, the findings (first :data:`SHOWN_FINDINGS`), the figures."""
-    shown = _findings_for_reading(findings.head(SHOWN_FINDINGS)) if len(findings) else findings
-    if len(shown):
-        shown["replay"] = shown["replay"].map(lambda s: f"`{s}`" if s else s)
-    matrix = matrix_frame(cells)
-    if len(matrix):
-        matrix.index.name = "subject"
-    parts = ["# Reproducibility report", "\n".join(f"- {_md_cell(l)}" for l in headline),
-             "## Verdicts", "`=` bit-identical, `≈` within tolerance, `≠` diverged as allowed, `BROKEN`, `error`, "
-             "`raises` (expected error), `–` skipped; the number is the worst ULP distance.",
-             _md_table(matrix, index=True), "## Invariance", _md_table(invariance_frame(cells)),
-             f"## Findings ({len(findings)})", _md_table(shown)]
-    if len(findings) > SHOWN_FINDINGS:
-        parts.append(f"{len(findings) - SHOWN_FINDINGS} more in `findings.csv`.")
-    parts += ["## Figures", *(f"![{n}]({n})" for n in figures)]
-    if environment is not None:
-        parts += ["## Environment", _md_table(environment)]
-    return "\n\n".join(parts) + "\n"
+def _finding_items(view: ReportView) -> list[dict[str, Any]]:
+    files = set(view.files)
+    items = []
+    for row, f in enumerate(view.findings, start=1):
+        links = []
+        case = os.path.relpath(f.shrunk.file, view.run_dir) if f.shrunk is not None and f.shrunk.file else \
+            os.path.join("cases", f"{f.repro_case}.json")
+        if case in files:
+            links.append((f"case {f.repro_case}", case))
+        if "findings.csv" in files:
+            links.append((f"findings.csv row {row}", f"findings.csv#row={row + 1}"))  # RFC 7111: row 1 = header
+        fig = _FIGURE_OF.get(f.worst.kind, "verdicts.png")
+        if fig in files:
+            links.append((fig, fig))
+        where = f"under '{f.relation}'" if f.relation else f.context
+        if f.other and f.kind in ("cross-context difference", "cross-device difference"):
+            where = f"{f.other} vs {f.context if f.kind == 'cross-context difference' else f.device}"
+        items.append({"f": f, "anchor": f"finding-{f.id}", "where": where, "size": size_lines(f),
+                      "replay": f.replay(), "links": links, "also": [s for s in f.subjects if s != f.subject]})
+    return items
+
+
+def _context(view: ReportView) -> dict[str, Any]:
+    items = _finding_items(view)
+    main = [i for i in items if i["f"].classification != Classification.CONTROL]
+    controls = [i for i in items if i["f"].classification == Classification.CONTROL]
+    matrix = matrix_frame(view.cells)
+    files = [(p, _FILE_NOTES.get(p, "")) for p in view.files if not p.startswith(("cases/", "arrays/"))]
+    n_cases = sum(p.startswith("cases/") for p in view.files)
+    return {
+        "v": view, "gate": view.gate_line(), "lines": list(view.lines), "shown": main[:SHOWN_FINDINGS],
+        "more": max(len(main) - SHOWN_FINDINGS, 0), "controls": controls, "n_findings": len(items),
+        "matrix": matrix, "files": files, "n_cases": n_cases, "legend": [(v, "" if _MARK[v].lower() == v.split()[0] else _MARK[v], c)
+                                                        for v, c in VERDICT_COLOURS.items()],
+        "ulp_examples": [ulp_example("float32", 1.0), ulp_example("float32", 1e-6)],
+        "classes": list(Classification),
+    }
+
+
+def summary_html(view: ReportView) -> str:
+    """The report's page: the gate verdict, the findings (controls folded), how to read the numbers, the
+    matrix, the figures, the files and the environment."""
+    ctx = _context(view)
+    m = ctx["matrix"]
+    # each matrix cell coloured by its own verdict, its values in its hover title
+    ctx["matrix_html"] = _matrix_html(m, matrix_frame(view.cells, "verdict"), matrix_frame(view.cells, "title")) \
+        if len(m) else "<p><em>nothing ran</em></p>"
+    inv = invariance_frame(view.cells)
+    ctx["invariance_html"] = html_table(inv, colours={"verdict": "verdict"})
+    ctx["environment_html"] = html_table(view.environment)
+    return _env().get_template("summary.html.j2").render(**ctx)
+
+
+def _matrix_html(text: pd.DataFrame, verdicts: pd.DataFrame, titles: pd.DataFrame) -> str:
+    rows = []
+    for s in text.index:
+        rows.append({"head": s, "cells": [{"text": text.at[s, c], "bg": colour(verdicts.at[s, c]) if verdicts.at[s, c]
+                                           else "", "code": False, "title": titles.at[s, c]} for c in text.columns]})
+    return _env().get_template("table.html.j2").render(columns=list(text.columns), index_name="subject", rows=rows,
+                                                       cls="matrix")
+
+
+def summary_md(view: ReportView) -> str:
+    """The same report in Markdown (the figures linked, not embedded)."""
+    ctx = _context(view)
+    ctx["matrix_md"] = md_table(ctx["matrix"], index=True) if len(ctx["matrix"]) else "_nothing ran_"
+    ctx["invariance_md"] = md_table(invariance_frame(view.cells))
+    ctx["environment_md"] = md_table(view.environment)
+    return _env().get_template("summary.md.j2").render(**ctx)
 
 
 def terminal_matrix(cells: pd.DataFrame, width: int = 100) -> str:
-    """The verdict matrix for a terminal: one line per subject, cells cut to fit ``width``."""
+    """The verdict matrix for a terminal: one line per subject; a column name longer than its cell is
+    abbreviated (``dupl.``) and a key line under the matrix spells it out, so no header is cut silently."""
     m = matrix_frame(cells)
     if not len(m):
         return ""
     name_w = max(len(s) for s in m.index)
-    cell_w = max(7, min(10, (width - name_w - 2) // max(len(m.columns), 1)))
     devices = {c.split(" ", 1)[0] for c in m.columns}
     labels = [c.split(" ", 1)[1] if len(devices) == 1 else c for c in m.columns]
-    head = " " * (name_w + 2) + "".join(lab[:cell_w - 1].rjust(cell_w) for lab in labels)
+    widest = max([len(lab) for lab in labels] + [len(str(v)) for v in m.to_numpy().ravel()])
+    cell_w = max(7, min(widest + 1, (width - name_w - 2) // max(len(m.columns), 1)))
+    short, key = [], []
+    for lab in labels:
+        if len(lab) <= cell_w - 1:
+            short.append(lab)
+        else:
+            ab = lab[:cell_w - 2] + "."
+            short.append(ab)
+            key.append(f"{ab} = {lab}")
+    head = " " * (name_w + 2) + "".join(lab.rjust(cell_w) for lab in short)
     body = [s.ljust(name_w + 2) + "".join(str(v)[:cell_w - 1].rjust(cell_w) for v in row) for s, row in m.iterrows()]
-    return "\n".join([head, *body])
+    return "\n".join([head, *body] + (["key: " + ", ".join(dict.fromkeys(key))] if key else []))
 
 
 # ---------------------------------------------------------------------------------------------- figures
@@ -284,12 +532,20 @@ def _figure(width: float, height: float) -> Any:
     return fig
 
 
-def plot_text(value: Any) -> str:
-    """A name or label as matplotlib must show it: literally. Matplotlib reads text between two ``$`` as
-    mathtext (and with ``usetex``, all of it as TeX), so a subject named ``adv.$\\foo{$`` made every figure
-    raise; each ``$`` escaped, nothing is parsed. The one escaping for figures (the page and Markdown have
-    theirs)."""
-    return str(value).replace("$", r"\$")
+def _role_rules(ax: Any, rows: Sequence[str], cells: pd.DataFrame | None) -> None:
+    # implementations, controls and oracles apart: a rule where the role changes
+    if cells is None or not len(cells):
+        return
+    role = dict(zip(cells["subject"], cells["role"]))
+    for i in range(1, len(rows)):
+        if role.get(rows[i]) != role.get(rows[i - 1]):
+            ax.axhline(i - 0.5, color="#333", lw=1.2)
+
+
+def _plain_ticks(ax: Any) -> None:
+    # subject names are names, not TeX: a "$" or "_" in a plug-in's name must not start math mode
+    for t in [*ax.get_xticklabels(), *ax.get_yticklabels()]:
+        t.set_parse_math(False)
 
 
 def _png(fig: Any) -> bytes:
@@ -301,15 +557,19 @@ def _png(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def plot_divergence(divergence: pd.DataFrame) -> bytes:
+def plot_divergence(divergence: pd.DataFrame, cells: pd.DataFrame | None = None) -> bytes:
     """A heatmap of the worst ULP distance per subject x axis (repeat, process, context, device, relation),
-    log scale, every cell annotated ("=" where every comparison was bit-identical); about 1200 x 500 px."""
+    log scale, every cell annotated ("=" where every comparison was bit-identical, blank: not compared); the
+    subjects in :func:`subject_order` of ``cells`` (the matrix's order); about 1200 x 500 px."""
     axes_order = ["repeat", "process", "context", "device", "baseline", "relation"]
-    subjects = sorted(set(divergence["subject"])) if len(divergence) else []
+    present = set(divergence["subject"]) if len(divergence) else set()
+    ordered = [s for s in subject_order(cells) if s in present] if cells is not None else []
+    subjects = ordered + sorted(present - set(ordered))
     axes = [a for a in axes_order if len(divergence) and a in set(divergence["axis"])]
     fig = _figure(12, max(3.0, 0.32 * len(subjects) + 1.6))
     ax = fig.add_subplot(1, 1, 1)
-    ax.set_title("Worst ULP distance per subject and axis of comparison (= : always bit-identical)")
+    ax.set_title("Worst ULP distance per subject and axis of comparison (=: always bit-identical; blank: not "
+                 "compared)", parse_math=False)
     if not subjects:
         ax.text(0.5, 0.5, "nothing was compared", ha="center", va="center", transform=ax.transAxes)
         return _png(fig)
@@ -324,10 +584,12 @@ def plot_divergence(divergence: pd.DataFrame) -> bytes:
             if np.isnan(v):
                 continue
             ax.text(j, i, "=" if v == 0 else _ulp_text(v), ha="center", va="center", fontsize=9,
-                    color="white" if shown[i, j] > 4 else "black")
-    ax.set_xticks(range(len(axes)), [plot_text(a) for a in axes], fontsize=10)
-    ax.set_yticks(range(len(subjects)), [plot_text(n) for n in subjects], fontsize=9)
-    fig.colorbar(im, ax=ax, label="log10(1 + ULP)")
+                    color="white" if shown[i, j] > 4 else "black", parse_math=False)
+    ax.set_xticks(range(len(axes)), axes, fontsize=10)
+    ax.set_yticks(range(len(subjects)), subjects, fontsize=9)
+    _plain_ticks(ax)
+    _role_rules(ax, subjects, cells)
+    fig.colorbar(im, ax=ax, label="log10(1 + worst ULP)")
     fig.tight_layout()
     return _png(fig)
 
@@ -340,28 +602,38 @@ def plot_matrix(cells: pd.DataFrame) -> bytes:
     text = matrix_frame(cells)
     names = list(VERDICT_COLOURS)
     rows, cols = (list(text.index), list(text.columns)) if len(text) else ([], [])
-    fig = _figure(min(13.0, 2.2 + 0.9 * max(len(cols), 1)), max(2.5, 0.3 * len(rows) + 2.2))
+    fig = _figure(min(14.0, 4.4 + 0.9 * max(len(cols), 1)), max(2.8, 0.3 * len(rows) + 2.2))
     ax = fig.add_subplot(1, 1, 1)
-    ax.set_title("Verdict per subject x device, context and relation (the number: worst ULP)", fontsize=11)
+    ax.set_title("Verdict per subject x device, context and relation (number: worst ULP, or error / allowed "
+                 "with ×)", fontsize=11, parse_math=False)
     if not rows:
         ax.text(0.5, 0.5, "nothing ran", ha="center", va="center", transform=ax.transAxes)
         return _png(fig)
-    verdict = _verdicts(cells).reindex(index=rows, columns=cols)
+    verdict = matrix_frame(cells, "verdict").reindex(index=rows, columns=cols)
     codes = verdict.map(lambda v: names.index(v) if isinstance(v, str) and v in names else np.nan).to_numpy(float)
     ax.imshow(np.ma.masked_invalid(codes), aspect="auto", cmap=ListedColormap([VERDICT_COLOURS[n] for n in names]),
               vmin=-0.5, vmax=len(names) - 0.5)
     for i, r in enumerate(rows):
         for j, c in enumerate(cols):
-            ax.text(j, i, plot_text(text.loc[r, c]), ha="center", va="center", fontsize=7)
-    ax.set_xticks(range(len(cols)), [plot_text(c) for c in cols], rotation=40, ha="right", fontsize=8)
-    ax.set_yticks(range(len(rows)), [plot_text(r) for r in rows], fontsize=8)
+            ax.text(j, i, text.loc[r, c], ha="center", va="center", fontsize=7, parse_math=False)
+    ax.set_xticks(range(len(cols)), cols, rotation=40, ha="right", fontsize=8)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    _plain_ticks(ax)
+    _role_rules(ax, rows, cells)
+    from matplotlib.patches import Patch
+
+    seen = [n for n in names if (verdict == n).any().any()]
+    handles = [Patch(facecolor=VERDICT_COLOURS[n], edgecolor="#999", label=f"{_MARK[n]}  {n}") for n in seen]
+    handles.append(Patch(facecolor="white", edgecolor="#999", label="blank: not run in this column"))
+    ax.legend(handles=handles, title="key: verdict of the cell", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              fontsize=8, title_fontsize=8, frameon=False)
     fig.tight_layout()
     return _png(fig)
 
 
 def plot_error_ratio(oracle_errors: pd.DataFrame) -> bytes:
-    """Error / allowed against the float64 oracle by input size, log-log, one colour per subject family
-    prefix, with the tolerance line at 1; about 1200 x 500 px."""
+    """Error / allowed against the float64 oracle by input size, log-log, one colour per family (the subject
+    name's first part: ``chainer``, ``espnet``, ...), with the tolerance line at 1 labelled; about 1200 x 500 px."""
     fig = _figure(12, 5)
     ax = fig.add_subplot(1, 1, 1)
     ax.set_xlabel("case size (elements)")
@@ -378,9 +650,12 @@ def plot_error_ratio(oracle_errors: pd.DataFrame) -> bytes:
     for i, (prefix, g) in enumerate(groups):
         q = g["error_ratio"].to_numpy(dtype=float)
         size = g["case_size"].to_numpy(dtype=float)
-        ax.scatter(np.maximum(size, 1), np.clip(q, floor, None), s=10, alpha=0.5, color=f"C{i}", label=plot_text(prefix))
-    ax.axhline(1.0, color="#d55e00", lw=1.5, ls="--", label="tolerance")
-    ax.legend(fontsize=9, loc="lower right", title=f"subjects (exact = {floor:g})", title_fontsize=9)
+        ax.scatter(np.maximum(size, 1), np.clip(q, floor, None), s=10, alpha=0.5, color=f"C{i}", label=prefix)
+    ax.axhline(1.0, color="#d55e00", lw=1.5, ls="--", label="tolerance (error = allowed)")
+    ax.legend(fontsize=9, loc="lower right", title=f"families (an exact result is drawn at {floor:g})",
+              title_fontsize=9)
+    for t_ in ax.get_legend().get_texts():
+        t_.set_parse_math(False)
     fig.tight_layout()
     return _png(fig)
 

@@ -16,7 +16,7 @@ from harness.core.contexts import parse_contexts
 from harness.core.devices import parse_devices, select_devices
 from harness.core.errors import InvalidArgument
 from harness.core.records import Measure, TaskRecord, compress_jsonl
-from harness.execute.campaign import CampaignSettings, parse_shard, plan, resume_inputs, shard
+from harness.execute.campaign import CampaignSettings, parse_shard, resume_inputs, shard
 from harness.execute.driver import run_campaign
 from harness.subjects.registry import subjects_for
 
@@ -265,10 +265,10 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
     if not cases:
         raise InvalidArgument("corpus holds no cases (check --corpus / --shard)")
     if not args.quiet:
-        n = len(plan(cases, subjects, devices, contexts))
+        # the task count is the progress bar's (it includes the relations' members and the oracles' tasks)
         print(f"harness report: {len(cases)} cases, {len(subjects)} subjects, devices "
-              f"{', '.join(d.id for d in devices)}, contexts {', '.join(c.name for c in contexts)}: "
-              f"{n} tasks x ({settings.repeats} + {settings.fresh} fresh) runs -> {run_dir}", file=sys.stderr)
+              f"{', '.join(d.id for d in devices)}, contexts {', '.join(c.name for c in contexts)}; each task "
+              f"runs {settings.repeats} times + {settings.fresh} fresh -> {run_dir}", file=sys.stderr)
     from harness.execute.relations import parse_relations
     from harness.outputs.fleet import out_for, run_on_cluster
 

@@ -18,10 +18,29 @@ _FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no
           "--hide-scrollbars")
 
 _PROBE = """<script>window.addEventListener('load', function () {
-  var v = document.getElementById('verdict'), m = document.getElementById('matrix');
-  var out = {scrollWidth: document.documentElement.scrollWidth,
-             verdictBottom: v ? v.getBoundingClientRect().bottom : -1,
-             matrixTop: m ? m.getBoundingClientRect().top : -1};
+  function top(id) { var e = document.getElementById(id); return e ? e.getBoundingClientRect().top : -1; }
+  function bottom(id) { var e = document.getElementById(id); return e ? e.getBoundingClientRect().bottom : -1; }
+  // a word broken across lines has more than one client rect for its own range
+  var broken = [], checked = 0;
+  document.querySelectorAll('td, th').forEach(function (cell) {
+    checked += 1;
+    var walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT), node;
+    while ((node = walk.nextNode())) {
+      var re = /\\S+/g, m;
+      while ((m = re.exec(node.data))) {
+        var r = document.createRange(); r.setStart(node, m.index); r.setEnd(node, m.index + m[0].length);
+        var lines = {}; Array.prototype.forEach.call(r.getClientRects(), function (q) {
+          if (q.width > 0) lines[Math.round(q.top)] = 1; });
+        if (Object.keys(lines).length > 1) broken.push(m[0]);
+      }
+    }
+  });
+  var wrapped = 0;
+  document.querySelectorAll('pre.cmd').forEach(function (p) {
+    if (p.querySelector('code').getClientRects().length > 1) wrapped += 1; });
+  var out = {scrollWidth: document.documentElement.scrollWidth, verdictBottom: bottom('verdict'),
+             findingsTop: top('findings'), matrixTop: top('matrix'), brokenWords: broken, cellsChecked: checked,
+             wrappedCommands: wrapped};
   var pre = document.createElement('pre'); pre.id = 'harness-metrics';
   pre.textContent = 'HARNESS-METRICS' + JSON.stringify(out) + 'END';
   document.body.appendChild(pre);
@@ -56,8 +75,10 @@ def screenshot(html_path: str, png_path: str, width: int = 1400, height: int = 9
 
 
 def page_metrics(html_path: str, width: int = 1400, height: int = 900) -> dict[str, float]:
-    """``scrollWidth`` of the page and where the verdict ends and the matrix starts (px from the top), as
-    Chromium lays the page out at ``width``."""
+    """The page as Chromium lays it out at ``width``: ``scrollWidth``; where the verdict ends and the findings
+    and the matrix start (px from the top); ``brokenWords``, the words of table cells that wrap inside
+    themselves (a range over the word spans two lines), of ``cellsChecked`` cells; ``wrappedCommands``, the
+    command blocks whose text wraps."""
     with open(html_path, encoding="utf-8") as f:
         page = f.read()
     with tempfile.TemporaryDirectory(prefix="harness-page-") as d:

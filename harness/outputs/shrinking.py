@@ -32,7 +32,7 @@ def target_of(f: F.Finding) -> Target:
                   other=f.other if f.kind in ("cross-context difference", "cross-device difference") else "",
                   relation=f.relation if f.kind == "not invariant" else "", tensor_kind=f.tensor_kind,
                   error=f.error.split(":", 1)[0] if f.error else "",
-                  others=(parse_device(f.other),) if devices and f.other else ())
+                  others=(parse_device(f.other),) if devices and f.other else (), flaky=f.flaky)
 
 
 def shrink_findings(found: Sequence[F.Finding], contracts: Contracts, *, budget: float = 60.0,
@@ -120,7 +120,8 @@ def cmd_shrink(args: argparse.Namespace) -> int:
         if not error:
             raise InvalidArgument("kind='error' needs --error 'Type in phase' (the error that must still happen)")
     target = Target(kind=kind, subject=subject.name, device=device, context=context, other=other,
-                    relation=args.relation or "", tensor_kind=args.tensor or "", error=error, others=others)
+                    relation=args.relation or "", tensor_kind=args.tensor or "", error=error, others=others,
+                    flaky=bool(getattr(args, "flaky", False)))
     log = None if args.quiet else (lambda s: print(s, file=sys.stderr))
     with Runner(plugins=args.subject_plugin or (), timeout=args.timeout, fresh=2) as runner:
         if not reproduces(runner, contracts, case, target):

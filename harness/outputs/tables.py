@@ -224,7 +224,7 @@ def results_frame(run: Any) -> pd.DataFrame:
         if not rec.tensors:
             rows.append({**base, "tensor": "", "finding": "", "verdict": task_verdict, "contract": contract})
             continue
-        for name, t in rec.tensors.items():
+        for name, t in sorted(rec.tensors.items()):  # by name: the same order in memory and read back
             observed = not t.bitwise_identical
             row = {**base, "tensor": name, "dtype": t.dtype, "shape": str(tuple(t.shape)), "repeats": t.repeats,
                    "bitwise_reproducible": t.bitwise_identical, "n_diff": t.n_diff, "frac_diff": t.frac_diff,

@@ -37,16 +37,21 @@ def _weights(a: dict[str, Any], n_cells: int, chainer: Any) -> tuple[list[list[A
     return ws, bs
 
 
-def run_lstm_outputs(rec: Recorder, hy: Any, cy: Any, ys: Any, a: dict[str, Any], chainer: Any) -> None:
-    """Record the forward outputs, then back-propagate the case's upstream gradients in one call."""
+def run_lstm_outputs(rec: Recorder, hy: Any, cy: Any, ys: Any, a: dict[str, Any], chainer: Any,
+                     spec: Any = None) -> None:
+    """Record the forward outputs, then back-propagate the case's upstream gradients in one call: only the
+    outputs the case's ``grad_outputs`` names receive one (the others none at all, as a loss on some outputs
+    leaves them; :func:`harness.core.cases.receives_gradient`)."""
+    from harness.core.cases import receives_gradient
+
     rec.output("hy", hy)
     rec.output("cy", cy)
     for i, y in enumerate(ys):
         rec.output(f"ys.{i}", y)
-    outs = list(ys) + [hy, cy]
-    grads = [chainer.Variable(g) for g in [a[f"gys.{i}"] for i in range(len(ys))] + [a["ghy"], a["gcy"]]]
+    named = [(f"ys.{i}", y, a[f"gys.{i}"]) for i, y in enumerate(ys)] + [("hy", hy, a["ghy"]), ("cy", cy, a["gcy"])]
+    chosen = [(o, g) for name, o, g in named if receives_gradient(spec or {}, name, len(ys))]
     with rec.phase("backward"):
-        chainer.backward(outs, grads)
+        chainer.backward([o for o, _ in chosen], [chainer.Variable(g) for _, g in chosen])
 
 
 def record_state_and_param_grads(rec: Recorder, hx: Any, cx: Any, params: dict[str, Any]) -> None:
@@ -89,7 +94,7 @@ def _function_run(bidirectional: bool) -> Callable[[Case, Device, Context, Recor
             ys = [ys_sorted[inv[i]] for i in range(len(xs))]
             hy = F.permutate(hy_s, perm, axis=1, inv=True)
             cy = F.permutate(cy_s, perm, axis=1, inv=True)
-        run_lstm_outputs(rec, hy, cy, ys, a, chainer)
+        run_lstm_outputs(rec, hy, cy, ys, a, chainer, case.spec)
         for i, x in enumerate(xs):
             rec.output(f"grad.xs.{i}", x.grad)
         if given:
@@ -140,7 +145,7 @@ def _link_run(bidirectional: bool) -> Callable[[Case, Device, Context, Recorder]
         with rec.phase("forward"):
             hy, cy, ys = link(hx, cx, xs)
         link.cleargrads()  # Chainer parameters start with NaN gradients on purpose
-        run_lstm_outputs(rec, hy, cy, ys, a, chainer)
+        run_lstm_outputs(rec, hy, cy, ys, a, chainer, case.spec)
         for i, x in enumerate(xs):
             rec.output(f"grad.xs.{i}", x.grad)
         record_state_and_param_grads(rec, hx, cx, params)

@@ -41,7 +41,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from harness.core.cases import lstm_weight_shapes
+from harness.core.cases import lstm_weight_shapes, receives_gradient
 from harness.core.errors import InvalidArgument
 
 __all__ = ["embed_oracle", "lstm_oracle", "pipeline_oracle", "ORACLES", "GATE_WEIGHTS", "DOCUMENTED_BAD",
@@ -274,10 +274,13 @@ def _lstm_core(spec: Mapping[str, Any], X: np.ndarray, arrays: Mapping[str, np.n
         hx = cx = np.zeros((S, B, H), dtype=_F64)
     params = {name: _float(arrays, name, shape)
               for name, shape in lstm_weight_shapes(n_layers, in_size, H, dirs == 2)}
+    # An output that receives no upstream gradient (grad_outputs) contributes nothing: a zero gradient.
     d_y = np.zeros((B, T, H * dirs), dtype=_F64)
     for i, n in enumerate(lengths_list):
-        d_y[i, :n] = _float(arrays, f"gys.{i}", (n, H * dirs))
-    ghy, gcy = _float(arrays, "ghy", (S, B, H)), _float(arrays, "gcy", (S, B, H))
+        if receives_gradient(spec, f"ys.{i}", B):
+            d_y[i, :n] = _float(arrays, f"gys.{i}", (n, H * dirs))
+    ghy = _float(arrays, "ghy", (S, B, H)) if receives_gradient(spec, "hy", B) else np.zeros((S, B, H), _F64)
+    gcy = _float(arrays, "gcy", (S, B, H)) if receives_gradient(spec, "cy", B) else np.zeros((S, B, H), _F64)
 
     def stacked(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         Wx = np.stack([params[f"ws.{k}.{j}"] for j in range(4)])

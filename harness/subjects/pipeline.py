@@ -49,7 +49,7 @@ def make_pipeline(embed_cls: Callable[[], Any]) -> Callable[[Case, Device, Conte
             hy, cy, ys = lstm(hx, cx, xs)
         embed.cleargrads()  # Chainer parameters start with NaN gradients on purpose
         lstm.cleargrads()
-        run_lstm_outputs(rec, hy, cy, ys, a, chainer)
+        run_lstm_outputs(rec, hy, cy, ys, a, chainer, case.spec)
         rec.output("grad.W", embed.W.grad)
         record_state_and_param_grads(rec, hx, cx, params)
 

@@ -10,10 +10,13 @@ import numpy as np
 
 from tools.bench.common import KIB, MIB, Row, figure, fmt_bytes, log, median, ratio, save_fig, timed
 
-__all__ = ["comparator_throughput", "bench_comparator", "plot_comparator", "TARGET", "GOAL", "METHODS"]
+__all__ = ["comparator_throughput", "bench_comparator", "plot_comparator", "TARGET", "GOAL", "SMALL_TARGET",
+           "METHODS"]
 
 #: Issue 17: the comparator on identical 64 MiB float32 at >= 0.5 of array_equal's throughput (goal 0.8).
 TARGET, GOAL = 0.5, 0.8
+#: Issue 25: on identical 1 KiB float32 (most tensors of a campaign are a few KiB) at >= 1/3 of it.
+SMALL_TARGET = 1 / 3
 
 #: The methods timed, in order.
 METHODS = ("comparator", "comparator_forced", "array_equal", "array_equal+digest")
@@ -102,6 +105,7 @@ def bench_comparator(level: str = "full", rounds: int | None = None, quiet: bool
             del a, b
             label = f"{dtype} {fmt_bytes(nbytes)} {variant}"
             headline = dtype == "float32" and nbytes == 64 * MIB and variant == "identical"
+            small = dtype == "float32" and nbytes == 1 * KIB and variant == "identical"
             bps = res["bytes_per_s"]
             t1 = res["ratio_vs_array_equal"]
             t2 = res["ratio_vs_array_equal_digest"]
@@ -111,8 +115,10 @@ def bench_comparator(level: str = "full", rounds: int | None = None, quiet: bool
             rows.append(Row("comparator", f"{label}: vs array_equal", t1,
                             "comparator bytes/s / array_equal bytes/s", "comparator bytes/s", bps["comparator"],
                             "numpy.array_equal bytes/s", bps["array_equal"], "B/s", rr,
-                            target=f">= {TARGET} (goal {GOAL})" if headline else "",
-                            status=("met" if t1 >= TARGET else "missed") if headline else "ok", note=note))
+                            target=(f">= {TARGET} (goal {GOAL})" if headline else ">= 1/3" if small else ""),
+                            status=(("met" if t1 >= TARGET else "missed") if headline
+                                    else ("met" if t1 >= SMALL_TARGET else "missed") if small else "ok"),
+                            note=note))
             rows.append(Row("comparator", f"{label}: vs array_equal+digest", t2,
                             "comparator bytes/s / (array_equal then digest of both) bytes/s", "comparator bytes/s",
                             bps["comparator"], "array_equal+digest bytes/s", bps["array_equal+digest"], "B/s", rr,

@@ -1,0 +1,188 @@
+"""The edges where real defects live, as named kinds: which ones a corpus covers, and one case for each.
+
+:func:`edge_kinds` says which edge kinds a case reaches, from its spec and (for an embedding) its ids; it is
+the one definition, so ``python -m harness cases --coverage`` can read any corpus. :func:`edge_cases` builds a
+small case for every kind, which :func:`harness.generate.corpora.default_corpus` puts before its random cases,
+so every default campaign reaches every edge (V is the vocabulary, D the embedding width):
+
+- embeddings: an ignore label at -1, 0, V-1, V, strictly between V and D (where D > V + 1), at or above
+  max(V, D), and large negative, each with the label present among the ids and absent; id V-1 present;
+  V = 1; D = 1; a batch of one; an empty batch; every signed integer id dtype; float16 upstream gradients whose running sum
+  crosses 65,504 while the total does not;
+- LSTMs and pipelines: a batch of one; length-1 sequences; tied lengths; unsorted lengths whose sorting
+  permutation has a cycle of length 3 or more; initial states given and absent; each kind of partial
+  upstream gradient (``grad_outputs``); float16 inputs.
+
+Pure: no Chainer, no CuPy (a corpus can be checked on a machine without them).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from harness.core.cases import GRAD_OUTPUTS, ID_DTYPES, Case, build_arrays, encode_array
+
+__all__ = ["EMBED_EDGES", "RNN_EDGES", "EDGE_KINDS", "edge_kinds", "edge_cases", "coverage_rows",
+           "with_edge_tags"]
+
+_IGNORE = ("-1", "0", "V-1", "V", "between_V_D", "at_or_above_max_V_D", "large_negative")
+EMBED_EDGES: tuple[str, ...] = tuple(f"ignore:{k}:{p}" for k in _IGNORE for p in ("present", "absent")) + (
+    "ids:V-1_present", "vocab:1", "width:1", "batch:1", "ids:empty") + tuple(
+    f"id_dtype:{d}" for d in ID_DTYPES if d.startswith("int")) + (
+    "float16:partial_sum_overflow",)
+RNN_EDGES: tuple[str, ...] = ("batch:1", "lengths:all_1", "lengths:tied", "lengths:cycle>=3", "state:given",
+                              "state:absent", "float16:inputs") + tuple(f"grad_outputs:{g}" for g in GRAD_OUTPUTS)
+#: Every edge kind, each with the families it applies to.
+EDGE_KINDS: dict[str, tuple[str, ...]] = {**{k: ("embed",) for k in EMBED_EDGES},
+                                          **{k: ("lstm", "pipeline") for k in RNN_EDGES}}
+
+_LARGE_NEGATIVE = -(2 ** 20)
+
+
+def _ignore_kind(il: int, vocab: int, width: int) -> str | None:
+    if il == -1:
+        return "-1"
+    if il == 0:
+        return "0"
+    if il == vocab - 1:
+        return "V-1"
+    if il == vocab:
+        return "V"
+    if vocab < il < width:
+        return "between_V_D"
+    if il >= max(vocab, width):
+        return "at_or_above_max_V_D"
+    if il <= _LARGE_NEGATIVE:
+        return "large_negative"
+    return None
+
+
+def _cycles(lengths: Sequence[int]) -> int:
+    """The longest cycle of the permutation that sorts ``lengths`` by decreasing length (stably)."""
+    perm = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    seen, longest = set(), 0
+    for start in range(len(perm)):
+        n, i = 0, start
+        while i not in seen:
+            seen.add(i)
+            i = perm[i]
+            n += 1
+        longest = max(longest, n)
+    return longest
+
+
+def edge_kinds(case: Case) -> set[str]:
+    """The edge kinds ``case`` reaches (:data:`EDGE_KINDS`)."""
+    s = case.spec
+    out: set[str] = set()
+    if case.family == "embed":
+        vocab, width, shape = int(s["vocab"]), int(s["width"]), list(s["ids_shape"])
+        n = int(np.prod(shape)) if shape else 1
+        ids = None
+        if n <= 200_000:
+            try:
+                ids = np.asarray(build_arrays(case)["x"]).astype(np.float64).ravel()
+            except Exception:  # noqa: BLE001 - a bad input's arrays may not build: judge the spec alone
+                ids = None
+        il = s.get("ignore_label")
+        if isinstance(il, int):
+            kind = _ignore_kind(il, vocab, width)
+            if kind is not None and ids is not None:
+                out.add(f"ignore:{kind}:{'present' if (ids == il).any() else 'absent'}")
+        if ids is not None and (ids == vocab - 1).any():
+            out.add("ids:V-1_present")
+        if vocab == 1:
+            out.add("vocab:1")
+        if width == 1:
+            out.add("width:1")
+        if n == 1:
+            out.add("batch:1")
+        if n == 0 or "ids:empty" in case.tags:
+            out.add("ids:empty")
+        out.add(f"id_dtype:{s.get('id_dtype', 'int32')}")
+        if "edge:float16:partial_sum_overflow" in case.tags:
+            out.add("float16:partial_sum_overflow")
+        return out
+    lengths = [int(n) for n in s["lengths"]]
+    if len(lengths) == 1:
+        out.add("batch:1")
+    if lengths and all(n == 1 for n in lengths):
+        out.add("lengths:all_1")
+    if len(set(lengths)) < len(lengths):
+        out.add("lengths:tied")
+    if _cycles(lengths) >= 3:
+        out.add("lengths:cycle>=3")
+    out.add("state:given" if s.get("initial_state", "none") == "given" else "state:absent")
+    if s.get("dtype", "float32") == "float16":
+        out.add("float16:inputs")
+    out.add(f"grad_outputs:{s.get('grad_outputs', 'all')}")
+    return out
+
+
+def _embed(seed: int, kind: str, **spec) -> Case:
+    return Case("embed", seed, {"vocab": 5, "width": 4, "ids_shape": [12], **spec}, tags=(f"edge:{kind}",))
+
+
+def edge_cases() -> list[Case]:
+    """One small, valid case for every edge kind (some reach several)."""
+    out: list[Case] = []
+    labels = {"-1": -1, "0": 0, "V-1": 4, "V": 5, "between_V_D": 6, "at_or_above_max_V_D": 9,
+              "large_negative": _LARGE_NEGATIVE}
+    for k, il in labels.items():
+        width = 8 if k in ("between_V_D", "at_or_above_max_V_D") else 4
+        out.append(_embed(101, f"ignore:{k}:present", ignore_label=il, ignore_frac=0.3, width=width))
+        out.append(_embed(102, f"ignore:{k}:absent", ignore_label=il, ignore_frac=0.0, width=width,
+                          id_kind="all_equal" if k in ("0", "V-1") else "uniform"))
+    out += [_embed(103, "vocab:1", vocab=1), _embed(104, "width:1", width=1), _embed(105, "batch:1", ids_shape=[1]),
+            Case("embed", 106, {"vocab": 5, "width": 4, "ids_shape": [0]}, tags=("edge:ids:empty", "ids:empty")),
+            _embed(107, "ids:V-1_present", vocab=3, ids_shape=[30])]
+    for d in ID_DTYPES:
+        if d.startswith("int"):  # float and unsigned ids are bad inputs (their own rules), not edges of valid ones
+            out.append(_embed(110, f"id_dtype:{d}", id_dtype=d))
+    # float16: a row's gradient summed from +40000, +40000, -40000: the running sum passes 65,504 (inf) while the
+    # exact total (40000) fits; the oracle says 40000, so an inf there is a real finding, not rounding.
+    gy = np.array([[40000.0, 1.0], [40000.0, 1.0], [-40000.0, 1.0]], dtype=np.float16)
+    out.append(Case("embed", 120, {"vocab": 2, "width": 2, "ids_shape": [3], "w_dtype": "float16",
+                                   "id_kind": "all_equal"}, arrays={"gy": encode_array(gy)},
+                    tags=("edge:float16:partial_sum_overflow",)))
+    rnn = {"n_layers": 1, "in_size": 3, "hidden": 4}
+    out += [
+        Case("lstm", 201, {**rnn, "lengths": [3]}, tags=("edge:batch:1",)),
+        Case("lstm", 202, {**rnn, "lengths": [1, 1, 1]}, tags=("edge:lengths:all_1",)),
+        Case("lstm", 203, {**rnn, "lengths": [4, 2, 2, 1]}, tags=("edge:lengths:tied",)),
+        Case("lstm", 204, {**rnn, "lengths": [2, 3, 1, 4]}, tags=("edge:lengths:cycle>=3",)),
+        Case("lstm", 205, {**rnn, "lengths": [3, 2], "initial_state": "given"}, tags=("edge:state:given",)),
+        Case("lstm", 206, {**rnn, "lengths": [3, 2], "dtype": "float16"}, tags=("edge:float16:inputs",)),
+    ]
+    for g in GRAD_OUTPUTS:
+        if g != "all":
+            out.append(Case("lstm", 210, {**rnn, "lengths": [3, 2, 2, 1], "grad_outputs": g},
+                            tags=(f"edge:grad_outputs:{g}", f"grad:{g}")))
+            out.append(Case("pipeline", 211, {"vocab": 7, "width": 3, "hidden": 4, "n_layers": 1, "lengths": [3, 2, 1],
+                                              "ignore_label": -1, "grad_outputs": g},
+                            tags=(f"edge:grad_outputs:{g}", f"grad:{g}")))
+    return [with_edge_tags(c) for c in out]
+
+
+def with_edge_tags(case: Case) -> Case:
+    """``case`` with an ``edge:<kind>`` tag for every edge kind it reaches, so that a rule or a known defect of
+    the contracts file can name the edge (a generated case that happens to reach one is matched too)."""
+    tags = {f"edge:{k}" for k in edge_kinds(case)} - set(case.tags)
+    if not tags:
+        return case
+    return Case(case.family, case.seed, case.spec, case.arrays, case.expect, tuple(case.tags) + tuple(sorted(tags)))
+
+
+def coverage_rows(cases: Iterable[Case]) -> list[dict[str, object]]:
+    """Per edge kind: how many cases of the corpus reach it, and of which families (0 where none does)."""
+    counts: dict[str, int] = {k: 0 for k in EDGE_KINDS}
+    fams: dict[str, set[str]] = {k: set() for k in EDGE_KINDS}
+    for c in cases:
+        for k in edge_kinds(c):
+            if k in counts:
+                counts[k] += 1
+                fams[k].add(c.family)
+    return [{"edge": k, "families": ", ".join(EDGE_KINDS[k]), "cases": counts[k],
+             "seen in": ", ".join(sorted(fams[k])) or "-"} for k in EDGE_KINDS]

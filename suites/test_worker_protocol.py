@@ -1,0 +1,211 @@
+"""The worker protocol: answers are framed JSON plus a spool file, never pickles, so whatever a subject writes
+into the answer pipe is a row (``crashed``, ``MalformedAnswer``), never an exception in the harness; pooled
+workers are forked from a zygote, fresh ones are new interpreters."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.core.cases import Case
+from harness.core.contexts import get_context
+from harness.core.devices import CPU
+from harness.execute.campaign import Campaign, CampaignSettings, load_arrays, plan, task_key
+from harness.execute.worker import Worker
+from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+PLUGINS = ("suites.plugins.bad_answers:SUBJECTS", "suites.plugins.misbehaving:SUBJECTS")
+CASE = Case("embed", 5, {"vocab": 6, "width": 3, "ids_shape": [10]})
+BAD = ("badanswer.garbage", "badanswer.huge_frame", "badanswer.truncated", "badanswer.not_an_answer",
+       "badanswer.unpicklable")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered():
+    subjects = [s for p in PLUGINS for s in load_plugin(p)]
+    yield subjects
+    for s in subjects:
+        SUBJECTS.pop(s.name, None)
+
+
+@pytest.fixture(scope="module")
+def bad_campaign(tmp_path_factory, registered):
+    """Every bad-answer subject, then a well-behaved one: R=2 in the pool + 1 fresh."""
+    d = tmp_path_factory.mktemp("badanswers")
+    tasks = plan([CASE], [get_subject(n) for n in (*BAD, "control.deterministic", "misbehaving.env_probe")],
+                 [CPU], [get_context("default")])
+    campaign = Campaign(str(d), CampaignSettings(repeats=2, fresh=1, timeout=30, plugins=PLUGINS, quiet=True))
+    records = campaign.run(tasks)
+    runs = [json.loads(line) for line in (d / "runs.jsonl").read_text().splitlines()]
+    return {"dir": d, "records": records, "runs": runs, "tasks": tasks}
+
+
+@pytest.mark.parametrize("subject", BAD)
+def test_a_malformed_answer_is_a_crashed_row(bad_campaign, subject):
+    rec = bad_campaign["records"][task_key(CASE.id, subject, "cpu", "default")]
+    assert rec.statuses == {"crashed": 3}, rec.statuses
+    assert rec.status == "error" and rec.ok_runs == 0
+    assert rec.errors[0]["type"] == "MalformedAnswer", rec.errors
+    assert rec.errors[0]["phase"] == "transfer"
+    runs = [r for r in bad_campaign["runs"] if r["key"] == rec.key]
+    assert [r["process"] for r in runs] == ["pool", "pool", "fresh:0"]
+
+
+def test_the_campaign_goes_on_after_malformed_answers(bad_campaign):
+    rec = bad_campaign["records"][task_key(CASE.id, "control.deterministic", "cpu", "default")]
+    assert rec.status == "ok" and rec.statuses == {"ok": 3}
+    assert rec.tensors and all(t.bitwise_identical for t in rec.tensors.values())
+    arrays = load_arrays(str(bad_campaign["dir"]), rec.array_file)
+    assert arrays and all(isinstance(a, np.ndarray) and a.size for a in arrays.values())
+    # the digests the worker took are the digests of the arrays that came over
+    from harness.judge.bitwise import digest
+
+    assert {k: digest(a) for k, a in arrays.items()} == {k: v[0] for k, v in rec.rep_digests.items()}
+
+
+def test_pool_and_fresh_processes_differ_and_the_pool_is_reused(bad_campaign):
+    runs = [r for r in bad_campaign["runs"]
+            if r["key"] == task_key(CASE.id, "misbehaving.env_probe", "cpu", "default")]
+    pids = {r["process"]: set() for r in runs}
+    for r in runs:
+        pids[r["process"]].add(r["pid"])
+    assert len(pids["pool"]) == 1 and len(pids["fresh:0"]) == 1  # two pool runs in one process
+    assert pids["pool"] != pids["fresh:0"]
+    assert os.getpid() not in pids["pool"] | pids["fresh:0"]
+
+
+def _garbage_run(fork: bool):
+    w = Worker(plugins=PLUGINS, fork=fork).start()
+    try:
+        bad = w.run(CASE.to_json(), "badanswer.garbage", "cpu", "default", timeout=30, case_id=CASE.id)
+        alive_after = w.alive
+    finally:
+        w.close()
+    return bad, alive_after
+
+
+@pytest.mark.parametrize("fork", [False, True], ids=["spawned", "forked"])
+def test_garbage_kills_only_that_worker(fork):
+    bad, alive_after = _garbage_run(fork)
+    assert bad.status == "crashed" and bad.error.type == "MalformedAnswer"
+    assert "not a worker answer" in bad.error.message
+    assert not alive_after  # its stream cannot be trusted again
+
+
+def test_arrays_cross_without_pickling_and_equal_what_the_subject_made():
+    w = Worker(plugins=PLUGINS, fork=True).start()
+    try:
+        a = w.run_answer(CASE.to_json(), "control.deterministic", "cpu", "default", timeout=60, case_id=CASE.id)
+        b = w.run_answer(CASE.to_json(), "control.deterministic", "cpu", "default", timeout=60, case_id=CASE.id)
+        spool = w.spool
+        assert spool is not None and os.listdir(spool) == []  # each answer's file is unlinked once mapped
+    finally:
+        w.close()
+    assert a.result.status == "ok" and a.result.arrays
+    for k, arr in a.result.arrays.items():
+        assert np.array_equal(arr, b.result.arrays[k])
+        assert a.tensors[k]["digest"] == b.tensors[k]["digest"]
+        arr.reshape(-1)[:1] = 0  # mapped copy-on-write: writable like any array the campaign holds
+    assert not os.path.exists(spool)  # the spool folder goes with its worker
+
+
+def test_a_replacement_pooled_worker_is_forked_and_a_fresh_one_is_spawned():
+    """The pool's worker comes from the zygote (a fork); a fresh worker is a new interpreter: its own hash seed
+    (PYTHONHASHSEED unset, so each interpreter draws one) and not a child of the zygote."""
+    pooled = [Worker(plugins=PLUGINS, fork=True).start() for _ in range(2)]
+    fresh = Worker(plugins=PLUGINS, fork=False).start()
+    try:
+        for w in (*pooled, fresh):
+            w.wait_ready()
+        assert [w.forked for w in pooled] == [True, True] and fresh.forked is False
+        ppids = {w.pid: _ppid(w.pid) for w in (*pooled, fresh)}
+        assert ppids[pooled[0].pid] == ppids[pooled[1].pid] != os.getpid()  # both children of the zygote
+        assert ppids[fresh.pid] == os.getpid()  # spawned by us
+    finally:
+        for w in (*pooled, fresh):
+            w.close()
+
+
+def _ppid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+BASE = dict(subject="s", case_id="c", device="cpu", context="default")
+
+
+def _frame(meta: object, blob: bytes = b"") -> bytearray:
+    import struct
+
+    head = json.dumps(meta).encode()
+    return bytearray(struct.pack("<I", len(head)) + head + blob)
+
+
+GOOD_RESULT = {"status": "ok", "timings": {"forward": 0.1}, "declared_warnings": [], "error": None,
+               "skip_reason": None}
+MALFORMED = [
+    bytearray(b""), bytearray(b"\x00\x00"), bytearray(b"\xff\xff\xff\x7f{}"), bytearray(b"\x05\x00\x00\x00[1,2"),
+    _frame([1, 2, 3]), _frame({"result": "ok", "arrays": []}), _frame({"result": {}, "arrays": {}}),
+    _frame({"result": {**GOOD_RESULT, "status": "crashed"}, "arrays": []}),
+    _frame({"result": {**GOOD_RESULT, "timings": {"forward": "slow"}}, "arrays": []}),
+    _frame({"result": {**GOOD_RESULT, "timings": {"forward": float("nan")}}, "arrays": []}),
+    _frame({"result": {**GOOD_RESULT, "error": {"type": 1}}, "arrays": []}),
+    _frame({"result": {**GOOD_RESULT, "declared_warnings": [None]}, "arrays": []}),
+    _frame({"result": GOOD_RESULT, "arrays": [], "transfer_error": "OSError: no space"}),
+    *(_frame({"result": GOOD_RESULT, "inline": True, "arrays": [entry]}, b"\x00" * 64) for entry in (
+        {"name": "y", "dtype": ["f4"], "shape": [4], "offset": 0, "nbytes": 16, "digest": "d", "nan": 0, "inf": 0},
+        {"name": "y", "dtype": "O", "shape": [4], "offset": 0, "nbytes": 32, "digest": "d"},
+        {"name": "y", "dtype": "<f4", "shape": [4], "offset": 60, "nbytes": 16, "digest": "d", "nan": 0, "inf": 0},
+        {"name": "y", "dtype": "<f4", "shape": [5], "offset": 0, "nbytes": 16, "digest": "d", "nan": 0, "inf": 0},
+        {"name": "y", "dtype": "<f4", "shape": [-4], "offset": 0, "nbytes": 16, "digest": "d", "nan": 0, "inf": 0},
+        {"name": "y", "dtype": "<f4", "shape": [4], "offset": 0, "nbytes": 16, "digest": None, "nan": 0, "inf": 0},
+        {"name": "y", "dtype": "<f4", "shape": [4], "offset": 0, "nbytes": 16, "digest": "d", "nan": 9, "inf": 0},
+        {"name": 7, "dtype": "<f4", "shape": [4], "offset": 0, "nbytes": 16, "digest": "d", "nan": 0, "inf": 0},
+        "not an entry")),
+    _frame({"result": GOOD_RESULT, "inline": False, "arrays": [
+        {"name": "y", "dtype": "<f4", "shape": [4], "offset": 0, "nbytes": 16, "digest": "d", "nan": 0, "inf": 0}]}),
+]
+
+
+@pytest.mark.parametrize("payload", MALFORMED, ids=[f"m{i}" for i in range(len(MALFORMED))])
+def test_every_malformed_answer_is_refused_as_malformed(payload, tmp_path):
+    from harness.execute.worker import _decode_answer, _Malformed
+
+    with pytest.raises(_Malformed):
+        _decode_answer(payload, BASE, str(tmp_path / "absent.bin"))
+
+
+def test_a_well_formed_answer_decodes_so_the_refusals_above_can_fail(tmp_path):
+    from harness.execute.worker import _decode_answer
+
+    y = np.arange(4, dtype=np.float32)
+    a = _decode_answer(_frame({"result": GOOD_RESULT, "inline": True, "arrays": [
+        {"name": "y", "dtype": y.dtype.str, "shape": [4], "offset": 0, "nbytes": 16, "digest": "d", "nan": 0,
+         "inf": 0}]}, y.tobytes()), BASE, str(tmp_path / "absent.bin"))
+    assert a.result.status == "ok" and np.array_equal(a.result.arrays["y"], y)
+    assert a.tensors["y"] == {"dtype": "float32", "shape": [4], "digest": "d", "nan": 0, "inf": 0}
+
+
+def test_zygotes_are_shared_per_environment_and_bounded(monkeypatch):
+    from harness.execute import worker as W
+
+    env = W.worker_env({})
+    a = W.zygote_for(env)
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "something else")  # volatile: the same zygote
+    assert W.zygote_for(W.worker_env({})) is a
+    try:
+        for k in range(W._MAX_ZYGOTES):
+            W.zygote_for(W.worker_env({"HARNESS_TEST_ZYGOTE": str(k)}), wait=False)
+        assert len(W._ZYGOTES) == W._MAX_ZYGOTES and a not in W._ZYGOTES.values()  # the oldest went first
+        assert not a.alive  # and its process with it
+    finally:
+        W.close_zygotes()  # the others are started again where a later test needs one
