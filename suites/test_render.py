@@ -106,7 +106,6 @@ def test_html_table_escapes_and_colours_by_value_not_text():
     assert 'style="background:#123456"' in audit and audit.count("background:") == 1
 
 
-@pytest.mark.xfail(strict=True, reason="the audit's pages switch to render.md_escape at merge (then remove this mark)")
 def test_the_report_and_the_audit_escape_markdown_with_the_same_function():
     from harness.outputs.audit import pages
 

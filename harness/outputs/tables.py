@@ -10,7 +10,6 @@ only arranges them. Nothing here loads an array or judges anything:
 - :func:`findings_frame`: one row per subject x device x context x case x kind of finding, with a
   ``replay`` command that reproduces it;
 - :func:`oracle_errors_frame`, :func:`divergence_frame`: what the plots draw;
-- :func:`verdict_lines`: the headline, one line per verdict.
 
 ``finding`` (row level) keeps the declared-versus-observed classes, which say whether a divergence was
 announced (by the subject's declaration or Chainer's ``warn_nondeterministic`` warnings):
@@ -38,7 +37,7 @@ from harness.judge.verdicts import worst
 __all__ = [
     "RESULT_COLUMNS", "SUMMARY_COLUMNS", "FINDING_COLUMNS", "CELL_COLUMNS", "REFERENCE_DEVICE", "REFERENCE_CONTEXT",
     "results_frame", "summary_frame", "findings_frame", "cells_frame", "oracle_errors_frame", "divergence_frame",
-    "verdict_lines", "write_report", "terminal_summary", "flatten_environment",
+    "write_report", "terminal_summary", "flatten_environment",
 ]
 
 #: The columns of :func:`results_frame`, in order: the documented ones, then extras.
@@ -447,59 +446,6 @@ def divergence_frame(measures: Sequence[Measure]) -> pd.DataFrame:
     return df
 
 
-_CLASS_LINES = (("contract broken", "contract(s) broken"), ("new library defect", "new library defect(s)"),
-                ("not judged", "check(s) not judged"), ("known library defect", "known library defect(s)"))
-
-
-def verdict_lines(cells: pd.DataFrame, findings: pd.DataFrame, environment: Mapping[str, Any]) -> list[str]:
-    """The headline, one line per verdict: what broke (findings by class, most severe first), what was found but
-    is allowed by its contract (with its localized cause), how the controls behaved, whether every contract
-    holds, and what did not run and why."""
-    lines: list[str] = []
-    ran = cells[cells["verdict"] != "skipped"] if len(cells) else cells
-    for cls, label in _CLASS_LINES:
-        bad = findings[(findings["classification"] == cls)] if len(findings) else findings
-        if len(bad):
-            lines.append(f"{len(bad)} {label}: " + "; ".join(
-                f"{r.subject} [{r.device}] {r.relation or r.context}: {r.kind}"
-                + (f" ({r.detail})" if cls in ("new library defect", "known library defect", "not judged") else "")
-                for r in bad.head(4).itertuples()) + (" ..." if len(bad) > 4 else ""))
-    allowed = findings[findings["classification"] == "allowed divergence"] if len(findings) else findings
-    groups: dict[tuple[str, str], list[Any]] = {}
-    for r in allowed.itertuples():
-        where = (f"between {r.other} and {r.context}" if r.kind == "cross-context difference" else
-                 f"between {r.other} and {r.device}" if r.kind == "cross-device difference" else
-                 f"under '{r.relation}' on {r.device}" if r.kind == "not invariant" else
-                 f"on {r.device} in {r.context}")
-        groups.setdefault((r.kind, where), []).append(r)
-    for (kind, where), rows in sorted(groups.items()):
-        subjects = sorted({s.strip() for r in rows for s in r.subjects.split(",")})
-        causes = [r.root_cause for r in rows if r.root_cause]
-        ulps = [int(r.worst_ulp) for r in rows if pd.notna(r.worst_ulp)]
-        lines.append(f"finding (allowed by its contract): {', '.join(subjects)}: {kind} {where} "
-                     f"({sum(int(r.n_cases) for r in rows)} case(s), worst {max(ulps) if ulps else 'n/a'} ULP)"
-                     + (f"; localized: {causes[0]}" if causes else ""))
-    # run to run (and across contexts) only: a relation changes the batch, which a control may well feel
-    controls = ran[(ran["role"] == "control") & (ran["relation"] == "")] if len(ran) else ran
-    for name, g in (controls.groupby("subject", sort=True) if len(controls) else []):
-        diverged = int((g["tensors_differing"] > 0).sum())
-        lines.append(f"control {name}: diverged in {diverged} of {len(g)} cell(s) that ran" if diverged else
-                     f"control {name}: bit-identical in all {len(g)} cell(s) that ran")
-    failing = findings["classification"].isin(["contract broken", "new library defect", "not judged"]) \
-        if len(findings) else pd.Series([], dtype=bool)
-    if len(ran) and not failing.any() and not (ran["verdict"].isin(["broken", "error", "not judged"])).any():
-        plain = ran[(ran["role"] != "oracle") & (ran["relation"] == "")]
-        lines.append(f"all contracts hold: {len(plain)} subject x device x context cells, "
-                     f"{len(ran) - len(plain) - int((ran['role'] == 'oracle').sum())} invariance cells")
-    skipped = cells[cells["verdict"] == "skipped"] if len(cells) else cells
-    for device, g in (skipped.groupby("device", sort=True) if len(skipped) else []):
-        if len(ran) and (ran["device"] == device).any():
-            continue
-        reason = next((r for r in g["reason"] if r), "not run")
-        lines.append(f"{device}: not run ({reason})")
-    return lines or ["nothing ran"]
-
-
 # --------------------------------------------------------------------------- report files
 
 
@@ -533,7 +479,6 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
     cells = cells_frame(measures)
     findings = findings_frame(found)
     _atomic_write(os.path.join(campaign_dir, "findings.json"), dumps(list(found)))
-    headline = verdict_lines(cells, findings, environment)
     env_table = flatten_environment(environment)
     out: dict[str, str] = {}
 
@@ -553,13 +498,16 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
     from harness.outputs import render
 
     figures = [("verdicts.png", render.plot_matrix(cells)),
-               ("divergence.png", render.plot_divergence(divergence_frame(measures))),
+               ("divergence.png", render.plot_divergence(divergence_frame(measures), cells)),
                ("error_vs_size.png", render.plot_error_ratio(oracle_errors_frame(measures, run.cases)))]
     for name, data in figures:
         put(name, data)
-    put("summary.md", render.summary_md(headline, cells, findings, [n for n, _ in figures], env_table))
-    put("summary.html", render.summary_html(headline, cells, findings, figures, env_table,
-                                            os.path.abspath(campaign_dir)))
+    files = sorted({*render.run_files(campaign_dir), "summary.html", "summary.md"})
+    view = render.report_view(os.path.abspath(campaign_dir), cells, list(found), figures, env_table, files=files)
+    put("summary.md", render.summary_md(view))
+    put("summary.html", render.summary_html(view))
+    # the terminal's verdict: the page's gate line and verdict lines, word for word
+    headline = [view.gate_line()[1], *(text for _, text in view.lines)]
     if frames is not None:  # what the caller prints at the end, without building the tables again
         frames.update(results=results, summary=summary, cells=cells, findings=findings, headline=headline,
                       found=list(found))

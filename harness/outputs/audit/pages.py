@@ -1,7 +1,5 @@
-"""How compare and merge write their tables: Markdown cells, HTML tables (pandas ``Styler``), the heatmap.
-
-Escaping: a Markdown cell escapes ``<``/``>``/``&`` as entities (renderers pass raw HTML through) and ``|``;
-an HTML table escapes cells and headers.
+"""How compare and merge write their tables: through the report's renderer (:mod:`harness.outputs.render`: one
+Markdown escaping, one HTML table), and the heatmap.
 """
 
 from __future__ import annotations
@@ -12,30 +10,15 @@ import io
 import math
 from typing import Any, Mapping
 
+from harness.outputs import render
+
 __all__ = ["md_text", "md_table", "fmt_num", "present", "styled_html", "escaped_style", "png", "changed_heatmap",
            "html_page"]
 
 
-def md_text(v: Any) -> str:
-    """One Markdown table cell or inline text: no newline, no bare ``|``, no raw HTML.
-
-    >>> md_text("a|b <i>")
-    'a\\\\|b &lt;i&gt;'
-    """
-    text = " ".join(str(v).splitlines()) if isinstance(v, str) else str(v)
-    return html.escape(text, quote=False).replace("|", "\\|")
-
-
-def md_table(df: Any) -> str:
-    """A DataFrame as a Markdown table, every string cell and header through :func:`md_text`."""
-    if not len(df):
-        return "(none)"
-    safe = df.copy()
-    safe.columns = [md_text(c) for c in safe.columns]
-    for col in safe.columns:
-        if any(isinstance(v, str) for v in safe[col]):
-            safe[col] = [md_text(v) if isinstance(v, str) else v for v in safe[col]]
-    return safe.to_markdown(index=False)
+# One escaping per format, the report's: a Markdown cell through render.md_escape, a table through render.md_table.
+md_text = render.md_escape
+md_table = render.md_table
 
 
 def fmt_num(v: Any, kind: str) -> str:
@@ -65,17 +48,17 @@ def present(df: Any) -> Any:
     return out
 
 
-def escaped_style(df: Any) -> Any:
-    # pandas' Styler writes cell values and headers raw by default: escape both.
-    return df.style.hide(axis="index").format(escape="html").format_index(escape="html", axis=1)
-
-
 def styled_html(df: Any, colours: Mapping[str, str] | None = None, colour_col: str = "verdict") -> str:
-    """An HTML table of ``df``, the ``colour_col`` cells coloured by ``colours`` (value -> CSS colour)."""
-    sty = escaped_style(df)
-    if colours and colour_col in df:
-        sty = sty.map(lambda v: f"background-color: {colours.get(v, '')}", subset=[colour_col])
-    return sty.to_html()
+    """An HTML table of ``df`` (the report's one HTML table, escaped), the ``colour_col`` cells coloured by
+    ``colours`` (the audit's verdict words -> CSS colour)."""
+    return render.html_table(df, colours={colour_col: colour_col} if colours and colour_col in df else None,
+                             palette=dict(colours or {}))
+
+
+def escaped_style(df: Any) -> Any:
+    """A pandas Styler with every cell and header HTML-escaped: merge's per-cell colouring by the cell's own
+    mark (``=``, ``~``, ``!``) still uses it, the one table :func:`render.html_table` does not colour yet."""
+    return df.style.hide(axis="index").format(escape="html").format_index(escape="html", axis=1)
 
 
 def png(fig: Any) -> str:
