@@ -7,7 +7,10 @@ starts any work; a bad one is a single ``harness: error: ...`` line on stderr an
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
+import os
 import sys
 from typing import Any, Callable, NoReturn, Sequence
 
@@ -679,3 +682,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("harness: interrupted; finished rows are on disk (use --resume DIR)", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `harness replay ... | head`: the reader left. Point stdout at /dev/null so that Python's own flush at
+        # exit does not raise again; the verb's result no longer has a reader, so no exit code can mislead.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a shell pipeline reports it
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(f"harness: error: disk full: {exc.strerror} writing {exc.filename or 'a file'}; what finished is "
+              f"kept (a report continues with --resume DIR)", file=sys.stderr)
+        return 2
+    except SystemExit as exc:
+        # argparse has already run: a SystemExit now comes from code the harness called (a plug-in, a library),
+        # never from the verb itself, and must not pass for the verb's own exit code (0 reads "identical").
+        print(f"harness: error: a plug-in or library ended the process (SystemExit({exc.code!r})) while "
+              f"{args.verb} ran: nothing it would have written "
+              f"can be trusted", file=sys.stderr)
+        return 2

@@ -196,3 +196,14 @@ def test_bad_cluster_specs_are_one_line_errors():
             connect("local-cuda")
     with pytest.raises(InvalidArgument, match="cluster-workers=0"):
         connect("local", n_workers=0)
+
+
+def test_a_poll_shorter_than_every_task_waits_instead_of_failing(client, tmp_path):
+    """``distributed.wait(timeout=..., return_when="FIRST_COMPLETED")`` raises TimeoutError when nothing finished
+    within the poll; the executor must take that as "nothing yet". The poll (1 ms) is far below the time any task
+    takes (each runs >= 0.5 s and starts workers), so every poll but the last times out, on any machine."""
+    tasks = _slow_tasks(3)
+    settings = CampaignSettings(repeats=1, fresh=0, quiet=True, plugins=(PLUGIN,))
+    recs = Campaign(str(tmp_path), settings).run(tasks, executor=DaskExecutor(client, poll_seconds=0.001))
+    assert sorted(r["key"] for r in _lines(tmp_path)) == sorted(t.key for t in tasks)
+    assert len(recs) == len(tasks) and _subject_errors_only(recs)

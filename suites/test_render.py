@@ -305,6 +305,7 @@ def test_old_run_directories_are_pruned_and_nothing_else(tmp_path):
     runs = [f"2026120{i}T000000Z-{i}" for i in range(1, 6)]
     for r in runs:
         (base / r).mkdir(parents=True)
+        (base / r / render.FINISHED).write_text("{}")  # finished reports (an unfinished one is never pruned)
     (base / "baselines").mkdir()
     (base / "README.md").write_text("x")
     (base / "latest").symlink_to(runs[0])  # the oldest is the latest's target: kept

@@ -96,7 +96,6 @@ def test_every_task_has_its_row(crash_campaign):
     assert set(recs) == {t.key for t in crash_campaign["tasks"]}
     on_disk = load_tasks(str(crash_campaign["dir"]))
     assert set(on_disk) == set(recs)
-    assert crash_campaign["wall"] < 60
 
 
 def test_segfault_is_a_crashed_row(crash_campaign):
@@ -113,7 +112,8 @@ def test_hang_is_a_timeout_row(crash_campaign):
     assert rec["statuses"] == {"timeout": 2} and rec["status"] == "error"
     assert rec["errors"][0]["type"] == "Timeout" and "3 s" in rec["errors"][0]["message"]
     for r in runs_of(crash_campaign, "misbehaving.hang"):
-        assert r["status"] == "timeout" and 2.5 <= r["wall"] < 30, r["wall"]
+        # A lower bound only: the timeout cannot fire early, while a busy machine may make it late.
+        assert r["status"] == "timeout" and r["wall"] >= 2.5, r["wall"]
 
 
 def test_nan_is_an_ok_row_with_nan_counts(crash_campaign):
@@ -303,9 +303,9 @@ def test_plan_gives_gpu_tasks_that_end_as_skipped_rows(tmp_path):
     assert not any(SUBJECTS[t.subject].role == "oracle" and t.context != "default" for t in tasks)
     assert not any(t.subject == "chainer.NStepLSTM" and t.case.family == "embed" for t in tasks)
     assert len(keys) == len(tasks)
-    t0 = time.perf_counter()
-    recs = Campaign(str(tmp_path), CampaignSettings(repeats=3, fresh=1, quiet=True)).run(gpu_tasks)
-    assert time.perf_counter() - t0 < 10  # no worker was started for tasks that cannot run
+    campaign = Campaign(str(tmp_path), CampaignSettings(repeats=3, fresh=1, quiet=True))
+    recs = campaign.run(gpu_tasks)
+    assert campaign.stats["worker_startup"] == 0 and campaign.stats["restarts"] == 0  # no worker was started
     assert set(recs) == {t.key for t in gpu_tasks}
     for r in recs.values():
         assert r.status == "skipped" and r.skip_reason.startswith("no GPU") and r.runs == 1, r

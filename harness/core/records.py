@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Mapping
 from harness.core.errors import RecordError
 
 __all__ = ["Verdict", "TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "VERDICTS", "VERDICT_ORDER",
-           "read_records", "read_tasks", "read_measures", "write_jsonl", "compress_jsonl", "restore_jsonl",
+           "read_records", "repair_jsonl", "read_tasks", "read_measures", "write_jsonl", "compress_jsonl", "restore_jsonl",
            "device_kind_of"]
 
 #: What a measure compares: repetitions in one process, fresh processes, another context, another device,
@@ -357,24 +357,81 @@ def record_lines(path: str) -> list[str]:
         return f.readlines()
 
 
+def _raw_lines(path: str) -> list[bytes] | None:
+    """The lines of ``path`` (or ``path.gz``, where a finished report compressed it) as bytes; None: no file."""
+    found = record_file(path)
+    if found is None:
+        return None
+    if found.endswith(".gz"):
+        import gzip
+
+        with gzip.open(found, "rb") as f:
+            return f.read().split(b"\n")
+    with open(found, "rb") as f:
+        return f.read().split(b"\n")
+
+
+def _parse_line(raw: bytes) -> tuple[str, Any]:
+    """``("ok", obj)``, ``("blank", None)``, ``("torn", None)`` or ``("bad", reason)`` for one line.
+
+    Torn: an object cut short by an interrupted write (it starts with ``{`` and does not parse, also when cut
+    inside a multi-byte character or right after a nested ``}``). A resumed campaign ends such a line and writes
+    on, so after two interruptions a torn line can sit anywhere in the file, not only last."""
+    text = raw.strip()
+    if not text:
+        return "blank", None
+    try:
+        return "ok", json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        if text.startswith(b"{"):
+            return "torn", None
+        return "bad", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
 def read_records(path: str) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON) of each line of a JSONL file.
 
-    Reads ``path``, or ``path.gz`` where a finished report compressed it (:func:`record_file`).
-    A torn line (an object cut short by an interrupted write: it starts with ``{``, does not end with ``}``; a
-    resumed campaign ends it with a newline and writes on) is skipped; any other undecodable line is a
+    Reads ``path``, or ``path.gz`` where a finished report compressed it (:func:`compress_jsonl`).
+    A torn line (see :func:`_parse_line`), wherever it is, is skipped: its task did not finish and reruns on
+    ``--resume`` (:func:`repair_jsonl` rewrites the file without it); any other undecodable line is a
     :class:`RecordError` naming the file and line."""
-    lines = record_lines(path)
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
+    lines = _raw_lines(path)
+    for n, raw in enumerate(lines or [], 1):
+        state, obj = _parse_line(raw)
+        if state == "ok":
+            yield n, obj
+        elif state == "bad":
+            raise RecordError(f"{path}:{n}: not JSON ({obj})")
+
+
+def repair_jsonl(path: str, keep: Any = None) -> int:
+    """Rewrite ``path`` clean before a resumed campaign appends to it: torn lines (anywhere) dropped, and, with
+    ``keep`` (a predicate over a parsed line), the lines it refuses (a run line of a task that never finished,
+    which reruns and would be written twice). Atomic: the old file or the new, never half. Returns the number
+    of lines dropped; a file with nothing to drop is left untouched (only a missing last newline is added)."""
+    from harness.core.fileio import atomic_write
+
+    from_gz = not os.path.exists(path)
+    lines = _raw_lines(path)
+    if lines is None:
+        return 0
+    good: list[bytes] = []
+    dropped = 0
+    for n, raw in enumerate(lines, 1):
+        state, obj = _parse_line(raw)
+        if state == "blank":
             continue
-        try:
-            yield n, json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            text = line.strip()
-            if text.startswith("{") and not text.endswith("}"):
-                continue  # an object cut short by an interrupted campaign
-            raise RecordError(f"{path}:{n}: not JSON ({str(exc).splitlines()[0]})") from None
+        if state == "bad":
+            raise RecordError(f"{path}:{n}: not JSON ({obj})")
+        if state == "torn" or (keep is not None and not keep(obj)):
+            dropped += 1
+            continue
+        good.append(raw.strip())
+    if dropped or (lines and lines[-1].strip()) or from_gz:
+        atomic_write(path, b"".join(g + b"\n" for g in good))
+        if from_gz:
+            os.remove(path + ".gz")  # only once the plain file is in place
+    return dropped
 
 
 def read_tasks(path: str) -> dict[str, TaskRecord]:

@@ -38,10 +38,10 @@ from harness.core.contexts import Context, get_context
 from harness.core.devices import Device, parse_device
 from harness.core.errors import InvalidArgument, WorkerError
 from harness.core.fileio import atomic_json, atomic_npz
-from harness.core.records import TaskRecord, TensorStats, read_tasks, restore_jsonl
+from harness.core.records import TaskRecord, TensorStats, read_tasks, repair_jsonl
 from harness.subjects.base import ErrorInfo, RunResult, Subject
 from harness.execute.worker import Worker, prestart_zygote, tensor_meta
-from harness.subjects.registry import get_subject
+from harness.subjects.registry import accepts_error, get_subject, prepare_accepts
 
 __all__ = ["Task", "plan", "Campaign", "CampaignSettings", "WorkerSet", "TaskOutcome", "run_task", "outcome_of", "LocalPool",
            "group_key", "shard", "parse_shard", "task_key", "load_tasks"]
@@ -85,14 +85,17 @@ def shard(cases: Sequence[Case], i: int, n: int) -> list[Case]:
 
 def plan(cases: Iterable[Case], subjects: Iterable[Subject], devices: Iterable[Device],
          contexts: Iterable[Context], oracle_contexts: tuple[str, ...] = ("default",),
-         relation_contexts: tuple[str, ...] = ("default",)) -> list[Task]:
+         relation_contexts: tuple[str, ...] = ("default",), contracts: Any = None) -> list[Task]:
     """Every applicable task, in a stable order. Oracle subjects run only in ``oracle_contexts``
     (they are float64 NumPy and deterministic; once is enough to measure error against them),
     and only on the devices they support; other subjects get a task on every device asked for,
     so an unavailable GPU shows up as ``skipped`` rows, never as a silent absence. The members of
     invariance relations (:mod:`harness.execute.relations`) run in ``relation_contexts`` only: the
-    relation compares them with their base case in the same context."""
-    cases, subjects, devices, contexts = list(cases), list(subjects), list(devices), list(contexts)
+    relation compares them with their base case in the same context. With ``contracts``, what judges a subject
+    (its oracle, its declared order's reference) is added wherever a contract line asks for it."""
+    cases, devices, contexts = list(cases), list(devices), list(contexts)
+    subjects = _with_judges(subjects, contracts, devices, contexts)
+    prepare_accepts(subjects, cases)  # plug-in subjects: asked in child processes, once per plug-in
     tasks = []
     for ctx in contexts:
         for dev in devices:
@@ -110,6 +113,30 @@ def plan(cases: Iterable[Case], subjects: Iterable[Subject], devices: Iterable[D
                     if subj.applies_to(case):
                         tasks.append(Task(case, subj.name, dev.id, ctx.name))
     return tasks
+
+
+def _with_judges(subjects: Iterable[Subject], contracts: Any, devices: Sequence[Device],
+                 contexts: Sequence[Context]) -> list[Subject]:
+    """The subjects asked for, plus what judges them where a contract line asks for it: the oracle of a subject
+    whose line says ``oracle = "within"``, whatever ``--subjects`` names (a run without the oracle said "all
+    contracts hold" having judged nothing), and the reference of a declared accumulation order."""
+    from harness.subjects.registry import SUBJECTS, order_reference
+
+    out = list(subjects)
+    if contracts is None:
+        return out
+    names = {s.name for s in out}
+    for s in list(out):
+        if s.role != "subject":
+            continue
+        lines = [contracts.find(s.name, d.kind, c.name) for d in devices for c in contexts]
+        judges = [s.oracle] if any(ln is not None and ln.oracle == "within" for ln in lines) else []
+        judges += [ref[0] for d in devices if (ref := order_reference(s.name, d.kind))]
+        for j in judges:
+            if j and j not in names and j in SUBJECTS:
+                out.append(SUBJECTS[j])
+                names.add(j)
+    return out
 
 
 @dataclass
@@ -278,6 +305,12 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
     """
     device = parse_device(task.device)
     ok, reason = device.availability()
+    refused = accepts_error(task.subject, task.case.id)
+    if refused is not None:  # a plug-in's accepts() raised, crashed or hung on this case: its row says so
+        res = RunResult(task.subject, task.case.id, task.device, task.context, "error",
+                        error=ErrorInfo("PluginError", refused, "setup"))
+        return outcome_of(task, [("pool", res)], None, [{"key": task.key, "rep": 0, "process": "parent", "pid": None,
+                                                        "wall": 0.0, **res.meta(), "tensors": {}}])
     slots = ["pool"] * settings.repeats + [f"fresh:{k}" for k in range(settings.fresh)]
     if get_subject(task.subject).role == "oracle" or task.case.spec.get("relation") is not None:
         # The float64 oracles are references, not subjects under suspicion, and a relation's member is
@@ -410,13 +443,10 @@ class Campaign:
     def run(self, tasks: Sequence[Task], executor: Any = None) -> dict[str, TaskRecord]:
         """Run the tasks not finished yet with ``executor`` (default a :class:`LocalPool`), writing each
         outcome as it arrives: its runs to ``runs.jsonl``, its record to ``tasks.jsonl``, its arrays."""
-        done = load_tasks(self.dir)
+        done = self.repair()
         todo = [t for t in tasks if t.key not in done]
         progress = _Progress(len(todo), self.settings.quiet)
         executor = executor if executor is not None else LocalPool()
-        for name in ("runs.jsonl", "tasks.jsonl"):
-            restore_jsonl(os.path.join(self.dir, name))  # a finished report compressed them
-            _end_torn_line(os.path.join(self.dir, name))
         with open(os.path.join(self.dir, "runs.jsonl"), "a", encoding="utf-8") as runs_f, \
                 open(os.path.join(self.dir, "tasks.jsonl"), "a", encoding="utf-8") as tasks_f:
             try:
@@ -427,6 +457,18 @@ class Campaign:
             finally:
                 for k, v in getattr(executor, "stats", {}).items():
                     self.stats[k] = self.stats.get(k, 0.0) + v
+        return done
+
+    def repair(self) -> dict[str, TaskRecord]:
+        """Before appending (a resume): the finished task records, with ``tasks.jsonl`` and ``runs.jsonl``
+        rewritten clean: torn lines dropped wherever they are (their tasks rerun), and the run lines of tasks
+        that did not finish dropped too (they rerun, and would otherwise be in the file twice). A finished
+        report's compressed files come back plain."""
+        tasks_path = os.path.join(self.dir, "tasks.jsonl")
+        repair_jsonl(tasks_path)
+        done = load_tasks(self.dir)
+        repair_jsonl(os.path.join(self.dir, "runs.jsonl"),
+                     keep=lambda line: isinstance(line, dict) and line.get("key") in done)
         return done
 
     def write_outcome(self, task: Task, outcome: TaskOutcome, runs_f: Any, tasks_f: Any) -> TaskRecord:
@@ -492,20 +534,6 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
         processes=tuple(sorted({slot for slot, _ in results})),
         tensors=tensors, array_file=None,
         rep_processes=tuple(slot for slot, r in results if r.ok), rep_digests=rep_digests)
-
-
-def _end_torn_line(path: str) -> None:
-    """End a last line cut short by an interrupted campaign, so the next record starts a line of its own."""
-    try:
-        with open(path, "rb+") as f:
-            f.seek(0, os.SEEK_END)
-            if f.tell() == 0:
-                return
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                f.write(b"\n")
-    except FileNotFoundError:
-        pass
 
 
 def load_arrays(directory: str, fname: str | None) -> dict[str, np.ndarray]:

@@ -229,7 +229,12 @@ class DaskExecutor:
         pending = set(futures)
         try:
             while pending:
-                done, pending = wait(list(pending), timeout=self.poll_seconds, return_when="FIRST_COMPLETED")
+                try:
+                    done, pending = wait(list(pending), timeout=self.poll_seconds, return_when="FIRST_COMPLETED")
+                except TimeoutError:
+                    # distributed.wait raises on a timeout instead of returning an empty done set: nothing
+                    # finished within this poll, which is the normal case for a task longer than the poll.
+                    done = set()
                 pending = set(pending)
                 if not done:
                     self._check_pinned()

@@ -51,7 +51,7 @@ def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subje
         from harness.execute.relations import members
 
         cases = cases + [m.case for c in cases for m in members(c, relations)]
-    tasks = plan(cases, subjects, devices, contexts, oracle_contexts=oracle_contexts)
+    tasks = plan(cases, subjects, devices, contexts, oracle_contexts=oracle_contexts, contracts=contracts)
     campaign = Campaign(directory, settings)
     if not resume:
         campaign.write_inputs(cases, {"subjects": [s.name for s in subjects], "devices": [d.id for d in devices],

@@ -114,12 +114,57 @@ def measure_campaign(directory: str, contracts: Contracts, *, tasks: Mapping[str
             base = by.get((rel["base"], rec.subject, rec.device, rec.context))
             out += relation_measures(rec, case, rel, contract, arrays.get(base) if base is not None and
                                      base.ok_runs else None, mine)
+    out += _not_judged(tasks.values(), cases, contracts, out)
     if write:
         path = os.path.join(directory, MEASURES_FILE)
         if os.path.exists(path + ".gz"):
             os.remove(path + ".gz")  # measured again (a resumed campaign): the plain file is the current one
         write_jsonl(path, out)
     return out
+
+
+def _not_judged(records: Any, cases: Mapping[str, Case], contracts: Contracts, measures: list[Measure]
+                ) -> list[Measure]:
+    """What each task's contract asked for and did not get (:func:`harness.judge.coverage.missing_measures`):
+    the oracle that gave no values, the claimed relation that compared nothing."""
+    from harness.execute.relations import RELATIONS, members
+    from harness.judge.coverage import missing_measures
+    from harness.subjects.registry import SUBJECTS
+
+    taken: dict[tuple[str, str, str, str], list[Measure]] = {}
+    for m in measures:
+        taken.setdefault((m.case_id, m.subject, m.device, m.context), []).append(m)
+    related: dict[str, set[str]] = {}  # base case id -> relations with a member in the corpus
+    for c in cases.values():
+        rel = relation_of(c)
+        if rel is not None:
+            related.setdefault(rel["base"], set()).add(rel["name"])
+    out: list[Measure] = []
+    for rec in records:
+        role, oracle_name = _role_and_oracle(rec.subject)
+        case = cases.get(rec.case_id)
+        contract = contracts.find(rec.subject, rec.device_kind, rec.context)
+        if case is None or contract is None or role != "subject":
+            continue
+        bad = bool(rec.bad_input) or bool(contracts.bad_rules(rec.subject, rec.device_kind, case.tags, rec.context))
+        oracle = SUBJECTS.get(oracle_name) if oracle_name else None
+        takes = oracle is not None and not bad and _takes(oracle, case)
+        possible: set[str] = set()
+        if rec.context == "default" and relation_of(case) is None and not bad:
+            for r in getattr(contract, "invariant_under", ()) or ():
+                if r in related.get(case.id, set()) or (r in RELATIONS and members(case, [RELATIONS[r]])):
+                    possible.add(r)
+        out += missing_measures(rec, contract, taken.get((rec.case_id, rec.subject, rec.device, rec.context), []),
+                                role=role, bad=bad, oracle=oracle_name, oracle_takes_case=takes,
+                                relations_possible=possible)
+    return out
+
+
+def _takes(subject: Any, case: Case) -> bool:
+    try:
+        return bool(subject.applies_to(case))
+    except Exception:  # noqa: BLE001 - an oracle that cannot say: it is not asked to judge
+        return False
 
 
 def relation_measures(rec: TaskRecord, case: Case, rel: Mapping[str, Any], contract: Any,

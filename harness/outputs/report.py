@@ -79,7 +79,7 @@ def read_campaign_meta(run_dir: str, name: str = "resume") -> dict[str, Any]:
     line by line: one-line errors for a missing, garbage or incomplete file, or a task line that is not a
     record. These values come from a file, not the command line, so they are checked here."""
     from harness.core import schemas
-    from harness.core.argcheck import jsonl_records, readable_file
+    from harness.core.argcheck import readable_file
 
     if not os.path.isdir(run_dir):
         raise InvalidArgument(f"{name}={run_dir!r} is not a directory: nothing to resume")
@@ -97,8 +97,13 @@ def read_campaign_meta(run_dir: str, name: str = "resume") -> dict[str, Any]:
     problem = schemas.check(meta, schemas.CAMPAIGN)
     if problem is not None:
         raise InvalidArgument(f"{name}: {path}: {problem}")
-    jsonl_records(name, os.path.join(run_dir, "tasks.jsonl"), ("key", "case_id", "subject", "device", "context",
-                                                               "status"))
+    from harness.core.errors import RecordError
+    from harness.core.records import read_tasks
+
+    try:  # every line a task record; torn lines (anywhere: interrupted writes) are tasks that rerun
+        read_tasks(os.path.join(run_dir, "tasks.jsonl"))
+    except RecordError as exc:
+        raise InvalidArgument(f"{name}: {exc}") from None
     if not os.path.exists(os.path.join(run_dir, "corpus.jsonl")):
         raise InvalidArgument(f"{name}={run_dir!r} holds no corpus.jsonl: nothing to resume")
     return meta
@@ -196,6 +201,11 @@ def run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case
         if not os.path.isdir(args.resume):
             raise InvalidArgument(f"resume={args.resume!r} is not a directory: nothing to resume")
         with lock_run_dir(args.resume, "resume"):
+            # Unfinished again until this resume writes its report: --keep never prunes it meanwhile.
+            from harness.outputs.render import FINISHED
+
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(args.resume, FINISHED))
             return _run_report(args, default_corpus, args.resume)
     run_dir = args.out or new_run_dir()
     with lock_run_dir(run_dir, "out"):

@@ -12,7 +12,7 @@ import dataclasses
 
 import importlib
 import importlib.metadata
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
 from harness.core.cases import Case, build_arrays
 from harness.core.contexts import Context
@@ -22,7 +22,7 @@ from harness.subjects import controls, embed, lstm, pipeline
 from harness.subjects.base import Declared, Recorder, Subject
 
 __all__ = ["SUBJECTS", "get_subject", "register", "load_plugin", "load_entry_points", "subjects_for",
-           "ORACLE_FOR_FAMILY", "ORDER_REFERENCES", "order_reference"]
+           "ORACLE_FOR_FAMILY", "ORDER_REFERENCES", "order_reference", "prepare_accepts", "accepts_error"]
 
 ENTRY_POINT_GROUP = "harness.subjects"
 
@@ -138,10 +138,34 @@ def _as_subjects(obj: Any, where: str) -> list[Subject]:
     raise PluginError(f"plug-in {where} gives {type(obj).__name__}, not a Subject or an iterable of Subjects")
 
 
-def load_plugin(spec: str) -> list[Subject]:
-    """Load ``package.module:object`` and register what it gives; returns the subjects."""
-    if ":" not in spec:
+#: Set where plug-in code is meant to run: worker processes, the sandboxed child of a verb, the manifest child.
+IN_PROCESS_ENV = "HARNESS_PLUGIN_IN_PROCESS"
+_IN_PROCESS_MAINS = ("harness.execute.worker", "harness.subjects.manifest")
+
+
+def _in_process() -> bool:
+    """True in a process that runs subject code (a worker, a sandboxed verb's child); False in the harness's
+    own process, which takes a plug-in's manifest in a child instead of importing it."""
+    import os
+    import sys
+
+    main = getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", None)
+    # HARNESS_SANDBOX_CHILD is harness.execute.sandbox.CHILD_ENV (named here: subjects may not import execute).
+    return (os.environ.get(IN_PROCESS_ENV) == "1" or os.environ.get("HARNESS_SANDBOX_CHILD") == "1"
+            or main in _IN_PROCESS_MAINS)
+
+
+def load_plugin(spec: str, *, in_process: bool | None = None) -> list[Subject]:
+    """Load ``package.module:object`` and register what it gives; returns the subjects.
+
+    In the harness's own process the plug-in is never imported: its manifest (each subject's fields as plain
+    data) is taken in a child process with a timeout (:mod:`harness.subjects.manifest`) and proxy subjects are
+    registered, whose ``accepts`` answers come from children too and whose ``run`` only workers have. In a
+    worker (``in_process``) the module is imported and its real subjects registered."""
+    if not isinstance(spec, str) or ":" not in spec:
         raise PluginError(f"subject-plugin={spec!r} must look like package.module:object")
+    if not (_in_process() if in_process is None else in_process):
+        return _load_manifest(spec)
     mod_name, _, attr = spec.partition(":")
     try:
         mod = importlib.import_module(mod_name)
@@ -158,18 +182,79 @@ def load_plugin(spec: str) -> list[Subject]:
     return subjects
 
 
+#: (subject name, case id) -> True/False, or the one-line error its accepts() gave, for plug-in subjects.
+_ACCEPTS: dict[tuple[str, str], bool | str] = {}
+#: plug-in subject name -> the spec that gave it (to ask its accepts() about more cases).
+_PLUGIN_OF: dict[str, str] = {}
+
+
+def _load_manifest(spec: str) -> list[Subject]:
+    from harness.subjects.manifest import take_manifest
+
+    data, _ = take_manifest(spec)
+    subjects = [_proxy(d) for d in data]
+    for s in subjects:
+        register(s, replace=True)
+        _PLUGIN_OF[s.name] = spec
+    return subjects
+
+
+def _proxy(d: Mapping[str, Any]) -> Subject:
+    """A registry entry for a plug-in subject from its manifest: every field, and no code of the plug-in."""
+    name = d["name"]
+
+    def run(case: Case, device: Device, context: Context, rec: Recorder) -> None:
+        raise PluginError(f"plug-in subject {name!r} runs only in worker processes")
+
+    def accepts(case: Case) -> bool:
+        answer = _ACCEPTS.get((name, case.id))
+        if answer is None:
+            prepare_accepts([SUBJECTS[name]], [case])
+            answer = _ACCEPTS.get((name, case.id), True)
+        return True if isinstance(answer, str) else bool(answer)  # an error: a task, whose row says it
+
+    declared = {k: Declared(v.get("deterministic"), str(v.get("reason", "")), str(v.get("order", "")))
+                for k, v in d["declared"].items()}
+    return Subject(name, d["family"], run, devices=tuple(d["devices"]), declared=declared,
+                   description=str(d.get("description", "")), double_backward=bool(d.get("double_backward")),
+                   accepts=accepts if d.get("has_accepts", True) else None, source=str(d.get("source", "")),
+                   role=d["role"], oracle=d.get("oracle"))
+
+
+def prepare_accepts(subjects: Iterable[Subject], cases: Sequence[Case]) -> None:
+    """Ask plug-in subjects' ``accepts()`` about every case at once, in one child per plug-in (not per case)."""
+    by_spec: dict[str, list[Case]] = {}
+    for s in subjects:
+        spec = _PLUGIN_OF.get(s.name)
+        if spec is None or s.family not in {c.family for c in cases}:
+            continue
+        todo = [c for c in cases if c.family == s.family and (s.name, c.id) not in _ACCEPTS]
+        if todo:
+            have = {c.id for c in by_spec.setdefault(spec, [])}
+            by_spec[spec].extend(c for c in todo if c.id not in have)
+    from harness.subjects.manifest import take_manifest
+
+    for spec, todo in by_spec.items():
+        _, answers = take_manifest(spec, todo)
+        _ACCEPTS.update(answers)
+
+
+def accepts_error(subject: str, case_id: str) -> str | None:
+    """The one-line error a plug-in subject's ``accepts()`` gave for this case (a raise, a crash, a hang, an
+    exit), else None: the task becomes an error row saying it."""
+    answer = _ACCEPTS.get((subject, case_id))
+    return answer if isinstance(answer, str) else None
+
+
 def load_entry_points() -> list[Subject]:
-    """Register every subject offered through the ``harness.subjects`` entry-point group."""
+    """Register every subject offered through the ``harness.subjects`` entry-point group (each loaded like a
+    ``--subject-plugin``: its manifest taken in a child, unless this process runs subject code)."""
     out: list[Subject] = []
     for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
-            out.extend(_as_subjects(ep.load(), f"entry point {ep.name!r}"))
-        except PluginError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise PluginError(f"entry point {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
-    for s in out:
-        register(s, replace=True)
+            out.extend(load_plugin(ep.value))
+        except PluginError as exc:
+            raise PluginError(f"entry point {ep.name!r} ({ep.value}): {exc}") from None
     return out
 
 

@@ -16,8 +16,8 @@ import collections
 import datetime as _dt
 import json
 import os
+import shutil
 import sys
-import tempfile
 import time
 import uuid
 from typing import Any, Iterable, Mapping, Sequence
@@ -129,20 +129,25 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
               f"{len(tasks)} tasks x {repeats} repetitions -> {out_path}", file=sys.stderr)
     env = dict(environment) if environment is not None else fingerprint()
     entries = []
-    with tempfile.TemporaryDirectory(prefix="harness-audit-") as work:
-        # The one campaign driver (its measures, judged under the shipped contracts, stay in the work directory:
-        # an audit records digests and sketches, and compare/merge judge two audits against each other).
-        records = run_campaign(work, cases, subj, devs, ctxs, settings, executor=executor,
-                               oracle_contexts=tuple(c.name for c in ctxs)).records if tasks else {}
-        for task in tasks:
-            rec = records[task.key].to_dict()
-            e = _entry(rec, roles.get(rec["subject"], "subject"))
-            if arrays_dir is not None and rec.get("array_file"):
-                got = load_arrays(work, rec["array_file"])
-                fname = f"{audit_id}-{rec['array_file']}"
-                atomic_npz(os.path.join(arrays_dir, fname), {k: np.ascontiguousarray(v) for k, v in got.items()})
-                e["array_file"] = fname
-            entries.append(e)
+    # The campaign works in the destination's folder (``OUT.work/``), not a temporary one: on the same disk as
+    # the result, and kept when the audit fails (a full disk) so that nothing it computed is lost.
+    work = os.path.abspath(os.fspath(out_path)) + ".work"
+    if os.path.exists(work):
+        raise InvalidArgument(f"out={os.fspath(out_path)!r}: {work} exists (an earlier audit that did not finish): "
+                              f"remove it or choose another --out")
+    # The one campaign driver (its measures, judged under the shipped contracts, stay in the work directory:
+    # an audit records digests and sketches, and compare/merge judge two audits against each other).
+    records = run_campaign(work, cases, subj, devs, ctxs, settings, executor=executor,
+                           oracle_contexts=tuple(c.name for c in ctxs)).records if tasks else {}
+    for task in tasks:
+        rec = records[task.key].to_dict()
+        e = _entry(rec, roles.get(rec["subject"], "subject"))
+        if arrays_dir is not None and rec.get("array_file"):
+            got = load_arrays(work, rec["array_file"])
+            fname = f"{audit_id}-{rec['array_file']}"
+            atomic_npz(os.path.join(arrays_dir, fname), {k: np.ascontiguousarray(v) for k, v in got.items()})
+            e["array_file"] = fname
+        entries.append(e)
 
     data = {
         "format": FORMAT, "version": VERSION, "id": audit_id, "digest": DIGEST_ALGORITHM,
@@ -160,6 +165,7 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
         **dict(extra or {}),
     }
     atomic_write(os.fspath(out_path), json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n")
+    shutil.rmtree(work, ignore_errors=True)  # the audit file holds what an audit keeps
     return data
 
 

@@ -1,0 +1,207 @@
+"""Attacks on the harness itself (issue 22): hostile plug-ins at load and in ``accepts()``, names that break
+figures, ``--keep`` racing a running report, interrupted writes that leave torn lines in the middle of the record
+files, a full disk, a closed pipe, a stray ``SystemExit``. Each ends in one line with exit 2, an error row, or a
+finished report, and loses nothing; none of these asserts on wall-clock time.
+
+Each runs ``python -m harness`` as a user would; campaigns are tiny (``--examples 1``, one subject, one context).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT = 300
+PLUGIN = "suites.plugins.attacks"
+SMALL = ("--devices", "cpu", "--contexts", "default", "--fresh", "0", "--repeats", "1", "--examples", "1",
+         "--relations", "none", "--no-shrink", "--no-localize", "--quiet")
+
+
+def harness(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None,
+            timeout: float = TIMEOUT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_PLUGIN_TIMEOUT": "10",
+                                                **(env or {})})
+
+
+def one_line_exit_2(p: subprocess.CompletedProcess, *needles: str) -> str:
+    assert p.returncode == 2, (p.returncode, p.stdout[-500:], p.stderr[-2000:])
+    assert "Traceback" not in p.stderr + p.stdout, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("harness: error: "), p.stderr
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+def jsonl(path: Path) -> list[dict]:
+    data = gzip.decompress(path.with_name(path.name + ".gz").read_bytes()) if not path.exists() else path.read_bytes()
+    return [json.loads(ln) for ln in data.decode().splitlines() if ln.strip()]
+
+
+# ---- plug-ins at load: one line, exit 2 -------------------------------------------------------------------------
+@pytest.mark.parametrize("obj, needle", [
+    ("RAISING", "factory attacked"), ("EXITING", "SystemExit(0)"), ("ENDLESS", "more than"),
+    ("DECLARED_BOOL", "declared="), ("INT_NAME", "name=3"), ("DUPLICATE", "two subjects"),
+    ("BAD_FAMILY", "family="), ("BAD_DEVICES", "devices="),
+])
+def test_a_hostile_plugin_object_is_one_line_at_load(obj, needle):
+    one_line_exit_2(harness("subjects", "--subject-plugin", f"{PLUGIN}:{obj}"), "PluginError", needle)
+
+
+@pytest.mark.parametrize("mode, needle", [("exit0", "SystemExit(0)"), ("os_exit", "exit code 0"),
+                                          ("segv", "SIGSEGV"), ("hang", "did not answer within 10 s")])
+def test_a_plugin_that_ends_crashes_or_hangs_at_import_is_one_line(mode, needle):
+    p = harness("subjects", "--subject-plugin", f"{PLUGIN}:OK", env={"ATTACK_AT_IMPORT": mode})
+    one_line_exit_2(p, "PluginError", needle)
+
+
+def test_a_plugin_printing_a_forged_answer_at_import_still_loads_as_itself():
+    p = harness("subjects", "--json", "--subject-plugin", f"{PLUGIN}:OK", env={"ATTACK_AT_IMPORT": "print"})
+    assert p.returncode == 0, p.stderr
+    assert "attack.ok" in {s["name"] for s in json.loads(p.stdout)}
+
+
+# ---- plug-ins in accepts(): an error row per case, the report finishes ------------------------------------------
+@pytest.mark.parametrize("obj", ["ACCEPTS_RAISE", "ACCEPTS_EXIT", "ACCEPTS_OS_EXIT", "ACCEPTS_SEGV", "ACCEPTS_HANG",
+                                 "ACCEPTS_INTERRUPT"])
+def test_a_failing_accepts_is_an_error_row_and_the_report_finishes(obj, tmp_path):
+    name = "attack." + obj.lower()
+    out = tmp_path / "run"
+    p = harness("report", "--subject-plugin", f"{PLUGIN}:{obj}", "--subjects", name, "--out", str(out), *SMALL)
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    assert "Traceback" not in p.stderr
+    mine = [t for t in jsonl(out / "tasks.jsonl") if t["subject"] == name]
+    assert mine, "the plug-in subject got no task"
+    for t in mine:  # never run: accepts() could not say, and the row says why
+        assert t["status"] == "error" and t["errors"][0]["type"] == "PluginError", t
+    assert (out / "summary.html").exists()
+
+
+def test_a_name_with_tex_specials_does_not_break_the_figures():
+    import pandas as pd
+
+    from harness.outputs.render import plot_divergence, plot_error_ratio
+
+    name = "adv.$\\foo{$"
+    png = plot_divergence(pd.DataFrame({"subject": [name, "b"], "axis": ["repeat", "repeat"], "worst_ulp": [3, 0]}))
+    assert png.startswith(b"\x89PNG")
+    png = plot_error_ratio(pd.DataFrame({"subject": [name], "error_ratio": [0.5], "case_size": [10]}))
+    assert png.startswith(b"\x89PNG")
+
+
+def test_a_systemexit_when_the_report_localizes_is_not_the_reports_exit(tmp_path):
+    """The subject ends any process it is localized in with SystemExit(0): the report still finishes, writes
+    everything, and says the localization did not happen."""
+    out = tmp_path / "run"
+    args = [a for a in SMALL if a != "--no-localize"]
+    args[args.index("--repeats") + 1] = "3"
+    p = harness("report", "--subject-plugin", f"{PLUGIN}:LOCALIZE_EXIT", "--subjects", "attack.localize_exit",
+                "--out", str(out), *args)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert (out / "findings.csv").exists() and (out / "timings.json").exists()
+    assert "not localized" in p.stdout + (out / "summary.md").read_text()
+
+
+# ---- --keep never deletes a running or unfinished run ----------------------------------------------------------
+def test_prune_keeps_locked_and_unfinished_runs(tmp_path):
+    from harness.outputs.render import FINISHED, prune_reports
+
+    base = tmp_path / "reports"
+    names = [f"2020010{i}T000000Z-{i}" for i in range(1, 6)]
+    for n in names:
+        (base / n).mkdir(parents=True)
+        (base / n / FINISHED).write_text("{}")
+        (base / n / ".lock").write_text("")
+    (base / names[1] / FINISHED).unlink()  # running or interrupted: not finished
+    with open(base / names[2] / ".lock", "a+") as held:  # a report (a resume) holds it now
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        gone = prune_reports(str(base), keep=1)
+    assert gone == [names[0], names[3]]
+    assert sorted(os.listdir(base)) == [names[1], names[2], names[4]]
+
+
+def test_keep_0_while_another_report_runs_leaves_the_running_one_whole(tmp_path):
+    """A report that started earlier (its directory locked, not finished) survives a second report's --keep."""
+    running = tmp_path / "reports" / "20200101T000000Z-1"
+    running.mkdir(parents=True)
+    (running / "corpus.jsonl").write_text("")
+    with open(running / ".lock", "a+") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        p = harness("report", "--subjects", "chainer.embed_id", "--keep", "0", *SMALL, cwd=tmp_path)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert (running / "corpus.jsonl").exists()
+    runs = [n for n in os.listdir(tmp_path / "reports") if n != "latest"]
+    assert len(runs) == 2, runs  # the running one and the new one (keep 0 keeps the newest)
+
+
+# ---- kill -9 twice: torn lines in the middle; --resume finishes every task --------------------------------------
+def test_torn_lines_anywhere_are_rerun_and_the_files_rewritten_clean(tmp_path):
+    run = tmp_path / "run"
+    p = harness("report", "--subjects", "chainer.embed_id", "--out", str(run), *SMALL)
+    assert p.returncode == 0, p.stderr[-2000:]
+    keys = [t["key"] for t in jsonl(run / "tasks.jsonl")]
+    assert len(keys) >= 6
+    # What two kill -9 leave: a record cut short (ended by the first resume's newline), more records, another
+    # cut short at the end; the runs of the torn tasks are on disk, their records not.
+    lines = gzip.decompress((run / "tasks.jsonl.gz").read_bytes()).decode().splitlines(keepends=True)
+    torn = lines[:2] + [lines[2][: len(lines[2]) // 2] + "\n"] + lines[3:5] + [lines[5][:40]]
+    (run / "tasks.jsonl.gz").unlink()
+    (run / "tasks.jsonl").write_text("".join(torn))
+    for name in ("timings.json", "measures.jsonl.gz"):
+        (run / name).unlink()
+    p = harness("report", "--resume", str(run), "--quiet", "--no-shrink", "--no-localize")
+    assert p.returncode == 0, p.stderr[-2000:]
+    again = jsonl(run / "tasks.jsonl")
+    assert sorted(t["key"] for t in again) == sorted(keys)  # every task once: the torn ones ran again
+    runs = jsonl(run / "runs.jsonl")
+    assert sorted(r["key"] for r in runs) == sorted(keys)  # one run each (--repeats 1): none written twice
+
+
+# ---- a full disk: one line, exit 2, and what finished resumes --------------------------------------------------
+def _tmpfs(path: Path, size: str) -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        return False
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+                          capture_output=True).returncode == 0
+
+
+def test_a_full_disk_is_one_line_and_the_run_resumes(tmp_path):
+    fs = tmp_path / "small"
+    if not _tmpfs(fs, "400k"):
+        pytest.skip("mounting a 400 kB tmpfs needs root and mount(8) (not available here)")
+    try:
+        run = fs / "run"
+        args = list(SMALL)
+        args[args.index("--examples") + 1] = "30"  # more than 400 kB of arrays
+        p = harness("report", "--subjects", "chainer.embed_id", "--keep-arrays", "all", "--out", str(run), *args)
+        one_line_exit_2(p, "disk full", "--resume")
+        assert (run / "campaign.json").exists() and (run / "corpus.jsonl").exists()
+        subprocess.run(["mount", "-o", "remount,size=64m", str(fs)], check=True)
+        p = harness("report", "--resume", str(run), "--quiet", "--no-shrink", "--no-localize")
+        assert p.returncode == 0, p.stderr[-2000:]
+        keys = [t["key"] for t in jsonl(run / "tasks.jsonl")]
+        assert len(keys) == len(set(keys)) and (run / "summary.html").exists()
+    finally:
+        subprocess.run(["umount", "-l", str(fs)], capture_output=True)
+
+
+# ---- a closed pipe: no traceback --------------------------------------------------------------------------------
+def test_a_reader_that_left_is_not_a_traceback():
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "subjects"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc.stdout.close()  # like `| head` that has already exited
+    err = proc.stderr.read().decode()
+    rc = proc.wait(timeout=TIMEOUT)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert rc != 0  # the listing did not reach its reader: never "success"
