@@ -39,7 +39,7 @@ def test_replay_of_a_subject_that_dies_is_exit_1_with_the_row(harness, case_file
 
 @pytest.mark.parametrize("subject,why", [
     ("misbehaving.segfault", "SIGSEGV"),
-    ("exits.sys_exit_0", "without an answer"),
+    ("exits.sys_exit_0", "ended the process (SystemExit(0))"),
     ("exits.os_exit_3", "exited (code 3)"),
 ])
 def test_localize_of_a_subject_that_dies_is_one_line_exit_2(harness, case_file, subject, why):
