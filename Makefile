@@ -14,7 +14,7 @@ STAMP  := $(VENV)/.stamp-$(KEY)
 PYTEST_ARGS ?= -n 2
 REPORT_ARGS ?=
 
-.PHONY: report test gate bench audit env clean venv
+.PHONY: report test gate bench audit env clean venv mutants
 
 venv: $(STAMP)
 
@@ -48,6 +48,11 @@ gate: $(STAMP)
 # The bench lives beside the harness (tools/bench/); nothing in harness/ imports it.
 bench: $(STAMP)
 	$(BIN)/python -m tools.bench
+
+# The mutation check of the gate (tools/mutants/): realistic regressions of the subjects, plugged in one at a
+# time; writes reports/mutants/mutants.{csv,md}. Not part of `make test`.
+mutants: $(STAMP)
+	$(BIN)/python -m tools.mutants
 
 audit: $(STAMP)
 	$(BIN)/python -m harness audit --out reports/audit-$$(hostname).json
