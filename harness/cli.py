@@ -205,11 +205,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 # ---- report ----------------------------------------------------------------------------------------
 def cmd_report(args: argparse.Namespace) -> int:
+    import functools
+
     from harness.generate.corpora import default_corpus
     from harness.outputs.report import run_report
 
     _load_plugins(args.subject_plugin)
-    return run_report(args, default_corpus)
+    return run_report(args, functools.partial(default_corpus, profile=args.profile))
 
 
 # ---- gate / contracts -------------------------------------------------------------------------------
@@ -385,6 +387,9 @@ def _check_combinations(args: argparse.Namespace) -> None:
         if ignored:
             raise InvalidArgument(f"corpus={args.corpus!r} runs its own cases: {' and '.join(ignored)} would be "
                                   f"ignored; leave {'them' if len(ignored) > 1 else 'it'} out")
+    if getattr(args, "corpus", None) is not None and "profile" in given and args.verb in ("report", "gate"):
+        raise InvalidArgument(f"profile={args.profile!r} sizes the generated cases; corpus={args.corpus!r} runs its "
+                              f"own: give one of them")
     if hasattr(args, "cluster") and args.cluster is None:
         if "cluster_workers" in given:
             raise InvalidArgument(f"cluster-workers={args.cluster_workers} needs --cluster local (without "
@@ -404,6 +409,12 @@ def _verb(sub: Any, name: str, help: str, description: str, codes: str) -> argpa
 
 def _add_plugin(p: argparse.ArgumentParser) -> None:
     p.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ", help=_PLUGIN_HELP)
+
+
+def _add_profile(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", default="ci", choices=_profiles(),
+                   help="sizes and counts of the generated cases, the pytest profiles' names: ci (the default "
+                        "corpus), dev, audit (more and larger cases; not with --corpus) (default %(default)s)")
 
 
 def _add_shrink_options(p: argparse.ArgumentParser, budget: float) -> None:
@@ -529,6 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "run directory is never mixed into: --out must be new or empty; --resume DIR continues one.",
                 _codes("0  the report was written (findings are rows, not failures)"))
     _add_campaign_options(rep)
+    _add_profile(rep)
     _add_shrink_options(rep, 30.0)
     add_cluster_options(rep)
     rep.set_defaults(func=cmd_report)
@@ -563,6 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plugin(g)
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_shrink_options(g, 60.0)
+    _add_profile(g)
     add_cluster_options(g)
     g.set_defaults(func=cmd_gate)
 

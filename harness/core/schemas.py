@@ -568,6 +568,7 @@ CAMPAIGN_FIELDS: dict[str, Any] = {
     "repeats": POS, "fresh": NAT,
     "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
     "plugins": _list(NAME), "shard": _null(_SHARD), "cluster": {"type": "object"},
+    "profile": {"enum": ["ci", "dev", "audit"]},
 }
 CAMPAIGN: dict[str, Any] = _obj(CAMPAIGN_FIELDS, ["subjects", "devices", "contexts", "repeats", "fresh",
                                                   "timeout"], closed=False)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from harness.core.cases import Case
 
-__all__ = ["anchor_cases", "relation_cases", "default_corpus", "gate_corpus", "DEFAULT_SEED", "DEFAULT_EXAMPLES"]
+__all__ = ["PROFILE_EXAMPLES", "anchor_cases", "relation_cases", "default_corpus", "gate_corpus", "DEFAULT_SEED", "DEFAULT_EXAMPLES"]
 
 DEFAULT_SEED = 20261202
 DEFAULT_EXAMPLES = {"embed": 6, "lstm": 4, "pipeline": 3}
@@ -62,11 +62,19 @@ def relation_cases() -> list[Case]:
     ]
 
 
-def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEFAULT_SEED) -> list[Case]:
+#: Random cases per family of each profile's default corpus (``--profile``), at that profile's sizes.
+PROFILE_EXAMPLES = {"ci": None, "dev": 12, "audit": 30}
+
+
+def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEFAULT_SEED,
+                   profile: str = "ci") -> list[Case]:
     """The edge set (:func:`harness.generate.edges.edge_cases`: one case for every edge kind), the anchors,
-    the relation cases and ``examples`` generated cases per family (ci-profile sizes), deduplicated by id."""
+    the relation cases and ``examples`` generated cases per family (the ``profile``'s sizes, and its count
+    from :data:`PROFILE_EXAMPLES` where ``examples`` is None), deduplicated by id."""
     from harness.generate.strategies import corpus
 
+    if examples is None and PROFILE_EXAMPLES.get(profile) is not None:
+        examples = PROFILE_EXAMPLES[profile]
     if examples is None:
         per = dict(DEFAULT_EXAMPLES)
     elif isinstance(examples, int):
@@ -79,18 +87,18 @@ def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEF
     cases = edge_cases() + [with_edge_tags(c) for c in anchor_cases() + relation_cases()]
     for i, (family, n) in enumerate(sorted(per.items())):
         if n > 0:
-            cases.extend(corpus(family, examples=n, seed=seed + i, profile="ci"))
+            cases.extend(corpus(family, examples=n, seed=seed + i, profile=profile))
     seen: dict[str, Case] = {}
     for c in cases:
         seen.setdefault(c.id, c)
     return list(seen.values())
 
 
-def gate_corpus(seed: int = DEFAULT_SEED, bad_examples: int = 24) -> list[Case]:
+def gate_corpus(seed: int = DEFAULT_SEED, bad_examples: int = 24, profile: str = "ci") -> list[Case]:
     """The default corpus plus generated bad inputs of every kind: what ``harness gate`` runs."""
     from harness.generate.strategies import bad_corpus
 
-    cases = default_corpus(seed=seed) + bad_corpus(examples=bad_examples, seed=seed)
+    cases = default_corpus(seed=seed, profile=profile) + bad_corpus(examples=bad_examples, seed=seed)
     seen: dict[str, Case] = {}
     for c in cases:
         seen.setdefault(c.id, c)

@@ -330,7 +330,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
         return 2
     if args.baseline and not load_tasks(args.baseline):
         raise InvalidArgument(f"baseline={args.baseline!r} holds no tasks.jsonl: not a report directory")
-    cases = load_corpus(args.corpus) if args.corpus else gate_corpus()
+    cases = load_corpus(args.corpus) if args.corpus else gate_corpus(profile=getattr(args, "profile", "ci"))
     contexts = sorted({c.context for c in contracts.contracts if c.context != "*"} |
                       {x for c in contracts.contracts for x in c.identical_across} | set(DEFAULT_CONTEXTS))
     subjects = subjects_for(None)

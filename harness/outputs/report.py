@@ -132,6 +132,8 @@ def _resume_conflicts(args: argparse.Namespace, meta: dict[str, Any], cases: lis
         differ("--devices", [d.id for d in select_devices(args.devices).planned], meta["devices"])
     if _given(args, "contexts"):
         differ("--contexts", [c.name for c in parse_contexts(args.contexts)], meta["contexts"])
+    if _given(args, "profile"):
+        differ("--profile", args.profile, meta.get("profile", "ci"))
     if _given(args, "repeats"):
         differ("--repeats", args.repeats, meta["repeats"])
     if _given(args, "fresh"):
@@ -269,7 +271,8 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         t0 = time.perf_counter()
         run = run_campaign(where, cases, subjects, devices, contexts, settings, executor=target.executor,
                            relations=relations,
-                           meta={"shard": getattr(args, "shard", None), **({"cluster": target.cluster}
+                           meta={"shard": getattr(args, "shard", None), "profile": getattr(args, "profile", "ci"),
+                                 **({"cluster": target.cluster}
                                                                            if target.cluster else {})},
                            resume=bool(args.resume))
         own = {**timings, "campaign": time.perf_counter() - t0}

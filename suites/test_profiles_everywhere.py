@@ -1,0 +1,32 @@
+"""``--profile ci|dev|audit`` on report and gate: the same names as pytest's, sizing the generated cases."""
+
+from __future__ import annotations
+
+import json
+
+from harness.core.cases import load_corpus
+from harness.generate.corpora import default_corpus
+
+
+def test_dev_profile_corpus_is_larger_and_drawn_at_dev_sizes():
+    ci, dev = default_corpus(profile="ci"), default_corpus(profile="dev")
+    assert len(dev) > len(ci)
+    assert {c.id for c in default_corpus(2, profile="dev")} != {c.id for c in default_corpus(2, profile="ci")}
+
+
+def test_report_profile_dev_runs_the_dev_corpus_and_records_it(harness, tmp_path):
+    out = tmp_path / "run"
+    r = harness("report", "--profile", "dev", "--examples", "1", "--subjects", "control.deterministic",
+                "--devices", "cpu", "--contexts", "default", "--fresh", "0", "--repeats", "1", "--relations",
+                "none", "--no-shrink", "--no-localize", "--quiet", "--out", str(out), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads((out / "campaign.json").read_text())["profile"] == "dev"
+    ran = {c.id for c in load_corpus(str(out / "corpus.jsonl"))}
+    assert ran == {c.id for c in default_corpus(1, profile="dev")}
+
+
+def test_a_profile_with_a_corpus_is_one_line(harness, tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(default_corpus(1)[0].to_json() + "\n")
+    r = harness("gate", "--profile", "dev", "--corpus", str(corpus), "--devices", "cpu")
+    assert r.returncode == 2 and "profile='dev'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
