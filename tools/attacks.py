@@ -121,6 +121,30 @@ def attacks() -> list[Attack]:
             extra = ["--kind", "error", "--max-runs", "2"] if verb == "shrink" else []
             out.append(Attack(f"{verb}-case:{name}", [verb, "{tmp}/case.json", "--subject", "chainer.embed_id", *extra],
                               setup=_write("case.json", text)))
+    # Bad contracts files, in every verb that reads one: refused in one line before any work.
+    line = '[[contract]]\nsubject = "chainer.embed_id"\ndevice = "cpu"\ncontext = "*"\nreason = "r"\n'
+    bad_contracts = {
+        "empty": "", "not-toml": "[[contract\n", "deep": "x = " + "[" * 800 + "]" * 800 + "\n",
+        "1e400": line + "tolerance = { float32 = [1e400, 0.0] }\n", "huge-int": "version = " + "9" * 5000 + "\n",
+        "contradiction": line + "reproducible = false\nidentical_across = [\"blas1\"]\n",
+        "record-with-tolerance": line + 'oracle = "record"\ntolerance = { float32 = [0.1, 0.1] }\n',
+        "bad-utf8": b"\xff\xfe[[contract]]", "negative-tolerance": line + "tolerance = { float32 = [-1.0, 0.0] }\n",
+        "unknown-key": line + "colour = 1\n", "wrong-type": line + 'reproducible = "yes"\n',
+    }
+    for name, text in bad_contracts.items():
+        for verb in (["gate", "--devices", "cpu", "--out", "{tmp}/run", "--quiet"],
+                     ["replay", "{tmp}/case.json", "--subject", "chainer.embed_id"], ["contracts", "check"]):
+            out.append(Attack(f"contracts:{name}:{verb[0]}", [*verb, "--contracts", "{tmp}/c.toml"],
+                              setup=_both(_write("c.toml", text), _write("case.json", CASE))))
+    # Bad audit files, in compare and merge: refused in one line.
+    bad_audits = {
+        "not-json": "{nope", "empty": "", "list": "[]", "deep": "[" * 900 + "]" * 900,
+        "1e400": '{"format":"harness-audit","version":1,"x":1e400}', "huge-int": '{"version":' + "9" * 5000 + "}",
+        "wrong-format": '{"format":"other","version":1}', "bad-utf8": b"\xff{",
+    }
+    for name, text in bad_audits.items():
+        for verb in (["compare", "{tmp}/a.json", "{tmp}/a.json"], ["merge", "{tmp}/a.json", "--out", "{tmp}/m"]):
+            out.append(Attack(f"audit-file:{name}:{verb[0]}", verb, setup=_write("a.json", text)))
     for name, path in (("missing", "{tmp}/nope.json"), ("directory", "{tmp}"), ("dev-null", "/dev/null")):
         out.append(Attack(f"replay-file:{name}", ["replay", path, "--subject", "chainer.embed_id"]))
     # Resume of damaged runs.
@@ -171,10 +195,13 @@ def _option_grid() -> list[Attack]:
             flag = a.option_strings[0]
             bad: list[str] = []
             edge: list[str] = []
-            if a.type is int:
-                bad, edge = ["x", "", "1e400", "1.5", "0x10"], ["0", "-1", "-99999999999999999999"]
-            elif a.type is float:
-                bad, edge = ["x", "", "nan", "-inf", "1e400x"], ["0", "-1", "1e-300"]
+            parse = getattr(a.type, "parse", a.type)  # argcheck's converters say what they parse
+            if parse is int:
+                bad = ["x", "", "1e400", "1.5", "0x10", "9" * 5000, "-", "1_0_", " ", "nan", "inf", "--1"]
+                edge = ["0", "-1", "-99999999999999999999", "99999999999999999999"]
+            elif parse is float:
+                bad = ["x", "", "nan", "-inf", "inf", "1e400x", "1e400", "-1e400", "NaN", "-nan", "0x1p3", "--1"]
+                edge = ["0", "-1", "1e-300", "1e308"]
             elif flag in ("--devices", "--device"):
                 bad = ["tpu", "", "gpu:x", ",", "cpu,tpu", "gpu:-1", "cpu:7"]
             elif flag in ("--contexts", "--context"):
@@ -190,6 +217,13 @@ def _option_grid() -> list[Attack]:
                     out.append(Attack(f"edge:{verb}:{flag}={v[:14]}", [*base, flag, v], expect="either",
                                       setup=_write("case.json", CASE)))
     return out
+
+
+def _both(*setups: Callable[[Path], None]) -> Callable[[Path], None]:
+    def setup(tmp: Path) -> None:
+        for f in setups:
+            f(tmp)
+    return setup
 
 
 def _finished_run(tmp: Path) -> None:
