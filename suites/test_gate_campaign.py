@@ -13,19 +13,26 @@ pytestmark = pytest.mark.gate
 
 @pytest.fixture(scope="session")
 def gate_run(tmp_path_factory, contracts):
-    """One campaign over the anchor cases: R=2 in a pooled worker, K=1 in a fresh one, per context."""
+    """One campaign over the anchor cases and their relations' members: R=2 in a pooled worker, K=1 in a fresh
+    one, per context (members in the default context)."""
     from harness.core.contexts import get_context
     from harness.generate.corpora import anchor_cases
     from harness.pytest_plugin import GateState
     from harness.execute.campaign import Campaign, CampaignSettings, plan
     from harness.subjects.registry import subjects_for
 
+    from harness.execute.relations import RELATIONS, members
+
     d = str(tmp_path_factory.mktemp("gate") / "run")
+    # the anchors, and the members of the relations the contracts claim (a claim that compared nothing is
+    # "not judged", a failure: the gate runs them, so this campaign does too)
+    claimed = sorted({r for c in contracts.contracts for r in c.invariant_under})
     cases = anchor_cases()
+    cases = cases + [m.case for c in cases for m in members(c, [RELATIONS[r] for r in claimed])]
     contexts = [get_context(c) for c in ("default", "blas1", "blas2", "debug")]
     camp = Campaign(d, CampaignSettings(repeats=2, fresh=1, quiet=True))
     camp.write_inputs(cases, {"subjects": [], "devices": [dev.id for dev in GateState.devices], "contexts": []})
-    camp.run(plan(cases, subjects_for(None), GateState.devices, contexts))
+    camp.run(plan(cases, subjects_for(None), GateState.devices, contexts, contracts=contracts))
     return d
 
 
