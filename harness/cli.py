@@ -154,6 +154,18 @@ def _read_case(path: str, case_id: str | None) -> Any:
     return load_case_file(path, case_id)
 
 
+def _subject_case(args: argparse.Namespace, subject: Any) -> Any:
+    from harness.subjects.registry import load_case_for_subject
+
+    return load_case_for_subject(args.case, args.case_id, subject, args.max_case_bytes)
+
+
+def _add_max_case_bytes(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-case-bytes", type=argcheck.ints("max-case-bytes", 1), metavar="BYTES",
+                   help="refuse a case whose inputs need more (default $HARNESS_MAX_CASE_BYTES or a quarter of "
+                        "this machine's memory)")
+
+
 # ---- replay --------------------------------------------------------------------------------------
 def cmd_replay(args: argparse.Namespace) -> int:
     """0: every comparison bit-identical and within the oracle's tolerance (or the run was skipped, said so);
@@ -185,12 +197,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:
         devices = [resolve_device(args.device or "cpu")]
     contracts = load_contracts(args.contracts)
-    case = _read_case(args.case, args.case_id)
-    from harness.core.cases import check_case_size
-    from harness.subjects.registry import check_case_for_subject
-
-    check_case_for_subject(case, subject)  # a case of another family: refused before anything runs
-    check_case_size(case, args.max_case_bytes)  # an oversized case: refused before its arrays are built
+    case = _subject_case(args, subject)
     if args.relation is not None:
         from harness.outputs.replay import replay_relation
 
@@ -253,7 +260,7 @@ def cmd_localize(args: argparse.Namespace) -> int:
 
     _load_plugins(args.subject_plugin)
 
-    get_subject(args.subject)
+    subject = get_subject(args.subject)
     resolve_device(args.device)  # usable here (the parser checked the names)
     if args.devices is not None:
         for d in localize.name_pair(args.devices, "devices") or ():
@@ -266,7 +273,7 @@ def cmd_localize(args: argparse.Namespace) -> int:
         rc = localize.cmd_localize(args)  # reads the case with load_case_file, the one case loader
         print(DONE)
         return rc
-    _read_case(args.case, args.case_id)  # a bad case file or id: one line, before the child starts
+    _subject_case(args, subject)  # a bad, foreign or oversized case: one line, before the child starts
     res = run_child(args.argv, args.timeout)
     sys.stdout.write(res.stdout)
     if not res.ok:
@@ -438,9 +445,7 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
                    help="runs in fresh worker processes, one each, >= 0 (default %(default)s)")
     p.add_argument("--relations", type=_checked("relations", _relations), help="invariance relations to run, comma list of alone, subbatch, order, padding, "
                                        "duplicate; 'all' (the default) or 'none'")
-    p.add_argument("--max-case-bytes", type=argcheck.ints("max-case-bytes", 1), metavar="BYTES",
-                   help="refuse a case whose inputs need more (default $HARNESS_MAX_CASE_BYTES or a quarter "
-                                                                      "of this machine's memory)")
+    _add_max_case_bytes(p)
     p.add_argument("--keep", type=argcheck.ints("keep", 0), metavar="N", help="keep the newest N run directories under reports/, delete "
                                                         "older ones (default 10; 0 keeps only this run)")
     p.add_argument("--keep-arrays", choices=["findings", "all"], help="keep repetition 0's arrays of the tasks "
@@ -528,8 +533,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="contracts file the verdicts use (default: contracts.toml)")
     r.add_argument("--relation", metavar="NAME", type=_checked("relation", _one_relation), help="run the case and its members under this invariance relation "
                                                       "(alone, subbatch, order, padding, duplicate) and compare them")
-    r.add_argument("--max-case-bytes", type=argcheck.ints("max-case-bytes", 1), metavar="BYTES", help="refuse a case whose inputs need more "
-                                                                      "(default: a quarter of the memory)")
+    _add_max_case_bytes(r)
     _add_plugin(r)
     r.set_defaults(func=cmd_replay)
 
@@ -610,6 +614,7 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--out", metavar="FILE", type=_checked("out", argcheck.writable_file), help="where to write the minimal case (default: beside CASE.json, "
                                                   "named by its id)")
     sh.add_argument("--quiet", action="store_true", help="do not print each step")
+    _add_max_case_bytes(sh)
     _add_plugin(sh)
     sh.set_defaults(func=cmd_shrink)
 
@@ -669,6 +674,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "relation instead (the first node whose output rows differ)")
     _add_plugin(lo)
     lo.add_argument("--json", action="store_true", help="print the localization as JSON")
+    _add_max_case_bytes(lo)
     lo.add_argument("--timeout", type=argcheck.seconds("timeout"), default=300.0, help="seconds before the localizing process is killed "
                                                                "(default %(default)s)")
     lo.set_defaults(func=cmd_localize)

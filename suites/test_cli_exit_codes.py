@@ -400,15 +400,21 @@ def test_fuzzed_report_values_are_one_line_errors(flag, value, tmp_path_factory,
     assert "Traceback" not in err
 
 
-def test_an_oversized_case_or_one_of_another_family_is_refused_before_work(tmp_path):
+#: Every verb that runs one case on one subject reads it through the same check (replay, localize, shrink).
+_CASE_VERBS = {"replay": (), "localize": (), "shrink": ("--kind", "error", "--max-runs", "2")}
+
+
+@pytest.mark.parametrize("verb", sorted(_CASE_VERBS))
+def test_an_oversized_case_or_one_of_another_family_is_refused_before_work(tmp_path, verb):
+    extra = _CASE_VERBS[verb]
     huge = tmp_path / "huge.json"
     huge.write_text(Case("embed", 0, {"vocab": 5, "width": 3, "ids_shape": [30000, 30000]}).to_json())
-    refused(harness("replay", str(huge), "--subject", "chainer.embed_id"), "needs about 43,200,000,240 bytes",
+    refused(harness(verb, str(huge), "--subject", "chainer.embed_id", *extra), "needs about 43,200,000,240 bytes",
             "max-case-bytes")
     small = tmp_path / "small.json"
     small.write_text(CASE.to_json())
-    refused(harness("replay", str(small), "--subject", "chainer.embed_id", "--max-case-bytes", "10"),
+    refused(harness(verb, str(small), "--subject", "chainer.embed_id", "--max-case-bytes", "10", *extra),
             "over the limit of 10 bytes")
     lstm = tmp_path / "lstm.json"
     lstm.write_text(Case("lstm", 0, {"n_layers": 1, "in_size": 2, "hidden": 2, "lengths": [2]}).to_json())
-    refused(harness("replay", str(lstm), "--subject", "chainer.embed_id"), "is a lstm case", "takes embed cases")
+    refused(harness(verb, str(lstm), "--subject", "chainer.embed_id", *extra), "is a lstm case", "takes embed cases")

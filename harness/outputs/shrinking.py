@@ -83,12 +83,11 @@ def cmd_shrink(args: argparse.Namespace) -> int:
     reproduce on the case given, 2 usage or set-up error."""
     from harness.core.contexts import get_context
     from harness.core.argcheck import int_at_least, name_list, positive_seconds
-    from harness.subjects.registry import check_case_for_subject, get_subject
+    from harness.subjects.registry import get_subject, load_case_for_subject
 
     contracts = load_contracts(args.contracts)
     subject = get_subject(args.subject)
-    case = load_case_file(args.case, args.case_id)
-    check_case_for_subject(case, subject)
+    case = load_case_for_subject(args.case, args.case_id, subject, args.max_case_bytes)
     positive_seconds("budget", args.budget)
     int_at_least("max-runs", args.max_runs, 1)
     kind = args.kind

@@ -33,7 +33,7 @@ TIMEOUT_ENV = "HARNESS_PLUGIN_TIMEOUT"
 MAX_SUBJECTS = 1000
 #: The child's answer lines start with this (on its own pipe; the plug-in's prints go to stderr).
 _TAG = "harness-manifest "
-#: After this many child deaths in ``accepts()``, the remaining cases are not tried again.
+#: After this many child deaths in ``accepts()`` (or one hang), the remaining cases are not tried again.
 _MAX_RESTARTS = 3
 
 
@@ -287,9 +287,12 @@ def _take(spec: str, cases: list[Any], cases_file: str, timeout: float
                 case_id, name = order[start]
                 accepts[(name, case_id)] = f"accepts() {why}"
                 start += 1
-                if deaths >= _MAX_RESTARTS:
+                # A hang costs the whole timeout each time it is asked again: one is enough (a crash is cheap,
+                # so a plug-in that dies on some cases only still gets its other cases asked).
+                if deaths >= _MAX_RESTARTS or state == "timeout":
+                    failed = "it hung once" if state == "timeout" else f"it failed {deaths} times"
                     for case_id, name in order[start:]:
-                        accepts[(name, case_id)] = f"accepts() not asked: it failed {deaths} times ({why})"
+                        accepts[(name, case_id)] = f"accepts() not asked: {failed} ({why})"
                     return subjects, accepts
                 break
         finally:

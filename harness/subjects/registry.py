@@ -22,7 +22,8 @@ from harness.subjects import controls, embed, lstm, pipeline
 from harness.subjects.base import Declared, Recorder, Subject
 
 __all__ = ["SUBJECTS", "get_subject", "register", "load_plugin", "load_entry_points", "subjects_for",
-           "ORACLE_FOR_FAMILY", "ORDER_REFERENCES", "order_reference", "prepare_accepts", "accepts_error"]
+           "ORACLE_FOR_FAMILY", "ORDER_REFERENCES", "order_reference", "prepare_accepts", "accepts_error",
+           "check_case_for_subject", "load_case_for_subject"]
 
 ENTRY_POINT_GROUP = "harness.subjects"
 
@@ -274,3 +275,15 @@ def check_case_for_subject(case: Case, subject: Subject) -> None:
     from harness.core.cases import check_case_family
 
     check_case_family(case, subject.family, subject.name)
+
+
+def load_case_for_subject(path: str, case_id: str | None, subject: Subject, max_bytes: int | None) -> Case:
+    """The one case of replay, localize and shrink, read and refused up front in one line: a bad file or id, a
+    case of another family, or one whose inputs need more than ``max_bytes`` (checked before any array is
+    built; ``None`` is the machine's default)."""
+    from harness.core.cases import check_case_size, load_case_file
+
+    case = load_case_file(path, case_id)
+    check_case_for_subject(case, subject)
+    check_case_size(case, max_bytes)
+    return case
