@@ -394,7 +394,7 @@ def _check_combinations(args: argparse.Namespace) -> None:
         if ignored:
             raise InvalidArgument(f"corpus={args.corpus!r} runs its own cases: {' and '.join(ignored)} would be "
                                   f"ignored; leave {'them' if len(ignored) > 1 else 'it'} out")
-    if getattr(args, "corpus", None) is not None and "profile" in given and args.verb in ("report", "gate"):
+    if getattr(args, "corpus", None) is not None and "profile" in given and args.verb in ("report", "gate", "audit"):
         raise InvalidArgument(f"profile={args.profile!r} sizes the generated cases; corpus={args.corpus!r} runs its "
                               f"own: give one of them")
     if hasattr(args, "cluster") and args.cluster is None:
@@ -634,6 +634,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--subjects", type=_checked("subjects", argcheck.name_list), help="comma list of subjects (default: all but the control.* self-tests)")
     _add_plugin(a)
     a.add_argument("--quiet", action="store_true", help="no progress bar")
+    a.add_argument("--profile", choices=_profiles(), help="audit the default corpus generated at this profile's "
+                   "sizes (the pytest profiles' names: ci, dev, audit) instead of the audit corpus file; not with "
+                   "--corpus (default: the file)")
     add_cluster_options(a)
     a.set_defaults(func=_lazy("harness.outputs.audit", "cmd_audit"))
 

@@ -1,4 +1,4 @@
-"""``--profile ci|dev|audit`` on report and gate: the same names as pytest's, sizing the generated cases."""
+"""``--profile ci|dev|audit`` on report, gate and audit: the same names as pytest's, sizing the generated cases."""
 
 from __future__ import annotations
 
@@ -29,4 +29,19 @@ def test_a_profile_with_a_corpus_is_one_line(harness, tmp_path):
     corpus = tmp_path / "c.jsonl"
     corpus.write_text(default_corpus(1)[0].to_json() + "\n")
     r = harness("gate", "--profile", "dev", "--corpus", str(corpus), "--devices", "cpu")
+    assert r.returncode == 2 and "profile='dev'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_audit_profile_dev_audits_the_dev_corpus_and_records_it(harness, tmp_path):
+    out = tmp_path / "a.json"
+    r = harness("audit", "--profile", "dev", "--subjects", "control.deterministic", "--devices", "cpu", "--quiet",
+                "--out", str(out), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    corpus = json.loads(out.read_text())["corpus"]
+    dev = default_corpus(profile="dev")
+    assert corpus["path"] == "profile:dev" and corpus["cases"] == len(dev)
+    from harness.core.cases import corpus_digest
+
+    assert corpus["digest"] == corpus_digest(dev)
+    r = harness("audit", "--profile", "dev", "--corpus", str(out), "--out", str(tmp_path / "b.json"))
     assert r.returncode == 2 and "profile='dev'" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -1,7 +1,7 @@
 """Run every mutant of :mod:`tools.mutants.plugin` against the gate and write the kill table.
 
-For each family a corpus is written (the default corpus's cases of that family: anchors, edge set, random
-cases) and the pristine subjects are gated on it once (the findings they already have -- library defects the
+For each family a corpus is written (the cases of that family in the corpus ``harness gate`` runs: the edge
+set, anchors, random cases and generated bad inputs) and the pristine subjects are gated on it once (the findings they already have -- library defects the
 edge set reaches -- are the baseline of what is not a kill). Then per mutant, in order, until one kills it:
 
 1. ``gate``: ``python -m harness gate --devices cpu --subject-plugin tools.mutants.plugin:NAME`` on the family's
@@ -89,14 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     from harness.core.cases import write_corpus
-    from harness.generate.corpora import default_corpus
+    from harness.generate.corpora import gate_corpus
 
     t_all = time.perf_counter()
     families = sorted({_family(m.subject) for m in chosen})
     corpora, pristine = {}, {}
     for fam in families:
         corpora[fam] = out / f"corpus-{fam}.jsonl"
-        write_corpus([c for c in default_corpus() if c.family == fam], str(corpora[fam]))
+        write_corpus([c for c in gate_corpus() if c.family == fam], str(corpora[fam]))
         d = runs / f"pristine-{fam}"
         rc, text, secs = _gate(d, corpora[fam])
         pristine[fam] = (d, {k for f in _findings(text) for k in _keys(f)})

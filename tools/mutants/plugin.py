@@ -124,6 +124,23 @@ def _double_backward_unmasked() -> Any:
     return _patched(_embed_module().EmbedIDGrad, "backward", make)
 
 
+def _negative_clipped() -> Any:
+    import_chainer()
+    from espnet.nets.chainer_backend import deterministic_embed_id as espnet_embed
+
+    def make(orig: Any) -> Any:
+        def forward(self: Any, inputs: Any) -> Any:
+            x, W = inputs
+            if isinstance(x, np.ndarray) and x.size:
+                keep = x < 0
+                if self.ignore_label is not None:
+                    keep &= x != self.ignore_label
+                x = np.where(keep, 0, x).astype(x.dtype)  # clipped into [0, V) instead of NumPy's wrap-around
+            return orig(self, (x, W))
+        return forward
+    return _patched(espnet_embed.EmbedIDFunction, "forward", make)
+
+
 # ---- LSTM -----------------------------------------------------------------------------------------------
 def _F() -> Any:
     return import_chainer().functions
@@ -229,6 +246,9 @@ MUTANTS: tuple[Mutant, ...] = (
            _grad_float16),
     Mutant("embed_double_backward_unmasked", "chainer.embed_id",
            "double backward forgets the ignore mask (ggW rows read for ignored ids)", _double_backward_unmasked),
+    Mutant("espnet_negative_ids_clipped", "espnet.embed_id",
+           "forward clips negative ids to row 0 (a take(mode='clip') or an index clamp) instead of wrapping "
+           "as NumPy indexing does; backward still wraps", _negative_clipped),
     Mutant("lstm_perm_not_inverted", "chainer.n_step_lstm",
            "the final states are permuted back with the sort permutation instead of its inverse", _perm_not_inverted),
     Mutant("lstm_link_unsort_forgotten", "chainer.NStepLSTM",

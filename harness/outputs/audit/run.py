@@ -78,7 +78,7 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
               shard: str | None = None, repeats: int = 2, subjects: str | Iterable[str] | None = None,
               quiet: bool = False, plugins: Sequence[str] = (), timeout: float = 120.0,
               executor: Any = None, environment: Mapping[str, Any] | None = None,
-              extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+              extra: Mapping[str, Any] | None = None, profile: str | None = None) -> dict[str, Any]:
     """Run every subject on the corpus and write the audit file ``out_path``; returns its data.
 
     ``devices`` and ``contexts`` are comma strings (``"cpu"``, ``"all"``; ``"default,blas1"``)
@@ -87,6 +87,8 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
     ``executor`` runs the tasks (default the local pool; :class:`harness.execute.cluster.DaskExecutor` for
     a cluster), ``environment`` is the fingerprint to record (default this process's: a cluster passes the
     one taken on the worker that ran the tasks) and ``extra`` adds top-level fields (``cluster``).
+    ``profile`` (``ci``, ``dev``, ``audit``; not with ``corpus_path``) audits the default corpus generated at
+    that profile's sizes instead of a corpus file; the file records it as ``profile:NAME``.
     """
     from harness.core.cases import corpus_digest, load_corpus
     from harness.core.contexts import Context, get_context
@@ -101,8 +103,17 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
     t_start = time.perf_counter()
     if repeats < 2:
         raise InvalidArgument(f"repeats={repeats} must be >= 2: an audit records whether the repetitions agreed")
-    corpus_path = os.fspath(corpus_path if corpus_path is not None else DEFAULT_CORPUS)
-    full = load_corpus(corpus_path)
+    if profile is not None:
+        from harness.generate.corpora import default_corpus
+
+        if corpus_path is not None:
+            raise InvalidArgument(f"profile={profile!r} sizes the generated cases; corpus={os.fspath(corpus_path)!r} "
+                                  f"runs its own: give one of them")
+        full = default_corpus(profile=profile)
+        corpus_path = f"profile:{profile}"
+    else:
+        corpus_path = os.fspath(corpus_path if corpus_path is not None else DEFAULT_CORPUS)
+        full = load_corpus(corpus_path)
     if not full:
         raise InvalidArgument(f"corpus={corpus_path!r} holds no cases")
     sh = parse_shard(shard)
@@ -180,7 +191,7 @@ def audit_on_cluster(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]
         keep = None if args.keep_arrays is None else out_for(args.keep_arrays, t)
         data = run_audit(args.corpus, args.devices, args.contexts, out, keep_arrays=keep, shard=args.shard,
                          repeats=args.repeats, subjects=args.subjects, quiet=args.quiet or len(t.suffix) > 0,
-                         plugins=plugins, executor=t.executor, environment=t.environment,
+                         plugins=plugins, executor=t.executor, environment=t.environment, profile=args.profile,
                          extra={"cluster": t.cluster} if t.cluster else None)
         return out, data
 
@@ -214,7 +225,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     # The implied GPU of "all" stays in the plan: its entries are recorded as skipped, with the reason.
     data = run_audit(args.corpus, sel.planned, args.contexts, args.out, keep_arrays=args.keep_arrays,
                      shard=args.shard, repeats=args.repeats, subjects=subjects, quiet=args.quiet,
-                     plugins=tuple(args.subject_plugin or ()))
+                     plugins=tuple(args.subject_plugin or ()), profile=args.profile)
     _summary_line(data, args.out, t0)
     return 0
 
