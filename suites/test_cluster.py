@@ -5,7 +5,6 @@ One cluster serves the module; the every-spread audit starts its own through the
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -74,9 +73,12 @@ def test_records_name_host_worker_and_attempts(client, corpus, tmp_path):
 def test_every_audit_two_identical_columns(corpus, tmp_path):
     from harness.outputs.audit import audit_on_cluster
 
-    args = argparse.Namespace(cluster="local", spread="every", cluster_workers=2, corpus=str(corpus),
-                              devices="cpu", contexts="default", out=str(tmp_path / "A.json"), keep_arrays=None,
-                              shard=None, repeats=2, subjects=",".join(SUBJECTS), quiet=True, subject_plugin=[])
+    from harness.cli import build_parser
+
+    # The command line's own parser builds the arguments, so every option the verb has is here.
+    args = build_parser().parse_args(["audit", "--cluster", "local", "--spread", "every", "--cluster-workers", "2",
+                                      "--corpus", str(corpus), "--devices", "cpu", "--out", str(tmp_path / "A.json"),
+                                      "--subjects", ",".join(SUBJECTS), "--quiet"])
     got = audit_on_cluster(args)
     paths = [p for p, _ in got]
     assert [Path(p).name for p in paths] == ["A-worker0.json", "A-worker1.json"]

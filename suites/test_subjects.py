@@ -315,6 +315,21 @@ def test_espnet_rejects_float16_while_chainer_accepts_it():
     assert run("espnet.embed_id", c32).status == "ok"
 
 
+def test_espnet_subjects_accept_float32_weights_only_the_pipeline_too():
+    """A float64 pipeline case (drawn by the dev profile) ended in InvalidType in ESPnet's embedding: the
+    ESPnet pipeline, like ESPnet's embeddings, does not accept it as a valid case (a bad input still runs)."""
+    spec = {"lengths": [1], "vocab": 1, "width": 1, "n_layers": 1, "hidden": 1, "dtype": "float64"}
+    f64 = Case("pipeline", 0, spec)
+    assert not get_subject("pipeline.espnet_embed_lstm").applies_to(f64)
+    assert get_subject("pipeline.embed_lstm").applies_to(f64)
+    r = run("pipeline.espnet_embed_lstm", f64)  # what accepts() spares the valid cases: InvalidType in forward
+    assert r.status == "error" and r.error.type == "InvalidType" and r.error.phase == "forward", r.error
+    assert get_subject("pipeline.espnet_embed_lstm").applies_to(Case("pipeline", 0, {**spec, "dtype": "float32"}))
+    assert get_subject("espnet.embed_id").applies_to(Case("embed", 0, {"vocab": 2, "width": 1, "ids_shape": [1]}))
+    assert not get_subject("espnet.embed_id").applies_to(
+        Case("embed", 0, {"vocab": 2, "width": 1, "ids_shape": [1], "w_dtype": "float64"}))
+
+
 # ---- devices ----------------------------------------------------------------------------------------
 def test_gpu_runs_are_skipped_with_a_reason():
     gpu = Device("gpu", 0)

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 __all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "InputProblem", "parse_json", "parse_toml", "check", "problem",
            "json_path", "brief", "FAMILIES", "FLOAT_DTYPES", "ID_DTYPES", "ID_KINDS", "GRAD_KINDS", "GRAD_OUTPUTS", "WEIGHT_KINDS", "CASE", "spec_schema", "first_problem", "SPEC_FIELDS", "CONTRACTS", "CONTRACT_FIELDS", "BAD_INPUT_FIELDS",
-           "KNOWN_DEFECT_FIELDS", "AUDIT", "AUDIT_ENTRY_FIELDS", "AUDIT_TENSOR_FIELDS", "ENVIRONMENT", "CAMPAIGN",
+           "KNOWN_DEFECT_FIELDS", "ORACLE_RULES", "AUDIT", "AUDIT_ENTRY_FIELDS", "AUDIT_TENSOR_FIELDS", "ENVIRONMENT", "CAMPAIGN",
            "CAMPAIGN_FIELDS", "MAX_TIMEOUT"]
 
 #: Deepest nesting of objects and arrays any input may have (the deepest real one, an audit file's
@@ -442,7 +442,9 @@ CASE: dict[str, Any] = _obj(
 
 # ==== the contracts file ======================================================================
 _RELATIONS = ["alone", "subbatch", "order", "padding", "duplicate"]
-_ORACLE_RULES = ["summation_bound", "normwise"]
+#: The looser oracle acceptances a contract may opt into (``oracle_rules``), defined in
+#: :mod:`harness.judge.tolerance`; every reader takes the names from here.
+ORACLE_RULES: tuple[str, ...] = ("summation_bound", "normwise", "amplification")
 _PHASES = ["forward", "backward", "double-backward", "double_backward"]
 _NAMES = _list(NAME, uniqueItems=True)
 _TOL_PAIR = _list({"type": "number", "minimum": 0}, minItems=2, maxItems=2,
@@ -456,7 +458,7 @@ CONTRACT_FIELDS: dict[str, Any] = {
     "tolerance": {"type": "object", "minProperties": 1, "propertyNames": {"enum": _FLOAT_DTYPES},
                   "additionalProperties": _TOL_PAIR},
     "reason": NAME, "invariant_under": _list({"enum": _RELATIONS}, uniqueItems=True),
-    "oracle_rules": _list({"enum": _ORACLE_RULES}, uniqueItems=True),
+    "oracle_rules": _list({"enum": list(ORACLE_RULES)}, uniqueItems=True),
 }
 _FALSE = {"properties": {"reproducible": {"const": False}}}
 _RECORD = {"properties": {"oracle": {"const": "record"}}, "required": ["oracle"]}

@@ -11,7 +11,7 @@ A contract line::
     identical_across = ["default"] # bit-identical to these contexts' results
     oracle = "within"              # gradient error within tolerance ("within", "record")
     tolerance = { float32 = [1e-4, 1e-3] }   # optional (atol, rtol) per dtype; default tolerance.gradient_tolerance
-    oracle_rules = ["summation_bound", "normwise"]  # optional looser rules; default both, none with tolerance
+    oracle_rules = ["summation_bound", "normwise", "amplification"]  # optional looser rules; default all, none with tolerance
     invariant_under = ["order"]    # optional: relations (alone, subbatch, order, padding, duplicate) that hold
     reason = "exists to be reproducible on GPU: one-hot GEMM instead of atomicAdd"
 
@@ -71,8 +71,8 @@ RELATIONS = ("alone", "subbatch", "order", "padding", "duplicate")
 #: The same names, as harness.execute.relations defines the relations.
 RELATION_NAMES = RELATIONS
 #: The looser oracle rules a contract may opt into (``oracle_rules``); the default for a line
-#: without ``tolerance`` is both (today's behaviour), for a line with ``tolerance`` none.
-ORACLE_RULES = ("summation_bound", "normwise")
+#: without ``tolerance`` is all of them, for a line with ``tolerance`` none.
+ORACLE_RULES = schemas.ORACLE_RULES
 #: The phases an error can be expected in, as the subjects' Recorder names them (``double_backward`` is read as
 #: ``double-backward``).
 PHASES = ("forward", "backward", "double-backward")

@@ -116,7 +116,8 @@ def measure_task(record: TaskRecord, case: Case | None, contract: Any, *, role: 
         if oracle is not None and mine is not None and name in oracle[1] and judged:
             try:
                 with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf of an accepted bad input
-                    err, tol = tolerance.judge_oracle(case, name, mine, oracle[1][name], contract, text=text)
+                    err, tol = tolerance.judge_oracle(case, name, mine, oracle[1][name], contract, text=text,
+                                                      noise=oracle[1].get(f"noise.{name}"))
             except (TypeError, ValueError):
                 continue  # a dtype with no oracle comparison (strings, complex): nothing to judge
             out.append(verdicts.judge_oracle(contract, key, name, err, tol, oracle[0]))

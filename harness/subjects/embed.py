@@ -27,7 +27,7 @@ from harness.subjects.base import Declared, Recorder, Subject
 
 from harness.core.env import ESPNET_MODULE  # one name for the module under test
 
-__all__ = ["espnet_module", "SUBJECTS", "sequential_grad_W", "SEQUENTIAL"]
+__all__ = ["espnet_module", "espnet_accepts", "SUBJECTS", "sequential_grad_W", "SEQUENTIAL"]
 
 #: The value of ``Declared.order`` for a row-by-row accumulation in index order.
 SEQUENTIAL = "sequential"
@@ -104,10 +104,12 @@ def _chainer_EmbedID() -> Any:
     return import_chainer().links.EmbedID
 
 
-def _espnet_accepts(case: Case) -> bool:
-    # ESPnet's type check accepts only float32 W: other dtypes are exercised as bad inputs
-    # (tag bad:w_dtype_espnet), not as valid cases that would all end in InvalidType.
-    return case.bad or case.spec.get("w_dtype", "float32") == "float32"
+def espnet_accepts(case: Case) -> bool:
+    """ESPnet's type check accepts only float32 W (an embedding case's ``w_dtype``, a pipeline's ``dtype``):
+    other dtypes are exercised as bad inputs (tag ``bad:w_dtype_espnet``), not as valid cases that would all end
+    in InvalidType."""
+    key = "dtype" if case.family == "pipeline" else "w_dtype"
+    return case.bad or case.spec.get(key, "float32") == "float32"
 
 
 _CHAINER = {
@@ -144,9 +146,9 @@ SUBJECTS: tuple[Subject, ...] = (
             source="chainer/functions/connection/embed_id.py"),
     Subject("chainer.EmbedID", "embed", _link_run(_chainer_EmbedID), declared=_CHAINER,
             description="the link chainer.links.EmbedID", source="chainer/links/connection/embed_id.py"),
-    Subject("espnet.embed_id", "embed", _function_run(lambda: espnet_module().embed_id), declared=_ESPNET, accepts=_espnet_accepts,
+    Subject("espnet.embed_id", "embed", _function_run(lambda: espnet_module().embed_id), declared=_ESPNET, accepts=espnet_accepts,
             description="ESPnet's deterministic embed_id / EmbedIDFunction", double_backward=True,
             source=ESPNET_MODULE.replace(".", "/") + ".py"),
-    Subject("espnet.EmbedID", "embed", _link_run(lambda: espnet_module().EmbedID), declared=_ESPNET, accepts=_espnet_accepts,
+    Subject("espnet.EmbedID", "embed", _link_run(lambda: espnet_module().EmbedID), declared=_ESPNET, accepts=espnet_accepts,
             description="ESPnet's deterministic EmbedID link", source=ESPNET_MODULE.replace(".", "/") + ".py"),
 )

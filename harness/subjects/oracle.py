@@ -205,7 +205,7 @@ def _direction_forward(X: np.ndarray, lengths: np.ndarray, Wx: np.ndarray, Wh: n
     B, T, _ = X.shape
     H = Wh.shape[1]
     h, c = h0.copy(), c0.copy()
-    out = np.zeros((B, T, H), dtype=_F64)
+    out = np.zeros((B, T, H), dtype=X.dtype)
     Wx2, Wh2 = Wx.reshape(4 * H, -1), Wh.reshape(4 * H, H)
     tape = []
     for s in range(T):
@@ -235,9 +235,9 @@ def _direction_backward(d_out: np.ndarray, dh: np.ndarray, dc: np.ndarray,
     """
     H = Wh.shape[1]
     dh, dc = dh.copy(), dc.copy()
-    dX = np.zeros(x_shape, dtype=_F64)
+    dX = np.zeros(x_shape, dtype=Wx.dtype)
     dWx, dWh = np.zeros_like(Wx), np.zeros_like(Wh)
-    db = np.zeros((4, H), dtype=_F64)
+    db = np.zeros((4, H), dtype=Wx.dtype)
     Wx2, Wh2 = Wx.reshape(4 * H, -1), Wh.reshape(4 * H, H)
     for rows, t, x, h_prev, c_prev, gi, gf, ga, go, tc in reversed(tape):
         g_h = dh[rows] + d_out[rows, t]
@@ -256,9 +256,10 @@ def _direction_backward(d_out: np.ndarray, dh: np.ndarray, dc: np.ndarray,
     return dX, dWx, dWh, db, dh, dc
 
 
-def _lstm_core(spec: Mapping[str, Any], X: np.ndarray, arrays: Mapping[str, np.ndarray]
+def _lstm_core(spec: Mapping[str, Any], X: np.ndarray, arrays: Mapping[str, np.ndarray], ft: Any = _F64
                ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
-    """Stacked (bi)LSTM over the padded batch ``X`` (B, T, in_size), forward and backward.
+    """Stacked (bi)LSTM over the padded batch ``X`` (B, T, in_size), forward and backward, computed in ``ft``
+    (float64; the subject's dtype for the reference run of :func:`_with_noise`).
 
     Returns the padded outputs of the last layer (B, T, H*dirs), a dict with ``hy``, ``cy`` and
     every ``grad.*`` except the inputs', and the gradient of the padded inputs (B, T, in_size).
@@ -268,19 +269,20 @@ def _lstm_core(spec: Mapping[str, Any], X: np.ndarray, arrays: Mapping[str, np.n
     B, T, in_size = X.shape
     S = n_layers * dirs
     given = spec.get("initial_state", "none") == "given"
+    X = X.astype(ft)
     if given:
-        hx, cx = _float(arrays, "hx", (S, B, H)), _float(arrays, "cx", (S, B, H))
+        hx, cx = _float(arrays, "hx", (S, B, H)).astype(ft), _float(arrays, "cx", (S, B, H)).astype(ft)
     else:
-        hx = cx = np.zeros((S, B, H), dtype=_F64)
-    params = {name: _float(arrays, name, shape)
+        hx = cx = np.zeros((S, B, H), dtype=ft)
+    params = {name: _float(arrays, name, shape).astype(ft)
               for name, shape in lstm_weight_shapes(n_layers, in_size, H, dirs == 2)}
     # An output that receives no upstream gradient (grad_outputs) contributes nothing: a zero gradient.
-    d_y = np.zeros((B, T, H * dirs), dtype=_F64)
+    d_y = np.zeros((B, T, H * dirs), dtype=ft)
     for i, n in enumerate(lengths_list):
         if receives_gradient(spec, f"ys.{i}", B):
             d_y[i, :n] = _float(arrays, f"gys.{i}", (n, H * dirs))
-    ghy = _float(arrays, "ghy", (S, B, H)) if receives_gradient(spec, "hy", B) else np.zeros((S, B, H), _F64)
-    gcy = _float(arrays, "gcy", (S, B, H)) if receives_gradient(spec, "cy", B) else np.zeros((S, B, H), _F64)
+    ghy = _float(arrays, "ghy", (S, B, H)).astype(ft) if receives_gradient(spec, "hy", B) else np.zeros((S, B, H), ft)
+    gcy = _float(arrays, "gcy", (S, B, H)).astype(ft) if receives_gradient(spec, "cy", B) else np.zeros((S, B, H), ft)
 
     def stacked(k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         Wx = np.stack([params[f"ws.{k}.{j}"] for j in range(4)])
@@ -288,7 +290,7 @@ def _lstm_core(spec: Mapping[str, Any], X: np.ndarray, arrays: Mapping[str, np.n
         b = np.stack([params[f"bs.{k}.{j}"] + params[f"bs.{k}.{j + 4}"] for j in range(4)])
         return Wx, Wh, b
 
-    hy, cy = np.zeros((S, B, H), dtype=_F64), np.zeros((S, B, H), dtype=_F64)
+    hy, cy = np.zeros((S, B, H), dtype=ft), np.zeros((S, B, H), dtype=ft)
     inputs, tapes = [], []
     inp = X
     for layer in range(n_layers):
@@ -303,9 +305,9 @@ def _lstm_core(spec: Mapping[str, Any], X: np.ndarray, arrays: Mapping[str, np.n
     ys = inp
 
     result: dict[str, np.ndarray] = {"hy": hy, "cy": cy}
-    dhx, dcx = np.zeros((S, B, H), dtype=_F64), np.zeros((S, B, H), dtype=_F64)
+    dhx, dcx = np.zeros((S, B, H), dtype=ft), np.zeros((S, B, H), dtype=ft)
     for layer in reversed(range(n_layers)):
-        d_in = np.zeros(inputs[layer].shape, dtype=_F64)
+        d_in = np.zeros(inputs[layer].shape, dtype=ft)
         for d in range(dirs):
             k = layer * dirs + d
             Wx, Wh, _ = stacked(k)
@@ -337,11 +339,40 @@ def lstm_oracle(spec: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> di
     X = np.zeros((B, T, in_size), dtype=_F64)
     for i, n in enumerate(lengths):
         X[i, :n] = _float(arrays, f"xs.{i}", (n, in_size))
-    with np.errstate(all="ignore"):  # NaN / Inf inputs propagate; they are not the oracle's error
-        ys, result, dX = _lstm_core(spec, X, arrays)
-    out: dict[str, np.ndarray] = {f"ys.{i}": ys[i, :n].copy() for i, n in enumerate(lengths)}
-    out.update(result)
-    out.update({f"grad.xs.{i}": dX[i, :n].copy() for i, n in enumerate(lengths)})
+    def run(ft: Any) -> dict[str, np.ndarray]:
+        with np.errstate(all="ignore"):  # NaN / Inf inputs propagate; they are not the oracle's error
+            ys, result, dX = _lstm_core(spec, X, arrays, ft)
+        out: dict[str, np.ndarray] = {f"ys.{i}": ys[i, :n].copy() for i, n in enumerate(lengths)}
+        out.update(result)
+        out.update({f"grad.xs.{i}": dX[i, :n].copy() for i, n in enumerate(lengths)})
+        return out
+
+    return _with_noise(spec, run)
+
+
+#: The prefix of the reference-run outputs: ``noise.<tensor>`` is |the oracle computed in the subject's dtype -
+#: the oracle in float64|, elementwise; the tolerance's ``amplification`` rule reads it.
+NOISE_PREFIX = "noise."
+
+
+def _with_noise(spec: Mapping[str, Any], run: Callable[[Any], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """``run(float64)`` plus, for a float16/float32 case, ``noise.<name>``: how far the same computation in the
+    case's dtype lands from float64. A deep or wide (chaotic) network amplifies rounding error; this measures
+    how much for this case, so a subject's error is judged against what any correct implementation in that
+    dtype would show, not against a bound for a well-conditioned one."""
+    out = run(_F64)
+    dt = np.dtype(spec.get("dtype", "float32"))
+    if dt.kind == "f" and dt.itemsize < 8:
+        # At one BLAS thread: OpenBLAS's float32 GEMMs round differently at each thread count, and the noise must
+        # be a property of the case, the same in every context and on every machine (as the float64 run is, to
+        # its own rounding), not of where the oracle happened to run.
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(limits=1, user_api="blas"):
+            low = run(dt)
+        with np.errstate(all="ignore"):
+            out.update({NOISE_PREFIX + k: np.abs(low[k].astype(_F64) - v) for k, v in out.items()
+                        if k in low and low[k].shape == v.shape})
     return out
 
 
@@ -369,13 +400,16 @@ def pipeline_oracle(spec: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -
     keep = inside if ignore_label is None else inside & (x != ignore_label)
     _check_ids(x, inside, vocab, ignore_label, "x")
     X = np.where(keep[..., None], W[np.where(keep, x, 0)], 0.0)
-    with np.errstate(all="ignore"):
-        ys, result, dX = _lstm_core(spec, X, arrays)
-        gW = _scatter_rows(x[keep], dX[keep], vocab)
-    out: dict[str, np.ndarray] = {f"ys.{i}": ys[i, :n].copy() for i, n in enumerate(lengths)}
-    out.update(result)
-    out["grad.W"] = gW
-    return out
+    def run(ft: Any) -> dict[str, np.ndarray]:
+        with np.errstate(all="ignore"):
+            ys, result, dX = _lstm_core(spec, X, arrays, ft)
+            gW = _scatter_rows(x[keep], dX[keep].astype(_F64), vocab)
+        out: dict[str, np.ndarray] = {f"ys.{i}": ys[i, :n].copy() for i, n in enumerate(lengths)}
+        out.update(result)
+        out["grad.W"] = gW
+        return out
+
+    return _with_noise(spec, run)
 
 
 #: Bad inputs (case tags) whose semantics is documented and implemented here, per family: the oracle runs them

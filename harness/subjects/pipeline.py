@@ -15,7 +15,7 @@ from harness.core.compat import import_chainer
 from harness.core.contexts import Context
 from harness.core.devices import Device
 from harness.subjects.base import Declared, Recorder, Subject
-from harness.subjects.embed import espnet_module
+from harness.subjects.embed import espnet_accepts, espnet_module
 from harness.subjects.lstm import load_link_params, record_state_and_param_grads, run_lstm_outputs
 
 __all__ = ["SUBJECTS", "make_pipeline"]
@@ -70,6 +70,6 @@ SUBJECTS: tuple[Subject, ...] = (
             declared=_CHAINER, description="L.EmbedID (ignore-label padding) into L.NStepLSTM / NStepBiLSTM",
             source="chainer/links/connection/embed_id.py + chainer/links/rnn/n_step_lstm.py"),
     Subject("pipeline.espnet_embed_lstm", "pipeline", make_pipeline(lambda: espnet_module().EmbedID),
-            declared=_ESPNET, description="ESPnet's deterministic EmbedID into L.NStepLSTM / NStepBiLSTM",
+            declared=_ESPNET, accepts=espnet_accepts, description="ESPnet's deterministic EmbedID into L.NStepLSTM / NStepBiLSTM",
             source="espnet/nets/chainer_backend/deterministic_embed_id.py + chainer/links/rnn/n_step_lstm.py"),
 )
