@@ -7,7 +7,7 @@ there too; per tensor it prints ``max|subject - oracle| / max(noise)`` (the fact
 the default tolerance without the floor would call it beyond (a false alarm the floor removes). The factor
 ``harness.judge.tolerance.AMPLIFICATION`` must stay above the largest ratio measured here.
 
-    PYTHONPATH=. python tools/amplification.py [--seeds 3]
+    PYTHONPATH=. python tools/amplification.py [--seeds 2] [--csv FILE]
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ def cases(seeds: int) -> list[Case]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=2, help="cases per grid point (default %(default)s)")
+    ap.add_argument("--csv", help="also write one row per tensor to this file")
     args = ap.parse_args(argv)
     subjects = [s.name for s in SUBJECTS.values() if s.family == "lstm" and s.role == "subject"]
     rows = []
@@ -84,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     print(g.agg(tensors=("ratio", "size"), ratio_median=("ratio", "median"), ratio_p99=("ratio", lambda r: r.quantile(.99)),
                 ratio_max=("ratio", "max"), beyond_without_floor=("beyond_without_floor", "sum"),
                 beyond_with_floor=("beyond_with_floor", "sum")).to_string())
-    df.to_csv("/tmp/amplification.csv", index=False)
+    if args.csv:
+        df.to_csv(args.csv, index=False)
     worst = df.sort_values("ratio", ascending=False).head(8)
     print(worst[["subject", "case", "dtype", "weights", "hidden", "layers", "tensor", "max_err", "noise", "ratio"]]
           .to_string(index=False))
