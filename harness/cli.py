@@ -147,14 +147,8 @@ def _coverage(path: str | None) -> int:
     return 0
 
 
-def _read_case(path: str, case_id: str | None) -> Any:
-    """One case from a case file or a corpus (``--case-id``): every problem is one line."""
-    from harness.core.cases import load_case_file
-
-    return load_case_file(path, case_id)
-
-
 def _subject_case(args: argparse.Namespace, subject: Any) -> Any:
+    """The case of replay, localize and shrink (file or ``--case-id``), refused in one line before any work."""
     from harness.subjects.registry import load_case_for_subject
 
     return load_case_for_subject(args.case, args.case_id, subject, args.max_case_bytes)
@@ -394,9 +388,8 @@ def _check_combinations(args: argparse.Namespace) -> None:
         if ignored:
             raise InvalidArgument(f"corpus={args.corpus!r} runs its own cases: {' and '.join(ignored)} would be "
                                   f"ignored; leave {'them' if len(ignored) > 1 else 'it'} out")
-    if getattr(args, "corpus", None) is not None and "profile" in given and args.verb in ("report", "gate", "audit"):
-        raise InvalidArgument(f"profile={args.profile!r} sizes the generated cases; corpus={args.corpus!r} runs its "
-                              f"own: give one of them")
+    if "profile" in given and args.verb in ("report", "gate", "audit"):
+        argcheck.profile_or_corpus(args.profile, getattr(args, "corpus", None))
     if hasattr(args, "cluster") and args.cluster is None:
         if "cluster_workers" in given:
             raise InvalidArgument(f"cluster-workers={args.cluster_workers} needs --cluster local (without "

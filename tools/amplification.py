@@ -43,6 +43,13 @@ def cases(seeds: int) -> list[Case]:
     return out
 
 
+def _finite_max(a: np.ndarray) -> float:
+    """The largest finite magnitude of ``a`` (0.0 where it has none)."""
+    m = np.abs(np.asarray(a, dtype=np.float64))
+    m = m[np.isfinite(m)]
+    return float(m.max()) if m.size else 0.0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=2, help="cases per grid point (default %(default)s)")
@@ -60,21 +67,16 @@ def main(argv: list[str] | None = None) -> int:
                 for t, a in got.arrays.items():
                     if t not in oracle or f"noise.{t}" not in oracle or np.asarray(a).dtype.kind != "f":
                         continue
-                    e, noise = oracle[t], np.asarray(oracle[f"noise.{t}"], dtype=np.float64)
-                    with np.errstate(all="ignore"):
-                        err = np.abs(np.asarray(a, dtype=np.float64) - e)
-                    fin = err[np.isfinite(err)]
-                    nmax = float(noise[np.isfinite(noise)].max()) if np.isfinite(noise).any() else 0.0
+                    e, noise = oracle[t], oracle[f"noise.{t}"]
                     base = judge_oracle(case, t, np.asarray(a), e, text=False)[0]
                     floored = judge_oracle(case, t, np.asarray(a), e, text=False, noise=noise)[0]
+                    nmax = _finite_max(noise)
+                    ratio = base.max_abs / nmax if nmax > 0 else (0.0 if base.max_abs == 0 else np.inf)
                     rows.append({"subject": name, "case": case.id, "dtype": case.spec["dtype"],
-                                 "weights": f"{case.spec['weight_kind']} x{case.spec['w_scale']:g}", "hidden": case.spec["hidden"],
-                                 "layers": case.spec["n_layers"], "tensor": t.split(".")[0] if "." in t else t,
-                                 "max_err": float(fin.max()) if fin.size else 0.0, "noise": nmax,
-                                 "rel_noise": nmax / float(np.abs(e[np.isfinite(e)]).max() or 1.0)
-                                 if np.isfinite(e).any() else np.nan,
-                                 "ratio": (float(fin.max()) / nmax) if nmax > 0 else (0.0 if not fin.size or
-                                                                                         fin.max() == 0 else np.inf),
+                                 "weights": f"{case.spec['weight_kind']} x{case.spec['w_scale']:g}",
+                                 "hidden": case.spec["hidden"], "layers": case.spec["n_layers"],
+                                 "tensor": t.split(".")[0], "max_err": base.max_abs, "noise": nmax,
+                                 "rel_noise": nmax / (_finite_max(e) or 1.0), "ratio": ratio,
                                  "beyond_without_floor": not base.within_tolerance,
                                  "beyond_with_floor": not floored.within_tolerance})
     df = pd.DataFrame(rows)

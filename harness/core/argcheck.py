@@ -22,7 +22,7 @@ from harness.core.schemas import MAX_TIMEOUT
 
 __all__ = ["positive_seconds", "int_at_least", "name_list", "readable_file", "writable_dir", "writable_file",
            "run_dir_for_output", "baseline_dir", "jsonl_records", "shard", "device_list", "converter", "ints",
-           "seconds", "LIMITS", "MAX_TIMEOUT"]
+           "seconds", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus"]
 
 T = TypeVar("T")
 
@@ -63,6 +63,13 @@ def int_at_least(name: str, value: int | None, minimum: int, maximum: int | None
     if top is not None and value > top:
         raise InvalidArgument(f"{name}={value} must be <= {top:,}" + (f" ({why})" if why else ""))
     return value
+
+
+def profile_or_corpus(profile: str | None, corpus: str | None) -> None:
+    """A profile sizes the generated cases and a corpus brings its own: refuse both at once, in one line."""
+    if profile is not None and corpus is not None:
+        raise InvalidArgument(f"profile={profile!r} sizes the generated cases; corpus={corpus!r} runs its own: give "
+                              f"one of them")
 
 
 def shard(name: str, text: str | None) -> tuple[int, int] | None:

@@ -104,11 +104,10 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
     if repeats < 2:
         raise InvalidArgument(f"repeats={repeats} must be >= 2: an audit records whether the repetitions agreed")
     if profile is not None:
+        from harness.core.argcheck import profile_or_corpus
         from harness.generate.corpora import default_corpus
 
-        if corpus_path is not None:
-            raise InvalidArgument(f"profile={profile!r} sizes the generated cases; corpus={os.fspath(corpus_path)!r} "
-                                  f"runs its own: give one of them")
+        profile_or_corpus(profile, None if corpus_path is None else os.fspath(corpus_path))
         full = default_corpus(profile=profile)
         corpus_path = f"profile:{profile}"
     else:
