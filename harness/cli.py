@@ -423,6 +423,13 @@ def _add_shrink_options(p: argparse.ArgumentParser, budget: float) -> None:
     p.add_argument("--no-shrink", action="store_true", help="do not shrink the findings' cases")
 
 
+def _add_jobs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--jobs", type=argcheck.ints("jobs", 0), default=_settings_default("jobs"), metavar="N",
+                   help="lanes of workers running tasks at once on this machine, each task still R runs in one "
+                        "pooled worker and K fresh; 0: one per CPU, at most 4; GPU tasks run in one lane "
+                        "(default %(default)s)")
+
+
 def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     # Defaults are the settings dataclass's (harness.execute.campaign.CampaignSettings); with --resume, a flag
     # the command line gave (args._given) is compared against the run directory's campaign.json, a default is not.
@@ -436,6 +443,7 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
                    help="in-process repetitions R, >= 1 (default %(default)s)")
     p.add_argument("--fresh", type=argcheck.ints("fresh", 0), default=_settings_default("fresh"),
                    help="runs in fresh worker processes, one each, >= 0 (default %(default)s)")
+    _add_jobs(p)
     p.add_argument("--relations", type=_checked("relations", _relations), help="invariance relations to run, comma list of alone, subbatch, order, padding, "
                                        "duplicate; 'all' (the default) or 'none'")
     _add_max_case_bytes(p)
@@ -569,6 +577,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="in-process repetitions, >= 1 (default %(default)s)")
     g.add_argument("--fresh", type=argcheck.ints("fresh", 0), default=1,
                    help="fresh-process repetitions, >= 0 (default %(default)s)")
+    _add_jobs(g)
     _add_plugin(g)
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     _add_shrink_options(g, 60.0)
@@ -624,6 +633,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--shard", metavar="I/N", type=_checked("shard", argcheck.shard), help="run shard i of n of the corpus (1-based)")
     a.add_argument("--repeats", type=argcheck.ints("repeats", 2), default=2,
                    help="repetitions per entry, >= 2 (default %(default)s)")
+    _add_jobs(a)
     a.add_argument("--subjects", type=_checked("subjects", argcheck.name_list), help="comma list of subjects (default: all but the control.* self-tests)")
     _add_plugin(a)
     a.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -67,7 +67,8 @@ def crash_campaign(tmp_path_factory, misbehaving_registered):
     d = tmp_path_factory.mktemp("crash")
     tasks = plan([CASE], subjects(*CRASH_SUBJECTS), [CPU], [get_context("default")])
     tasks += plan([CASE], subjects("misbehaving.env_probe"), [CPU], [get_context("hashseed")])
-    settings = CampaignSettings(repeats=1, fresh=1, timeout=3, plugins=(PLUGIN,), quiet=True)
+    # One lane: these tests follow one pooled worker from task to task (suites/test_lanes.py runs several).
+    settings = CampaignSettings(repeats=1, fresh=1, timeout=3, plugins=(PLUGIN,), quiet=True, jobs=1)
     old = os.environ.pop("PYTHONHASHSEED", None)  # the default context must not inherit one
     try:
         campaign = Campaign(str(d), settings)

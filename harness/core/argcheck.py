@@ -32,6 +32,7 @@ LIMITS: dict[str, tuple[int, str]] = {
     "examples": (100_000, "generating more takes hours; give a --corpus, or split with --shard"),
     "repeats": (10_000, "more repetitions show nothing new; use --fresh for other processes"),
     "fresh": (1_000, "each is a new worker process"),
+    "jobs": (256, "each lane holds 1 + fresh worker processes"),
     "keep": (100_000, "run directories to keep"),
     "max-runs": (10_000_000, "worker runs"),
     "cluster-workers": (1_024, "worker processes on this machine"),

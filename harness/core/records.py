@@ -13,10 +13,34 @@ import enum
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Iterator, Mapping
 
 from harness.core.errors import RecordError
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready data: mappings become dicts, tuples and lists become lists, scalars stay as they are.
+    (``dataclasses.asdict`` does the same through ``copy.deepcopy`` of every scalar: measured at a third of
+    the measure pass on the default report.)"""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _fields_of(obj: Any) -> dict[str, Any]:
+    """A dataclass's fields as a plain dict (see :func:`_plain`)."""
+    names = _FIELD_NAMES.get(type(obj))
+    if names is None:
+        names = _FIELD_NAMES[type(obj)] = tuple(f.name for f in fields(obj))
+    return {n: _plain(getattr(obj, n)) for n in names}
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 __all__ = ["Verdict", "TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "VERDICTS", "VERDICT_ORDER",
            "read_records", "repair_jsonl", "read_tasks", "read_measures", "write_jsonl", "compress_jsonl", "restore_jsonl",
@@ -118,10 +142,7 @@ class TensorStats:
                    inf_count=c.inf_count, shape_mismatch=c.shape_mismatch)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        for k in ("shape", "max_ulp_index", "first_diff_index", "worst_values"):
-            d[k] = None if d[k] is None else list(d[k])
-        return d
+        return _fields_of(self)  # tuples (shape, indices, worst_values) become lists
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str = "tensor") -> "TensorStats":
@@ -298,9 +319,7 @@ class Measure:
     def to_dict(self, compact: bool = False) -> dict[str, Any]:
         """The JSON form; ``compact`` leaves out fields that hold their default (``from_dict`` restores them),
         which is how ``measures.jsonl`` stores them."""
-        d = asdict(self)
-        for k in ("shape", "max_ulp_index", "max_abs_index"):
-            d[k] = None if d[k] is None else list(d[k])
+        d = _fields_of(self)  # tuples (shape, indices) become lists
         for k in ("max_abs", "max_rel", "error_ratio"):
             d[k] = _finite(d[k])
         if compact:

@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Sequence
@@ -44,7 +45,7 @@ from harness.execute.worker import Worker, prestart_zygote, tensor_meta
 from harness.subjects.registry import accepts_error, get_subject, prepare_accepts
 
 __all__ = ["Task", "plan", "Campaign", "CampaignSettings", "WorkerSet", "TaskOutcome", "run_task", "outcome_of", "LocalPool",
-           "group_key", "shard", "parse_shard", "task_key", "load_tasks"]
+           "group_key", "default_jobs", "shard", "parse_shard", "task_key", "load_tasks"]
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,10 @@ class CampaignSettings:
     timeout: float = 120.0
     plugins: tuple[str, ...] = ()
     quiet: bool = False
+    #: Lanes run on this machine at once, each with its own workers (0: :func:`default_jobs`). They change
+    #: when a task runs, never what it runs in: every task still gets R runs in one pooled worker and K in
+    #: fresh ones.
+    jobs: int = 0
 
     def __post_init__(self) -> None:
         # The command line's parser checks these with the same functions; a campaign.json is checked by its
@@ -157,6 +162,27 @@ class CampaignSettings:
         argcheck.int_at_least("repeats", self.repeats, 1)
         argcheck.int_at_least("fresh", self.fresh, 0)
         argcheck.positive_seconds("timeout", self.timeout)
+        argcheck.int_at_least("jobs", self.jobs, 0)
+
+    def lanes(self) -> int:
+        """The number of lanes :attr:`jobs` asks for."""
+        return self.jobs or default_jobs()
+
+
+#: The most lanes ``jobs=0`` gives: each lane holds 1 + K worker processes with Chainer imported.
+MAX_DEFAULT_JOBS = 4
+#: With ``jobs=0``, a group of tasks gets one lane per this many tasks (and at most :func:`default_jobs`):
+#: a new lane's fresh interpreters cost about half a second each to start, a default task about 20 ms.
+MIN_TASKS_PER_LANE = 32
+
+
+def default_jobs() -> int:
+    """One lane per CPU this process may run on, at most :data:`MAX_DEFAULT_JOBS`."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_DEFAULT_JOBS))
 
 
 def _tensor_meta(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
@@ -235,6 +261,7 @@ class WorkerSet:
     fresh: list[Worker] = field(default_factory=list)
     restarts: int = 0
     startup_seconds: float = 0.0
+    aborted: bool = False
 
     def _new(self, label: str) -> Worker:
         # The pooled worker is forked from its environment's zygote (a fork, not an import); a fresh one is
@@ -260,6 +287,8 @@ class WorkerSet:
             self.startup_seconds += w.startup_seconds
 
     def worker(self, slot: str) -> Worker:
+        if self.aborted:
+            raise WorkerError("the campaign was stopped")
         w = self.pool if slot == "pool" else self.fresh[int(slot.split(":")[1])]
         if w is None or not w.alive:
             self.restarts += 1
@@ -271,6 +300,15 @@ class WorkerSet:
             else:
                 self.fresh[int(slot.split(":")[1])] = w
         return w
+
+    def abort(self) -> None:
+        """From another thread: end the workers' processes now (signals only; :meth:`close` still cleans
+        up), and restart none: the thread using them gets a ``crashed`` row at once and stops."""
+        self.aborted = True
+        for w in [self.pool, *self.fresh]:
+            proc = None if w is None else w.proc
+            if proc is not None and proc.poll() is None:
+                proc.kill()
 
     def close(self) -> None:
         workers = [w for w in [self.pool, *self.fresh] if w is not None]
@@ -370,8 +408,15 @@ def outcome_of(task: Task, results: Sequence[tuple[str, RunResult]],
 
 
 class LocalPool:
-    """Runs task groups on this machine: one :class:`WorkerSet` per start-up environment, GPU contention
-    where a context asks for it. The default executor of a :class:`Campaign`."""
+    """Runs task groups on this machine: per start-up environment, :meth:`CampaignSettings.lanes` lanes, each
+    its own :class:`WorkerSet`, taking the group's tasks in turn; outcomes come back in the tasks' order.
+    Tasks on a usable GPU run in the first lane only, one at a time (two at once on one GPU would make every
+    context a contention context), and a group under GPU contention runs in one lane. The default executor
+    of a :class:`Campaign`."""
+
+    #: A lane does not start a task more than this many tasks ahead of the oldest one not yet handed back
+    #: (a hung run holds the order; the outcomes waiting behind it are held in memory).
+    WINDOW = 64
 
     def __init__(self) -> None:
         self.stats: dict[str, float] = {"worker_startup": 0.0, "restarts": 0}
@@ -381,44 +426,142 @@ class LocalPool:
         for t in tasks:
             by_group.setdefault(group_key(t), []).append(t)
         groups = list(by_group.values())
-        ahead: dict[int, WorkerSet] = {}
+        ahead: dict[int, list[WorkerSet]] = {}
 
         def needs_workers(i: int) -> bool:
             return any(parse_device(t.device).available for t in groups[i])
 
+        def lanes(i: int) -> int:
+            ctx = get_context(groups[i][0].context)
+            if ctx.contention:
+                return 1
+            # Each lane starts its own workers (K of them new interpreters): by default a lane needs enough
+            # tasks to pay for them; an explicit ``jobs`` is taken as given.
+            most = len(groups[i]) if settings.jobs else -(-len(groups[i]) // MIN_TASKS_PER_LANE)
+            return max(1, min(settings.lanes(), most))
+
+        def worker_sets(i: int) -> list[WorkerSet]:
+            ctx = get_context(groups[i][0].context)
+            return [WorkerSet(ctx, settings) for _ in range(lanes(i))]
+
         try:
             for i in range(len(groups)):
-                yield from self._run_group(i, groups, ahead, needs_workers, settings)
+                sets = ahead.pop(i, None) or worker_sets(i)
+                if i + 1 < len(groups) and needs_workers(i + 1):
+                    # The next environment's processes import Chainer while this group runs: its start-up is
+                    # hidden behind this group's tasks rather than added after them.
+                    ahead[i + 1] = [ws.launch() for ws in worker_sets(i + 1)]
+                yield from self._run_group(groups[i], sets, needs_workers(i), settings)
         finally:
-            for ws in ahead.values():  # launched for a group that never ran (the caller stopped early)
-                ws.close()
+            for sets in ahead.values():  # launched for a group that never ran (the caller stopped early)
+                for ws in sets:
+                    ws.close()
 
-    def _run_group(self, i: int, groups: list[list[Task]], ahead: dict[int, WorkerSet], needs_workers: Any,
+    def _run_group(self, ctx_tasks: list[Task], sets: list[WorkerSet], needs_workers: bool,
                    settings: CampaignSettings) -> Iterator[tuple[Task, TaskOutcome]]:
-        ctx_tasks = groups[i]
         ctx = get_context(ctx_tasks[0].context)
-        workers = ahead.pop(i, None) or WorkerSet(ctx, settings)
         contention = None
         try:
-            if needs_workers(i):
-                workers.start()
-            if i + 1 < len(groups) and needs_workers(i + 1):
-                # The next environment's processes import Chainer while this group runs: its start-up is
-                # hidden behind this group's tasks rather than added after them.
-                ahead[i + 1] = WorkerSet(get_context(groups[i + 1][0].context), settings).launch()
             if ctx.contention:
                 from harness.execute.contention import Contention
 
                 gpus = sorted({t.device for t in ctx_tasks if parse_device(t.device).available})
                 contention = Contention([parse_device(g) for g in gpus]).start() if gpus else None
-            for task in ctx_tasks:
-                yield task, run_task(task, workers, settings)
+            if len(sets) == 1:
+                if needs_workers:
+                    sets[0].start()
+                for task in ctx_tasks:
+                    yield task, run_task(task, sets[0], settings)
+            else:
+                yield from _Lanes(ctx_tasks, sets, needs_workers, settings, self.WINDOW).outcomes()
         finally:
             if contention is not None:
                 contention.stop()
-            workers.close()
-            self.stats["worker_startup"] += workers.startup_seconds
-            self.stats["restarts"] += workers.restarts
+            for ws in sets:
+                ws.close()
+                self.stats["worker_startup"] += ws.startup_seconds
+                self.stats["restarts"] += ws.restarts
+
+
+class _Lanes:
+    """One thread per :class:`WorkerSet`; each takes the next task not yet taken and runs it. The threads
+    spend their time waiting on their workers' pipes (the GIL is free then); :meth:`outcomes` hands the
+    outcomes back in the tasks' order. A lane's exception stops the others and is raised by :meth:`outcomes`;
+    so is the caller's, once every lane has stopped (their workers are closed first, so none waits long)."""
+
+    def __init__(self, tasks: list[Task], sets: list[WorkerSet], needs_workers: bool,
+                 settings: CampaignSettings, window: int) -> None:
+        self.tasks, self.sets, self.settings, self.window = tasks, sets, settings, window
+        self.needs_workers = needs_workers
+        self.cond = threading.Condition()
+        #: tasks on a usable GPU: only lane 0 takes them
+        self.gpu = [parse_device(t.device).kind == "gpu" and parse_device(t.device).available for t in tasks]
+        self.taken = [False] * len(tasks)
+        self.head = 0  # the next task handed back
+        self.done: dict[int, TaskOutcome] = {}
+        self.error: BaseException | None = None
+        self.stop = False
+
+    def _take(self, lane: int) -> int | None:
+        """The first task not taken that ``lane`` may run, waiting while it lies beyond the window; None when
+        there is none left for this lane (or the campaign stopped). Called with ``cond`` held."""
+        while not self.stop:
+            j = next((j for j in range(self.head, len(self.tasks))
+                      if not self.taken[j] and (lane == 0 or not self.gpu[j])), None)
+            if j is None:
+                return None
+            if j - self.head < self.window:
+                self.taken[j] = True
+                return j
+            self.cond.wait()
+        return None
+
+    def _lane(self, lane: int, ws: WorkerSet) -> None:
+        try:
+            if self.needs_workers:
+                ws.start()
+            while True:
+                with self.cond:
+                    j = self._take(lane)
+                if j is None:
+                    return
+                outcome = run_task(self.tasks[j], ws, self.settings)
+                with self.cond:
+                    self.done[j] = outcome
+                    self.cond.notify_all()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread by outcomes()
+            with self.cond:
+                if self.error is None:
+                    self.error = exc
+                self.stop = True
+                self.cond.notify_all()
+
+    def outcomes(self) -> Iterator[tuple[Task, TaskOutcome]]:
+        threads = [threading.Thread(target=self._lane, args=(k, ws), name=f"harness-lane-{k}", daemon=True)
+                   for k, ws in enumerate(self.sets)]
+        for t in threads:
+            t.start()
+        try:
+            while self.head < len(self.tasks):
+                with self.cond:
+                    while self.head not in self.done and self.error is None:
+                        self.cond.wait()
+                    if self.error is not None:
+                        raise self.error
+                    outcome = self.done.pop(self.head)
+                    task = self.tasks[self.head]
+                    self.head += 1
+                    self.cond.notify_all()
+                yield task, outcome
+        finally:
+            with self.cond:
+                self.stop = True
+                self.cond.notify_all()
+            if any(t.is_alive() for t in threads):
+                for ws in self.sets:  # a lane inside a run: end its workers so it returns now
+                    ws.abort()
+            for t in threads:
+                t.join()
 
 
 class Campaign:

@@ -348,7 +348,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     # The relations the contracts claim invariance under: their members join the corpus (default context).
     claimed = sorted({r for c in contracts.contracts for r in c.invariant_under})
     settings = CampaignSettings(repeats=args.repeats, fresh=args.fresh, plugins=tuple(args.subject_plugin or ()),
-                                quiet=args.quiet)
+                                quiet=args.quiet, jobs=getattr(args, "jobs", 0) or 0)
     with cluster_targets(args) as targets:
         if len(targets) > 1:
             raise InvalidArgument("spread='every' is for audits and reports: a gate judges one column (use shard)")

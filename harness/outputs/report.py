@@ -239,7 +239,8 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         devices = parse_devices(",".join(meta["devices"]))
         contexts = parse_contexts(",".join(meta["contexts"]))
         settings = CampaignSettings(repeats=meta["repeats"], fresh=meta["fresh"], timeout=meta["timeout"],
-                                    plugins=tuple(meta.get("plugins", ())), quiet=args.quiet)
+                                    plugins=tuple(meta.get("plugins", ())), quiet=args.quiet,
+                                    jobs=_or(getattr(args, "jobs", None), "jobs"))
     else:
         t0 = time.perf_counter()
         cases = _fresh_cases(args, default_corpus)
@@ -252,7 +253,8 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         contexts = parse_contexts(args.contexts)
         settings = CampaignSettings(repeats=_or(args.repeats, "repeats"), fresh=_or(args.fresh,
                                     "fresh"), timeout=_or(args.timeout, "timeout"),
-                                    plugins=tuple(args.subject_plugin), quiet=args.quiet)
+                                    plugins=tuple(args.subject_plugin), quiet=args.quiet,
+                                    jobs=_or(getattr(args, "jobs", None), "jobs"))
     if not cases:
         raise InvalidArgument("corpus holds no cases (check --corpus / --shard)")
     if not args.quiet:

@@ -78,7 +78,7 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
               shard: str | None = None, repeats: int = 2, subjects: str | Iterable[str] | None = None,
               quiet: bool = False, plugins: Sequence[str] = (), timeout: float = 120.0,
               executor: Any = None, environment: Mapping[str, Any] | None = None,
-              extra: Mapping[str, Any] | None = None, profile: str | None = None) -> dict[str, Any]:
+              extra: Mapping[str, Any] | None = None, profile: str | None = None, jobs: int = 0) -> dict[str, Any]:
     """Run every subject on the corpus and write the audit file ``out_path``; returns its data.
 
     ``devices`` and ``contexts`` are comma strings (``"cpu"``, ``"all"``; ``"default,blas1"``)
@@ -127,7 +127,8 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
     subj = subjects_for(_names(subjects) or _default_subjects())
     roles = {s.name: s.role for s in subj}
 
-    settings = CampaignSettings(repeats=repeats, fresh=0, timeout=timeout, plugins=tuple(plugins), quiet=quiet)
+    settings = CampaignSettings(repeats=repeats, fresh=0, timeout=timeout, plugins=tuple(plugins), quiet=quiet,
+                                jobs=jobs)
     tasks = plan(cases, subj, devs, ctxs, oracle_contexts=tuple(c.name for c in ctxs))
     audit_id = uuid.uuid4().hex[:12]
     arrays_dir = os.path.abspath(os.fspath(keep_arrays)) if keep_arrays is not None else None
@@ -224,6 +225,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     # The implied GPU of "all" stays in the plan: its entries are recorded as skipped, with the reason.
     data = run_audit(args.corpus, sel.planned, args.contexts, args.out, keep_arrays=args.keep_arrays,
                      shard=args.shard, repeats=args.repeats, subjects=subjects, quiet=args.quiet,
+                     jobs=getattr(args, "jobs", 0) or 0,
                      plugins=tuple(args.subject_plugin or ()), profile=args.profile)
     _summary_line(data, args.out, t0)
     return 0

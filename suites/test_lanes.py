@@ -1,0 +1,126 @@
+"""Lanes (harness/execute/campaign.py): a campaign's tasks run in several lanes at once, each with its own
+workers, and nothing a task's record says depends on how many lanes there were."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.core.cases import Case
+from harness.core.contexts import get_context
+from harness.core.devices import CPU
+from harness.core.errors import InvalidArgument
+from harness.execute.campaign import Campaign, CampaignSettings, LocalPool, _Lanes, default_jobs, plan
+from harness.execute.worker import _pid_alive
+from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+PLUGIN = "suites.plugins.misbehaving:SUBJECTS"
+CASES = [Case("embed", seed, {"vocab": 7, "width": 4, "ids_shape": [3, 5]}) for seed in range(4)]
+DETERMINISTIC = ("control.deterministic", "chainer.embed_id", "chainer.EmbedID", "espnet.embed_id")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def misbehaving_registered():
+    subjects = load_plugin(PLUGIN)
+    yield subjects
+    for s in subjects:
+        SUBJECTS.pop(s.name, None)
+
+
+def tasks_of(*names: str):
+    return plan(CASES, [get_subject(n) for n in names], [CPU], [get_context("default")])
+
+
+def run(tmp: Path, jobs: int, names: tuple[str, ...]) -> tuple[list, dict, list[dict]]:
+    from harness.core.records import read_records
+
+    settings = CampaignSettings(repeats=2, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=jobs)
+    tasks = tasks_of(*names)
+    records = Campaign(str(tmp), settings).run(tasks)
+    runs = [obj for _, obj in read_records(str(tmp / "runs.jsonl"))]
+    return tasks, records, runs
+
+
+@pytest.fixture(scope="module")
+def one_and_two(tmp_path_factory):
+    return {jobs: run(tmp_path_factory.mktemp(f"jobs{jobs}"), jobs, DETERMINISTIC) for jobs in (1, 2)}
+
+
+def test_two_lanes_give_the_records_of_one_in_the_plans_order(one_and_two):
+    tasks, rec1, runs1 = one_and_two[1]
+    _, rec2, runs2 = one_and_two[2]
+    assert len(tasks) == len(CASES) * len(DETERMINISTIC) == len(rec2)
+    assert list(rec2) == list(rec1) == [t.key for t in tasks]  # tasks.jsonl in the plan's order either way
+    assert [r["key"] for r in runs2] == [r["key"] for r in runs1]
+    for k in rec1:
+        assert rec2[k].status == rec1[k].status == "ok", k
+        assert rec2[k].rep_digests == rec1[k].rep_digests, k  # the same bits, repetition by repetition
+
+
+def test_each_lane_has_its_own_workers_and_a_task_stays_in_one(one_and_two):
+    _, _, runs2 = one_and_two[2]
+    pool = {}
+    for r in runs2:
+        if r["process"] == "pool":
+            pool.setdefault(r["key"], set()).add(r["pid"])
+    assert all(len(p) == 1 for p in pool.values()), pool  # a task's R runs share one pooled worker
+    pids = {p for ps in pool.values() for p in ps}
+    assert len(pids) == 2, pids  # two lanes, two pooled workers (none died)
+    fresh = {r["pid"] for r in runs2 if r["process"] == "fresh:0"}
+    assert len(fresh) == 2 and not fresh & pids
+    _, _, runs1 = one_and_two[1]
+    assert len({r["pid"] for r in runs1 if r["process"] == "pool"}) == 1
+
+
+def test_a_crash_in_one_lane_leaves_the_other_lanes_tasks_whole(tmp_path):
+    names = ("misbehaving.segfault", "control.deterministic", "misbehaving.nan")
+    tasks, records, _ = run(tmp_path, 2, names)
+    assert list(records) == [t.key for t in tasks]
+    for t in tasks:
+        rec = records[t.key]
+        if t.subject == "misbehaving.segfault":
+            assert rec.status == "error" and rec.statuses == {"crashed": 3}, rec
+        else:
+            assert rec.status == "ok" and rec.statuses == {"ok": 3}, rec
+
+
+def test_a_caller_that_stops_early_leaves_no_worker_running():
+    settings = CampaignSettings(repeats=1, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=2)
+    tasks = tasks_of(*DETERMINISTIC)
+    stream = LocalPool().run(tasks, settings)
+    task, outcome = next(stream)
+    assert task == tasks[0] and outcome.record.status == "ok"
+    pids = {r["pid"] for r in outcome.runs}
+    assert len(pids) == 2 and all(_pid_alive(p) for p in pids)
+    stream.close()
+    deadline = time.monotonic() + 30  # a bound on waiting, not an assertion on time: the check is below
+    while any(_pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_pid_alive(p) for p in pids)
+
+
+def test_only_the_first_lane_takes_gpu_tasks():
+    tasks = tasks_of("control.deterministic")
+    settings = CampaignSettings(repeats=1, fresh=0, quiet=True, jobs=2)
+    lanes = _Lanes(tasks, [], False, settings, window=64)
+    lanes.gpu = [True, False, True, False]  # as if tasks 0 and 2 were on a usable GPU
+    with lanes.cond:
+        assert lanes._take(1) == 1 and lanes._take(1) == 3 and lanes._take(1) is None
+        assert lanes._take(0) == 0 and lanes._take(0) == 2 and lanes._take(0) is None
+
+
+def test_jobs_is_checked_and_zero_means_one_per_cpu():
+    with pytest.raises(InvalidArgument, match=r"jobs=-1 must be >= 0"):
+        CampaignSettings(jobs=-1)
+    with pytest.raises(InvalidArgument, match=r"jobs=257 must be <= 256"):
+        CampaignSettings(jobs=257)
+    assert CampaignSettings(jobs=3).lanes() == 3
+    assert CampaignSettings().lanes() == default_jobs() == max(1, min(len(os.sched_getaffinity(0)), 4))
