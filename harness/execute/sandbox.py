@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 __all__ = ["CHILD_ENV", "Sandboxed", "run_child", "in_child"]
 
@@ -61,8 +61,20 @@ class Sandboxed:
 
 
 def run_child(argv: Sequence[str], timeout: float, *, plugins_env: dict[str, str] | None = None) -> Sandboxed:
-    """Run ``python -m harness *argv`` in a child (its own process group, killed whole on a timeout)."""
-    env = {**os.environ, CHILD_ENV: "1", **(plugins_env or {})}
+    """Run ``python -m harness *argv`` in a child (its own process group, killed whole on a timeout).
+
+    The child is forked from the workers' zygote where there is one (NumPy and Chainer imported already: a
+    fork, not an interpreter's start), else it is a new interpreter. Either way it is a process of its own."""
+    extra = {CHILD_ENV: "1", **(plugins_env or {})}
+    from harness.execute.worker import worker_env, zygote_for
+
+    zygote = zygote_for(worker_env({}))
+    if zygote is not None:
+        try:
+            return _forked_child(zygote, argv, extra, timeout)
+        except (OSError, ValueError, KeyError):
+            pass  # the zygote went away: a new interpreter instead
+    env = {**os.environ, **extra}
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     proc = subprocess.Popen([sys.executable, "-m", "harness", *argv], stdin=subprocess.DEVNULL,
@@ -78,13 +90,73 @@ def run_child(argv: Sequence[str], timeout: float, *, plugins_env: dict[str, str
         out, err = proc.communicate()
         return Sandboxed("timeout", None, out or "", err or "")
     rc = proc.returncode
-    if rc < 0:
-        status = "crashed"
-    elif rc == 2:
-        status = "error"
-    elif rc == 0 and out.rstrip().endswith(DONE):
-        status = "ok"
-        out = out.rstrip()[: -len(DONE)]
-    else:
-        status = "exited"
+    status, out = _status(rc, out)
+    return Sandboxed(status, rc, out, err)
+
+
+def _status(rc: int | None, out: str) -> tuple[str, str]:
+    """The :class:`Sandboxed` status of an exit code, and stdout without the done line."""
+    if rc is None or rc < 0:
+        return "crashed", out
+    if rc == 2:
+        return "error", out
+    if rc == 0 and out.rstrip().endswith(DONE):
+        return "ok", out.rstrip()[: -len(DONE)]
+    return "exited", out
+
+
+def _forked_child(zygote: Any, argv: Sequence[str], extra: dict[str, str], timeout: float) -> Sandboxed:
+    import select
+    import time
+
+    from harness.execute.worker import _Forked
+
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        pid = zygote.verb(argv, extra, os.getcwd(), out_w, err_w)
+    except BaseException:
+        for fd in (out_r, err_r):
+            os.close(fd)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    proc = _Forked(pid, zygote)
+    chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
+    open_fds = [out_r, err_r]
+    deadline = time.monotonic() + timeout
+    timed_out = False
+    try:
+        while open_fds:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            ready, _, _ = select.select(open_fds, [], [], left)
+            for fd in ready:
+                data = os.read(fd, 1 << 16)
+                if data:
+                    chunks[fd].append(data)
+                else:
+                    open_fds.remove(fd)
+        if not timed_out:  # both pipes closed: the child is ending (or closed them and hangs on)
+            try:
+                rc = proc.wait(max(deadline - time.monotonic(), 0.0))
+            except subprocess.TimeoutExpired:
+                timed_out = True
+        if timed_out:
+            try:
+                os.killpg(pid, signal.SIGKILL)  # the child and whatever it started
+            except OSError:
+                proc.kill()
+            proc.wait(30)
+    finally:
+        for fd in (out_r, err_r):
+            os.close(fd)
+    out = b"".join(chunks[out_r]).decode(errors="replace")
+    err = b"".join(chunks[err_r]).decode(errors="replace")
+    if timed_out:
+        return Sandboxed("timeout", None, out, err)
+    status, out = _status(rc, out)
     return Sandboxed(status, rc, out, err)

@@ -55,7 +55,7 @@ import tempfile
 import threading
 import time
 from multiprocessing.connection import Connection
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -505,6 +505,14 @@ def _zygote_main(sock_fd: int) -> None:
             for fd in fds:
                 os.close(fd)
             sock.send(json.dumps({"pid": pid}).encode())
+        elif req["op"] == "verb":
+            pid = os.fork()
+            if pid == 0:
+                sock.close()
+                _verb_child(req, fds)  # never returns
+            for fd in fds:
+                os.close(fd)
+            sock.send(json.dumps({"pid": pid}).encode())
         elif req["op"] == "status":
             pid, end = int(req["pid"]), time.monotonic() + float(req.get("wait", 5.0))
             while pid not in codes and time.monotonic() < end:
@@ -517,6 +525,47 @@ def _zygote_main(sock_fd: int) -> None:
                     break
                 time.sleep(0.01)
             sock.send(json.dumps({"code": codes.pop(pid, None)}).encode())
+
+
+def _verb_child(req: dict[str, Any], fds: list[int]) -> None:
+    """In a process forked by the zygote: ``python -m harness ARGV`` as if just started, in its own session
+    (so a timeout kills its whole group), stdout and stderr on the two pipes passed, then exit."""
+    code = 1
+    try:
+        os.setsid()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        for fd in (null, *fds):
+            os.close(fd)
+        os.chdir(req["cwd"])
+        os.environ.update(req["env"])
+        np.random.seed()  # not the zygote's global random stream
+        sys.argv = ["python -m harness", *req["argv"]]
+        from harness.cli import main
+
+        try:
+            code = main(list(req["argv"]))
+        except SystemExit as exc:  # argparse, or a subject ending "the process": as the interpreter would
+            if exc.code is None or isinstance(exc.code, int):
+                code = exc.code or 0
+            else:
+                print(exc.code, file=sys.stderr)
+                code = 1
+        code = code if isinstance(code, int) else 0
+    except BaseException:  # noqa: BLE001 - as an interpreter would: the traceback, exit 1
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
 
 
 class Zygote:
@@ -579,6 +628,13 @@ class Zygote:
         self.wait_ready()
         return int(self._ask({"op": "fork", "plugins": list(plugins), "memory_limit": memory_limit,
                               "spool": spool}, (rx_fd, tx_fd))["pid"])
+
+    def verb(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, stdout_fd: int, stderr_fd: int) -> int:
+        """A new process running ``python -m harness *argv`` (forked: the imports are done) with ``env``
+        added and ``cwd``, writing to the two descriptors; its pid (the leader of its own session)."""
+        self.wait_ready()
+        return int(self._ask({"op": "verb", "argv": list(argv), "env": dict(env), "cwd": cwd},
+                             (stdout_fd, stderr_fd))["pid"])
 
     def exit_code(self, pid: int, wait: float = 5.0) -> int | None:
         """The exit code of worker ``pid`` (negative: the signal), waiting up to ``wait`` s; None if unknown."""

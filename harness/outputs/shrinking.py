@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from typing import Any, Sequence
 
@@ -36,45 +37,87 @@ def target_of(f: F.Finding) -> Target:
 
 
 def shrink_findings(found: Sequence[F.Finding], contracts: Contracts, *, budget: float = 60.0,
-                    timeout: float = 120.0, log: Any = None) -> list[F.Finding]:
-    """``found`` with each shrinkable finding's minimal case (in order, most severe first, until ``budget``
-    seconds are spent; each gets an equal share of what is left)."""
+                    timeout: float = 120.0, log: Any = None, parallel: int = 0) -> list[F.Finding]:
+    """``found`` with each shrinkable finding's minimal case, until ``budget`` seconds (wall) are spent.
+
+    Findings go to ``parallel`` lanes (0: :func:`~harness.execute.campaign.default_jobs`), each its own
+    :class:`Runner`, most severe first; each finding gets its lane's share of the time left. The same finding
+    in another context (or another tensor kind of the same case) usually shrinks to the same case, so such
+    findings go to one lane, in order, and each starts from the minimal case found before where it reproduces
+    there."""
+    from harness.execute.campaign import default_jobs
+
     out = list(found)
     todo = [i for i, f in enumerate(found) if f.kind not in UNSHRINKABLE and f.shrunk is None]
     t0 = time.perf_counter()
     plugins = tuple(found[0].origin.plugins) if found else ()
-    # The same finding in another context (or another tensor kind of the same case) usually shrinks to the same
-    # case: start from the minimal case found before, where it reproduces, instead of from the original.
-    done: dict[tuple[str, ...], Case] = {}
-    with Runner(plugins=plugins, timeout=timeout, fresh=2) as runner:
-        for n, i in enumerate(todo):
-            left = budget - (time.perf_counter() - t0)
-            if left <= 0:
-                break
-            f = found[i]
-            path = f.origin.case_file(f.case_id)
-            try:
-                case = load_case_file(path)
-            except Exception:  # noqa: BLE001 - a finding without its case file is left as it is
-                continue
-            if case.arrays:
-                continue
-            share = left / (len(todo) - n)
-            target = target_of(f)
-            key = (f.subject, f.kind, f.case_id, f.relation, f.device)
-            start = done.get(key)
-            if start is not None and reproduces(runner, contracts, start, target):
-                res = shrink(runner, contracts, start, target, budget=share, log=log)
-                res.original = case
-            else:
-                res = shrink(runner, contracts, case, target, budget=share, log=log)
-            if not res.shrunk:
-                continue
-            done[key] = res.case
-            mini = os.path.join(os.path.dirname(path), f"{res.case.id}.json")
-            atomic_write(mini, res.case.to_json() + "\n")
-            out[i] = F.with_shrunk(f, F.Shrunk(res.case.id, mini, case.id, case_sizes(res.case), case_sizes(case),
-                                               res.runs, round(res.seconds, 2), res.complete))
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i in todo:
+        f = found[i]
+        groups.setdefault((f.subject, f.kind, f.case_id, f.relation, f.device), []).append(i)
+    queue = list(groups.values())
+    lanes = max(1, min(parallel or default_jobs(), len(queue)))
+    lock = threading.Lock()
+    left_count = [len(todo)]
+
+    def one(runner: Runner, i: int, start: Case | None) -> Case | None:
+        f = found[i]
+        path = f.origin.case_file(f.case_id)
+        try:
+            case = load_case_file(path)
+        except Exception:  # noqa: BLE001 - a finding without its case file is left as it is
+            return None
+        if case.arrays:
+            return None
+        left = budget - (time.perf_counter() - t0)
+        with lock:
+            share = min(left, left * lanes / max(1, left_count[0]))
+        target = target_of(f)
+        if start is not None and reproduces(runner, contracts, start, target):
+            res = shrink(runner, contracts, start, target, budget=share, log=log)
+            res.original = case
+        else:
+            res = shrink(runner, contracts, case, target, budget=share, log=log)
+        if not res.shrunk:
+            return None
+        mini = os.path.join(os.path.dirname(path), f"{res.case.id}.json")
+        atomic_write(mini, res.case.to_json() + "\n")
+        out[i] = F.with_shrunk(f, F.Shrunk(res.case.id, mini, case.id, case_sizes(res.case), case_sizes(case),
+                                           res.runs, round(res.seconds, 2), res.complete))
+        return res.case
+
+    errors: list[BaseException] = []
+
+    def lane() -> None:
+        try:
+            run_lane()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            with lock:
+                errors.append(exc)
+                queue.clear()  # the other lanes stop after their current finding
+
+    def run_lane() -> None:
+        with Runner(plugins=plugins, timeout=timeout, fresh=2) as runner:
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    group = queue.pop(0)
+                start = None
+                for i in group:
+                    if budget - (time.perf_counter() - t0) <= 0:
+                        return
+                    start = one(runner, i, start) or start
+                    with lock:
+                        left_count[0] -= 1
+
+    threads = [threading.Thread(target=lane, name=f"harness-shrink-{k}", daemon=True) for k in range(lanes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
     return out
 
 
