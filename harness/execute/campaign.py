@@ -564,6 +564,10 @@ class _Lanes:
                 t.join()
 
 
+#: At most this many bytes of repetition-0 arrays a campaign keeps in memory for its measure pass.
+HELD_BYTES = 512 << 20
+
+
 class Campaign:
     """Runs a plan into a directory, resumably. ``run`` returns the task records (old and new)."""
 
@@ -573,6 +577,10 @@ class Campaign:
         os.makedirs(os.path.join(directory, "arrays"), exist_ok=True)
         self.stats: dict[str, float] = {"worker_startup": 0.0, "subject": 0.0, "compare": 0.0,
                                         "transfer_and_overhead": 0.0, "runs": 0, "restarts": 0}
+        #: The arrays files this run wrote, still in memory (up to :data:`HELD_BYTES`), by name: the measure
+        #: pass that follows reads them here rather than from the files it was just written to.
+        self.held: dict[str, dict[str, np.ndarray]] = {}
+        self._held_bytes = 0
 
     # ---- files ------------------------------------------------------------------------
     def write_inputs(self, cases: Sequence[Case], meta: dict[str, Any]) -> None:
@@ -624,6 +632,10 @@ class Campaign:
             fname = array_file(task.key)
             atomic_npz(os.path.join(self.dir, "arrays", fname), outcome.arrays)
             rec = dataclasses.replace(rec, array_file=fname)
+            size = sum(a.nbytes for a in outcome.arrays.values())
+            if self._held_bytes + size <= HELD_BYTES:
+                self.held[fname] = dict(outcome.arrays)
+                self._held_bytes += size
         tasks_f.write(json.dumps(rec.to_dict(), sort_keys=True) + "\n")
         tasks_f.flush()
         for k, v in outcome.seconds.items():

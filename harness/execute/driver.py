@@ -6,6 +6,7 @@ do with the records and measures afterwards differs.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -58,7 +59,10 @@ def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subje
                                       "contexts": [c.name for c in contexts], "contracts": str(contracts.path),
                                       "relations": [r.name for r in relations], **dict(meta or {})})
     records = campaign.run(tasks, executor=executor)
-    measures = measure_campaign(directory, contracts, tasks=records)
+    t0 = time.perf_counter()
+    measures = measure_campaign(directory, contracts, tasks=records, held=campaign.held)
+    campaign.held.clear()
+    campaign.stats["measuring"] = time.perf_counter() - t0
     return CampaignRun(directory, tasks, records, measures, campaign.stats, {c.id: c for c in cases})
 
 

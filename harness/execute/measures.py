@@ -27,15 +27,19 @@ MEASURES_FILE = "measures.jsonl"
 class _Arrays:
     """Repetition-0 arrays by file, the most recent few kept (a task is compared with a handful of others)."""
 
-    def __init__(self, directory: str, keep: int = 48) -> None:
+    def __init__(self, directory: str, keep: int = 48,
+                 held: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> None:
         self.directory, self.keep = directory, keep
         self._cache: OrderedDict[str, dict[str, np.ndarray]] = OrderedDict()
+        self.held = held or {}
         self.loaded = 0
 
     def get(self, rec: TaskRecord | None) -> dict[str, np.ndarray] | None:
         if rec is None or not rec.array_file:
             return None
         f = rec.array_file
+        if f in self.held:  # still in memory from the campaign that just wrote the file
+            return dict(self.held[f])
         if f in self._cache:
             self._cache.move_to_end(f)
             return self._cache[f]
@@ -72,12 +76,13 @@ def _role_and_oracle(subject: str) -> tuple[str, str | None]:
 
 
 def measure_campaign(directory: str, contracts: Contracts, *, tasks: Mapping[str, TaskRecord] | None = None,
-                     write: bool = True) -> list[Measure]:
-    """Measure every finished task of a campaign directory under ``contracts``; write ``measures.jsonl``."""
+                     write: bool = True, held: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> list[Measure]:
+    """Measure every finished task of a campaign directory under ``contracts``; write ``measures.jsonl``.
+    ``held``: arrays files the caller still holds in memory, by name (the others are read from the files)."""
     tasks = dict(tasks) if tasks is not None else read_tasks(os.path.join(directory, "tasks.jsonl"))
     cases = campaign_cases(directory)
     by = {(r.case_id, r.subject, r.device, r.context): r for r in tasks.values()}
-    arrays = _Arrays(directory)
+    arrays = _Arrays(directory, held=held)
     out: list[Measure] = []
     order = sorted(tasks.values(), key=lambda r: (r.case_id, r.subject, r.context, r.device))
     for rec in order:
