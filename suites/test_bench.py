@@ -58,10 +58,12 @@ def test_smoke_overhead_parts_add_up(smoke: dict) -> None:
     for p in parts:
         v = over.loc[f"breakdown: {p}", "numerator_value"]
         assert math.isfinite(v) and v >= 0, p
-    # one round: the parts are additive by construction, so they sum to the total above the subjects' time
-    total = over.loc["overhead ratio", "numerator_value"]
-    subject = over.loc["overhead ratio", "denominator_value"]
+    # the one-lane round: its parts are additive by construction, so they sum to its total above the subjects'
+    # time; the headline's denominator is that round's subjects' time
+    total = over.loc["overhead ratio in one lane (--jobs 1)", "numerator_value"]
+    subject = over.loc["overhead ratio in one lane (--jobs 1)", "denominator_value"]
     assert subject > 0 and total > subject
+    assert over.loc["overhead ratio", "denominator_value"] == subject
     assert sum(over.loc[f"breakdown: {p}", "numerator_value"] for p in parts) == pytest.approx(total - subject, rel=1e-3)
 
 

@@ -29,6 +29,7 @@ PARTS = (
     ("transfer", "transfer and per-run overhead (pipe, pickling, input building in the worker)"),
     ("run_records", "per-run records inside the executor (digest and NaN/Inf counts of every tensor)"),
     ("compare", "comparator (digests, bit comparison of the repetitions)"),
+    ("measuring", "the measure pass (every task judged once, from the arrays still in memory)"),
     ("writing", "the campaign writing each outcome (runs.jsonl, tasks.jsonl, npz of rep 0), progress"),
     ("oracle", "oracle subjects' own time"),
     ("report_writing", "report writing (tables, plots, html)"),
@@ -113,9 +114,11 @@ def _write_report(directory: str) -> None:
 
 
 def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: int = 2,
-                 report: bool = True, contexts: str = "default") -> dict[str, float]:
-    """One report-like campaign (``factor`` x the default corpus, CPU, ``contexts``) in a temporary
-    directory; its timings, bucketed additively (:data:`PARTS`; ``total`` = subject + the parts)."""
+                 report: bool = True, contexts: str = "default", jobs: int = 0) -> dict[str, float]:
+    """One report-like campaign (``factor`` x the default corpus, CPU, ``contexts``, ``jobs`` lanes as
+    ``harness report --jobs``) in a temporary directory; its timings, bucketed (:data:`PARTS`). In one lane
+    (``jobs=1``) the buckets are additive: ``total`` = subject + the parts. In several, the subjects', transfer
+    and comparator seconds are summed over lanes running at once, so only ``total`` is a wall time."""
     from harness.core.contexts import parse_contexts
     from harness.core.devices import parse_devices
     from harness.execute.campaign import Campaign, CampaignSettings, plan
@@ -129,14 +132,23 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
         devices = parse_devices("cpu")
         ctxs = parse_contexts(contexts)
         tasks = plan(cases, subjects, devices, ctxs)
-        campaign = Campaign(tmp, CampaignSettings(repeats=repeats, fresh=fresh, quiet=True))
+        settings = CampaignSettings(repeats=repeats, fresh=fresh, quiet=True, jobs=jobs)
+        campaign = Campaign(tmp, settings)
         campaign.write_inputs(cases, {"subjects": [s.name for s in subjects], "devices": [d.id for d in devices],
                                       "contexts": [c.name for c in ctxs], "shard": None})
         t_cases = time.perf_counter() - t_start
         executor = TimedExecutor()
         t0 = time.perf_counter()
-        campaign.run(tasks, executor=executor)
+        records = campaign.run(tasks, executor=executor)
         t_campaign = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if report:  # the measure pass as run_campaign runs it (harness report's), before the report
+            from harness.execute.measures import measure_campaign
+            from harness.judge.contracts import load_contracts
+
+            measure_campaign(tmp, load_contracts(None), tasks=records, held=campaign.held)
+            campaign.held.clear()
+        t_measure = time.perf_counter() - t0
         t0 = time.perf_counter()
         if report:
             _write_report(tmp)
@@ -162,8 +174,10 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
             # the campaign's own time outside the executor: the outcome writing, plus opening the files
             "writing": max(t_campaign - split["inside"], 0.0),
             "oracle": oracle,
+            "measuring": t_measure,
             "report_writing": t_report,
             "campaign": t_campaign,
+            "jobs": float(settings.lanes()),
             "worker_startup_summed": float(st.get("worker_startup", 0.0)),
             "runs": float(st["runs"]),
             "tasks": float(len(tasks)),
