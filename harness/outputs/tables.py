@@ -474,9 +474,11 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
     from harness.judge.findings import dumps
 
     campaign_dir, measures = run.directory, list(run.measures)
+    cells = cells_frame(measures)
+    # The figures (about a second of matplotlib) are drawn in a forked process while this one builds the tables.
+    drawing = _Figures(campaign_dir, cells, measures, run.cases).start()
     results = results_frame(run)
     summary = summary_frame(results)
-    cells = cells_frame(measures)
     findings = findings_frame(found)
     _atomic_write(os.path.join(campaign_dir, "findings.json"), dumps(list(found)))
     env_table = flatten_environment(environment)
@@ -497,9 +499,7 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
     put("environment.json", json.dumps(dict(environment), indent=1, sort_keys=True, default=str) + "\n")
     from harness.outputs import render
 
-    figures = [("verdicts.png", render.plot_matrix(cells)),
-               ("divergence.png", render.plot_divergence(divergence_frame(measures), cells)),
-               ("error_vs_size.png", render.plot_error_ratio(oracle_errors_frame(measures, run.cases)))]
+    figures = drawing.result()
     for name, data in figures:
         put(name, data)
     files = sorted({*render.run_files(campaign_dir), "summary.html", "summary.md"})
@@ -512,6 +512,66 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
         frames.update(results=results, summary=summary, cells=cells, findings=findings, headline=headline,
                       found=list(found))
     return out
+
+
+class _Figures:
+    """The report's three figures, drawn in a child forked from this process (so a second of matplotlib runs
+    beside the tables), or here where forking is not safe: another thread is running (a Dask client), or
+    there is no ``os.fork``. A child that fails leaves the drawing to this process; the figures are the same."""
+
+    NAMES = ("verdicts.png", "divergence.png", "error_vs_size.png")
+
+    def __init__(self, directory: str, cells: pd.DataFrame, measures: Sequence[Measure],
+                 cases: Mapping[str, Case]) -> None:
+        self.directory, self.cells, self.measures, self.cases = directory, cells, measures, cases
+        self.pid: int | None = None
+        self.tmp = ""
+
+    def draw(self) -> list[tuple[str, bytes]]:
+        from harness.outputs import render
+
+        return [(self.NAMES[0], render.plot_matrix(self.cells)),
+                (self.NAMES[1], render.plot_divergence(divergence_frame(self.measures), self.cells)),
+                (self.NAMES[2], render.plot_error_ratio(oracle_errors_frame(self.measures, self.cases)))]
+
+    def start(self) -> "_Figures":
+        import tempfile
+        import threading
+
+        if not hasattr(os, "fork") or threading.active_count() > 1:
+            return self
+        self.tmp = tempfile.mkdtemp(prefix=".figures-", dir=self.directory)
+        pid = os.fork()
+        if pid == 0:  # the child: draw, write, and leave without running anything of the parent's
+            code = 1
+            try:
+                for name, data in self.draw():
+                    with open(os.path.join(self.tmp, name), "wb") as f:
+                        f.write(data)
+                code = 0
+            finally:
+                os._exit(code)
+        self.pid = pid
+        return self
+
+    def result(self) -> list[tuple[str, bytes]]:
+        import shutil
+
+        if self.pid is None:
+            return self.draw()
+        try:
+            _, status = os.waitpid(self.pid, 0)
+            if os.waitstatus_to_exitcode(status) == 0:
+                out = []
+                for name in self.NAMES:
+                    with open(os.path.join(self.tmp, name), "rb") as f:
+                        out.append((name, f.read()))
+                return out
+        except OSError:
+            pass
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        return self.draw()  # the child failed: draw here
 
 
 def _gzip_csv(df: pd.DataFrame) -> bytes:
