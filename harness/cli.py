@@ -426,8 +426,8 @@ def _add_shrink_options(p: argparse.ArgumentParser, budget: float) -> None:
 def _add_jobs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--jobs", type=argcheck.ints("jobs", 0), default=_settings_default("jobs"), metavar="N",
                    help="lanes of workers running tasks at once on this machine, each task still R runs in one "
-                        "pooled worker and K fresh; 0: one per CPU, at most 4; GPU tasks run in one lane "
-                        "(default %(default)s)")
+                        "pooled worker and K fresh; 0: $HARNESS_JOBS, else one per CPU, at most 4; GPU tasks run "
+                        "in one lane (default %(default)s)")
 
 
 def _add_campaign_options(p: argparse.ArgumentParser) -> None:

@@ -72,10 +72,23 @@ def pin_xdist_worker_gpu(environ: Any = os.environ, count: int | None = None) ->
     return environ["CUDA_VISIBLE_DEVICES"]
 
 
+def one_lane_per_xdist_worker(environ: Any = os.environ) -> str | None:
+    """Under pytest-xdist the workers already use the cores: each campaign a test runs (here or in a
+    ``python -m harness`` child) gets one lane (``HARNESS_JOBS=1``) unless the environment says otherwise.
+    Returns what it set, or None."""
+    from harness.execute.campaign import JOBS_ENV
+
+    if not environ.get("PYTEST_XDIST_WORKER", "").startswith("gw") or JOBS_ENV in environ:
+        return None
+    environ[JOBS_ENV] = "1"
+    return "1"
+
+
 def pytest_configure(config: Any) -> None:
     from harness.core.errors import InvalidArgument
 
     pin_xdist_worker_gpu()
+    one_lane_per_xdist_worker()
     from harness.generate.profiles import load_profile
 
     explicit = config.getoption("hypothesis_profile", default=None)

@@ -117,10 +117,29 @@ def test_only_the_first_lane_takes_gpu_tasks():
         assert lanes._take(0) == 0 and lanes._take(0) == 2 and lanes._take(0) is None
 
 
-def test_jobs_is_checked_and_zero_means_one_per_cpu():
+def test_jobs_is_checked_and_zero_means_harness_jobs_or_one_per_cpu(monkeypatch):
     with pytest.raises(InvalidArgument, match=r"jobs=-1 must be >= 0"):
         CampaignSettings(jobs=-1)
     with pytest.raises(InvalidArgument, match=r"jobs=257 must be <= 256"):
         CampaignSettings(jobs=257)
     assert CampaignSettings(jobs=3).lanes() == 3
+    monkeypatch.delenv("HARNESS_JOBS", raising=False)
     assert CampaignSettings().lanes() == default_jobs() == max(1, min(len(os.sched_getaffinity(0)), 4))
+    monkeypatch.setenv("HARNESS_JOBS", "3")
+    assert CampaignSettings().lanes() == 3 and CampaignSettings(jobs=2).lanes() == 2
+    for bad, message in (("two", "HARNESS_JOBS='two' must be an integer >= 1"), ("0", "HARNESS_JOBS=0 must be >= 1"),
+                         ("999", "HARNESS_JOBS=999 must be <= 256")):
+        monkeypatch.setenv("HARNESS_JOBS", bad)
+        with pytest.raises(InvalidArgument, match=message):
+            CampaignSettings().lanes()
+
+
+def test_an_xdist_worker_gives_its_campaigns_one_lane():
+    from harness.pytest_plugin import one_lane_per_xdist_worker
+
+    env = {"PYTEST_XDIST_WORKER": "gw1"}
+    assert one_lane_per_xdist_worker(env) == "1" and env["HARNESS_JOBS"] == "1"
+    env = {"PYTEST_XDIST_WORKER": "gw0", "HARNESS_JOBS": "2"}
+    assert one_lane_per_xdist_worker(env) is None and env["HARNESS_JOBS"] == "2"  # the user's choice stands
+    env = {}
+    assert one_lane_per_xdist_worker(env) is None and env == {}

@@ -176,8 +176,22 @@ MAX_DEFAULT_JOBS = 4
 MIN_TASKS_PER_LANE = 32
 
 
+#: Environment variable: the lanes ``jobs=0`` means (a pytest-xdist worker sets 1: the workers are the lanes).
+JOBS_ENV = "HARNESS_JOBS"
+
+
 def default_jobs() -> int:
-    """One lane per CPU this process may run on, at most :data:`MAX_DEFAULT_JOBS`."""
+    """``$HARNESS_JOBS`` where set, else one lane per CPU this process may run on, at most
+    :data:`MAX_DEFAULT_JOBS`."""
+    text = os.environ.get(JOBS_ENV)
+    if text:
+        from harness.core import argcheck
+
+        try:
+            value = int(text)
+        except ValueError:
+            raise InvalidArgument(f"{JOBS_ENV}={text!r} must be an integer >= 1") from None
+        return int(argcheck.int_at_least(JOBS_ENV, value, 1, argcheck.LIMITS["jobs"][0]))
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
