@@ -544,10 +544,12 @@ def _verb_child(req: dict[str, Any], fds: list[int]) -> None:
         os.environ.update(req["env"])
         np.random.seed()  # not the zygote's global random stream
         sys.argv = ["python -m harness", *req["argv"]]
-        from harness.cli import main
+        import runpy
 
         try:
-            code = main(list(req["argv"]))
+            # ``python -m harness`` itself (the program, by name: the workers do not import the command line)
+            runpy.run_module("harness", run_name="__main__", alter_sys=True)
+            code = 0
         except SystemExit as exc:  # argparse, or a subject ending "the process": as the interpreter would
             if exc.code is None or isinstance(exc.code, int):
                 code = exc.code or 0
