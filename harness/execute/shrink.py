@@ -5,9 +5,11 @@ never did. :func:`shrink` takes a case and a :class:`Target` (the finding: kind,
 context and the other side) and applies passes, keeping a step only while the finding still reproduces:
 
 1. delete: drop blocks of sequences (halves first, down to one at a time), flatten extra id dimensions, one layer;
-2. shorten: every sequence to 1 or half its length, then each sequence's length and each id dimension to 1,
-   half, minus one;
-3. lower: hidden size, input size, embedding width, vocabulary (and the ignore label with it);
+2. shorten: every sequence to 1 or half its length;
+3. lower: each sequence's length, each id dimension, then the layers, hidden size, input size, embedding width
+   and vocabulary (the ignore label with it), each to the lowest value where the finding still shows, by
+   bisection (:func:`lowest`): a threshold such as a BLAS library's switch to threads is found in about
+   ``log2(n)`` runs, not ``n``;
 4. simplify: unidirectional, no initial state, no dropout, uniform ids, no ignore fraction.
 
 It repeats the passes until none makes progress, or the budget (seconds, runs) is spent. Every run goes through
@@ -29,7 +31,8 @@ from harness.execute.isolated import Runner, measure_isolated
 from harness.judge.contracts import Contracts
 from harness.judge.findings import kind_of, tensor_kind
 
-__all__ = ["Target", "ShrinkResult", "shrink", "reproduces", "case_sizes", "smaller", "UNSHRINKABLE"]
+__all__ = ["Target", "ShrinkResult", "shrink", "reproduces", "case_sizes", "smaller", "knobs", "lowest",
+           "UNSHRINKABLE"]
 
 #: Finding kinds no smaller case can show: a baseline holds digests of its own cases only.
 UNSHRINKABLE = ("baseline changed", "expected error", "not judged", "no contract line", "gate check failed")
@@ -181,11 +184,6 @@ def _with(case: Case, **spec: Any) -> Case | None:
         return None  # not a valid case (an ignore label above the new vocabulary, ...): not a candidate
 
 
-def _ints_down(n: int, floor: int = 1) -> list[int]:
-    out = [floor, n // 2, n - 1]
-    return sorted({v for v in out if floor <= v < n})
-
-
 def _delete(case: Case) -> Iterator[tuple[str, Case | None]]:
     s = case.spec
     lengths = list(s.get("lengths", ()))
@@ -205,30 +203,79 @@ def _delete(case: Case) -> Iterator[tuple[str, Case | None]]:
 
 
 def _shorten(case: Case) -> Iterator[tuple[str, Case | None]]:
-    s = case.spec
-    lengths = list(s.get("lengths", ()))
+    lengths = list(case.spec.get("lengths", ()))
     if len(lengths) > 1:
         yield "every sequence of length 1", _with(case, lengths=[1] * len(lengths))
         yield "every sequence half as long", _with(case, lengths=[max(1, n // 2) for n in lengths])
-    for i, n in enumerate(lengths):
-        for v in _ints_down(n):
-            yield f"sequence {i} of length {v}", _with(case, lengths=lengths[:i] + [v] + lengths[i + 1:])
-    shape = list(s.get("ids_shape", ()))
-    for i, n in enumerate(shape):
-        for v in _ints_down(n):
-            yield f"ids dimension {i} of {v}", _with(case, ids_shape=shape[:i] + [v] + shape[i + 1:])
 
 
-def _lower(case: Case) -> Iterator[tuple[str, Case | None]]:
+@dataclass(frozen=True)
+class Knob:
+    """One integer dimension of a case (a sequence's length, an id dimension, a size), lowered by bisection."""
+
+    label: str                                   # "sequence 3 of length", "hidden", ...
+    get: Callable[[Case], int | None]            # its value in a case (None: the case has no such dimension)
+    put: Callable[[Case, int], Case | None]      # the case with the dimension at a value (None: not valid)
+    floor: int = 1
+
+
+def _length_knob(key: str, i: int, label: str) -> Knob:
+    def get(c: Case) -> int | None:
+        seq = list(c.spec.get(key, ()))
+        return int(seq[i]) if i < len(seq) else None
+
+    def put(c: Case, v: int) -> Case | None:
+        seq = list(c.spec[key])
+        return _with(c, **{key: seq[:i] + [v] + seq[i + 1:]})
+
+    return Knob(label, get, put)
+
+
+def _size_knob(key: str) -> Knob:
+    def get(c: Case) -> int | None:
+        v = c.spec.get(key)
+        return int(v) if isinstance(v, int) and not isinstance(v, bool) else None
+
+    def put(c: Case, v: int) -> Case | None:
+        extra: dict[str, Any] = {}
+        il = c.spec.get("ignore_label")
+        if key == "vocab" and isinstance(il, int) and v <= il < int(c.spec["vocab"]):
+            extra["ignore_label"] = v - 1 if v > 1 else None  # keep a label inside the vocabulary
+        return _with(c, **{key: v}, **extra)
+
+    return Knob(key, get, put)
+
+
+def knobs(case: Case) -> list[Knob]:
+    """The integer dimensions of ``case`` a shrink lowers: each sequence's length and id dimension (shorten),
+    then the sizes (lower)."""
     s = case.spec
-    for key in ("n_layers", "hidden", "in_size", "width", "vocab"):
-        if isinstance(s.get(key), int):
-            for v in _ints_down(int(s[key])):
-                extra: dict[str, Any] = {}
-                il = s.get("ignore_label")
-                if key == "vocab" and isinstance(il, int) and il >= v and il < int(s["vocab"]):
-                    extra["ignore_label"] = v - 1 if v > 1 else None  # keep a label inside the vocabulary
-                yield f"{key} {v}", _with(case, **{key: v}, **extra)
+    out = [_length_knob("lengths", i, f"sequence {i} of length") for i in range(len(s.get("lengths", ())))]
+    out += [_length_knob("ids_shape", i, f"ids dimension {i} of") for i in range(len(s.get("ids_shape", ())))]
+    return out + [_size_knob(k) for k in ("n_layers", "hidden", "in_size", "width", "vocab")
+                  if isinstance(s.get(k), int)]
+
+
+def lowest(value: int, floor: int, holds: Callable[[int], bool]) -> int:
+    """The lowest ``v`` in ``[floor, value]`` where ``holds(v)``, found by bisection (``holds(value)`` is taken
+    as true: it is the current case). Tries ``floor`` first, then ``value - 1``, so a dimension that is already
+    as low as it goes costs two runs, and one that goes straight down costs one; otherwise about
+    ``log2(value - floor)`` runs. Where ``holds`` is not monotonic the answer is a value that holds, not
+    necessarily the lowest one."""
+    if value <= floor:
+        return value
+    if holds(floor):
+        return floor
+    if value - 1 == floor or not holds(value - 1):
+        return value
+    lo, hi = floor, value - 1          # holds(lo) is false, holds(hi) is true
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if holds(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def _simplify(case: Case) -> Iterator[tuple[str, Case | None]]:
@@ -245,8 +292,9 @@ def _simplify(case: Case) -> Iterator[tuple[str, Case | None]]:
         yield "no ignore labels", _with(case, ignore_frac=0.0)
 
 
-PASSES: tuple[tuple[str, Callable[[Case], Iterator[tuple[str, Case | None]]]], ...] = (
-    ("delete", _delete), ("shorten", _shorten), ("lower", _lower), ("simplify", _simplify))
+#: The passes over a case's structure, in order; "lower" is the bisection of every :func:`knobs` dimension.
+PASSES: tuple[tuple[str, Callable[[Case], Iterator[tuple[str, Case | None]]] | None], ...] = (
+    ("delete", _delete), ("shorten", _shorten), ("lower", None), ("simplify", _simplify))
 
 
 def shrink(runner: Runner, contracts: Contracts, case: Case, target: Target, *, budget: float = 60.0,
@@ -264,20 +312,36 @@ def shrink(runner: Runner, contracts: Contracts, case: Case, target: Target, *, 
     def spent() -> bool:
         return time.perf_counter() - t0 > budget or runner.runs - runs0 >= max_runs
 
+    def keep(cand: Case | None, what: str) -> bool:
+        nonlocal best
+        if cand is None or cand.id == best.id or not smaller(cand, best) or spent():
+            return False
+        if not reproduces(runner, contracts, cand, target, attempts):
+            return False
+        best = cand
+        steps.append(what)
+        if log is not None:
+            log(f"shrink: {what} -> {best.id}")
+        return True
+
     progress = True
     while progress and not spent():
         progress = False
         for _name, gen in PASSES:
+            if gen is None:  # lower every integer dimension by bisection, each from the case the last one left
+                for k in knobs(best):
+                    v = k.get(best)
+                    if v is None or spent():
+                        continue
+                    base = best
+                    low = lowest(v, k.floor, lambda x, k=k, base=base: keep(k.put(base, x), f"{k.label} {x}"))
+                    progress = progress or low < v
+                continue
             for what, cand in list(gen(best)):
                 if spent():
                     break
-                if cand is None or cand.id == best.id or not smaller(cand, best):
-                    continue
-                if reproduces(runner, contracts, cand, target, attempts):
-                    best, progress = cand, True
-                    steps.append(what)
-                    if log is not None:
-                        log(f"shrink: {what} -> {best.id}")
+                if keep(cand, what):
+                    progress = True
                     break  # restart the pass on the smaller case
     return ShrinkResult(case, best, runner.runs - runs0, time.perf_counter() - t0, complete=not spent(),
                         steps=steps)

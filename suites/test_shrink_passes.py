@@ -1,0 +1,68 @@
+"""The shrinker's integer passes (harness.execute.shrink): bisection over each dimension, counted in calls.
+
+The passes run no subject: a predicate stands in for "the finding still reproduces", so these tests count exactly
+how many runs a shrink of a threshold costs. The end-to-end shrinks (real subjects, in workers) are in
+test_findings.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.core.cases import Case
+from harness.execute.shrink import knobs, lowest
+
+
+def _counted(threshold: int):
+    calls: list[int] = []
+
+    def holds(v: int) -> bool:
+        calls.append(v)
+        return v >= threshold
+
+    return holds, calls
+
+
+@pytest.mark.parametrize("value,threshold", [(600, 589), (600, 1), (600, 600), (600, 599), (600, 2), (2, 2),
+                                             (1000, 377), (16, 9)])
+def test_lowest_finds_a_threshold_in_logarithmic_runs(value, threshold):
+    holds, calls = _counted(threshold)
+    assert lowest(value, 1, holds) == threshold
+    # floor, value - 1, then a bisection of [1, value - 1]: never the linear walk down
+    assert len(calls) <= 2 + (value - 1).bit_length()
+    assert all(1 <= v < value for v in calls)
+
+
+def test_lowest_of_a_dimension_at_its_floor_runs_nothing():
+    holds, calls = _counted(1)
+    assert lowest(1, 1, holds) == 1 and calls == []
+
+
+def test_lowest_returns_a_value_that_holds_where_the_property_is_not_monotonic():
+    ok = {600, 599, 7, 300}
+    seen: list[int] = []
+
+    def holds(v: int) -> bool:
+        seen.append(v)
+        return v in ok
+
+    v = lowest(600, 1, holds)
+    assert v in ok and v < 600 and seen
+
+
+def test_knobs_cover_every_integer_dimension_and_put_one_at_a_time():
+    lstm = Case("lstm", 3, {"n_layers": 2, "in_size": 8, "hidden": 4, "lengths": [3, 5, 1]})
+    ks = {k.label: k for k in knobs(lstm)}
+    assert set(ks) == {"sequence 0 of length", "sequence 1 of length", "sequence 2 of length", "n_layers",
+                       "hidden", "in_size"}
+    two = ks["sequence 1 of length"].put(lstm, 2)
+    assert two is not None and list(two.spec["lengths"]) == [3, 2, 1] and two.spec["hidden"] == 4
+    assert ks["in_size"].get(ks["in_size"].put(lstm, 5)) == 5
+
+
+def test_lowering_the_vocabulary_keeps_the_ignore_label_inside_it():
+    embed = Case("embed", 5, {"vocab": 10, "width": 3, "ids_shape": [6, 2], "ignore_label": 8, "ignore_frac": 0.3})
+    k = {k.label: k for k in knobs(embed)}["vocab"]
+    low = k.put(embed, 4)
+    assert low is not None and low.spec["vocab"] == 4 and low.spec["ignore_label"] == 3
+    assert {k.label for k in knobs(embed)} >= {"ids dimension 0 of", "ids dimension 1 of", "width", "vocab"}
