@@ -43,8 +43,8 @@ def _fields_of(obj: Any) -> dict[str, Any]:
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 __all__ = ["Verdict", "TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "VERDICTS", "VERDICT_ORDER",
-           "read_records", "repair_jsonl", "read_tasks", "read_measures", "write_jsonl", "compress_jsonl", "restore_jsonl",
-           "device_kind_of"]
+           "read_records", "repair_jsonl", "read_tasks", "read_measures", "jsonl_line", "write_jsonl",
+           "compress_jsonl", "restore_jsonl", "device_kind_of"]
 
 #: What a measure compares: repetitions in one process, fresh processes, another context, another device,
 #: the float64 oracle, a stored baseline, a related case (invariance), a reference summed in the order the subject
@@ -504,9 +504,13 @@ def restore_jsonl(path: str) -> None:
     os.remove(path + ".gz")
 
 
+def jsonl_line(record: Any) -> str:
+    """One record (an object with ``to_dict(compact=True)``) as a JSONL line, newline included."""
+    return json.dumps(record.to_dict(compact=True), sort_keys=True, allow_nan=False, separators=(",", ":")) + "\n"
+
+
 def write_jsonl(path: str, records: Iterable[Any]) -> None:
     """Write records (objects with ``to_dict(compact=True)``) as JSONL, atomically."""
     from harness.core.fileio import atomic_write
 
-    atomic_write(path, "".join(json.dumps(r.to_dict(compact=True), sort_keys=True, allow_nan=False,
-                                          separators=(",", ":")) + "\n" for r in records))
+    atomic_write(path, "".join(jsonl_line(r) for r in records))

@@ -300,6 +300,15 @@ class WorkerSet:
             w.wait_ready()
             self.startup_seconds += w.startup_seconds
 
+    def ensure_fresh(self, n: int) -> None:
+        """At least ``n`` fresh workers, started now where fewer run (a :class:`~harness.execute.isolated.Runner`
+        starts them only for the first run that asks for them: a shrink of a cross-context finding never does)."""
+        while len(self.fresh) < n:
+            w = self._new(f"fresh:{len(self.fresh)}")
+            self.fresh.append(w)
+            w.wait_ready()
+            self.startup_seconds += w.startup_seconds
+
     def worker(self, slot: str) -> Worker:
         if self.aborted:
             raise WorkerError("the campaign was stopped")

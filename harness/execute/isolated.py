@@ -49,11 +49,14 @@ class Runner:
         key = group_key(task)
         ws = self._sets.get(key)
         if ws is None:
-            ws = self._sets[key] = WorkerSet(get_context(context), self.settings)
+            # no fresh interpreter until a run asks for one (each imports Chainer: a second of a core)
+            ws = self._sets[key] = WorkerSet(get_context(context), dataclasses.replace(self.settings, fresh=0))
             if device.available:
                 ws.start()
         settings = dataclasses.replace(self.settings, repeats=max(1, repeats),
                                        fresh=min(max(0, fresh), self.settings.fresh))
+        if settings.fresh and device.available:
+            ws.ensure_fresh(settings.fresh)
         outcome = run_task(task, ws, settings)
         self.runs += outcome.record.runs or 1
         return outcome

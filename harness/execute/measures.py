@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from harness.core.cases import Case, load_corpus
-from harness.core.records import Measure, TaskRecord, read_measures, read_tasks, write_jsonl
+from harness.core.fileio import atomic_write
+from harness.core.forking import map_forked
+from harness.core.records import Measure, TaskRecord, jsonl_line, read_measures, read_tasks
 from harness.judge.contracts import Contracts
 from harness.execute.relations import pairs, relation_of
 from harness.judge.measure import Reference, measure_task, references_for
@@ -75,56 +77,91 @@ def _role_and_oracle(subject: str) -> tuple[str, str | None]:
     return ("subject", None) if s is None else (s.role, s.oracle)
 
 
+#: Below this many tasks the measure pass runs here only (a fork costs more than it saves).
+SPLIT_TASKS = 400
+
+
 def measure_campaign(directory: str, contracts: Contracts, *, tasks: Mapping[str, TaskRecord] | None = None,
-                     write: bool = True, held: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> list[Measure]:
+                     write: bool = True, held: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+                     parts: int = 0, cases: Mapping[str, Case] | None = None) -> list[Measure]:
     """Measure every finished task of a campaign directory under ``contracts``; write ``measures.jsonl``.
-    ``held``: arrays files the caller still holds in memory, by name (the others are read from the files)."""
+    ``held``: arrays files the caller still holds in memory, by name (the others are read from the files);
+    ``cases``: the campaign's cases by id, where the caller holds them (else read from ``corpus.jsonl``).
+
+    The tasks, in their sorted order, are dealt into ``parts`` slices (0: one per lane the machine runs,
+    :func:`~harness.execute.campaign.default_jobs`; one below :data:`SPLIT_TASKS` tasks); the slices after
+    the first are each measured in a child forked from this process (:func:`harness.core.forking.map_forked`),
+    which reads the same records and arrays without a copy. A task's measures depend only on the records, the
+    arrays and the contracts, so the measures, and their order, are those of one slice."""
     tasks = dict(tasks) if tasks is not None else read_tasks(os.path.join(directory, "tasks.jsonl"))
-    cases = campaign_cases(directory)
+    cases = dict(cases) if cases is not None else campaign_cases(directory)
     by = {(r.case_id, r.subject, r.device, r.context): r for r in tasks.values()}
     arrays = _Arrays(directory, held=held)
-    out: list[Measure] = []
     order = sorted(tasks.values(), key=lambda r: (r.case_id, r.subject, r.context, r.device))
-    for rec in order:
-        role, oracle_name = _role_and_oracle(rec.subject)
-        case = cases.get(rec.case_id)
-        contract = contracts.find(rec.subject, rec.device_kind, rec.context)
-        tags = case.tags if case else ()
-        rules = contracts.bad_rules(rec.subject, rec.device_kind, tags, rec.context)
-        mine = arrays.get(rec)
-        refs = []
-        for kind, dev, ctx in references_for(rec, contract):
-            other = by.get((rec.case_id, rec.subject, dev, ctx))
-            if other is not None and other.status != "skipped":
-                # The record and its rules travel too: an ``any`` rule compares outcomes, errors included.
-                refs.append(Reference(kind, ctx if kind == "context" else dev,
-                                      arrays.get(other) if other.ok_runs else None, record=other,
-                                      rules=contracts.bad_rules(rec.subject, other.device_kind, tags, ctx)))
-        oracle = None
-        if oracle_name is not None:
-            orec = by.get((rec.case_id, oracle_name, "cpu", "default"))
-            oarr = arrays.get(orec) if orec is not None and orec.status == "ok" else None
-            if oarr is not None:
-                oracle = (oracle_name, oarr)
-        order = None
-        declared = order_reference(rec.subject, rec.device_kind)
-        orec = None if declared is None else by.get((rec.case_id, declared[0], "cpu", "default"))
-        if orec is not None:  # planned (like the oracle): no values from it is "not judged", not silence
-            order = (declared[0], arrays.get(orec) if orec.status == "ok" else None, declared[1])
-        out += measure_task(rec, case, contract, role=role, bad_rules=rules, arrays=mine, references=refs,
-                            oracle=oracle, order=order,
-                            known_defects=contracts.known_defects_for(rec.subject, rec.device_kind, tags, rec.context))
-        rel = None if case is None else relation_of(case)
-        if rel is not None and rec.ok_runs and role != "oracle":
-            base = by.get((rel["base"], rec.subject, rec.device, rec.context))
-            out += relation_measures(rec, case, rel, contract, arrays.get(base) if base is not None and
-                                     base.ok_runs else None, mine)
-    out += _not_judged(tasks.values(), cases, contracts, out)
+    if not parts:
+        from harness.execute.campaign import default_jobs
+
+        parts = default_jobs() if len(order) >= SPLIT_TASKS else 1
+    parts = max(1, min(parts, len(order)))
+
+    def measure_slice(recs: Sequence[TaskRecord]) -> list[tuple[list[Measure], str]]:
+        return [(ms, "".join(jsonl_line(m) for m in ms) if write else "")
+                for ms in (_measure_one(rec, by, cases, contracts, arrays) for rec in recs)]
+
+    # every parts-th task to each slice: tasks of one case (alike in cost) spread over the slices evenly
+    done = map_forked(measure_slice, [order[k::parts] for k in range(parts)] or [[]])
+    out: list[Measure] = []
+    text: list[str] = []
+    for i in range(len(order)):
+        ms, lines = done[i % parts][i // parts]
+        out += ms
+        text.append(lines)
+    extra = _not_judged(tasks.values(), cases, contracts, out)
+    out += extra
     if write:
         path = os.path.join(directory, MEASURES_FILE)
         if os.path.exists(path + ".gz"):
             os.remove(path + ".gz")  # measured again (a resumed campaign): the plain file is the current one
-        write_jsonl(path, out)
+        atomic_write(path, "".join(text) + "".join(jsonl_line(m) for m in extra))
+    return out
+
+
+def _measure_one(rec: TaskRecord, by: Mapping[tuple[str, str, str, str], TaskRecord], cases: Mapping[str, Case],
+                 contracts: Contracts, arrays: _Arrays) -> list[Measure]:
+    """Every measure of one task (for a relation's member, those against its base case too)."""
+    role, oracle_name = _role_and_oracle(rec.subject)
+    case = cases.get(rec.case_id)
+    contract = contracts.find(rec.subject, rec.device_kind, rec.context)
+    tags = case.tags if case else ()
+    rules = contracts.bad_rules(rec.subject, rec.device_kind, tags, rec.context)
+    mine = arrays.get(rec)
+    refs = []
+    for kind, dev, ctx in references_for(rec, contract):
+        other = by.get((rec.case_id, rec.subject, dev, ctx))
+        if other is not None and other.status != "skipped":
+            # The record and its rules travel too: an ``any`` rule compares outcomes, errors included.
+            refs.append(Reference(kind, ctx if kind == "context" else dev,
+                                  arrays.get(other) if other.ok_runs else None, record=other,
+                                  rules=contracts.bad_rules(rec.subject, other.device_kind, tags, ctx)))
+    oracle = None
+    if oracle_name is not None:
+        orec = by.get((rec.case_id, oracle_name, "cpu", "default"))
+        oarr = arrays.get(orec) if orec is not None and orec.status == "ok" else None
+        if oarr is not None:
+            oracle = (oracle_name, oarr)
+    order = None
+    declared = order_reference(rec.subject, rec.device_kind)
+    orec = None if declared is None else by.get((rec.case_id, declared[0], "cpu", "default"))
+    if orec is not None:  # planned (like the oracle): no values from it is "not judged", not silence
+        order = (declared[0], arrays.get(orec) if orec.status == "ok" else None, declared[1])
+    out = measure_task(rec, case, contract, role=role, bad_rules=rules, arrays=mine, references=refs,
+                       oracle=oracle, order=order,
+                       known_defects=contracts.known_defects_for(rec.subject, rec.device_kind, tags, rec.context))
+    rel = None if case is None else relation_of(case)
+    if rel is not None and rec.ok_runs and role != "oracle":
+        base = by.get((rel["base"], rec.subject, rec.device, rec.context))
+        out += relation_measures(rec, case, rel, contract, arrays.get(base) if base is not None and
+                                 base.ok_runs else None, mine)
     return out
 
 

@@ -81,11 +81,35 @@ def _error_of(record: Any) -> str:
     return "" if e is None else f"{e.get('type')} in {e.get('phase')}"
 
 
+#: What one deterministic check of a case showed, for every tensor kind at once (see :func:`reproduces`).
+Memo = dict
+
+
+def _memo_key(case: Case, t: Target) -> tuple[Any, ...] | None:
+    """The key of a deterministic check of ``case`` for ``t`` whatever its tensor kind; None where a check
+    must run again each time (a nondeterministic finding: it shows only in some runs)."""
+    if t.kind in _REPEATS or t.flaky:
+        return None
+    return (case.id, t.kind, t.subject, t.device.id, t.context, t.other, t.relation, t.error,
+            tuple(d.id for d in t.others))
+
+
 def reproduces(runner: Runner, contracts: Contracts, case: Case, t: Target, attempts: int = 3,
-               required: int | None = None) -> bool:
+               required: int | None = None, memo: Memo | None = None) -> bool:
     """Whether ``case`` still shows the finding ``t`` (kind and tensor kind; an error's type and phase). A
     nondeterministic finding must show in ``required`` of ``attempts`` tries (default: every one), so that a
-    minimal case reproduces from its printed command, not once in a while."""
+    minimal case reproduces from its printed command, not once in a while.
+
+    ``memo`` (a dict the caller keeps) records, for a deterministic finding, every tensor kind a check showed:
+    the findings of one case that differ only in their tensor kind (outputs, gradients) shrink one after the
+    other through the same cases, and each case runs once for all of them. The subjects checked this way are
+    bit-reproducible run to run (their finding is not a nondeterministic one), so a second run would show the
+    same."""
+    key = None if memo is None else _memo_key(case, t)
+    if key is not None:
+        if key not in memo:
+            memo[key] = _kinds_shown(runner, contracts, case, t)
+        return t.tensor_kind in memo[key] if t.tensor_kind else bool(memo[key])
     n = max(1, attempts if t.kind in _REPEATS or t.flaky else 1)
     need = n if required is None else max(1, min(required, n))
     hits = 0
@@ -99,41 +123,53 @@ def reproduces(runner: Runner, contracts: Contracts, case: Case, t: Target, atte
 
 
 def _once(runner: Runner, contracts: Contracts, case: Case, t: Target) -> bool:
+    kinds = _kinds_shown(runner, contracts, case, t, first=True)
+    return t.tensor_kind in kinds if t.tensor_kind else bool(kinds)
+
+
+def _kinds_shown(runner: Runner, contracts: Contracts, case: Case, t: Target, first: bool = False
+                 ) -> frozenset[str]:
+    """The tensor kinds on which ``case`` shows ``t``'s kind of finding ("" for a task-level one, an error of
+    ``t.error``); with ``first``, a check stops at the first that shows ``t`` itself."""
     if t.relation:
-        return _relation_differs(runner, contracts, case, t)
+        return _relation_kinds(runner, contracts, case, t, first)
     fresh = 2 if t.kind == "not reproducible across processes" else 0
     contexts = [t.other] if t.kind == "cross-context difference" and t.other else []
     here = measure_isolated(runner, contracts, t.subject, case, t.device, t.context,
                             repeats=_REPEATS.get(t.kind, 6 if t.flaky else 1), fresh=fresh, contexts=contexts,
                             devices=list(t.others), oracle=t.kind == "beyond oracle tolerance")
+    shown = [m for m in here.measures if kind_of(m) == t.kind]
     if t.error:
-        return _error_of(here.record) == t.error and any(kind_of(m) == t.kind for m in here.measures)
-    return any(kind_of(m) == t.kind and (not t.tensor_kind or tensor_kind(m.tensor) == t.tensor_kind)
-               for m in here.measures)
+        return frozenset([""]) if _error_of(here.record) == t.error and shown else frozenset()
+    return frozenset(tensor_kind(m.tensor) for m in shown) | (frozenset([""]) if shown else frozenset())
 
 
-def _relation_differs(runner: Runner, contracts: Contracts, case: Case, t: Target) -> bool:
+def _relation_kinds(runner: Runner, contracts: Contracts, case: Case, t: Target, first: bool) -> frozenset[str]:
     from harness.execute.relations import get_relation, members, pairs
     from harness.judge.verdicts import judge_pair
 
     related = members(case, [get_relation(t.relation)])
     if not related:
-        return False
+        return frozenset()
     base = runner.run(case, t.subject, t.device, t.context)
     if not base.arrays:
-        return False
+        return frozenset()
     contract = contracts.find(t.subject, t.device.kind, t.context)
     key = {"case_id": case.id, "subject": t.subject, "device": t.device.id, "context": t.context}
+    shown: set[str] = set()
     for m in related:
         r = runner.run(m.case, t.subject, t.device, t.context)
         if not r.arrays:
             continue
         for name, b, a in pairs(case.family, t.relation, m.index, base.arrays, r.arrays):
-            if t.tensor_kind and tensor_kind(name) != t.tensor_kind:
+            kind = tensor_kind(name)
+            if kind in shown:
                 continue
             if judge_pair("relation", contract, key, name, b, a, m.label, relation=t.relation).identical is False:
-                return True
-    return False
+                shown |= {kind, ""}
+                if first and (not t.tensor_kind or kind == t.tensor_kind):
+                    return frozenset(shown)
+    return frozenset(shown)
 
 
 # --------------------------------------------------------------------------- passes
@@ -298,10 +334,13 @@ PASSES: tuple[tuple[str, Callable[[Case], Iterator[tuple[str, Case | None]]] | N
 
 
 def shrink(runner: Runner, contracts: Contracts, case: Case, target: Target, *, budget: float = 60.0,
-           max_runs: int = 400, attempts: int = 3, log: Callable[[str], None] | None = None) -> ShrinkResult:
+           max_runs: int = 400, attempts: int = 3, log: Callable[[str], None] | None = None,
+           memo: Memo | None = None) -> ShrinkResult:
     """The smallest case the passes reach on which ``target`` still reproduces (``case`` itself where it does
     not reproduce at all: check :func:`reproduces` first). Stops when no pass makes progress, or after
-    ``budget`` seconds or ``max_runs`` worker runs (``complete`` False then)."""
+    ``budget`` seconds or ``max_runs`` worker runs (``complete`` False then). ``memo``: see
+    :func:`reproduces` (the report keeps one per lane, for the findings of a case that shrink one after
+    another)."""
     if case.arrays:
         raise InvalidArgument(f"case {case.id} has explicit arrays: its structure cannot shrink (a relation's "
                               f"member? shrink its base case)")
@@ -316,7 +355,7 @@ def shrink(runner: Runner, contracts: Contracts, case: Case, target: Target, *, 
         nonlocal best
         if cand is None or cand.id == best.id or not smaller(cand, best) or spent():
             return False
-        if not reproduces(runner, contracts, cand, target, attempts):
+        if not reproduces(runner, contracts, cand, target, attempts, memo=memo):
             return False
         best = cand
         steps.append(what)

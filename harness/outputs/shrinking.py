@@ -44,7 +44,8 @@ def shrink_findings(found: Sequence[F.Finding], contracts: Contracts, *, budget:
     :class:`Runner`, most severe first; each finding gets its lane's share of the time left. The same finding
     in another context (or another tensor kind of the same case) usually shrinks to the same case, so such
     findings go to one lane, in order, and each starts from the minimal case found before where it reproduces
-    there."""
+    there; each lane keeps what each case showed (:func:`~harness.execute.shrink.reproduces`' ``memo``), so
+    the group's later findings mostly re-read the checks of the first."""
     from harness.execute.campaign import default_jobs
 
     out = list(found)
@@ -60,7 +61,7 @@ def shrink_findings(found: Sequence[F.Finding], contracts: Contracts, *, budget:
     lock = threading.Lock()
     left_count = [len(todo)]
 
-    def one(runner: Runner, i: int, start: Case | None) -> Case | None:
+    def one(runner: Runner, memo: dict, i: int, start: Case | None) -> Case | None:
         f = found[i]
         path = f.origin.case_file(f.case_id)
         try:
@@ -73,11 +74,11 @@ def shrink_findings(found: Sequence[F.Finding], contracts: Contracts, *, budget:
         with lock:
             share = min(left, left * lanes / max(1, left_count[0]))
         target = target_of(f)
-        if start is not None and reproduces(runner, contracts, start, target):
-            res = shrink(runner, contracts, start, target, budget=share, log=log)
+        if start is not None and reproduces(runner, contracts, start, target, memo=memo):
+            res = shrink(runner, contracts, start, target, budget=share, log=log, memo=memo)
             res.original = case
         else:
-            res = shrink(runner, contracts, case, target, budget=share, log=log)
+            res = shrink(runner, contracts, case, target, budget=share, log=log, memo=memo)
         if not res.shrunk:
             return None
         mini = os.path.join(os.path.dirname(path), f"{res.case.id}.json")
@@ -98,6 +99,7 @@ def shrink_findings(found: Sequence[F.Finding], contracts: Contracts, *, budget:
 
     def run_lane() -> None:
         with Runner(plugins=plugins, timeout=timeout, fresh=2) as runner:
+            memo: dict = {}  # a case's check, for every tensor kind at once: a group's findings share it
             while True:
                 with lock:
                     if not queue:
@@ -107,7 +109,7 @@ def shrink_findings(found: Sequence[F.Finding], contracts: Contracts, *, budget:
                 for i in group:
                     if budget - (time.perf_counter() - t0) <= 0:
                         return
-                    start = one(runner, i, start) or start
+                    start = one(runner, memo, i, start) or start
                     with lock:
                         left_count[0] -= 1
 

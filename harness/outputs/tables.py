@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core.cases import Case
+from harness.core.forking import Forked
 from harness.core.records import Measure, TaskRecord
 from harness.judge import bitwise as compare
 from harness.judge.measure import REFERENCE_CONTEXT, REFERENCE_DEVICE
@@ -476,7 +477,8 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
     campaign_dir, measures = run.directory, list(run.measures)
     cells = cells_frame(measures)
     # The figures (about a second of matplotlib) are drawn in a forked process while this one builds the tables.
-    drawing = _Figures(campaign_dir, cells, measures, run.cases).start()
+    # a second of matplotlib, drawn in a forked child while the tables are built here (the same bytes)
+    drawing = Forked(lambda: draw_figures(cells, measures, run.cases)).start()
     results = results_frame(run)
     summary = summary_frame(results)
     findings = findings_frame(found)
@@ -514,64 +516,18 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
     return out
 
 
-class _Figures:
-    """The report's three figures, drawn in a child forked from this process (so a second of matplotlib runs
-    beside the tables), or here where forking is not safe: another thread is running (a Dask client), or
-    there is no ``os.fork``. A child that fails leaves the drawing to this process; the figures are the same."""
+#: The report's figures, in the order the page shows them.
+FIGURES = ("verdicts.png", "divergence.png", "error_vs_size.png")
 
-    NAMES = ("verdicts.png", "divergence.png", "error_vs_size.png")
 
-    def __init__(self, directory: str, cells: pd.DataFrame, measures: Sequence[Measure],
-                 cases: Mapping[str, Case]) -> None:
-        self.directory, self.cells, self.measures, self.cases = directory, cells, measures, cases
-        self.pid: int | None = None
-        self.tmp = ""
+def draw_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case]
+                 ) -> list[tuple[str, bytes]]:
+    """The report's three figures, as ``(file name, PNG bytes)``."""
+    from harness.outputs import render
 
-    def draw(self) -> list[tuple[str, bytes]]:
-        from harness.outputs import render
-
-        return [(self.NAMES[0], render.plot_matrix(self.cells)),
-                (self.NAMES[1], render.plot_divergence(divergence_frame(self.measures), self.cells)),
-                (self.NAMES[2], render.plot_error_ratio(oracle_errors_frame(self.measures, self.cases)))]
-
-    def start(self) -> "_Figures":
-        import tempfile
-        import threading
-
-        if not hasattr(os, "fork") or threading.active_count() > 1:
-            return self
-        self.tmp = tempfile.mkdtemp(prefix=".figures-", dir=self.directory)
-        pid = os.fork()
-        if pid == 0:  # the child: draw, write, and leave without running anything of the parent's
-            code = 1
-            try:
-                for name, data in self.draw():
-                    with open(os.path.join(self.tmp, name), "wb") as f:
-                        f.write(data)
-                code = 0
-            finally:
-                os._exit(code)
-        self.pid = pid
-        return self
-
-    def result(self) -> list[tuple[str, bytes]]:
-        import shutil
-
-        if self.pid is None:
-            return self.draw()
-        try:
-            _, status = os.waitpid(self.pid, 0)
-            if os.waitstatus_to_exitcode(status) == 0:
-                out = []
-                for name in self.NAMES:
-                    with open(os.path.join(self.tmp, name), "rb") as f:
-                        out.append((name, f.read()))
-                return out
-        except OSError:
-            pass
-        finally:
-            shutil.rmtree(self.tmp, ignore_errors=True)
-        return self.draw()  # the child failed: draw here
+    return [(FIGURES[0], render.plot_matrix(cells)),
+            (FIGURES[1], render.plot_divergence(divergence_frame(measures), cells)),
+            (FIGURES[2], render.plot_error_ratio(oracle_errors_frame(measures, cases)))]
 
 
 def _gzip_csv(df: pd.DataFrame) -> bytes:

@@ -1,0 +1,89 @@
+"""Parent-side work in forked children (harness/core/forking.py): the report's figures and the measure pass
+give the same bytes and the same measures as computed here, a failing child leaves the work to this process,
+and where another thread runs nothing is forked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Run in a child interpreter: the fork is taken only where no other thread runs (a pytest-xdist worker has some).
+CODE = r"""
+import json, os, sys, threading
+from harness.core.cases import Case
+from harness.core.contexts import get_context
+from harness.core.devices import CPU
+from harness.core.forking import Forked, fork_safe, map_forked
+from harness.execute.campaign import CampaignSettings
+from harness.execute.driver import run_campaign
+from harness.execute.measures import measure_campaign
+from harness.judge.contracts import load_contracts
+from harness.outputs.tables import FIGURES, cells_frame, draw_figures
+from harness.subjects.registry import get_subject
+
+out = sys.argv[1]
+cases = [Case("embed", s, {"vocab": 7, "width": 4, "ids_shape": [3, 5]}) for s in range(3)]
+cases += [Case("lstm", s, {"n_layers": 1, "in_size": 3, "hidden": 2, "lengths": [2, 1]}) for s in range(2)]
+subjects = [get_subject(n) for n in ("chainer.embed_id", "chainer.NStepLSTM", "control.nondeterministic")]
+run = run_campaign(out, cases, subjects, [CPU], [get_context("default"), get_context("blas1")],
+                   CampaignSettings(repeats=2, fresh=1, quiet=True, jobs=1))
+res = {"safe": fork_safe(), "threads": threading.active_count()}
+measures = list(run.measures)
+cells = cells_frame(measures)
+f = Forked(lambda: draw_figures(cells, measures, run.cases)).start()
+res["figures_forked"] = f.pid is not None
+got, want = f.result(), draw_figures(cells, measures, run.cases)
+res["names"] = [n for n, _ in got]
+res["same_figures"] = [a == b for (_, a), (_, b) in zip(got, want)]
+res["png"] = [d[:4].hex() for _, d in got]
+contracts = load_contracts(None)
+one = measure_campaign(out, contracts, tasks=run.records, write=False, parts=1)
+three = measure_campaign(out, contracts, tasks=run.records, write=False, parts=3)
+res["tasks"], res["measures"] = len(run.records), len(one)
+res["same_measures"] = [m.to_dict() for m in one] == [m.to_dict() for m in three]
+res["same_as_campaign"] = sorted(json.dumps(m.to_dict(), sort_keys=True) for m in one) == sorted(
+    json.dumps(m.to_dict(), sort_keys=True) for m in measures)
+# a child that dies: the work is done here instead, with the same answer
+parent = os.getpid()
+def dies_in_child():
+    if os.getpid() != parent:
+        os._exit(3)
+    return "here"
+res["died"] = Forked(dies_in_child).start().result()
+res["map"] = map_forked(lambda p: (p, os.getpid() != parent), [0, 1, 2])
+# another thread running: nothing forks
+ev = threading.Event()
+t = threading.Thread(target=ev.wait); t.start()
+res["safe_with_thread"] = fork_safe()
+res["map_with_thread"] = map_forked(lambda p: (p, os.getpid() != parent), [0, 1])
+ev.set(); t.join()
+print(json.dumps(res))
+"""
+
+
+def _run(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, "-c", CODE, str(tmp_path / "run")], cwd=ROOT, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_forked_work_gives_what_this_process_computes(tmp_path):
+    res = _run(tmp_path)
+    assert res["safe"] and res["threads"] == 1, res  # the child interpreter runs one thread: it forks
+    assert res["figures_forked"]
+    assert res["names"] == ["verdicts.png", "divergence.png", "error_vs_size.png"]
+    assert res["same_figures"] == [True, True, True] and res["png"] == ["89504e47"] * 3
+    # the measure pass dealt into three forked slices: the same measures, in the same order, as in one
+    assert res["tasks"] >= 20 and res["measures"] > 100
+    assert res["same_measures"] and res["same_as_campaign"]
+    assert res["died"] == "here"
+    assert res["map"] == [[0, False], [1, True], [2, True]]
+    assert res["safe_with_thread"] is False
+    assert res["map_with_thread"] == [[0, False], [1, False]]
