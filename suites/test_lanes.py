@@ -65,7 +65,7 @@ def test_two_lanes_give_the_records_of_one_in_the_plans_order(one_and_two):
         assert rec2[k].rep_digests == rec1[k].rep_digests, k  # the same bits, repetition by repetition
 
 
-def test_each_lane_has_its_own_workers_and_a_task_stays_in_one(one_and_two):
+def test_each_lane_has_its_own_pooled_worker_and_the_lanes_share_the_fresh_ones(one_and_two):
     _, _, runs2 = one_and_two[2]
     pool = {}
     for r in runs2:
@@ -74,8 +74,13 @@ def test_each_lane_has_its_own_workers_and_a_task_stays_in_one(one_and_two):
     assert all(len(p) == 1 for p in pool.values()), pool  # a task's R runs share one pooled worker
     pids = {p for ps in pool.values() for p in ps}
     assert len(pids) == 2, pids  # two lanes, two pooled workers (none died)
-    fresh = {r["pid"] for r in runs2 if r["process"] == "fresh:0"}
-    assert len(fresh) == 2 and not fresh & pids
+    fresh = {r["pid"] for r in runs2 if r["process"].startswith("fresh:")}
+    assert len(fresh) == 1 and not fresh & pids  # K = 1 fresh interpreter for both lanes, not K per lane
+    by_task: dict[str, list[int]] = {}
+    for r in runs2:
+        if r["process"].startswith("fresh:"):
+            by_task.setdefault(r["key"], []).append(r["pid"])
+    assert len(by_task) == len(runs2) // 3 and all(len(p) == 1 for p in by_task.values())  # every task, once
     _, _, runs1 = one_and_two[1]
     assert len({r["pid"] for r in runs1 if r["process"] == "pool"}) == 1
 

@@ -27,8 +27,9 @@ import os
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -169,10 +170,11 @@ class CampaignSettings:
         return self.jobs or default_jobs()
 
 
-#: The most lanes ``jobs=0`` gives: each lane holds 1 + K worker processes with Chainer imported.
+#: The most lanes ``jobs=0`` gives: each lane holds a pooled worker with Chainer imported (the K fresh ones
+#: are shared by the lanes of an environment).
 MAX_DEFAULT_JOBS = 4
 #: With ``jobs=0``, a group of tasks gets one lane per this many tasks (and at most :func:`default_jobs`):
-#: a new lane's fresh interpreters cost about half a second each to start, a default task about 20 ms.
+#: a lane costs a pooled worker (a fork of the zygote) and a thread, a default task about 20 ms.
 MIN_TASKS_PER_LANE = 32
 
 
@@ -265,9 +267,51 @@ def load_tasks(directory: str) -> dict[str, TaskRecord]:
     return read_tasks(os.path.join(directory, "tasks.jsonl"))
 
 
+class _Busy:
+    """Which fresh workers of an environment run a task now; a lane waits here for one its task has not used."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.now: set[int] = set()
+
+    @contextmanager
+    def hold(self, k: int) -> Iterator[None]:
+        with self.take(k + 1, set(range(k)), lambda: False):
+            yield
+
+    @contextmanager
+    def take(self, n: int, used: set[int], stopped: Callable[[], bool]) -> Iterator[int]:
+        with self.cond:
+            while True:
+                if stopped():
+                    raise WorkerError("the campaign was stopped")
+                k = next((k for k in range(n) if k not in used and k not in self.now), None)
+                if k is not None:
+                    self.now.add(k)
+                    break
+                if all(k in used for k in range(n)):
+                    raise WorkerError(f"no fresh worker left for this task (it ran in all {n})")
+                self.cond.wait()
+        try:
+            yield k
+        finally:
+            with self.cond:
+                self.now.discard(k)
+                self.cond.notify_all()
+
+    def wake(self) -> None:
+        with self.cond:
+            self.cond.notify_all()
+
+
 @dataclass
 class WorkerSet:
-    """The worker processes of one start-up environment: one pooled worker and ``settings.fresh`` fresh ones."""
+    """The worker processes of one start-up environment: one pooled worker and ``settings.fresh`` fresh ones.
+
+    The lanes of one environment each have their own pooled worker but share the first lane's fresh workers
+    (``shared``): K new interpreters per environment, not K per lane (each costs a Chainer import, the
+    largest fixed cost of a campaign). A fresh run holds its worker's lock, so two lanes never run in one
+    worker at once; a fresh worker still runs every task once, in a process that is not the pooled one."""
 
     context: Context
     settings: CampaignSettings
@@ -276,6 +320,12 @@ class WorkerSet:
     restarts: int = 0
     startup_seconds: float = 0.0
     aborted: bool = False
+    #: the set whose fresh workers this one runs in (None: its own)
+    shared: "WorkerSet | None" = None
+    #: which fresh workers are running a task now (shared with the lanes that share them)
+    busy: "_Busy" = field(default_factory=lambda: _Busy())
+    #: two lanes' threads may launch the shared fresh workers at once: one does
+    launching: threading.Lock = field(default_factory=threading.Lock)
 
     def _new(self, label: str) -> Worker:
         # The pooled worker is forked from its environment's zygote (a fork, not an import); a fresh one is
@@ -286,9 +336,14 @@ class WorkerSet:
     def launch(self) -> "WorkerSet":
         """Start the processes without waiting for them: the fresh workers, and the environment's zygote (the
         pooled worker is forked from it in :meth:`start`). They import Chainer meanwhile."""
-        if not self.fresh:
-            self.fresh = [self._new(f"fresh:{k}") for k in range(self.settings.fresh)]
-            prestart_zygote(self.context.env)
+        if self.shared is not None:
+            owner = self.shared.launch()
+            self.fresh, self.busy = owner.fresh, owner.busy  # the same objects: a restart shows in every lane
+            return self
+        with self.launching:
+            if not self.fresh:
+                self.fresh = [self._new(f"fresh:{k}") for k in range(self.settings.fresh)]
+                prestart_zygote(self.context.env)
         return self
 
     def start(self) -> None:
@@ -296,9 +351,13 @@ class WorkerSet:
         self.launch()
         if self.pool is None:
             self.pool = self._new("pool")
-        for w in [self.pool, *self.fresh]:
-            w.wait_ready()
-            self.startup_seconds += w.startup_seconds
+        self.pool.wait_ready()
+        self.startup_seconds += self.pool.startup_seconds
+        if self.shared is None:
+            for k in range(len(self.fresh)):
+                with self.busy.hold(k):
+                    self.fresh[k].wait_ready()
+                    self.startup_seconds += self.fresh[k].startup_seconds
 
     def ensure_fresh(self, n: int) -> None:
         """At least ``n`` fresh workers, started now where fewer run (a :class:`~harness.execute.isolated.Runner`
@@ -308,6 +367,17 @@ class WorkerSet:
             self.fresh.append(w)
             w.wait_ready()
             self.startup_seconds += w.startup_seconds
+
+    @contextmanager
+    def use(self, slot: str, used: set[int] | None = None) -> Iterator[tuple[str, Worker]]:
+        """A worker for one run, and its slot: the pooled one for ``"pool"``; for ``"fresh"``, the first fresh
+        worker that is free and not in ``used`` (the ones this task ran in already), waiting while every such
+        one runs another lane's task, and held meanwhile."""
+        if slot == "pool":
+            yield slot, self.worker(slot)
+            return
+        with self.busy.take(len(self.fresh), used or set(), lambda: self.aborted) as k:
+            yield f"fresh:{k}", self.worker(f"fresh:{k}")
 
     def worker(self, slot: str) -> Worker:
         if self.aborted:
@@ -322,19 +392,23 @@ class WorkerSet:
                 self.pool = w
             else:
                 self.fresh[int(slot.split(":")[1])] = w
+        elif slot != "pool":
+            w.wait_ready()  # started by the lane that owns it; a no-op once it answered
         return w
 
     def abort(self) -> None:
         """From another thread: end the workers' processes now (signals only; :meth:`close` still cleans
         up), and restart none: the thread using them gets a ``crashed`` row at once and stops."""
         self.aborted = True
+        self.busy.wake()
         for w in [self.pool, *self.fresh]:
             proc = None if w is None else w.proc
             if proc is not None and proc.poll() is None:
                 proc.kill()
 
     def close(self) -> None:
-        workers = [w for w in [self.pool, *self.fresh] if w is not None]
+        # the lane that owns the fresh workers closes them (after every lane has stopped)
+        workers = [w for w in [self.pool, *(self.fresh if self.shared is None else ())] if w is not None]
         for w in workers:  # ask every worker to stop first, then wait: they exit in parallel
             w.request_stop()
         for w in workers:
@@ -372,7 +446,8 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
                         error=ErrorInfo("PluginError", refused, "setup"))
         return outcome_of(task, [("pool", res)], None, [{"key": task.key, "rep": 0, "process": "parent", "pid": None,
                                                         "wall": 0.0, **res.meta(), "tensors": {}}])
-    slots = ["pool"] * settings.repeats + [f"fresh:{k}" for k in range(settings.fresh)]
+    # each fresh run in a fresh worker this task has not run in yet (which one: the first free, see WorkerSet.use)
+    slots = ["pool"] * settings.repeats + ["fresh"] * settings.fresh
     if get_subject(task.subject).role == "oracle" or task.case.spec.get("relation") is not None:
         # The float64 oracles are references, not subjects under suspicion, and a relation's member is
         # compared with its base case, not with itself: two runs in one process show they are stable;
@@ -383,18 +458,22 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
     lines: list[dict[str, Any]] = []
     seconds = {"subject": 0.0, "transfer_and_overhead": 0.0, "compare": 0.0, "runs": 0}
     case_json = task.case.to_json()
-    for rep, slot in enumerate(slots):
+    used: set[int] = set()
+    for rep, want in enumerate(slots):
         t0 = time.perf_counter()
         meta: dict[str, dict[str, Any]] = {}
+        slot = want if want == "pool" else f"fresh:{len(used)}"
         if not ok:
             res = RunResult(task.subject, task.case.id, task.device, task.context, "skipped", skip_reason=reason)
             pid = None
         else:
             try:
-                w = workers.worker(slot)
-                pid = w.pid
-                answer = w.run_answer(case_json, task.subject, task.device, task.context, settings.timeout,
-                                      case_id=task.case.id)
+                with workers.use(want, used) as (slot, w):
+                    if slot != "pool":
+                        used.add(int(slot.split(":")[1]))
+                    pid = w.pid
+                    answer = w.run_answer(case_json, task.subject, task.device, task.context, settings.timeout,
+                                          case_id=task.case.id)
                 res, meta = answer.result, answer.tensors  # digests and NaN/Inf counts taken in the worker
             except WorkerError as exc:
                 pid = None
@@ -465,7 +544,8 @@ class LocalPool:
 
         def worker_sets(i: int) -> list[WorkerSet]:
             ctx = get_context(groups[i][0].context)
-            return [WorkerSet(ctx, settings) for _ in range(lanes(i))]
+            first = WorkerSet(ctx, settings)
+            return [first] + [WorkerSet(ctx, settings, shared=first) for _ in range(lanes(i) - 1)]
 
         try:
             for i in range(len(groups)):

@@ -14,6 +14,7 @@ from harness.core.cases import Case, load_corpus
 from harness.core.contexts import parse_contexts
 from harness.core.devices import parse_devices, select_devices
 from harness.core.errors import InvalidArgument
+from harness.core.forking import Forked
 from harness.core.records import Measure, TaskRecord, compress_jsonl
 from harness.execute.campaign import CampaignSettings, parse_shard, resume_inputs, shard
 from harness.execute.driver import run_campaign
@@ -270,6 +271,8 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
     def one(target: Any) -> int:
         # One campaign and its report: here, or on a cluster (one per Dask worker with --spread every).
         where = out_for(run_dir, target) if target.suffix else run_dir
+        # the environment's fingerprint imports Chainer (half a second): in a forked child, while workers start
+        fp = None if target.environment else Forked(fingerprint).start()
         t0 = time.perf_counter()
         run = run_campaign(where, cases, subjects, devices, contexts, settings, executor=target.executor,
                            relations=relations,
@@ -280,7 +283,7 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         own = {**timings, "campaign": time.perf_counter() - t0}
         found = _findings(where, run, settings, args, own)
         t0 = time.perf_counter()
-        env = target.environment or fingerprint()
+        env = target.environment or fp.result()
         frames: dict[str, Any] = {}
         files = tables.write_report(run, environment=env, found=found, frames=frames)
         if getattr(args, "keep_arrays", "findings") != "all":
