@@ -104,15 +104,6 @@ def scaled_corpus(factor: int, quick: bool = False) -> list[Any]:
     return list(out.values())
 
 
-def _write_report(directory: str) -> None:
-    """The report of a campaign directory, as ``harness report`` writes it (without localizing or shrinking)."""
-    from harness.core.env import fingerprint
-    from harness.execute.driver import load_run
-    from harness.outputs import tables
-
-    tables.write_report(load_run(directory), environment=fingerprint())
-
-
 def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: int = 2,
                  report: bool = True, contexts: str = "default", jobs: int = 0) -> dict[str, float]:
     """One report-like campaign (``factor`` x the default corpus, CPU, ``contexts``, ``jobs`` lanes as
@@ -127,6 +118,12 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
     tmp = tempfile.mkdtemp(prefix="harness-bench-")
     try:
         t_start = time.perf_counter()
+        fp = None
+        if report:  # as harness report: the environment's fingerprint in a forked child while the campaign runs
+            from harness.core.env import fingerprint
+            from harness.core.forking import Forked
+
+            fp = Forked(fingerprint).start()
         cases = scaled_corpus(factor, quick)
         subjects = subjects_for(None)
         devices = parse_devices("cpu")
@@ -142,16 +139,22 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
         records = campaign.run(tasks, executor=executor)
         t_campaign = time.perf_counter() - t0
         t0 = time.perf_counter()
+        measures: list[Any] = []
         if report:  # the measure pass as run_campaign runs it (harness report's), before the report
             from harness.execute.measures import measure_campaign
             from harness.judge.contracts import load_contracts
 
-            measure_campaign(tmp, load_contracts(None), tasks=records, held=campaign.held)
+            measures = measure_campaign(tmp, load_contracts(None), tasks=records, held=campaign.held,
+                                        cases={c.id: c for c in cases})
             campaign.held.clear()
         t_measure = time.perf_counter() - t0
         t0 = time.perf_counter()
-        if report:
-            _write_report(tmp)
+        if report and fp is not None:  # the report of the run in memory, as harness report writes it
+            from harness.execute.driver import CampaignRun
+            from harness.outputs import tables
+
+            run = CampaignRun(tmp, list(tasks), records, measures, campaign.stats, {c.id: c for c in cases})
+            tables.write_report(run, environment=fp.result())
         t_report = time.perf_counter() - t0
         total = time.perf_counter() - t_start
         oracle = 0.0
