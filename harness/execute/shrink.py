@@ -347,6 +347,7 @@ def shrink(runner: Runner, contracts: Contracts, case: Case, target: Target, *, 
     t0 = time.perf_counter()
     runs0 = runner.runs
     best, steps = case, []
+    memo = {} if memo is None else memo  # a candidate the passes reach twice runs once
 
     def spent() -> bool:
         return time.perf_counter() - t0 > budget or runner.runs - runs0 >= max_runs
