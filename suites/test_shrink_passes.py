@@ -66,3 +66,35 @@ def test_lowering_the_vocabulary_keeps_the_ignore_label_inside_it():
     low = k.put(embed, 4)
     assert low is not None and low.spec["vocab"] == 4 and low.spec["ignore_label"] == 3
     assert {k.label for k in knobs(embed)} >= {"ids dimension 0 of", "ids dimension 1 of", "width", "vocab"}
+
+
+def test_a_cases_findings_of_two_tensor_kinds_share_the_candidate_runs():
+    """Shrinking the input-gradient finding after the outputs one, with the lane's memo, re-reads the checks the
+    first made (real subjects, in workers); every answer it re-reads is the answer a new run gives."""
+    from harness.core.devices import CPU
+    from harness.execute.isolated import Runner
+    from harness.execute.shrink import Target, reproduces, shrink
+    from harness.judge.contracts import load_contracts
+
+    case = Case("lstm", 706793088, {"n_layers": 1, "in_size": 8, "hidden": 4, "lengths": [1, 5, 1]})
+    contracts = load_contracts(None)
+    outputs = Target(kind="not invariant", subject="chainer.NStepLSTM", device=CPU, relation="alone",
+                     tensor_kind="outputs")
+    grads = Target(kind="not invariant", subject="chainer.NStepLSTM", device=CPU, relation="alone",
+                   tensor_kind="input gradients")
+    memo: dict = {}
+    with Runner(timeout=120) as runner:
+        first = shrink(runner, contracts, case, outputs, budget=120, memo=memo)
+        assert first.shrunk and first.complete and first.runs > 0
+        again = shrink(runner, contracts, first.case, grads, budget=120, memo=memo)
+        assert again.complete and again.runs < first.runs  # most of its checks were made for the first
+        checked = [(key[0], shown) for key, shown in memo.items()]
+        assert len(checked) >= 5
+        cases = {c.id: c for c in (case, first.case, again.case)}
+        compared = 0
+        for cid, shown in checked:
+            if cid in cases:  # what the memo says is what a fresh check without it says, kind by kind
+                for t in (outputs, grads):
+                    assert reproduces(runner, contracts, cases[cid], t) == (t.tensor_kind in shown)
+                    compared += 1
+        assert compared >= 4
