@@ -255,9 +255,15 @@ def results_frame(run: Any) -> pd.DataFrame:
 # --------------------------------------------------------------------------- summary
 
 
-def _max_or_na(s: pd.Series) -> Any:
-    s = s.dropna()
-    return s.max() if len(s) else pd.NA
+
+def _na(v: Any) -> bool:
+    """A missing value as pandas' ``dropna`` sees one (None, NaN, ``pd.NA``)."""
+    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
+
+
+def _max_of(values: Iterable[Any]) -> Any:
+    vals = [v for v in values if not _na(v)]
+    return max(vals) if vals else pd.NA
 
 
 def _group_finding(findings: Iterable[str]) -> str:
@@ -282,35 +288,49 @@ def summary_frame(results: pd.DataFrame) -> pd.DataFrame:
     """
     out: list[dict[str, Any]] = []
     if len(results):
-        for (subject, device, context), g in results.groupby(_GROUP_KEYS, sort=True):
-            tasks = g.drop_duplicates("key")
-            t = g[g["tensor"] != ""]
-            per_task = t.groupby("key")["bitwise_reproducible"].agg(lambda s: bool(s.fillna(False).all()))
-            oracle = t["within_tolerance"].dropna()
-            decl = g["declared_nondeterministic"].dropna()
-            chainer = sorted({w.strip() for v in g["chainer_declared"] for w in v.split(",") if w.strip()})
-            rep = t["bitwise_reproducible"].dropna()
+        # Plain lists and index arrays, not a pandas frame per group: the default report has ~110 groups, and
+        # a dozen pandas operations on each cost a second (the same values, computed from the same rows).
+        col = {c: results[c].tolist() for c in (
+            "verdict", "key", "status", "case_id", "tensor", "bitwise_reproducible", "within_tolerance",
+            "declared_nondeterministic", "chainer_declared", "max_ulp_repeat", "cross_device_max_ulp",
+            "cross_context_max_ulp", "error_ratio", "nan_count", "error", "finding", "contract")}
+        groups = results.groupby(_GROUP_KEYS, sort=True).indices
+        for subject, device, context in sorted(groups):
+            rows = sorted(groups[(subject, device, context)].tolist())
+            seen: set[Any] = set()
+            tasks = [i for i in rows if not (col["key"][i] in seen or seen.add(col["key"][i]))]
+            t = [i for i in rows if col["tensor"][i] != ""]
+            per_task: dict[Any, bool] = {}
+            for i in t:
+                v = col["bitwise_reproducible"][i]
+                per_task[col["key"][i]] = per_task.get(col["key"][i], True) and (not _na(v) and bool(v))
+            rep = [bool(v) for v in (col["bitwise_reproducible"][i] for i in t) if not _na(v)]
+            oracle = [bool(v) for v in (col["within_tolerance"][i] for i in t) if not _na(v)]
+            decl = [bool(v) for v in (col["declared_nondeterministic"][i] for i in rows) if not _na(v)]
+            chainer = sorted({w.strip() for i in rows for w in col["chainer_declared"][i].split(",") if w.strip()})
+            ratios = [float(v) for v in (col["error_ratio"][i] for i in t) if not _na(v)]
             out.append({
-                "subject": subject, "device": device, "context": context, "verdict": worst(g["verdict"]),
-                "cases_run": int(tasks.loc[tasks["status"] != "skipped", "case_id"].nunique()),
-                "tasks": int(len(tasks)), "tensors": int(len(t)),
-                "bitwise_share_tensors": float(rep.astype(float).mean()) if len(rep) else np.nan,
-                "bitwise_share_tasks": float(per_task.astype(float).mean()) if len(per_task) else np.nan,
-                "worst_max_ulp_repeat": _max_or_na(t["max_ulp_repeat"]),
-                "worst_cross_device_ulp": _max_or_na(t["cross_device_max_ulp"]),
-                "worst_cross_context_ulp": _max_or_na(t["cross_context_max_ulp"]),
-                "worst_error_ratio": float(t["error_ratio"].max()) if t["error_ratio"].notna().any() else np.nan,
-                "share_within_tolerance": float(oracle.astype(float).mean()) if len(oracle) else np.nan,
-                "oracle_compared": int(len(oracle)),
-                "nan_count": int(t["nan_count"].fillna(0).sum()),
-                "errors": int(((tasks["error"] != "") & (tasks["status"] != "skipped")).sum()),
-                "skipped": int((tasks["status"] == "skipped").sum()),
-                "declared_subject": ("no declaration" if not len(decl) else
-                                     "nondeterministic" if bool(decl.any()) else "deterministic"),
+                "subject": subject, "device": device, "context": context,
+                "verdict": worst(col["verdict"][i] for i in rows),
+                "cases_run": len({col["case_id"][i] for i in tasks if col["status"][i] != "skipped"}),
+                "tasks": len(tasks), "tensors": len(t),
+                "bitwise_share_tensors": float(np.mean(rep)) if rep else np.nan,
+                "bitwise_share_tasks": float(np.mean(list(per_task.values()))) if per_task else np.nan,
+                "worst_max_ulp_repeat": _max_of(col["max_ulp_repeat"][i] for i in t),
+                "worst_cross_device_ulp": _max_of(col["cross_device_max_ulp"][i] for i in t),
+                "worst_cross_context_ulp": _max_of(col["cross_context_max_ulp"][i] for i in t),
+                "worst_error_ratio": max(ratios) if ratios else np.nan,
+                "share_within_tolerance": float(np.mean(oracle)) if oracle else np.nan,
+                "oracle_compared": len(oracle),
+                "nan_count": int(sum(int(v) for v in (col["nan_count"][i] for i in t) if not _na(v))),
+                "errors": sum(1 for i in tasks if col["error"][i] != "" and col["status"][i] != "skipped"),
+                "skipped": sum(1 for i in tasks if col["status"][i] == "skipped"),
+                "declared_subject": ("no declaration" if not decl else
+                                     "nondeterministic" if any(decl) else "deterministic"),
                 "declared_chainer": ", ".join(chainer),
-                "observed_tensors": int((~rep.astype(bool)).sum()),
-                "finding": _group_finding(t["finding"]),
-                "contract": next((c for c in g["contract"] if c), ""),
+                "observed_tensors": sum(1 for v in rep if not v),
+                "finding": _group_finding(col["finding"][i] for i in t),
+                "contract": next((c for c in (col["contract"][i] for i in rows) if c), ""),
             })
     df = pd.DataFrame(out, columns=list(SUMMARY_COLUMNS))
     for c in ("worst_max_ulp_repeat", "worst_cross_device_ulp", "worst_cross_context_ulp"):
@@ -561,3 +581,4 @@ def terminal_summary(summary: pd.DataFrame, headline: Sequence[str] = (), cells:
     shown = shown.astype(object).where(shown.notna(), None)
     table = shown.to_markdown(index=False, tablefmt="simple", floatfmt=".3g", missingval="-") if len(shown) else ""
     return "\n".join([*headline, "", table, *tail]).strip()
+
