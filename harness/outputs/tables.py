@@ -255,7 +255,6 @@ def results_frame(run: Any) -> pd.DataFrame:
 # --------------------------------------------------------------------------- summary
 
 
-
 def _na(v: Any) -> bool:
     """A missing value as pandas' ``dropna`` sees one (None, NaN, ``pd.NA``)."""
     return v is None or v is pd.NA or (isinstance(v, float) and v != v)
