@@ -261,6 +261,23 @@ def test_every_link_resolves_to_a_file_in_the_run_directory(report):
     assert n_cards == len(view.findings) and page.count(">case ") == n_cards  # every finding links its case
 
 
+def test_the_page_harness_report_writes_links_only_files_it_left(tmp_path):
+    """``harness report`` compresses its logs and prunes arrays after the campaign: the page it writes links the
+    files as they stay (``runs.jsonl.gz``, not the ``runs.jsonl`` that was there while the tables were built)."""
+    out = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "harness", "report", "--subjects", "chainer.embed_id,control.deterministic",
+                        "--devices", "cpu", "--contexts", "default", "--repeats", "2", "--fresh", "0", "--examples", "1",
+                        "--relations", "none", "--no-shrink", "--no-localize", "--quiet", "--out", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    page = (out / "summary.html").read_text()
+    links = _links(page) + re.findall(r"\]\(([^)]+)\)", (out / "summary.md").read_text())
+    assert "runs.jsonl.gz" in links and "tasks.jsonl.gz" in links and "measures.jsonl.gz" in links, links
+    for link in links:
+        path = os.path.realpath(os.path.join(out, unquote(urlsplit(link).path)))
+        assert path.startswith(os.path.realpath(out)) and os.path.exists(path), link
+
+
 def test_every_findings_replay_command_reproduces_it(report):
     _d, view = report
     kinds = {f.kind for f in view.findings}

@@ -285,11 +285,13 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         t0 = time.perf_counter()
         env = target.environment or fp.result()
         frames: dict[str, Any] = {}
-        files = tables.write_report(run, environment=env, found=found, frames=frames)
-        if getattr(args, "keep_arrays", "findings") != "all":
-            prune_arrays(where, run.records, run.measures)
-        for name in ("tasks.jsonl", "runs.jsonl", "measures.jsonl"):
-            compress_jsonl(os.path.join(where, name))  # read back transparently; a --resume restores them
+        def tidy() -> None:  # while the figures are drawn, and before the page lists the files
+            if getattr(args, "keep_arrays", "findings") != "all":
+                prune_arrays(where, run.records, run.measures)
+            for name in ("tasks.jsonl", "runs.jsonl", "measures.jsonl"):
+                compress_jsonl(os.path.join(where, name))  # read back transparently; a --resume restores them
+
+        files = tables.write_report(run, environment=env, found=found, frames=frames, meanwhile=tidy)
         own["report_writing"] = time.perf_counter() - t0
         own["total"] = time.perf_counter() - t_start
         _write_timings(where, {**run.stats, **own})

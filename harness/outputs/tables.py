@@ -481,7 +481,7 @@ def flatten_environment(env: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[Any] = (),
-                 frames: dict[str, Any] | None = None) -> dict[str, str]:
+                 frames: dict[str, Any] | None = None, meanwhile: Any = None) -> dict[str, str]:
     """Write the report files of a campaign (a :class:`~harness.execute.driver.CampaignRun`, in memory) into its
     directory, each atomically; returns {file name: path}.
 
@@ -489,14 +489,16 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
     ``cells.csv`` (the verdict matrix), ``findings.csv`` and ``findings.json`` (``found``: the
     :class:`~harness.judge.findings.Finding` records), ``summary.md``, ``summary.html``, ``environment.json``,
     the plots. Everything comes from the run's records, measures and cases and the findings; nothing is read
-    back or measured here. ``frames`` (a dict) receives the frames built.
+    back or measured here. ``frames`` (a dict) receives the frames built. ``meanwhile`` (a callable) is the
+    caller's own work on the directory (compressing its logs, pruning arrays), done here while the figures are
+    drawn and before the page lists the directory's files, so the page links the files as they will stay.
     """
     from harness.judge.findings import dumps
 
     campaign_dir, measures = run.directory, list(run.measures)
     cells = cells_frame(measures)
-    # The figures (about a second of matplotlib) are drawn in a forked process while this one builds the tables.
-    # a second of matplotlib, drawn in a forked child while the tables are built here (the same bytes)
+    # The figures (about a second of matplotlib) are drawn in a forked child while this process builds the
+    # tables (the same bytes as drawn here).
     drawing = Forked(lambda: draw_figures(cells, measures, run.cases)).start()
     results = results_frame(run)
     summary = summary_frame(results)
@@ -520,6 +522,8 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
     put("environment.json", json.dumps(dict(environment), indent=1, sort_keys=True, default=str) + "\n")
     from harness.outputs import render
 
+    if meanwhile is not None:
+        meanwhile()
     figures = drawing.result()
     for name, data in figures:
         put(name, data)
