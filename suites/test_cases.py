@@ -325,3 +325,17 @@ def test_size_limit_default_and_env(monkeypatch):
     monkeypatch.setenv("HARNESS_MAX_CASE_BYTES", "lots")
     with pytest.raises(HarnessError, match="HARNESS_MAX_CASE_BYTES='lots'"):
         max_case_bytes_default()
+
+
+def test_a_case_the_harness_wrote_reads_back_the_same_without_the_schema_check():
+    """The worker reads the campaign's own ``to_json`` with ``from_own_json`` (no second schema check): the same
+    case, id and bytes, for every case of the default corpus and the relations' members (explicit arrays)."""
+    from harness.generate.corpora import default_corpus, relation_cases
+    from harness.execute.relations import RELATIONS, members
+
+    cases = default_corpus() + relation_cases()
+    cases += [m.case for c in relation_cases() for m in members(c, list(RELATIONS.values()))]
+    assert any(c.arrays for c in cases)
+    for c in cases:
+        back = Case.from_own_json(c.to_json())
+        assert back == c and back.id == c.id and back.to_json() == c.to_json(), c.id

@@ -190,6 +190,16 @@ class Case:
             raise CaseError(str(exc)) from None
         return cls.from_dict(data)
 
+    @classmethod
+    def from_own_json(cls, text: str) -> "Case":
+        """A case from the JSON :meth:`to_json` wrote in this harness's own process (a campaign sending a task to
+        its worker): the case was checked against :data:`harness.core.schemas.CASE` when it was built, so the
+        schema is not checked again (it is half of a parse, and a fresh worker parses every case it runs); the
+        case's own invariants still are. Text from a file or a user goes through :meth:`from_json`."""
+        d = json.loads(text)
+        return cls(family=d["family"], seed=d["seed"], spec=d["spec"], arrays=d.get("arrays", {}),
+                   expect=d.get("expect"), tags=tuple(d.get("tags", ())))
+
     @functools.cached_property
     def id(self) -> str:
         """A stable short id: the first 12 hex digits of SHA-256 of the canonical JSON."""

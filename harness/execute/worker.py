@@ -415,8 +415,8 @@ def worker_main(rx: Connection, tx_fd: int, plugins: tuple[str, ...], spool: str
         if not str(device_id).startswith("cpu"):
             _lift_memory_limit()
         case = cases.get(case_json)
-        if case is None:
-            case = cases[case_json] = Case.from_json(case_json)
+        if case is None:  # the campaign's own Case.to_json: checked when the parent built the case
+            case = cases[case_json] = Case.from_own_json(case_json)
         try:
             result = execute(get_subject(subject_name), case, parse_device(device_id), get_context(context_name))
         except Exception as exc:  # noqa: BLE001 - e.g. an unknown subject: still an answer
