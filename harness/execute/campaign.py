@@ -371,12 +371,14 @@ class WorkerSet:
     @contextmanager
     def use(self, slot: str, used: set[int] | None = None) -> Iterator[tuple[str, Worker]]:
         """A worker for one run, and its slot: the pooled one for ``"pool"``; for ``"fresh"``, the first fresh
-        worker that is free and not in ``used`` (the ones this task ran in already), waiting while every such
-        one runs another lane's task, and held meanwhile."""
+        worker that is free and not in ``used`` (the ones this task ran in already; the one taken is added),
+        waiting while every such one runs another lane's task, and held meanwhile."""
         if slot == "pool":
             yield slot, self.worker(slot)
             return
-        with self.busy.take(len(self.fresh), used or set(), lambda: self.aborted) as k:
+        with self.busy.take(len(self.fresh), used if used is not None else set(), lambda: self.aborted) as k:
+            if used is not None:
+                used.add(k)
             yield f"fresh:{k}", self.worker(f"fresh:{k}")
 
     def worker(self, slot: str) -> Worker:
@@ -467,15 +469,16 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
             res = RunResult(task.subject, task.case.id, task.device, task.context, "skipped", skip_reason=reason)
             pid = None
         else:
+            before = set(used)
             try:
-                with workers.use(want, used) as (slot, w):
-                    if slot != "pool":
-                        used.add(int(slot.split(":")[1]))
+                with workers.use(want, used) as (slot, w):  # marks the fresh worker it takes as used
                     pid = w.pid
                     answer = w.run_answer(case_json, task.subject, task.device, task.context, settings.timeout,
                                           case_id=task.case.id)
                 res, meta = answer.result, answer.tensors  # digests and NaN/Inf counts taken in the worker
             except WorkerError as exc:
+                taken = used - before  # a fresh worker that could not run: the row names it, the next run tries another
+                slot = f"fresh:{min(taken)}" if taken else slot
                 pid = None
                 res = RunResult(task.subject, task.case.id, task.device, task.context, "crashed",
                                 error=ErrorInfo("WorkerError", str(exc), "setup"))
