@@ -204,23 +204,35 @@ def test_align_identical():
 
 # ---- (a) the positive control: a nondeterministic node in the middle of a pipeline --------------
 def test_pipeline_control_root_is_the_shuffled_node():
-    loc = localize(SHUFFLED_CASE, "control.pipeline_shuffled", repeats=5)
-    assert isinstance(loc, Localization) and loc.aligned
-    assert loc.root is not None, loc.message()
-    assert (loc.root.phase, loc.root.label) == ("forward", "ShuffledScatterAdd")
-    # embed_id, linear, add, tanh ran before it and matched; nothing differed before it.
-    assert loc.matched_before == 4 and not loc.entered_before
-    down = {(e.phase, e.label) for e in loc.downstream}
+    # Two runs of the control differ in the scatter-add's sums by an ulp or so; in about one pair in sixteen the
+    # backward rounds those differences away (tanh's gradient 1 - y*y): the gradients are then identical and
+    # only forward nodes differ. Every localization is checked; the backward ones on the first whose gradients
+    # differ (at most 8 tries: all 8 gradient-identical has a chance of about 1e-10).
+    with_grads = None
+    for attempt in range(8):
+        loc = localize(SHUFFLED_CASE, "control.pipeline_shuffled", repeats=5)
+        assert isinstance(loc, Localization) and loc.aligned
+        assert loc.root is not None, loc.message()
+        assert (loc.root.phase, loc.root.label) == ("forward", "ShuffledScatterAdd")
+        # embed_id, linear, add, tanh ran before it and matched; nothing differed before it.
+        assert loc.matched_before == 4 and not loc.entered_before
+        down = {(e.phase, e.label) for e in loc.downstream}
+        assert {("forward", "Tanh"), ("forward", "_ * _")} <= down
+        assert all(e.step > loc.root.step for e in loc.downstream)
+        assert "y" in loc.outputs_differ
+        assert len(loc.comparisons) == 4 and all("ShuffledScatterAdd" in c for c in loc.comparisons)
+        msg = loc.message()
+        assert msg.startswith("Compared: run 1 vs run 2")
+        assert "Root cause: forward of ShuffledScatterAdd (node #4, step 4)" in msg
+        assert "Nodes before the root matched: 4" in msg and "Downstream of the root (" in msg
+        if {"grad.W", "grad.V"} <= set(loc.outputs_differ):
+            with_grads = loc
+            break
+    assert with_grads is not None, "8 localizations, the gradients identical in every one"
+    down = {(e.phase, e.label) for e in with_grads.downstream}
     # (The scalar loss, forward of Sum, rounds to the same float32 in about 4 of 5 run pairs: not asserted.)
-    assert {("forward", "Tanh"), ("forward", "_ * _"), ("backward", "Tanh"), ("backward", "ShuffledScatterAdd"),
-            ("backward", "LinearFunction"), ("backward", "EmbedIDFunction")} <= down
-    assert all(e.step > loc.root.step for e in loc.downstream)
-    assert set(loc.outputs_differ) >= {"y", "grad.W", "grad.V"}
-    assert len(loc.comparisons) == 4 and all("ShuffledScatterAdd" in c for c in loc.comparisons)
-    msg = loc.message()
-    assert msg.startswith("Compared: run 1 vs run 2")
-    assert "Root cause: forward of ShuffledScatterAdd (node #4, step 4)" in msg
-    assert "Nodes before the root matched: 4" in msg and "Downstream of the root (" in msg
+    assert {("backward", "Tanh"), ("backward", "ShuffledScatterAdd"), ("backward", "LinearFunction"),
+            ("backward", "EmbedIDFunction")} <= down
 
 
 # ---- (b) BLAS threads: blas1 vs blas2 ----------------------------------------------------------
