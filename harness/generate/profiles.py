@@ -16,11 +16,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
+from typing import TYPE_CHECKING
 
 from harness.core.errors import InvalidArgument
+
+if TYPE_CHECKING:
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+# Hypothesis is imported where a profile is registered or loaded, not here: the command line reads the profiles'
+# names for its --profile choices, and every `python -m harness` (a localization child among them) would
+# otherwise import Hypothesis (a tenth of a second) for nothing.
 
 __all__ = ["PROFILE_ENV", "DB_ENV", "Profile", "PROFILES", "register_profiles", "load_profile", "default_profile",
            "database_path", "example_database"]
@@ -55,9 +60,6 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
     Profile("audit", 500, False, True, "driver audits: many examples at large sizes, where GPU atomics race"),
 )}
 
-_QUIET_HEALTH = (HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much)
-
-
 def database_path() -> Path:
     """Where the example database lives: ``$HARNESS_HYPOTHESIS_DB`` or ``<project>/.hypothesis/examples``."""
     env = os.environ.get(DB_ENV)
@@ -66,22 +68,25 @@ def database_path() -> Path:
 
 def example_database() -> DirectoryBasedExampleDatabase:
     """The project's example database (the directory is created on the first save)."""
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
     return DirectoryBasedExampleDatabase(str(database_path()))
 
 
 def register_profiles() -> None:
     """Register ``ci``, ``dev`` and ``audit`` with Hypothesis (safe to call more than once)."""
+    from hypothesis import HealthCheck, Phase, settings
+
+    quiet_health = (HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much)
+    # every phase but shrinking (and explaining, which needs it)
+    no_shrink = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
     db = example_database()
     for p in PROFILES.values():
         # No deadline in any profile: a verdict must not depend on how busy the machine is.
         settings.register_profile(
             p.name, max_examples=p.max_examples, derandomize=p.derandomize, database=db if p.keep_examples else None,
-            deadline=None, print_blob=True, suppress_health_check=_QUIET_HEALTH,
-            phases=tuple(Phase) if p.shrink else _NO_SHRINK)
-
-
-#: Every phase but shrinking (and explaining, which needs it).
-_NO_SHRINK = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target)
+            deadline=None, print_blob=True, suppress_health_check=quiet_health,
+            phases=tuple(Phase) if p.shrink else no_shrink)
 
 
 def default_profile() -> str:
@@ -98,6 +103,8 @@ def load_profile(name: str | None = None) -> str:
     if chosen not in PROFILES:
         source = f"${PROFILE_ENV}" if name is None and os.environ.get(PROFILE_ENV) else "profile"
         raise InvalidArgument(f"{source}={chosen!r} is not one of {', '.join(PROFILES)}")
+    from hypothesis import settings
+
     register_profiles()
     settings.load_profile(chosen)
     return chosen
