@@ -243,6 +243,13 @@ def _plain(page: str) -> str:
     return page.replace('<span class="nw">', "").replace("</span>", "")
 
 
+def _assert_resolve(d: str | Path, links: list[str]) -> None:
+    """Every link names a file inside the run directory ``d``."""
+    for link in links:
+        path = os.path.realpath(os.path.join(d, unquote(urlsplit(link).path)))
+        assert path.startswith(os.path.realpath(d)) and os.path.exists(path), link
+
+
 def _links(page: str) -> list[str]:
     return [h for h in re.findall(r'(?:href|src)="([^"]+)"', page) if not h.startswith(("data:", "#"))]
 
@@ -254,9 +261,7 @@ def test_every_link_resolves_to_a_file_in_the_run_directory(report):
     links = _links(page) + re.findall(r"\]\(([^)]+)\)", md)
     assert any(link.startswith("cases/") for link in links) and any(link.startswith("findings.csv#row=")
                                                                   for link in links)
-    for link in links:
-        path = os.path.realpath(os.path.join(d, unquote(urlsplit(link).path)))
-        assert path.startswith(os.path.realpath(d)) and os.path.exists(path), link
+    _assert_resolve(d, links)
     n_cards = page.count('<article class="finding"')
     assert n_cards == len(view.findings) and page.count(">case ") == n_cards  # every finding links its case
 
@@ -265,17 +270,16 @@ def test_the_page_harness_report_writes_links_only_files_it_left(tmp_path):
     """``harness report`` compresses its logs and prunes arrays after the campaign: the page it writes links the
     files as they stay (``runs.jsonl.gz``, not the ``runs.jsonl`` that was there while the tables were built)."""
     out = tmp_path / "run"
-    p = subprocess.run([sys.executable, "-m", "harness", "report", "--subjects", "chainer.embed_id,control.deterministic",
-                        "--devices", "cpu", "--contexts", "default", "--repeats", "2", "--fresh", "0", "--examples", "1",
-                        "--relations", "none", "--no-shrink", "--no-localize", "--quiet", "--out", str(out)],
+    p = subprocess.run([sys.executable, "-m", "harness", "report", "--subjects",
+                        "chainer.embed_id,control.deterministic", "--devices", "cpu", "--contexts", "default",
+                        "--repeats", "2", "--fresh", "0", "--examples", "1", "--relations", "none", "--no-shrink",
+                        "--no-localize", "--quiet", "--out", str(out)],
                        cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     page = (out / "summary.html").read_text()
     links = _links(page) + re.findall(r"\]\(([^)]+)\)", (out / "summary.md").read_text())
     assert "runs.jsonl.gz" in links and "tasks.jsonl.gz" in links and "measures.jsonl.gz" in links, links
-    for link in links:
-        path = os.path.realpath(os.path.join(out, unquote(urlsplit(link).path)))
-        assert path.startswith(os.path.realpath(out)) and os.path.exists(path), link
+    _assert_resolve(out, links)
 
 
 def test_every_findings_replay_command_reproduces_it(report):

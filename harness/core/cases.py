@@ -162,13 +162,13 @@ class Case:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), allow_nan=False)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Case":
+    def from_dict(cls, d: Mapping[str, Any], *, schema: bool = True) -> "Case":
         """Rebuild a case from :meth:`to_dict` output, validated whole against
-        :data:`harness.core.schemas.CASE` first; bad data raises a one-line :class:`CaseError` naming the JSON
-        path of the first bad field and its value."""
+        :data:`harness.core.schemas.CASE` first (unless ``schema`` is false: :meth:`from_own_json`); bad data
+        raises a one-line :class:`CaseError` naming the JSON path of the first bad field and its value."""
         if not isinstance(d, Mapping):
             raise CaseError(f"a case must be a JSON object, got {type(d).__name__}")
-        problem = schemas.check(_thaw(d), schemas.CASE)
+        problem = schemas.check(_thaw(d), schemas.CASE) if schema else None
         if problem is not None:
             raise CaseError(problem)
         try:
@@ -196,9 +196,7 @@ class Case:
         its worker): the case was checked against :data:`harness.core.schemas.CASE` when it was built, so the
         schema is not checked again (it is half of a parse, and a fresh worker parses every case it runs); the
         case's own invariants still are. Text from a file or a user goes through :meth:`from_json`."""
-        d = json.loads(text)
-        return cls(family=d["family"], seed=d["seed"], spec=d["spec"], arrays=d.get("arrays", {}),
-                   expect=d.get("expect"), tags=tuple(d.get("tags", ())))
+        return cls.from_dict(json.loads(text), schema=False)
 
     @functools.cached_property
     def id(self) -> str:

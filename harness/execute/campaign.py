@@ -310,8 +310,8 @@ class WorkerSet:
 
     The lanes of one environment each have their own pooled worker but share the first lane's fresh workers
     (``shared``): K new interpreters per environment, not K per lane (each costs a Chainer import, the
-    largest fixed cost of a campaign). A fresh run holds its worker's lock, so two lanes never run in one
-    worker at once; a fresh worker still runs every task once, in a process that is not the pooled one."""
+    largest fixed cost of a campaign). A fresh run holds its worker (:class:`_Busy`), so two lanes never run in
+    one worker at once; each task still runs once in each fresh worker, a process that is not the pooled one."""
 
     context: Context
     settings: CampaignSettings

@@ -60,11 +60,12 @@ def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subje
                                       "relations": [r.name for r in relations], **dict(meta or {})})
     records = campaign.run(tasks, executor=executor)
     t0 = time.perf_counter()
+    by_id = {c.id: c for c in cases}
     measures = measure_campaign(directory, contracts, tasks=records, held=campaign.held,
-                                cases=None if resume else {c.id: c for c in cases})
+                                cases=None if resume else by_id)
     campaign.held.clear()
     campaign.stats["measuring"] = time.perf_counter() - t0
-    return CampaignRun(directory, tasks, records, measures, campaign.stats, {c.id: c for c in cases})
+    return CampaignRun(directory, tasks, records, measures, campaign.stats, by_id)
 
 
 def load_run(directory: str, contracts: Any = None) -> CampaignRun:

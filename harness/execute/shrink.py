@@ -109,7 +109,7 @@ def reproduces(runner: Runner, contracts: Contracts, case: Case, t: Target, atte
     if key is not None:
         if key not in memo:
             memo[key] = _kinds_shown(runner, contracts, case, t)
-        return t.tensor_kind in memo[key] if t.tensor_kind else bool(memo[key])
+        return _shows(memo[key], t)
     n = max(1, attempts if t.kind in _REPEATS or t.flaky else 1)
     need = n if required is None else max(1, min(required, n))
     hits = 0
@@ -123,7 +123,11 @@ def reproduces(runner: Runner, contracts: Contracts, case: Case, t: Target, atte
 
 
 def _once(runner: Runner, contracts: Contracts, case: Case, t: Target) -> bool:
-    kinds = _kinds_shown(runner, contracts, case, t, first=True)
+    return _shows(_kinds_shown(runner, contracts, case, t, first=True), t)
+
+
+def _shows(kinds: frozenset[str], t: Target) -> bool:
+    """Whether a check that showed ``kinds`` shows ``t`` (its tensor kind; any, for a task-level finding)."""
     return t.tensor_kind in kinds if t.tensor_kind else bool(kinds)
 
 

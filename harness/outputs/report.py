@@ -285,6 +285,7 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         t0 = time.perf_counter()
         env = target.environment or fp.result()
         frames: dict[str, Any] = {}
+
         def tidy() -> None:  # while the figures are drawn, and before the page lists the files
             if getattr(args, "keep_arrays", "findings") != "all":
                 prune_arrays(where, run.records, run.measures)

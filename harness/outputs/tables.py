@@ -296,8 +296,10 @@ def summary_frame(results: pd.DataFrame) -> pd.DataFrame:
         groups = results.groupby(_GROUP_KEYS, sort=True).indices
         for subject, device, context in sorted(groups):
             rows = sorted(groups[(subject, device, context)].tolist())
-            seen: set[Any] = set()
-            tasks = [i for i in rows if not (col["key"][i] in seen or seen.add(col["key"][i]))]
+            first: dict[Any, int] = {}  # each task's first row (a task has a row per tensor)
+            for i in rows:
+                first.setdefault(col["key"][i], i)
+            tasks = list(first.values())
             t = [i for i in rows if col["tensor"][i] != ""]
             per_task: dict[Any, bool] = {}
             for i in t:
@@ -584,4 +586,3 @@ def terminal_summary(summary: pd.DataFrame, headline: Sequence[str] = (), cells:
     shown = shown.astype(object).where(shown.notna(), None)
     table = shown.to_markdown(index=False, tablefmt="simple", floatfmt=".3g", missingval="-") if len(shown) else ""
     return "\n".join([*headline, "", table, *tail]).strip()
-

@@ -140,20 +140,21 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
         t_campaign = time.perf_counter() - t0
         t0 = time.perf_counter()
         measures: list[Any] = []
+        by_id = {c.id: c for c in cases}
         if report:  # the measure pass as run_campaign runs it (harness report's), before the report
             from harness.execute.measures import measure_campaign
             from harness.judge.contracts import load_contracts
 
             measures = measure_campaign(tmp, load_contracts(None), tasks=records, held=campaign.held,
-                                        cases={c.id: c for c in cases})
+                                        cases=by_id)
             campaign.held.clear()
         t_measure = time.perf_counter() - t0
         t0 = time.perf_counter()
-        if report and fp is not None:  # the report of the run in memory, as harness report writes it
+        if fp is not None:  # the report of the run in memory, as harness report writes it
             from harness.execute.driver import CampaignRun
             from harness.outputs import tables
 
-            run = CampaignRun(tmp, list(tasks), records, measures, campaign.stats, {c.id: c for c in cases})
+            run = CampaignRun(tmp, list(tasks), records, measures, campaign.stats, by_id)
             tables.write_report(run, environment=fp.result())
         t_report = time.perf_counter() - t0
         total = time.perf_counter() - t_start
