@@ -10,6 +10,11 @@ export HARNESS_GPU := $(if $(filter 0,$(GPU)),0,)
 # The stamp is keyed on pyproject.toml, constraints.txt and the GPU choice: change any and the venv is rebuilt.
 KEY    := $(shell (cat pyproject.toml constraints.txt; echo "gpu=$(GPU_REQ)") | sha256sum | cut -c1-16)
 STAMP  := $(VENV)/.stamp-$(KEY)
+# Python's bytecode caches go under the venv (PYTHONPYCACHEPREFIX) and are written even where the environment
+# sets PYTHONDONTWRITEBYTECODE: otherwise every process of a run (each command, each worker's start-up)
+# recompiles the harness's modules from source, and the source tree still gets no __pycache__ folders.
+export PYTHONDONTWRITEBYTECODE :=
+export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 # Two xdist workers by default (the suites are independent; a CI runner with more cores can say -n auto).
 PYTEST_ARGS ?= -n 2
 REPORT_ARGS ?=
@@ -37,7 +42,8 @@ report: $(STAMP)
 	$(BIN)/python -m harness report $(REPORT_ARGS)
 
 # The whole gate (ci profile) plus the unit tests; HARNESS_PROFILE=dev|audit for more examples.
-# Benches and long campaigns (marker `slow`) are left out; `make test MARKS=` runs them too.
+# Benches, long campaigns and the end-to-end tests that take seconds of whole process trees (marker `slow`)
+# are left out; `make test MARKS=` runs them too, as CI (.ci/run) does.
 MARKS ?= not slow
 test: $(STAMP)
 	HARNESS_PROFILE=$${HARNESS_PROFILE:-ci} $(BIN)/python -m pytest -p no:cacheprovider -m '$(MARKS)' $(PYTEST_ARGS)

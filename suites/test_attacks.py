@@ -60,6 +60,7 @@ def test_a_hostile_plugin_object_is_one_line_at_load(obj, needle):
 
 @pytest.mark.parametrize("mode, needle", [("exit0", "SystemExit(0)"), ("os_exit", "exit code 0"),
                                           ("segv", "SIGSEGV"), ("hang", "did not answer within 2 s")])
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_a_plugin_that_ends_crashes_or_hangs_at_import_is_one_line(mode, needle):
     # A plug-in that hangs at import never answers, so a short limit gives the same line on any machine load.
     limit = {"HARNESS_PLUGIN_TIMEOUT": "2"} if mode == "hang" else {}
@@ -76,6 +77,7 @@ def test_a_plugin_printing_a_forged_answer_at_import_still_loads_as_itself():
 # ---- plug-ins in accepts(): an error row per case, the report finishes ------------------------------------------
 @pytest.mark.parametrize("obj", ["ACCEPTS_RAISE", "ACCEPTS_EXIT", "ACCEPTS_OS_EXIT", "ACCEPTS_SEGV", "ACCEPTS_HANG",
                                  "ACCEPTS_INTERRUPT"])
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_a_failing_accepts_is_an_error_row_and_the_report_finishes(obj, tmp_path):
     name = "attack." + obj.lower()
     out = tmp_path / "run"
@@ -155,6 +157,7 @@ def test_keep_0_while_another_report_runs_leaves_the_running_one_whole(tmp_path)
 
 
 # ---- kill -9 twice: torn lines in the middle; --resume finishes every task --------------------------------------
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_torn_lines_anywhere_are_rerun_and_the_files_rewritten_clean(tmp_path):
     run = tmp_path / "run"
     p = harness("report", "--subjects", "chainer.embed_id", "--out", str(run), *SMALL)
@@ -186,6 +189,7 @@ def _tmpfs(path: Path, size: str) -> bool:
                           capture_output=True).returncode == 0
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_a_full_disk_is_one_line_and_the_run_resumes(tmp_path):
     fs = tmp_path / "small"
     if not _tmpfs(fs, "400k"):

@@ -111,6 +111,7 @@ def test_same_machine_same_settings_compare_identical(whole):
 
 
 # ---- (b) + (f) 1 vs N BLAS threads, through the command line ---------------------------------------
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_cli_audit_exits_0_and_writes_valid_json(blas_pair):
     runs, _ = blas_pair
     for proc, path in runs.values():

@@ -219,6 +219,7 @@ def finished_run(tmp_path_factory, corpus) -> Path:
     return out
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_an_existing_non_empty_out_is_refused_unless_resume(finished_run, corpus):
     before = _tasks_bytes(finished_run)
     p = harness("report", "--corpus", str(corpus), "--devices", "cpu", "--out", str(finished_run), *SMALL)
@@ -330,6 +331,7 @@ def audits(tmp_path_factory, corpus) -> tuple[Path, Path]:
     return a, b
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_compare_exit_code_is_0_same_1_changed_2_error(audits, tmp_path):
     a, b = audits
     same = harness("compare", str(a), str(a), "--exit-code")
@@ -347,6 +349,7 @@ READOUT_CASE = Case("lstm", 5, {"n_layers": 1, "in_size": 16384, "hidden": 1, "l
                                 "dtype": "float64", "w_scale": 0.01})
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_replay_contexts_compares_two_contexts_and_exits_1_when_they_differ(tmp_path):
     # control.blas_readout: a float64 dot product of K=16384 that OpenBLAS splits over its threads.
     path = tmp_path / "readout.json"
@@ -404,6 +407,7 @@ def test_fuzzed_report_values_are_one_line_errors(flag, value, tmp_path_factory,
 _CASE_VERBS = {"replay": (), "localize": (), "shrink": ("--kind", "error", "--max-runs", "2")}
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 @pytest.mark.parametrize("verb", sorted(_CASE_VERBS))
 def test_an_oversized_case_or_one_of_another_family_is_refused_before_work(tmp_path, verb):
     extra = _CASE_VERBS[verb]

@@ -70,6 +70,7 @@ def test_records_name_host_worker_and_attempts(client, corpus, tmp_path):
     assert all(r.host and r.attempts == 1 and r.gpu is None for r in recs.values())
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_every_audit_two_identical_columns(corpus, tmp_path):
     from harness.outputs.audit import audit_on_cluster
 
@@ -123,6 +124,7 @@ def _subject_errors_only(recs: dict) -> bool:
                     for e in errs))
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_worker_killed_mid_campaign_loses_no_task(client, tmp_path):
     tasks = _slow_tasks(10)
     pids = client.run(os.getpid)
@@ -174,6 +176,7 @@ class _StopAfter(DaskExecutor):
                 raise _Stop()
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_resume_after_restarted_cluster(client, tmp_path):
     tasks = _slow_tasks(6)
     settings = CampaignSettings(repeats=1, fresh=0, quiet=True, plugins=(PLUGIN,))

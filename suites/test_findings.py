@@ -189,6 +189,7 @@ def planted(tmp_path_factory):
     return tmp, r
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_three_planted_problems_fail_the_gate_each_in_a_few_short_dossiers(planted):
     tmp, r = planted
     assert r.returncode == 1, r.stdout + r.stderr[-3000:]
@@ -207,6 +208,7 @@ def test_three_planted_problems_fail_the_gate_each_in_a_few_short_dossiers(plant
     assert "planted.embed[cpu]::default" in junit and "<failure" in junit
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_every_printed_reproducer_reproduces(planted):
     tmp, r = planted
     ran = 0
@@ -221,6 +223,7 @@ def test_every_printed_reproducer_reproduces(planted):
     assert ran >= 3
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_the_minimal_cases_are_smaller_and_still_reproduce(planted):
     tmp, _ = planted
     found = [f for f in F.loads((tmp / "run" / "findings.json").read_text()) if f.fails]
@@ -234,6 +237,7 @@ def test_the_minimal_cases_are_smaller_and_still_reproduce(planted):
         assert f.replay().count(f.shrunk.file) == 1
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_the_printed_localize_and_shrink_commands_run(planted, tmp_path):
     """A dossier's Localize line names the node where it starts; a finding's Shrink command (as findings.csv and
     an unshrunk dossier print it) writes a smaller case that replays to the same difference."""
@@ -286,6 +290,7 @@ def test_shrink_a_nondeterministic_plugin_finding(tmp_path):
     assert again.returncode == 1 and "DIFFERS" in again.stdout, again.stdout + again.stderr
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_a_changed_baseline_reproduces_with_replay_baseline(tmp_path):
     corpus = tmp_path / "corpus.jsonl"
     write_corpus([LSTM, COLLIDE, EMPTY], str(corpus))  # (the positive control must diverge on something)

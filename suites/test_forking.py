@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # Run in a child interpreter: the fork is taken only where no other thread runs (a pytest-xdist worker has some).
@@ -74,6 +76,7 @@ def _run(tmp_path):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_forked_work_gives_what_this_process_computes(tmp_path):
     res = _run(tmp_path)
     assert res["safe"] and res["threads"] == 1, res  # the child interpreter runs one thread: it forks

@@ -30,6 +30,7 @@ def _no_traceback(r) -> None:
     ("exits.sys_exit_0", (), "crashed"),
     ("exits.os_exit_3", (), "crashed"),
 ])
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_replay_of_a_subject_that_dies_is_exit_1_with_the_row(harness, case_file, subject, extra, shows):
     r = harness("replay", case_file, "--subject", subject, "--repeats", "1", *PLUGINS, *extra)
     _no_traceback(r)
@@ -42,6 +43,7 @@ def test_replay_of_a_subject_that_dies_is_exit_1_with_the_row(harness, case_file
     ("exits.sys_exit_0", "ended the process (SystemExit(0))"),
     ("exits.os_exit_3", "exited (code 3)"),
 ])
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_localize_of_a_subject_that_dies_is_one_line_exit_2(harness, case_file, subject, why):
     r = harness("localize", case_file, "--subject", subject, *PLUGINS)
     _no_traceback(r)
@@ -50,6 +52,7 @@ def test_localize_of_a_subject_that_dies_is_one_line_exit_2(harness, case_file, 
     assert lines[-1].startswith("harness: error: ") and why in lines[-1], lines
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_localize_of_a_hang_is_killed_at_its_timeout(harness, case_file):
     r = harness("localize", case_file, "--subject", "misbehaving.hang", "--timeout", "5", *PLUGINS)
     _no_traceback(r)

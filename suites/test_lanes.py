@@ -85,6 +85,7 @@ def test_each_lane_has_its_own_pooled_worker_and_the_lanes_share_the_fresh_ones(
     assert len({r["pid"] for r in runs1 if r["process"] == "pool"}) == 1
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_a_crash_in_one_lane_leaves_the_other_lanes_tasks_whole(tmp_path):
     names = ("misbehaving.segfault", "control.deterministic", "misbehaving.nan")
     tasks, records, _ = run(tmp_path, 2, names)

@@ -326,6 +326,7 @@ def test_localize_rejects_bad_arguments():
 
 
 # ---- the command line (python -m harness localize: the one parser, the one case loader) ----------------
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_cli_single_case_and_corpus(tmp_path, harness):
     one = tmp_path / "case.json"
     one.write_text(SHUFFLED_CASE.to_json())

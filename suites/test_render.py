@@ -282,6 +282,7 @@ def test_the_page_harness_report_writes_links_only_files_it_left(tmp_path):
     _assert_resolve(out, links)
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_every_findings_replay_command_reproduces_it(report):
     _d, view = report
     kinds = {f.kind for f in view.findings}

@@ -49,6 +49,7 @@ def bad_campaign(tmp_path_factory, registered):
     return {"dir": d, "records": records, "runs": runs, "tasks": tasks}
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 @pytest.mark.parametrize("subject", BAD)
 def test_a_malformed_answer_is_a_crashed_row(bad_campaign, subject):
     rec = bad_campaign["records"][task_key(CASE.id, subject, "cpu", "default")]
@@ -60,6 +61,7 @@ def test_a_malformed_answer_is_a_crashed_row(bad_campaign, subject):
     assert [r["process"] for r in runs] == ["pool", "pool", "fresh:0"]
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_the_campaign_goes_on_after_malformed_answers(bad_campaign):
     rec = bad_campaign["records"][task_key(CASE.id, "control.deterministic", "cpu", "default")]
     assert rec.status == "ok" and rec.statuses == {"ok": 3}
@@ -72,6 +74,7 @@ def test_the_campaign_goes_on_after_malformed_answers(bad_campaign):
     assert {k: digest(a) for k, a in arrays.items()} == {k: v[0] for k, v in rec.rep_digests.items()}
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_pool_and_fresh_processes_differ_and_the_pool_is_reused(bad_campaign):
     runs = [r for r in bad_campaign["runs"]
             if r["key"] == task_key(CASE.id, "misbehaving.env_probe", "cpu", "default")]
