@@ -73,6 +73,39 @@ def _cycles(lengths: Sequence[int]) -> int:
     return longest
 
 
+def _partial_sum_overflows(spec: dict, arrays: dict[str, np.ndarray]) -> bool:
+    """Whether some row of ``grad.W``, summed one id at a time in index order in float16 (what Chainer's
+    scatter-add does), passes float16's largest value while the exact sum of the same terms fits: the
+    condition of the edge ``float16:partial_sum_overflow``, found in the case's own arrays, so that a drawn case
+    that reaches it is matched by the contracts' rule as the hand-made edge case is (the rule follows the
+    condition, not the case that first showed it)."""
+    gy, x = arrays.get("gy"), arrays.get("x")
+    if (gy is None or x is None or gy.dtype != np.float16 or "w_shape" in spec or not x.size
+            or gy.size % x.size):
+        return False
+    top = float(np.finfo(np.float16).max)
+    x = np.asarray(x).ravel()
+    terms = np.asarray(gy).reshape(x.size, -1).astype(np.float64)
+    il = spec.get("ignore_label")
+    keep = x != il if isinstance(il, int) else np.ones(x.size, bool)  # an ignored id adds nothing to grad.W
+    order = np.argsort(x[keep], kind="stable")  # each row's terms together, in index order
+    rows, terms = x[keep][order], terms[keep][order]
+    if not rows.size or not np.isfinite(terms).all():
+        return False
+    starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+    # A running sum can pass the top only where the sum of the terms' magnitudes does: the exact check
+    # (a float16 accumulation, term by term) runs on those rows alone.
+    for a, b in zip(starts, np.r_[starts[1:], rows.size]):
+        seg = terms[a:b]
+        if np.abs(seg).sum(axis=0).max() <= top:
+            continue
+        with np.errstate(over="ignore", invalid="ignore"):
+            running = np.add.accumulate(seg.astype(np.float16), axis=0, dtype=np.float16)
+        if (np.isinf(running).any(axis=0) & (np.abs(seg.sum(axis=0)) <= top)).any():
+            return True
+    return False
+
+
 def edge_kinds(case: Case) -> set[str]:
     """The edge kinds ``case`` reaches (:data:`EDGE_KINDS`)."""
     s = case.spec
@@ -81,9 +114,11 @@ def edge_kinds(case: Case) -> set[str]:
         vocab, width, shape = int(s["vocab"]), int(s["width"]), list(s["ids_shape"])
         n = int(np.prod(shape)) if shape else 1
         ids = None
+        arrays: dict[str, np.ndarray] = {}
         if n <= 200_000:
             try:
-                ids = np.asarray(build_arrays(case)["x"]).astype(np.float64).ravel()
+                arrays = build_arrays(case)
+                ids = np.asarray(arrays["x"]).astype(np.float64).ravel()
             except Exception:  # noqa: BLE001 - a bad input's arrays may not build: judge the spec alone
                 ids = None
         il = s.get("ignore_label")
@@ -102,7 +137,7 @@ def edge_kinds(case: Case) -> set[str]:
         if n == 0 or "ids:empty" in case.tags:
             out.add("ids:empty")
         out.add(f"id_dtype:{s.get('id_dtype', 'int32')}")
-        if "edge:float16:partial_sum_overflow" in case.tags:
+        if "edge:float16:partial_sum_overflow" in case.tags or (ids is not None and _partial_sum_overflows(s, arrays)):
             out.add("float16:partial_sum_overflow")
         return out
     lengths = [int(n) for n in s["lengths"]]
