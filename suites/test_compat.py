@@ -1,8 +1,10 @@
 """The compatibility layer (harness/compat.py): Chainer 7.8.1 and ESPnet's embedding on NumPy 2.
 
 Checked here: Chainer and ``espnet.nets.chainer_backend.deterministic_embed_id`` import through
-``harness.core.compat`` and run forward and backward; ``apply()`` is idempotent and does nothing where
-nothing is missing; every patch names a Chainer file that exists and needs it; the import still
+``harness.core.compat`` and run forward and backward; ``apply()`` is idempotent, keeps what NumPy has and
+what this process imported already, and puts its stand-ins in without importing the real modules; the
+stand-in ``pkg_resources.require`` answers as the real one (missing, version conflict, satisfied); every
+patch names a Chainer file that exists and needs it; the import still
 works where ``numpy.distutils`` and ``pkg_resources`` cannot be imported; site-packages is never
 edited; a wrong or missing Chainer is a one-line SetupError; and the harness works without CuPy.
 Blocking a module is done in a subprocess with a ``sys.meta_path`` finder that raises ImportError.
@@ -134,26 +136,52 @@ def test_second_apply_does_nothing():
     assert len(set(compat.applied())) == len(compat.applied())  # no duplicates
 
 
-def test_apply_is_a_no_op_when_nothing_is_missing():
+def test_apply_keeps_what_is_there_and_never_imports_the_real_modules():
     code = textwrap.dedent("""
-        import importlib.util, json, numpy
+        import json, sys, types, numpy
         mine = {"int": [numpy.int32]}
         numpy.sctypes = mine
-        missing = [n for n in ("numpy.distutils.system_info", "pkg_resources")
-                   if importlib.util.find_spec(n.split(".")[0]) is None
-                   or (n.startswith("numpy.") and importlib.util.find_spec("numpy.distutils") is None)]
+        earlier = sys.modules["pkg_resources"] = types.ModuleType("pkg_resources")  # imported before apply()
         from harness.core import compat
         first = compat.apply()
         second = compat.apply()
-        print(json.dumps({"first": list(first), "second": list(second), "missing": missing,
-                          "kept": numpy.sctypes is mine}))
+        print(json.dumps({"first": list(first), "second": list(second), "kept": numpy.sctypes is mine,
+                          "pkg_kept": sys.modules["pkg_resources"] is earlier,
+                          "system_info": sys.modules["numpy.distutils.system_info"].__doc__,
+                          "real": sorted(m for m in ("setuptools", "distutils") if m in sys.modules)}))
     """)
     p = run_python(code)
     assert p.returncode == 0, p.stderr
     out = last_json(p.stdout)
-    assert "numpy.sctypes" not in out["first"] and out["kept"], out
-    assert sorted(out["first"]) == sorted(out["missing"]), out  # only what was really missing
-    assert out["second"] == []
+    assert out["first"] == ["numpy.distutils.system_info"] and out["second"] == [], out
+    assert out["kept"] and out["pkg_kept"], out  # what NumPy has and what was imported are left alone
+    assert "harness.core.compat stand-in" in out["system_info"], out
+    assert out["real"] == [], out  # the stand-ins cost nothing to import: neither setuptools nor distutils ran
+
+
+def test_a_fresh_process_imports_chainer_with_the_stand_ins():
+    code = textwrap.dedent("""
+        import json, sys
+        from harness.core import compat
+        compat.import_chainer()
+        print(json.dumps({"applied": list(compat.applied()), "pkg": sys.modules["pkg_resources"].__doc__,
+                          "setuptools": "setuptools" in sys.modules}))
+    """)
+    p = run_python(code)
+    assert p.returncode == 0, p.stderr
+    out = last_json(p.stdout)
+    assert {"numpy.distutils.system_info", "pkg_resources"} <= set(out["applied"]), out
+    assert "harness.core.compat stand-in" in out["pkg"] and out["setuptools"] is False, out
+
+
+def test_the_stand_in_require_answers_as_pkg_resources_does():
+    pr = compat._pkg_resources_module()
+    with pytest.raises(pr.DistributionNotFound):
+        pr.require("no-such-package-anywhere>=1")
+    with pytest.raises(pr.VersionConflict):
+        pr.require("numpy<1")  # installed, outside the range: Chainer warns on this
+    assert pr.require("numpy>=2") == [] and pr.require("numpy") == []
+    assert pr.get_distribution("numpy").version == np.__version__
 
 
 def test_each_patch_names_a_chainer_file_that_needs_it():

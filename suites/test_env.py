@@ -57,6 +57,7 @@ def test_env_json_compat_and_chainer_config(fingerprint):
 
     patches = fingerprint["compat_patches"]
     assert isinstance(patches, list) and "numpy.sctypes" in patches  # NumPy 2 lacks it
+    assert {"numpy.distutils.system_info", "pkg_resources"} <= set(patches)  # stand-ins on every Python
     assert set(patches) <= {p.name for p in compat.PATCHES}
     ch = fingerprint["chainer"]
     assert ch["usable"] is True and ch["version"] == "7.8.1"
