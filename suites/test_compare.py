@@ -399,6 +399,48 @@ def test_nan_and_inf_counts_come_from_repetition_0():
     assert (compare_pair("x", b, a).nan_count, compare_pair("x", b, a).inf_count) == (0, 0)
 
 
+def _large_cases():
+    """Large arrays (several blocks of the one-pass hash and probe) with NaN/Inf in the first, a middle and the
+    last block, an overflow from finite values alone, and the layouts and dtypes that take the two-pass path."""
+    rng = np.random.default_rng(5)
+    out = {}
+    for dt in (np.float32, np.float64):
+        base = rng.standard_normal(3 * C._BLOCK_BYTES // np.dtype(dt).itemsize + 17).astype(dt)
+        out[f"{np.dtype(dt).name} plain"] = base
+        for where, at in (("first", 3), ("middle", base.size // 2), ("last", base.size - 1)):
+            a = base.copy()
+            a[at] = np.nan
+            a[at // 2] = -np.inf
+            out[f"{np.dtype(dt).name} nan+inf {where}"] = a
+        out[f"{np.dtype(dt).name} overflow"] = np.full(base.size, np.finfo(dt).max / 4, dt)  # squares overflow
+    out["float32 strided"] = out["float32 nan+inf middle"][::2]
+    out["float32 big-endian"] = out["float32 nan+inf last"].astype(">f4")
+    out["float16"] = rng.standard_normal(C._BLOCK_BYTES).astype(np.float16)
+    out["int32"] = np.arange(C._BLOCK_BYTES, dtype=np.int32)
+    out["float32 small"] = np.array([np.nan, 1.0], np.float32)
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(_large_cases()))
+def test_the_one_pass_hash_and_probe_give_what_the_two_calls_give(name):
+    a = _large_cases()[name]
+    for alg in DIGEST_ALGORITHMS:
+        assert C._digest_counted(a, alg) == (digest(a, alg), C._nonfinite_counts(a))
+    exact = (int(np.isnan(a).sum()), int(np.isinf(a).sum())) if a.dtype.kind == "f" else (0, 0)
+    assert C._nonfinite_counts(a) == exact
+
+
+def test_large_repetitions_compare_with_their_counts_and_digests_from_one_pass():
+    a = _large_cases()["float32 nan+inf middle"]
+    b = a.copy()
+    b[5] = -b[5]
+    c = compare_pair("x", a, b)
+    assert (c.nan_count, c.inf_count) == (1, 1) and c.digests == (digest(a), digest(b))
+    assert not c.bitwise_identical and c.n_diff == 1
+    same = C.compare_repeats("x", [a, a.copy(), a.copy()])
+    assert same.bitwise_identical and (same.nan_count, same.inf_count) == (1, 1)
+
+
 @pytest.mark.parametrize("dtype", FLOATS + [np.int8, np.int64, np.uint16])
 def test_each_dtype_positive_and_negative_control(dtype):
     a = np.arange(10).astype(dtype)
