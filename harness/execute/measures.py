@@ -110,7 +110,7 @@ def measure_campaign(directory: str, contracts: Contracts, *, tasks: Mapping[str
                 for ms in (_measure_one(rec, by, cases, contracts, arrays) for rec in recs)]
 
     # every parts-th task to each slice: tasks of one case (alike in cost) spread over the slices evenly
-    done = map_forked(measure_slice, [order[k::parts] for k in range(parts)] or [[]])
+    done = map_forked(measure_slice, [order[k::parts] for k in range(parts)])
     out: list[Measure] = []
     text: list[str] = []
     for i in range(len(order)):

@@ -276,7 +276,7 @@ def _digest_counted(a: np.ndarray, algorithm: str) -> tuple[str, tuple[int, int]
             h.update(memoryview(block.view(np.uint8)))  # type: ignore[attr-defined]
             finite = finite and bool(np.isfinite(np.maximum.reduce(block))) and bool(
                 np.isfinite(np.minimum.reduce(block)))
-    counts = (0, 0) if finite else (int(np.count_nonzero(np.isnan(a))), int(np.count_nonzero(np.isinf(a))))
+    counts = (0, 0) if finite else _counted_nonfinite(a)
     return f"{algorithm}:{h.hexdigest()}", counts  # type: ignore[attr-defined]
 
 
@@ -620,7 +620,7 @@ def _nonfinite_counts(a: np.ndarray) -> tuple[int, int]:
     if a.nbytes <= _SMALL_BYTES:  # one pass, no floating-point state to save: the small-tensor fast path
         if np.isfinite(a).all():
             return 0, 0
-        return int(np.count_nonzero(np.isnan(a))), int(np.count_nonzero(np.isinf(a)))
+        return _counted_nonfinite(a)
     # One reduction first (a fraction of the cost of the two counts): a sum of squares (BLAS dot,
     # float32/64) or a plain sum is finite only when no element is NaN or +-inf, and almost every
     # tensor is all finite. One that overflows from finite values only sends us on to the exact counts.
@@ -632,6 +632,12 @@ def _nonfinite_counts(a: np.ndarray) -> tuple[int, int]:
             probe = np.add.reduce(a, axis=None, dtype=a.dtype)
         if np.isfinite(probe):
             return 0, 0
+    return _counted_nonfinite(a)
+
+
+def _counted_nonfinite(a: np.ndarray) -> tuple[int, int]:
+    """The exact NaN and Inf counts of a float array, taken where a probe (:func:`_nonfinite_counts`,
+    :func:`_digest_counted`) found something not finite."""
     return int(np.count_nonzero(np.isnan(a))), int(np.count_nonzero(np.isinf(a)))
 
 
