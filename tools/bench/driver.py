@@ -24,13 +24,14 @@ __all__ = ["TimedExecutor", "scaled_corpus", "one_campaign", "PARTS"]
 
 #: The additive parts of a campaign's wall time above the subjects' own time, with what each holds.
 PARTS = (
-    ("case_building", "case building (corpus, plan, corpus.jsonl)"),
+    ("case_building", "case building (the corpus)"),
     ("worker_startup", "worker start-up and close (wall, inside the executor)"),
     ("transfer", "transfer and per-run overhead (pipe, pickling, input building in the worker)"),
     ("run_records", "per-run records inside the executor (digest and NaN/Inf counts of every tensor)"),
     ("compare", "comparator (digests, bit comparison of the repetitions)"),
     ("measuring", "the measure pass (every task judged once, from the arrays still in memory)"),
-    ("writing", "the campaign writing each outcome (runs.jsonl, tasks.jsonl, npz of rep 0), progress"),
+    ("writing", "the plan, corpus.jsonl and campaign.json, then the campaign writing each outcome (runs.jsonl, "
+                "tasks.jsonl, npz of rep 0), progress"),
     ("oracle", "oracle subjects' own time"),
     ("report_writing", "report writing (tables, plots, html)"),
 )
@@ -107,12 +108,15 @@ def scaled_corpus(factor: int, quick: bool = False) -> list[Any]:
 def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: int = 2,
                  report: bool = True, contexts: str = "default", jobs: int = 0) -> dict[str, float]:
     """One report-like campaign (``factor`` x the default corpus, CPU, ``contexts``, ``jobs`` lanes as
-    ``harness report --jobs``) in a temporary directory; its timings, bucketed (:data:`PARTS`). In one lane
+    ``harness report --jobs``) in a temporary directory, through harness report's own path
+    (:func:`harness.execute.driver.run_campaign`: the plan, the campaign and its measure pass), then, with
+    ``report``, the report written from the run in memory; its timings, bucketed (:data:`PARTS`). In one lane
     (``jobs=1``) the buckets are additive: ``total`` = subject + the parts. In several, the subjects', transfer
     and comparator seconds are summed over lanes running at once, so only ``total`` is a wall time."""
     from harness.core.contexts import parse_contexts
     from harness.core.devices import parse_devices
-    from harness.execute.campaign import Campaign, CampaignSettings, plan
+    from harness.execute.campaign import CampaignSettings
+    from harness.execute.driver import run_campaign
     from harness.subjects.registry import get_subject, subjects_for
 
     tmp = tempfile.mkdtemp(prefix="harness-bench-")
@@ -125,36 +129,19 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
 
             fp = Forked(fingerprint).start()
         cases = scaled_corpus(factor, quick)
-        subjects = subjects_for(None)
-        devices = parse_devices("cpu")
-        ctxs = parse_contexts(contexts)
-        tasks = plan(cases, subjects, devices, ctxs)
         settings = CampaignSettings(repeats=repeats, fresh=fresh, quiet=True, jobs=jobs)
-        campaign = Campaign(tmp, settings)
-        campaign.write_inputs(cases, {"subjects": [s.name for s in subjects], "devices": [d.id for d in devices],
-                                      "contexts": [c.name for c in ctxs], "shard": None})
         t_cases = time.perf_counter() - t_start
         executor = TimedExecutor()
         t0 = time.perf_counter()
-        records = campaign.run(tasks, executor=executor)
-        t_campaign = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        measures: list[Any] = []
-        by_id = {c.id: c for c in cases}
-        if report:  # the measure pass as run_campaign runs it (harness report's), before the report
-            from harness.execute.measures import measure_campaign
-            from harness.judge.contracts import load_contracts
-
-            measures = measure_campaign(tmp, load_contracts(None), tasks=records, held=campaign.held,
-                                        cases=by_id)
-            campaign.held.clear()
-        t_measure = time.perf_counter() - t0
+        # harness report's own path: plan, inputs, the campaign, then the measure pass (run.stats["measuring"])
+        run = run_campaign(tmp, cases, subjects_for(None), parse_devices("cpu"), parse_contexts(contexts), settings,
+                           executor=executor)
+        t_measure = float(run.stats["measuring"])
+        t_campaign = time.perf_counter() - t0 - t_measure
         t0 = time.perf_counter()
         if fp is not None:  # the report of the run in memory, as harness report writes it
-            from harness.execute.driver import CampaignRun
             from harness.outputs import tables
 
-            run = CampaignRun(tmp, list(tasks), records, measures, campaign.stats, by_id)
             tables.write_report(run, environment=fp.result())
         t_report = time.perf_counter() - t0
         total = time.perf_counter() - t_start
@@ -164,7 +151,7 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
                 r = json.loads(line)
                 if get_subject(r["subject"]).role == "oracle":
                     oracle += sum(v for k, v in r["timings"].items() if k in ("forward", "backward", "double-backward"))
-        st = campaign.stats
+        st = run.stats
         split = executor.split()
         subject_all = float(st["subject"])
         return {
@@ -175,7 +162,7 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
             "transfer": float(st["transfer_and_overhead"]),
             "run_records": split["run_records"],
             "compare": float(st["compare"]),
-            # the campaign's own time outside the executor: the outcome writing, plus opening the files
+            # the campaign's own time outside the executor: the plan and its inputs, the outcome writing
             "writing": max(t_campaign - split["inside"], 0.0),
             "oracle": oracle,
             "measuring": t_measure,
@@ -184,7 +171,7 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
             "jobs": float(settings.lanes()),
             "worker_startup_summed": float(st.get("worker_startup", 0.0)),
             "runs": float(st["runs"]),
-            "tasks": float(len(tasks)),
+            "tasks": float(len(run.tasks)),
             "cases": float(len(cases)),
             "restarts": float(st.get("restarts", 0.0)),
         }
