@@ -194,3 +194,47 @@ def test_environment_diff_names_what_differs_likeliest_cause_first():
                                      ("env.OMP_NUM_THREADS", "environment variable", "1", "(absent)"),
                                      ("env", "other", "(absent)", "{}")]
     assert E.environment_diff(a, a) == []
+
+
+def test_env_json_records_the_worker_defaults_and_the_users_value_wins(harness, fingerprint):
+    from harness.core.env import WORKER_ENV_DEFAULTS
+
+    assert fingerprint["env"]["OPENBLAS_THREAD_TIMEOUT"] == WORKER_ENV_DEFAULTS["OPENBLAS_THREAD_TIMEOUT"]
+    p = harness("env", "--json", env={"OPENBLAS_THREAD_TIMEOUT": "28"})
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["env"]["OPENBLAS_THREAD_TIMEOUT"] == "28"
+
+
+def test_worker_env_puts_the_defaults_under_the_environment_and_the_overrides(monkeypatch):
+    from harness.core.env import WORKER_ENV_DEFAULTS
+    from harness.execute.worker import worker_env
+
+    monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
+    assert worker_env({})["OPENBLAS_THREAD_TIMEOUT"] == WORKER_ENV_DEFAULTS["OPENBLAS_THREAD_TIMEOUT"]
+    assert worker_env({"OPENBLAS_THREAD_TIMEOUT": "12"})["OPENBLAS_THREAD_TIMEOUT"] == "12"
+    monkeypatch.setenv("OPENBLAS_THREAD_TIMEOUT", "20")
+    assert worker_env({})["OPENBLAS_THREAD_TIMEOUT"] == "20"
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: OpenBLAS runs one thread, nothing to compare")
+def test_openblas_thread_timeout_leaves_the_bits_alone():
+    """The worker default only changes how OpenBLAS's idle threads wait: an NStepLSTM run whose bits depend on
+    the thread count (1 against 2: the control, so the test can fail) has the same digests with OpenBLAS's own
+    spin (2**28 cycles) as with the worker default."""
+    from harness.execute.worker import Worker
+    from harness.generate.corpora import anchor_cases
+
+    case = next(c for c in anchor_cases() if c.family == "lstm" and c.seed == 21)
+    envs = {"default": {}, "spin": {"OPENBLAS_THREAD_TIMEOUT": "28"}, "one thread": {"OPENBLAS_NUM_THREADS": "1"}}
+    digests = {}
+    for label, env in envs.items():
+        w = Worker(env=env).start()
+        try:
+            answer = w.run_answer(case.to_json(), "chainer.NStepLSTM", "cpu", "default", TIMEOUT)
+        finally:
+            w.close()
+        assert answer.result.status == "ok", (label, answer.result.error)
+        digests[label] = {name: meta["digest"] for name, meta in answer.tensors.items()}
+    assert len(digests["default"]) >= 5
+    assert digests["default"] != digests["one thread"], "the case's bits no longer depend on the thread count"
+    assert digests["default"] == digests["spin"]

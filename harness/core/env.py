@@ -20,7 +20,7 @@ from harness.core import compat
 #: The ESPnet module under test (the subjects import it; the fingerprint records whether it imports).
 ESPNET_MODULE = "espnet.nets.chainer_backend.deterministic_embed_id"
 
-__all__ = ["fingerprint", "setup_problems", "flatten_fingerprint", "check_exit", "RESULT_ENV_PATTERNS",
+__all__ = ["WORKER_ENV_DEFAULTS", "fingerprint", "setup_problems", "flatten_fingerprint", "check_exit", "RESULT_ENV_PATTERNS",
            "EnvDifference", "environment_diff", "env_kind", "ENV_KIND_ORDER", "machine_label"]
 
 #: Environment variables that can change numerical results (exact names or prefixes ending in '*').
@@ -29,6 +29,17 @@ RESULT_ENV_PATTERNS: tuple[str, ...] = (
     "CUDA_LAUNCH_BLOCKING", "OPENBLAS_*", "OMP_NUM_THREADS", "OMP_*", "MKL_*", "CHAINER_*",
     "PYTHONHASHSEED", "GOTO_NUM_THREADS", "BLIS_NUM_THREADS",
 )
+
+
+#: What every worker process starts with unless this process's environment sets it (see
+#: :func:`harness.execute.worker.worker_env`; the fingerprint records it as a worker sees it).
+#:
+#: ``OPENBLAS_THREAD_TIMEOUT``: OpenBLAS's idle threads otherwise spin for about 2**28 cycles (a tenth of a
+#: second) after each multithreaded product before they sleep. Beside another lane that spin takes the core
+#: the other lane's subject runs on; alone it burns the idle core. 4 (its minimum) makes them sleep at once.
+#: The number of threads and how a product is split between them do not change, so neither do the bits
+#: (``suites/test_env.py`` checks an NStepLSTM run's digests both ways, where 1 and 2 threads differ).
+WORKER_ENV_DEFAULTS: dict[str, str] = {"OPENBLAS_THREAD_TIMEOUT": "4"}
 
 
 def _version(dist: str) -> str | None:
@@ -50,11 +61,13 @@ def _cpu_model() -> str:
 
 
 def _result_env() -> dict[str, str]:
+    """The result-relevant variables a worker starts with: this process's, and the worker defaults."""
+    env = {**WORKER_ENV_DEFAULTS, **os.environ}
     out = {}
-    for key in sorted(os.environ):
+    for key in sorted(env):
         for pat in RESULT_ENV_PATTERNS:
             if (pat.endswith("*") and key.startswith(pat[:-1])) or key == pat:
-                out[key] = os.environ[key]
+                out[key] = env[key]
                 break
     return out
 
