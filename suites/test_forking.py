@@ -25,7 +25,8 @@ from harness.execute.campaign import CampaignSettings
 from harness.execute.driver import run_campaign
 from harness.execute.measures import measure_campaign
 from harness.judge.contracts import load_contracts
-from harness.outputs.tables import FIGURES, cells_frame, draw_figures
+from harness.outputs import render
+from harness.outputs.tables import FIGURES, cells_frame, draw_figures, start_figures
 from harness.subjects.registry import get_subject
 
 out = sys.argv[1]
@@ -37,11 +38,27 @@ run = run_campaign(out, cases, subjects, [CPU], [get_context("default"), get_con
 res = {"safe": fork_safe(), "threads": threading.active_count()}
 measures = list(run.measures)
 cells = cells_frame(measures)
+# matplotlib not imported here yet: one child draws the three figures
+res["preloaded_before"] = render.preloaded()
 f = Forked(lambda: draw_figures(cells, measures, run.cases)).start()
 res["figures_forked"] = f.pid is not None
+cold = start_figures(cells, measures, run.cases)()
+# imported (and a figure drawn) here: one child per figure, the same bytes
+render.preload()
+res["preloaded_after"] = render.preloaded()
+kids = []
+real_start = Forked.start
+def counting_start(self):
+    started = real_start(self)
+    kids.append(started.pid)
+    return started
+Forked.start = counting_start
+warm = start_figures(cells, measures, run.cases)()
+Forked.start = real_start
+res["warm_children"] = len([k for k in kids if k is not None])
 got, want = f.result(), draw_figures(cells, measures, run.cases)
 res["names"] = [n for n, _ in got]
-res["same_figures"] = [a == b for (_, a), (_, b) in zip(got, want)]
+res["same_figures"] = [a == b == c == d for (_, a), (_, b), (_, c), (_, d) in zip(got, want, cold, warm)]
 res["png"] = [d[:4].hex() for _, d in got]
 contracts = load_contracts(None)
 one = measure_campaign(out, contracts, tasks=run.records, write=False, parts=1)
@@ -81,6 +98,8 @@ def test_forked_work_gives_what_this_process_computes(tmp_path):
     res = _run(tmp_path)
     assert res["safe"] and res["threads"] == 1, res  # the child interpreter runs one thread: it forks
     assert res["figures_forked"]
+    assert res["preloaded_before"] is False and res["preloaded_after"] is True
+    assert res["warm_children"] == 3  # with matplotlib imported here, each figure in its own child
     assert res["names"] == ["verdicts.png", "divergence.png", "error_vs_size.png"]
     assert res["same_figures"] == [True, True, True] and res["png"] == ["89504e47"] * 3
     # the measure pass dealt into three forked slices: the same measures, in the same order, as in one

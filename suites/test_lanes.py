@@ -113,6 +113,30 @@ def test_a_caller_that_stops_early_leaves_no_worker_running():
     assert not any(_pid_alive(p) for p in pids)
 
 
+def test_workers_launched_ahead_are_the_ones_the_run_takes_and_none_is_left_running():
+    settings = CampaignSettings(repeats=1, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=2)
+    tasks = tasks_of(*DETERMINISTIC)
+    pool = LocalPool()
+    pool.launch(tasks, settings)
+    (launched,) = pool._ahead.values()
+    assert len(launched) == 2 and launched[1].fresh is launched[0].fresh  # both lanes, one shared fresh worker
+    fresh_pid = launched[0].fresh[0].proc.pid
+    assert fresh_pid is not None and _pid_alive(fresh_pid)  # started already, before run()
+    outcomes = list(pool.run(tasks, settings))
+    assert [t for t, _ in outcomes] == list(tasks) and all(o.record.status == "ok" for _, o in outcomes)
+    assert {r["pid"] for _, o in outcomes for r in o.runs if r["process"] == "fresh:0"} == {fresh_pid}
+    assert pool.stats["restarts"] == 0 and not pool._ahead
+    # launched, then never run: closed when the run ends at once
+    other = LocalPool()
+    other.launch(tasks, settings)
+    pid = next(iter(other._ahead.values()))[0].fresh[0].proc.pid
+    assert list(other.run([], settings)) == [] and not other._ahead
+    deadline = time.monotonic() + 30  # a bound on waiting, not an assertion on time: the check is below
+    while _pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _pid_alive(pid)
+
+
 def test_only_the_first_lane_takes_gpu_tasks():
     tasks = tasks_of("control.deterministic")
     settings = CampaignSettings(repeats=1, fresh=0, quiet=True, jobs=2)

@@ -525,43 +525,60 @@ class LocalPool:
 
     def __init__(self) -> None:
         self.stats: dict[str, float] = {"worker_startup": 0.0, "restarts": 0}
+        #: worker sets launched ahead of their group (:meth:`launch`, and the next group while one runs)
+        self._ahead: dict[tuple[Any, ...], list[WorkerSet]] = {}
 
-    def run(self, tasks: Sequence[Task], settings: CampaignSettings) -> Iterator[tuple[Task, TaskOutcome]]:
+    @staticmethod
+    def _groups(tasks: Sequence[Task]) -> list[list[Task]]:
         by_group: dict[tuple[Any, ...], list[Task]] = {}
         for t in tasks:
             by_group.setdefault(group_key(t), []).append(t)
-        groups = list(by_group.values())
-        ahead: dict[int, list[WorkerSet]] = {}
+        return list(by_group.values())
 
-        def needs_workers(i: int) -> bool:
-            return any(parse_device(t.device).available for t in groups[i])
+    @staticmethod
+    def _needs_workers(group: Sequence[Task]) -> bool:
+        return any(parse_device(t.device).available for t in group)
 
-        def lanes(i: int) -> int:
-            ctx = get_context(groups[i][0].context)
-            if ctx.contention:
-                return 1
+    @staticmethod
+    def _worker_sets(group: Sequence[Task], settings: CampaignSettings) -> list[WorkerSet]:
+        ctx = get_context(group[0].context)
+        if ctx.contention:
+            lanes = 1
+        else:
             # Each lane starts its own workers (K of them new interpreters): by default a lane needs enough
             # tasks to pay for them; an explicit ``jobs`` is taken as given.
-            most = len(groups[i]) if settings.jobs else -(-len(groups[i]) // MIN_TASKS_PER_LANE)
-            return max(1, min(settings.lanes(), most))
+            most = len(group) if settings.jobs else -(-len(group) // MIN_TASKS_PER_LANE)
+            lanes = max(1, min(settings.lanes(), most))
+        first = WorkerSet(ctx, settings)
+        return [first] + [WorkerSet(ctx, settings, shared=first) for _ in range(lanes - 1)]
 
-        def worker_sets(i: int) -> list[WorkerSet]:
-            ctx = get_context(groups[i][0].context)
-            first = WorkerSet(ctx, settings)
-            return [first] + [WorkerSet(ctx, settings, shared=first) for _ in range(lanes(i) - 1)]
+    def _launch_ahead(self, group: Sequence[Task], settings: CampaignSettings) -> None:
+        key = group_key(group[0])
+        if key not in self._ahead and self._needs_workers(group):
+            self._ahead[key] = [ws.launch() for ws in self._worker_sets(group, settings)]
 
+    def launch(self, tasks: Sequence[Task], settings: CampaignSettings) -> None:
+        """Start the first group's processes without waiting for them (:meth:`WorkerSet.launch`): they import
+        Chainer while the caller does other work before :meth:`run` (with the same tasks) takes them."""
+        groups = self._groups(tasks)
+        if groups:
+            self._launch_ahead(groups[0], settings)
+
+    def run(self, tasks: Sequence[Task], settings: CampaignSettings) -> Iterator[tuple[Task, TaskOutcome]]:
+        groups = self._groups(tasks)
         try:
-            for i in range(len(groups)):
-                sets = ahead.pop(i, None) or worker_sets(i)
-                if i + 1 < len(groups) and needs_workers(i + 1):
+            for i, group in enumerate(groups):
+                sets = self._ahead.pop(group_key(group[0]), None) or self._worker_sets(group, settings)
+                if i + 1 < len(groups):
                     # The next environment's processes import Chainer while this group runs: its start-up is
                     # hidden behind this group's tasks rather than added after them.
-                    ahead[i + 1] = [ws.launch() for ws in worker_sets(i + 1)]
-                yield from self._run_group(groups[i], sets, needs_workers(i), settings)
+                    self._launch_ahead(groups[i + 1], settings)
+                yield from self._run_group(group, sets, self._needs_workers(group), settings)
         finally:
-            for sets in ahead.values():  # launched for a group that never ran (the caller stopped early)
+            for sets in self._ahead.values():  # launched for a group that never ran (the caller stopped early)
                 for ws in sets:
                     ws.close()
+            self._ahead.clear()
 
     def _run_group(self, ctx_tasks: list[Task], sets: list[WorkerSet], needs_workers: bool,
                    settings: CampaignSettings) -> Iterator[tuple[Task, TaskOutcome]]:

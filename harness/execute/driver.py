@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from harness.core.cases import Case
 from harness.core.contexts import Context
@@ -37,12 +37,15 @@ class CampaignRun:
 def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subject], devices: Sequence[Device],
                  contexts: Sequence[Context], settings: CampaignSettings, *, meta: Mapping[str, Any] | None = None,
                  contracts: Any = None, resume: bool = False, executor: Any = None,
-                 oracle_contexts: tuple[str, ...] = ("default",), relations: Sequence[Any] = ()) -> CampaignRun:
+                 oracle_contexts: tuple[str, ...] = ("default",), relations: Sequence[Any] = (),
+                 while_starting: Callable[[], None] | None = None) -> CampaignRun:
     """Plan every applicable task, run those not finished yet into ``directory`` (writing ``corpus.jsonl`` and
     ``campaign.json`` first unless ``resume``), then measure them all under ``contracts`` (the shipped
     contracts file when None) into ``measures.jsonl``. ``executor`` runs the tasks (default: the local pool).
     ``relations`` (:class:`~harness.execute.relations.Relation`) add each case's members to the corpus (once:
-    a resumed corpus already holds them); they run in the default context."""
+    a resumed corpus already holds them); they run in the default context. ``while_starting``: the caller's
+    own work (a report imports its plotting library), done once the first workers are launched and while
+    they import Chainer, before the runs wait for them."""
     if contracts is None:
         from harness.judge.contracts import load_contracts
 
@@ -58,6 +61,15 @@ def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subje
         campaign.write_inputs(cases, {"subjects": [s.name for s in subjects], "devices": [d.id for d in devices],
                                       "contexts": [c.name for c in contexts], "contracts": str(contracts.path),
                                       "relations": [r.name for r in relations], **dict(meta or {})})
+    if while_starting is not None:
+        if executor is None:
+            from harness.execute.campaign import LocalPool
+
+            executor = LocalPool()
+        launch = getattr(executor, "launch", None)  # a cluster's executor starts its workers elsewhere
+        if launch is not None:
+            launch(tasks, settings)
+        while_starting()
     records = campaign.run(tasks, executor=executor)
     t0 = time.perf_counter()
     by_id = {c.id: c for c in cases}

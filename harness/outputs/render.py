@@ -17,6 +17,7 @@ import math
 import os
 import re
 import shutil
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
@@ -528,6 +529,26 @@ def terminal_matrix(cells: pd.DataFrame, width: int = 100) -> str:
 
 
 # ---------------------------------------------------------------------------------------------- figures
+
+
+def preload() -> None:
+    """Import what the figures need (matplotlib's figure and Agg canvas: a third of a second) and draw one small
+    figure to PNG (fonts, a log axis), so that children forked from this process afterwards draw at once
+    (:func:`harness.outputs.tables.start_figures`). A failure here is left to the drawing, which reports it."""
+    try:
+        fig = _figure(1.0, 1.0)
+        ax = fig.add_subplot(1, 1, 1)
+        ax.set_yscale("log")
+        ax.plot([1.0, 10.0], [1.0, 100.0])
+        ax.set_title("preload")
+        _png(fig)
+    except Exception:  # noqa: BLE001 - drawn again where it counts, and failing there with its reason
+        pass
+
+
+def preloaded() -> bool:
+    """Whether this process has imported the figures' plotting library (:func:`preload`)."""
+    return "matplotlib.backends.backend_agg" in sys.modules
 
 
 def _figure(width: float, height: float) -> Any:

@@ -274,8 +274,11 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         # the environment's fingerprint imports Chainer (half a second): in a forked child, while workers start
         fp = None if target.environment else Forked(fingerprint).start()
         t0 = time.perf_counter()
+        from harness.outputs.render import preload
+
+        # matplotlib is imported (for the figures' children) while the first workers import Chainer
         run = run_campaign(where, cases, subjects, devices, contexts, settings, executor=target.executor,
-                           relations=relations,
+                           relations=relations, while_starting=preload,
                            meta={"shard": getattr(args, "shard", None), "profile": getattr(args, "profile", "ci"),
                                  **({"cluster": target.cluster}
                                                                            if target.cluster else {})},

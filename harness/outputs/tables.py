@@ -23,7 +23,7 @@ import importlib.util
 import io
 import json
 import os
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -499,9 +499,9 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
 
     campaign_dir, measures = run.directory, list(run.measures)
     cells = cells_frame(measures)
-    # The figures (about a second of matplotlib) are drawn in a forked child while this process builds the
+    # The figures (about a second of matplotlib) are drawn in forked children while this process builds the
     # tables (the same bytes as drawn here).
-    drawing = Forked(lambda: draw_figures(cells, measures, run.cases)).start()
+    drawing = start_figures(cells, measures, run.cases)
     results = results_frame(run)
     summary = summary_frame(results)
     findings = findings_frame(found)
@@ -526,7 +526,7 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
 
     if meanwhile is not None:
         meanwhile()
-    figures = drawing.result()
+    figures = drawing()
     for name, data in figures:
         put(name, data)
     files = sorted({*render.run_files(campaign_dir), "summary.html", "summary.md"})
@@ -545,14 +545,34 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
 FIGURES = ("verdicts.png", "divergence.png", "error_vs_size.png")
 
 
+def _figure_jobs(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case]
+                 ) -> list[tuple[str, Callable[[], bytes]]]:
+    from harness.outputs import render
+
+    return [(FIGURES[0], lambda: render.plot_matrix(cells)),
+            (FIGURES[1], lambda: render.plot_divergence(divergence_frame(measures), cells)),
+            (FIGURES[2], lambda: render.plot_error_ratio(oracle_errors_frame(measures, cases)))]
+
+
 def draw_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case]
                  ) -> list[tuple[str, bytes]]:
     """The report's three figures, as ``(file name, PNG bytes)``."""
+    return [(name, draw()) for name, draw in _figure_jobs(cells, measures, cases)]
+
+
+def start_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case]
+                  ) -> Callable[[], list[tuple[str, bytes]]]:
+    """:func:`draw_figures` started in forked children (:class:`~harness.core.forking.Forked`); the returned
+    callable waits for them. One child per figure where this process has imported matplotlib already
+    (:func:`harness.outputs.render.preload`): they draw at once, side by side. Otherwise one child for all
+    three: each child would import matplotlib again."""
     from harness.outputs import render
 
-    return [(FIGURES[0], render.plot_matrix(cells)),
-            (FIGURES[1], render.plot_divergence(divergence_frame(measures), cells)),
-            (FIGURES[2], render.plot_error_ratio(oracle_errors_frame(measures, cases)))]
+    if not render.preloaded():
+        child = Forked(lambda: draw_figures(cells, measures, cases)).start()
+        return child.result
+    children = [(name, Forked(draw).start()) for name, draw in _figure_jobs(cells, measures, cases)]
+    return lambda: [(name, child.result()) for name, child in children]
 
 
 def _gzip_csv(df: pd.DataFrame) -> bytes:
