@@ -20,6 +20,7 @@ announced (by the subject's declaration or Chainer's ``warn_nondeterministic`` w
 from __future__ import annotations
 
 import importlib.util
+import contextlib
 import io
 import json
 import os
@@ -571,7 +572,20 @@ def start_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mappi
     if not render.preloaded():
         child = Forked(lambda: draw_figures(cells, measures, cases)).start()
         return child.result
-    children = [(name, Forked(draw).start()) for name, draw in _figure_jobs(cells, measures, cases)]
+    here = os.getpid()
+
+    def behind(draw: Callable[[], bytes]) -> Callable[[], bytes]:
+        def run() -> bytes:
+            # A child runs below this process's priority: the tables and the directory's tidying here are the
+            # longer path at a report's size; the children take the cores that leaves (all, once it waits).
+            # (Drawn here instead, where a fork was not possible: this process keeps its priority.)
+            if os.getpid() != here:
+                with contextlib.suppress(OSError):
+                    os.nice(10)
+            return draw()
+        return run
+
+    children = [(name, Forked(behind(draw)).start()) for name, draw in _figure_jobs(cells, measures, cases)]
     return lambda: [(name, child.result()) for name, child in children]
 
 
