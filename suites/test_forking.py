@@ -75,12 +75,21 @@ def dies_in_child():
     return "here"
 res["died"] = Forked(dies_in_child).start().result()
 res["map"] = map_forked(lambda p: (p, os.getpid() != parent), [0, 1, 2])
+# the figure children run below this process's priority; a figure drawn here (no fork) leaves it alone
+import harness.outputs.tables as tables_module
+real_jobs = tables_module._figure_jobs
+tables_module._figure_jobs = lambda c, m, k: [(n, lambda: str(os.nice(0)).encode()) for n in FIGURES]
+res["own_nice"] = os.nice(0)
+res["child_nice"] = [int(b) for _, b in start_figures(cells, measures, run.cases)()]
 # another thread running: nothing forks
 ev = threading.Event()
 t = threading.Thread(target=ev.wait); t.start()
 res["safe_with_thread"] = fork_safe()
 res["map_with_thread"] = map_forked(lambda p: (p, os.getpid() != parent), [0, 1])
+res["here_nice"] = [int(b) for _, b in start_figures(cells, measures, run.cases)()]
+res["own_nice_after"] = os.nice(0)
 ev.set(); t.join()
+tables_module._figure_jobs = real_jobs
 print(json.dumps(res))
 """
 
@@ -108,4 +117,7 @@ def test_forked_work_gives_what_this_process_computes(tmp_path):
     assert res["died"] == "here"
     assert res["map"] == [[0, False], [1, True], [2, True]]
     assert res["safe_with_thread"] is False
+    lowered = min(res["own_nice"] + 10, 19)
+    assert res["child_nice"] == [lowered] * 3, res  # each figure child below this process
+    assert res["here_nice"] == [res["own_nice"]] * 3 and res["own_nice_after"] == res["own_nice"]
     assert res["map_with_thread"] == [[0, False], [1, False]]
