@@ -191,3 +191,29 @@ def test_make_times_read_from_reports_dir(tmp_path, monkeypatch: pytest.MonkeyPa
     assert test.numerator_value == pytest.approx(95.5)
     monkeypatch.setenv("HARNESS_MAKE_TEST_SECONDS", "12")
     assert make_times.bench_make_times(str(tmp_path))[0][1].numerator_value == pytest.approx(12.0)
+
+
+def test_scaling_keeps_the_round_of_median_wall_at_the_targets_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the sizes the targets name, the scaling section runs ROUNDS rounds and keeps the round of median wall
+    (its note lists them all); other sizes run once. The rounds here are canned: the choice is what is tested."""
+    walls = {1: [9.0, 5.0, 7.0], 4: [30.0, 20.0, 25.0], 16: [80.0]}
+    calls: list[tuple[int, int]] = []
+
+    def fake_round(factor, quick, repeats, fresh, fresh_interpreter=True, report=True, jobs=0):
+        calls.append((factor, jobs))
+        total = walls[factor][sum(1 for f, j in calls if f == factor and j == 0) - 1] if jobs == 0 else 4.0 * factor
+        point = {k: 0.1 for k, _ in driver.PARTS}
+        point.update(total=total, subject=5.0 * factor if jobs == 0 else 4.0 * factor, oracle=0.1, tasks=100.0 * factor,
+                     runs=500.0 * factor, cases=10.0 * factor, campaign=total - 1.0, jobs=2.0 if jobs == 0 else 1.0)
+        return point
+
+    monkeypatch.setattr(scaling, "campaign_round", fake_round)
+    rows, raw = scaling.bench_scaling("quick", factors=(1, 4, 16), quiet=True)
+    assert [c for c in calls if c[1] == 0] == [(1, 0)] * 3 + [(4, 0)] * 3 + [(16, 0)]
+    assert [c for c in calls if c[1] == 1] == [(1, 1), (4, 1)]  # one lane: the denominator, once per target size
+    totals = {p["factor"]: p["total"] for p in raw["points"]}
+    assert totals == {1: 7.0, 4: 25.0, 16: 80.0}
+    ratio_rows = {r.item: r for r in rows if r.item.endswith("overhead ratio")}
+    assert ratio_rows["4x: overhead ratio"].ratio == pytest.approx(25.0 / 16.0)
+    assert ratio_rows["4x: overhead ratio"].rounds == 3 and ratio_rows["16x: overhead ratio"].rounds == 1
+    assert "median of 30.00, 20.00, 25.00 s" in ratio_rows["4x: overhead ratio"].note
