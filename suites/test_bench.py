@@ -217,3 +217,12 @@ def test_scaling_keeps_the_round_of_median_wall_at_the_targets_sizes(monkeypatch
     assert ratio_rows["4x: overhead ratio"].ratio == pytest.approx(25.0 / 16.0)
     assert ratio_rows["4x: overhead ratio"].rounds == 3 and ratio_rows["16x: overhead ratio"].rounds == 1
     assert "median of 30.00, 20.00, 25.00 s" in ratio_rows["4x: overhead ratio"].note
+
+
+def test_the_bench_says_when_no_bytecode_cache_can_be_kept() -> None:
+    from tools.bench.common import bytecode_note
+
+    assert bytecode_note({"PYTHONDONTWRITEBYTECODE": "1"}).startswith("not kept")
+    assert bytecode_note({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/x"}) == "kept"
+    assert bytecode_note({"PYTHONDONTWRITEBYTECODE": ""}) == "kept"  # what the Makefile exports
+    assert bytecode_note({}) == "kept"

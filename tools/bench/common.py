@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 __all__ = ["Row", "COLUMNS", "NO_RATIO_STATUSES", "PROJECT_ROOT", "GIB", "MIB", "KIB", "ratio", "median",
            "timed", "fmt_bytes", "slope", "linear_fit", "atomic_write", "figure", "save_fig", "log",
-           "machine_info", "machine_line"]
+           "machine_info", "machine_line", "bytecode_note"]
 
 #: The checkout root (the folder holding ``harness/`` and ``tools/``).
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -151,8 +151,20 @@ def machine_info() -> dict[str, Any]:
         "numpy": fp["packages"].get("numpy"), "chainer": fp["packages"].get("chainer"),
         "espnet": fp["packages"].get("espnet"), "python": fp["python"],
         "gpu": fp["gpu"].get("reason"), "gpu_available": bool(fp["gpu"].get("available")),
-        "fingerprint": fp,
+        "bytecode": bytecode_note(), "fingerprint": fp,
     }
+
+
+def bytecode_note(environ: Any = None) -> str:
+    """Whether this run's processes can keep Python's bytecode caches. Where the environment sets
+    ``PYTHONDONTWRITEBYTECODE`` and no ``PYTHONPYCACHEPREFIX``, none is ever written: every process the bench
+    starts (each round's interpreter, each worker) compiles the harness from source, and that lands in every
+    overhead figure (`make bench` keeps the caches under the venv)."""
+    env = os.environ if environ is None else environ
+    if env.get("PYTHONDONTWRITEBYTECODE") and not env.get("PYTHONPYCACHEPREFIX"):
+        return ("not kept: PYTHONDONTWRITEBYTECODE is set and PYTHONPYCACHEPREFIX is not, so every process "
+                "compiles the harness from source (run `make bench`)")
+    return "kept"
 
 
 def machine_line(m: dict[str, Any]) -> str:

@@ -109,6 +109,8 @@ def run_bench(out_dir: str | None = None, level: str = "full", quiet: bool = Fal
     machine = machine_info()
     mline = machine_line(machine)
     log(f"{level} bench into {out_dir} on {mline}", quiet)
+    if machine["bytecode"] != "kept":
+        log(f"bytecode caches {machine['bytecode']}", quiet)
     rows: list[Row] = []
     raw: dict[str, Any] = {}
     walls: dict[str, float] = {}
@@ -133,7 +135,8 @@ def run_bench(out_dir: str | None = None, level: str = "full", quiet: bool = Fal
           "`skipped`, `context` or `not measured` carry no ratio.", "",
           pd.DataFrame([{"cpu": machine["cpu_model"], "cores": machine["cores"], "blas": machine["blas"],
                          "python": machine["python"], "numpy": machine["numpy"], "chainer": machine["chainer"],
-                         "espnet": machine["espnet"], "gpu": machine["gpu"]}]).to_markdown(index=False), "",
+                         "espnet": machine["espnet"], "gpu": machine["gpu"],
+                         "bytecode caches": machine["bytecode"]}]).to_markdown(index=False), "",
           f"Bench wall time: {wall:.1f} s ({', '.join(f'{k} {v:.1f} s' for k, v in walls.items())}).", ""]
     for sec in sections:
         sub = frame[frame["section"] == sec]
