@@ -137,6 +137,28 @@ def test_workers_launched_ahead_are_the_ones_the_run_takes_and_none_is_left_runn
     assert not _pid_alive(pid)
 
 
+def test_work_interrupted_while_the_workers_start_leaves_none_running(tmp_path):
+    from harness.execute.driver import run_campaign
+
+    settings = CampaignSettings(repeats=1, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=2)
+    pool = LocalPool()
+    seen = []
+
+    def interrupted() -> None:
+        (sets,) = pool._ahead.values()  # launched before this is called
+        seen.append(sets[0].fresh[0].proc.pid)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_campaign(str(tmp_path), CASES, [get_subject("control.deterministic")], [CPU], [get_context("default")],
+                     settings, executor=pool, while_starting=interrupted)
+    assert len(seen) == 1 and not pool._ahead
+    deadline = time.monotonic() + 30  # a bound on waiting, not an assertion on time: the check is below
+    while _pid_alive(seen[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _pid_alive(seen[0])
+
+
 def test_only_the_first_lane_takes_gpu_tasks():
     tasks = tasks_of("control.deterministic")
     settings = CampaignSettings(repeats=1, fresh=0, quiet=True, jobs=2)

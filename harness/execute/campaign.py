@@ -564,6 +564,13 @@ class LocalPool:
         if groups:
             self._launch_ahead(groups[0], settings)
 
+    def discard(self) -> None:
+        """Close the processes :meth:`launch` started that no :meth:`run` took (the caller gave up before)."""
+        for sets in self._ahead.values():
+            for ws in sets:
+                ws.close()
+        self._ahead.clear()
+
     def run(self, tasks: Sequence[Task], settings: CampaignSettings) -> Iterator[tuple[Task, TaskOutcome]]:
         groups = self._groups(tasks)
         try:
@@ -575,10 +582,7 @@ class LocalPool:
                     self._launch_ahead(groups[i + 1], settings)
                 yield from self._run_group(group, sets, self._needs_workers(group), settings)
         finally:
-            for sets in self._ahead.values():  # launched for a group that never ran (the caller stopped early)
-                for ws in sets:
-                    ws.close()
-            self._ahead.clear()
+            self.discard()  # launched for a group that never ran (the caller stopped early)
 
     def _run_group(self, ctx_tasks: list[Task], sets: list[WorkerSet], needs_workers: bool,
                    settings: CampaignSettings) -> Iterator[tuple[Task, TaskOutcome]]:

@@ -69,7 +69,13 @@ def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subje
         launch = getattr(executor, "launch", None)  # a cluster's executor starts its workers elsewhere
         if launch is not None:
             launch(tasks, settings)
-        while_starting()
+        try:
+            while_starting()
+        except BaseException:  # interrupted before the runs: the launched processes go now, not at exit
+            discard = getattr(executor, "discard", None)
+            if discard is not None:
+                discard()
+            raise
     records = campaign.run(tasks, executor=executor)
     t0 = time.perf_counter()
     by_id = {c.id: c for c in cases}

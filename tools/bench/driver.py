@@ -59,6 +59,12 @@ class TimedExecutor:
         if launch is not None:
             launch(tasks, settings)
 
+    def discard(self) -> None:
+        """The wrapped executor's :meth:`~harness.execute.campaign.LocalPool.discard`."""
+        discard = getattr(self.inner, "discard", None)
+        if discard is not None:
+            discard()
+
     def run(self, tasks: Sequence[Any], settings: Any) -> Iterator[tuple[Any, Any]]:
         from harness.execute.campaign import group_key
 
