@@ -20,8 +20,8 @@ from harness.core import compat
 #: The ESPnet module under test (the subjects import it; the fingerprint records whether it imports).
 ESPNET_MODULE = "espnet.nets.chainer_backend.deterministic_embed_id"
 
-__all__ = ["WORKER_ENV_DEFAULTS", "fingerprint", "setup_problems", "flatten_fingerprint", "check_exit", "RESULT_ENV_PATTERNS",
-           "EnvDifference", "environment_diff", "env_kind", "ENV_KIND_ORDER", "machine_label"]
+__all__ = ["WORKER_ENV_DEFAULTS", "fingerprint", "setup_problems", "flatten_fingerprint", "check_exit",
+           "RESULT_ENV_PATTERNS", "EnvDifference", "environment_diff", "env_kind", "ENV_KIND_ORDER", "machine_label"]
 
 #: Environment variables that can change numerical results (exact names or prefixes ending in '*').
 RESULT_ENV_PATTERNS: tuple[str, ...] = (

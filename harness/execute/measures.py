@@ -183,7 +183,14 @@ def _not_judged(records: Any, cases: Mapping[str, Case], contracts: Contracts, m
         if rel is not None:
             related.setdefault(rel["base"], set()).add(rel["name"])
     out: list[Measure] = []
-    has_members: dict[tuple[str, str], bool] = {}  # every subject of a case asks: its members are built once
+    made: dict[tuple[str, str], bool] = {}
+
+    def makes_members(case: Case, r: str) -> bool:
+        # every subject of a case asks: the case's members are built once per relation
+        if (case.id, r) not in made:
+            made[(case.id, r)] = bool(members(case, [RELATIONS[r]]))
+        return made[(case.id, r)]
+
     for rec in records:
         role, oracle_name = _role_and_oracle(rec.subject)
         case = cases.get(rec.case_id)
@@ -196,9 +203,7 @@ def _not_judged(records: Any, cases: Mapping[str, Case], contracts: Contracts, m
         possible: set[str] = set()
         if rec.context == "default" and relation_of(case) is None and not bad:
             for r in getattr(contract, "invariant_under", ()) or ():
-                if r in RELATIONS and r not in related.get(case.id, set()) and (case.id, r) not in has_members:
-                    has_members[(case.id, r)] = bool(members(case, [RELATIONS[r]]))
-                if r in related.get(case.id, set()) or has_members.get((case.id, r), False):
+                if r in related.get(case.id, set()) or (r in RELATIONS and makes_members(case, r)):
                     possible.add(r)
         out += missing_measures(rec, contract, taken.get((rec.case_id, rec.subject, rec.device, rec.context), []),
                                 role=role, bad=bad, oracle=oracle_name, oracle_takes_case=takes,

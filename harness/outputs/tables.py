@@ -19,8 +19,8 @@ announced (by the subject's declaration or Chainer's ``warn_nondeterministic`` w
 
 from __future__ import annotations
 
-import importlib.util
 import contextlib
+import importlib.util
 import io
 import json
 import os

@@ -62,8 +62,8 @@ def bench_scaling(level: str = "full", factors: Sequence[int] | None = None, qui
                   ) -> tuple[list[Row], dict[str, Any]]:
     """The rows: per size, time per task and the overhead ratio; then the linearity fit. ``level``: ``full``
     (the default corpus, R=5 + 2 fresh, each size in a fresh interpreter, :data:`ROUNDS` rounds at the sizes
-    of :data:`ALONE`), ``quick`` (3 anchor cases per copy) or ``smoke`` (3 anchors, sizes 1x and 2x, R=1 + 0 fresh, in this process, no report writing:
-    the overhead section measures that)."""
+    of :data:`ALONE`), ``quick`` (3 anchor cases per copy) or ``smoke`` (3 anchors, sizes 1x and 2x, R=1 + 0
+    fresh, one round each, in this process, no report writing: the overhead section measures that)."""
     smoke = level == "smoke"
     quick = level != "full"
     factors = tuple(factors or ((1, 2) if smoke else FACTORS))
