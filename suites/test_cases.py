@@ -339,3 +339,58 @@ def test_a_case_the_harness_wrote_reads_back_the_same_without_the_schema_check()
     for c in cases:
         back = Case.from_own_json(c.to_json())
         assert back == c and back.id == c.id and back.to_json() == c.to_json(), c.id
+
+
+def test_a_case_of_its_own_json_skips_only_the_schema(monkeypatch):
+    """``from_own_json`` checks no schema (a worker parses every case it runs: the schema was half of it), but
+    the case's own rules still hold; text from anywhere else is checked whole."""
+    from harness.core import schemas
+
+    asked = []
+    real = schemas.check
+    monkeypatch.setattr(schemas, "check", lambda data, schema: asked.append(schema) or real(data, schema))
+    own = Case.from_json(_variant(_L18))
+    assert len(asked) >= 1  # from_json: checked (from_dict, then the constructor)
+    asked.clear()
+    assert Case.from_own_json(own.to_json()) == own
+    assert asked == []
+    with pytest.raises(CaseError, match=r"lengths=\[2, 0\] must hold ints >= 1"):
+        Case.from_own_json(_variant(_L18, lengths=[2, 0]))
+    assert asked == []
+    with pytest.raises(CaseError):
+        Case.from_json(_variant(_L18, lengths=[2, 0]))
+    assert asked
+
+
+def test_built_arrays_are_kept_for_a_whole_corpus_by_bytes_and_handed_out_as_copies(monkeypatch):
+    """A worker meets each case once per subject, subject after subject: the default corpus's arrays are all
+    kept (each built once over two passes), a subject writing into its inputs changes nothing, and the bound
+    is bytes (the newest case always kept)."""
+    from harness.core import cases as cases_mod
+    from harness.generate.corpora import default_corpus
+
+    corpus = default_corpus()  # (building a corpus builds some arrays itself)
+    built = []
+    real = cases_mod._build_arrays
+    monkeypatch.setattr(cases_mod, "_build_arrays", lambda c: built.append(c.id) or real(c))
+    monkeypatch.setattr(cases_mod, "_BUILT", cases_mod.OrderedDict())
+    first = [build_arrays(c) for c in corpus]
+    again = [build_arrays(c) for c in corpus]
+    assert sorted(built) == sorted(c.id for c in corpus)  # once each
+    for a, b in zip(first, again):
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
+    x = build_arrays(corpus[0])
+    name = next(iter(x))
+    x[name][...] = 0
+    assert np.array_equal(build_arrays(corpus[0])[name], first[0][name], equal_nan=True)
+
+    biggest = max(sum(a.nbytes for a in arrays.values()) for arrays in first)
+    monkeypatch.setattr(cases_mod, "BUILT_BYTES", biggest)
+    monkeypatch.setattr(cases_mod, "_BUILT", cases_mod.OrderedDict())
+    built.clear()
+    for c in corpus:
+        build_arrays(c)
+        held = sum(a.nbytes for arrays in cases_mod._BUILT.values() for a in arrays.values())
+        assert held <= biggest or len(cases_mod._BUILT) == 1
+        assert next(reversed(cases_mod._BUILT)) == c.id
+    assert len(built) == len(corpus) and len(cases_mod._BUILT) < len(corpus)

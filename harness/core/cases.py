@@ -23,7 +23,8 @@ import hashlib
 import json
 import os
 import zlib
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from dataclasses import InitVar, dataclass, field
 from types import MappingProxyType
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -128,15 +129,17 @@ class Case:
     expect: Mapping[str, Any] | None = None
     #: Free-form tags (the kinds a strategy chose); informative, part of the id.
     tags: tuple[str, ...] = ()
+    #: False only where the schema was checked already (:meth:`from_own_json`); the case's own rules still are.
+    schema: InitVar[bool] = True
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, schema: bool) -> None:
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise InvalidArgument(f"seed={self.seed!r} must be a non-negative int")
         object.__setattr__(self, "spec", _freeze(dict(self.spec)))
         object.__setattr__(self, "arrays", _freeze(dict(self.arrays)))
         object.__setattr__(self, "expect", None if self.expect is None else _freeze(dict(self.expect)))
         object.__setattr__(self, "tags", tuple(sorted(set(self.tags))))
-        _validate(self)
+        _validate(self, schema)
 
     # ---- serialisation ---------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -173,7 +176,7 @@ class Case:
             raise CaseError(problem)
         try:
             case = cls(family=d["family"], seed=d["seed"], spec=d["spec"], arrays=d.get("arrays", {}),
-                       expect=d.get("expect"), tags=tuple(d.get("tags", ())))
+                       expect=d.get("expect"), tags=tuple(d.get("tags", ())), schema=schema)
         except InvalidArgument as exc:  # one error type for "this case text is bad"
             raise CaseError(str(exc)) from exc
         if "id" in d and d["id"] != case.id:
@@ -226,11 +229,11 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300]
 
 
-def _validate(case: "Case") -> None:
+def _validate(case: "Case", schema: bool = True) -> None:
     """The whole case checked against :data:`harness.core.schemas.CASE` (its spec against the family's keys in
-    :data:`harness.core.schemas.SPEC_FIELDS`: every key known, typed and in range), then the rules that depend
-    on whether the case is a bad input."""
-    problem = schemas.check(case.to_dict(), schemas.CASE)
+    :data:`harness.core.schemas.SPEC_FIELDS`: every key known, typed and in range; unless ``schema`` is false),
+    then the rules that depend on whether the case is a bad input."""
+    problem = schemas.check(case.to_dict(), schemas.CASE) if schema else None
     if problem is not None:
         raise InvalidArgument(problem)
     _validate_spec(case.family, case.spec, bad=case.expect is not None)
@@ -455,24 +458,34 @@ def check_case_family(case: Case, family: str, subject: str) -> None:
         raise CaseError(f"case {case.id} is a {case.family} case; subject={subject!r} takes {family} cases")
 
 
-_BUILT: dict[str, dict[str, np.ndarray]] = {}
+#: Built arrays kept per process, most recently used last, up to :data:`BUILT_BYTES` (the newest always).
+_BUILT: "OrderedDict[str, dict[str, np.ndarray]]" = OrderedDict()
+
+#: Bytes of built arrays a process keeps. A campaign runs a case once per subject, subject after subject, so a
+#: worker meets each case again only after every other case of its corpus: the whole default corpus is a few
+#: MiB, and with eight cases kept (the old bound) nearly every task rebuilt its arrays in each worker.
+BUILT_BYTES = 64 << 20
 
 
 def build_arrays(case: Case, max_bytes: int | None = None) -> dict[str, np.ndarray]:
     """Every input array of ``case``, rebuilt bit-identically on any machine (host NumPy arrays).
 
-    The last few cases' arrays are kept, so the repetitions of a case pay for the random draws
-    once; each call returns fresh copies, so a subject that writes into its inputs changes nothing.
-    A case whose estimate (:func:`estimate_case_bytes`) exceeds ``max_bytes`` (default
+    The arrays of recent cases are kept (up to :data:`BUILT_BYTES`), so the runs of a case pay for the random
+    draws once per process; each call returns fresh copies, so a subject that writes into its inputs changes
+    nothing. A case whose estimate (:func:`estimate_case_bytes`) exceeds ``max_bytes`` (default
     :func:`max_case_bytes_default`) is refused with a :class:`CaseError` before anything is allocated.
     """
     key = case.id
-    if key not in _BUILT:
+    built = _BUILT.get(key)
+    if built is None:
         check_case_size(case, max_bytes)
-        if len(_BUILT) >= 8:
-            _BUILT.pop(next(iter(_BUILT)))
-        _BUILT[key] = _build_arrays(case)
-    return {k: v.copy() for k, v in _BUILT[key].items()}
+        built = _BUILT[key] = _build_arrays(case)
+        held = sum(a.nbytes for arrays in _BUILT.values() for a in arrays.values())
+        while len(_BUILT) > 1 and held > BUILT_BYTES:
+            held -= sum(a.nbytes for a in _BUILT.popitem(last=False)[1].values())
+    else:
+        _BUILT.move_to_end(key)
+    return {k: v.copy() for k, v in built.items()}
 
 
 def _build_arrays(case: Case) -> dict[str, np.ndarray]:
