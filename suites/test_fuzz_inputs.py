@@ -133,9 +133,9 @@ def audit_texts(draw):
                 node[path[-1]] = draw(json_values)
         except (KeyError, IndexError, TypeError):
             pass  # an earlier mutation removed the path
-    if draw(st.booleans()):
-        d["entries"].append(json.loads(json.dumps(d["entries"][0])) if d.get("entries") and
-                            isinstance(d["entries"], list) else {})
+    entries = d.get("entries")
+    if draw(st.booleans()) and isinstance(entries, list):  # a mutation may have removed or replaced the list
+        entries.append(json.loads(json.dumps(entries[0])) if entries else {})
     return json.dumps(d)
 
 
