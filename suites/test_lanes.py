@@ -195,3 +195,27 @@ def test_an_xdist_worker_gives_its_campaigns_one_lane():
     assert one_lane_per_xdist_worker(env) is None and env["HARNESS_JOBS"] == "2"  # the user's choice stands
     env = {}
     assert one_lane_per_xdist_worker(env) is None and env == {}
+
+
+def test_a_lane_starts_on_its_pooled_worker_and_waits_for_a_fresh_one_only_when_a_run_takes_it():
+    from harness.execute.campaign import WorkerSet, run_task
+
+    settings = CampaignSettings(repeats=2, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=1)
+    ws = WorkerSet(get_context("default"), settings)
+    try:
+        ws.start()
+        # the pooled worker answered; the fresh interpreter was launched and is not waited for yet
+        assert ws.pool.pid is not None and len(ws.fresh) == 1
+        assert ws.fresh[0].proc is not None and ws.fresh[0].pid is None
+        pool_only = ws.startup_seconds
+        outcome = run_task(tasks_of("control.deterministic")[0], ws, settings)
+        assert outcome.record.status == "ok" and outcome.record.statuses == {"ok": 3}
+        fresh = [r for r in outcome.runs if r["process"] == "fresh:0"]
+        assert len(fresh) == 1 and fresh[0]["pid"] == ws.fresh[0].pid is not None
+        assert fresh[0]["pid"] != ws.pool.pid
+        # its start-up is counted once, by the run that waited for it
+        assert ws.startup_seconds == pool_only + ws.fresh[0].startup_seconds
+        run_task(tasks_of("control.deterministic")[1], ws, settings)
+        assert ws.startup_seconds == pool_only + ws.fresh[0].startup_seconds and ws.restarts == 0
+    finally:
+        ws.close()

@@ -275,11 +275,6 @@ class _Busy:
         self.now: set[int] = set()
 
     @contextmanager
-    def hold(self, k: int) -> Iterator[None]:
-        with self.take(k + 1, set(range(k)), lambda: False):
-            yield
-
-    @contextmanager
     def take(self, n: int, used: set[int], stopped: Callable[[], bool]) -> Iterator[int]:
         with self.cond:
             while True:
@@ -347,17 +342,14 @@ class WorkerSet:
         return self
 
     def start(self) -> None:
-        """Every worker ready (launching them first where :meth:`launch` was not called)."""
+        """The pooled worker ready (launching every worker first where :meth:`launch` was not called). The
+        fresh ones are waited for by the first run that takes each (:meth:`worker`): a task's pooled runs
+        come first, so they run while the fresh interpreters still import Chainer."""
         self.launch()
         if self.pool is None:
             self.pool = self._new("pool")
         self.pool.wait_ready()
         self.startup_seconds += self.pool.startup_seconds
-        if self.shared is None:
-            for k in range(len(self.fresh)):
-                with self.busy.hold(k):
-                    self.fresh[k].wait_ready()
-                    self.startup_seconds += self.fresh[k].startup_seconds
 
     def ensure_fresh(self, n: int) -> None:
         """At least ``n`` fresh workers, started now where fewer run (a :class:`~harness.execute.isolated.Runner`
@@ -394,8 +386,10 @@ class WorkerSet:
                 self.pool = w
             else:
                 self.fresh[int(slot.split(":")[1])] = w
-        elif slot != "pool":
-            w.wait_ready()  # started by the lane that owns it; a no-op once it answered
+        elif slot != "pool" and w.pid is None:
+            # launched with the set, not waited for yet: the run holding it now (see use()) waits, once
+            w.wait_ready()
+            self.startup_seconds += w.startup_seconds
         return w
 
     def abort(self) -> None:
