@@ -213,6 +213,31 @@ def test_figures_have_keys_one_subject_order_and_survive_tex_specials():
     assert render.subject_order(cells) == ["zz.impl", "a.$x_^{"]
 
 
+
+@pytest.mark.parametrize("ratios", [[0.0, 1e-3, 0.9], [1e-12, 1.0, 1e30], [5e-7, 2.0, float("inf")]])
+def test_the_error_figure_keeps_every_label_inside_its_canvas(ratios):
+    # its margins are fixed (no tight_layout): the widest tick labels the data can bring must still fit
+    sizes = [1, 1e4, 1e9]
+    fig = render.error_ratio_figure(pd.DataFrame({"subject": ["chainer.a", "espnet.b", "pipeline.c"],
+                                                  "case_size": sizes, "error_ratio": ratios}))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    texts = [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.get_legend().get_texts(),
+             *(t for t in [*ax.get_xticklabels(), *ax.get_yticklabels()] if t.get_visible() and t.get_text())]
+    width, height = fig.canvas.get_width_height()
+    checked = 0
+    for t in texts:
+        box = t.get_window_extent(renderer)
+        if t in ax.get_xticklabels() and not ax.get_xlim()[0] <= t.get_position()[0] <= ax.get_xlim()[1]:
+            continue  # a tick the axis does not show
+        if t in ax.get_yticklabels() and not ax.get_ylim()[0] <= t.get_position()[1] <= ax.get_ylim()[1]:
+            continue
+        assert 0 <= box.x0 and box.x1 <= width and 0 <= box.y0 and box.y1 <= height, (t.get_text(), box)
+        checked += 1
+    assert checked >= 10  # title, two labels, legend and the ticks of both axes
+
+
 # ------------------------------------------------------------------------------------------- a real run
 
 @pytest.fixture(scope="module")

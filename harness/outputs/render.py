@@ -662,6 +662,11 @@ def plot_matrix(cells: pd.DataFrame) -> bytes:
 def plot_error_ratio(oracle_errors: pd.DataFrame) -> bytes:
     """Error / allowed against the float64 oracle by input size, log-log, one colour per family (the subject
     name's first part: ``chainer``, ``espnet``, ...), with the tolerance line at 1 labelled; about 1200 x 500 px."""
+    return _png(error_ratio_figure(oracle_errors))
+
+
+def error_ratio_figure(oracle_errors: pd.DataFrame) -> Any:
+    """The figure :func:`plot_error_ratio` draws (a matplotlib ``Figure``)."""
     fig = _figure(12, 5)
     ax = fig.add_subplot(1, 1, 1)
     ax.set_xlabel("case size (elements)")
@@ -670,7 +675,7 @@ def plot_error_ratio(oracle_errors: pd.DataFrame) -> bytes:
     t = oracle_errors.dropna(subset=["error_ratio", "case_size"]) if len(oracle_errors) else oracle_errors
     if not len(t):
         ax.text(0.5, 0.5, "no result was compared with an oracle", ha="center", va="center", transform=ax.transAxes)
-        return _png(fig)
+        return fig
     floor = 1e-6
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -684,8 +689,11 @@ def plot_error_ratio(oracle_errors: pd.DataFrame) -> bytes:
               title_fontsize=9)
     for t_ in ax.get_legend().get_texts():
         t_.set_parse_math(False)
-    fig.tight_layout()
-    return _png(fig)
+    # Fixed margins (the labels are fixed text, the log ticks powers of ten): tight_layout measured every log
+    # tick of both axes first, half of this figure's drawing time (0.25 of 0.55 CPU-seconds at the default
+    # corpus).
+    fig.subplots_adjust(left=0.065, right=0.985, bottom=0.11, top=0.925)
+    return fig
 
 
 # ---------------------------------------------------------------------------------------------- retention
