@@ -137,26 +137,33 @@ def test_workers_launched_ahead_are_the_ones_the_run_takes_and_none_is_left_runn
     assert not _pid_alive(pid)
 
 
-def test_work_interrupted_while_the_workers_start_leaves_none_running(tmp_path):
+def test_work_beside_the_first_runs_that_raises_loses_no_record_and_leaves_no_worker_running(tmp_path):
+    from harness.core.records import read_records
     from harness.execute.driver import run_campaign
 
     settings = CampaignSettings(repeats=1, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=2)
     pool = LocalPool()
-    seen = []
+    threads = []
 
     def interrupted() -> None:
-        (sets,) = pool._ahead.values()  # launched before this is called
-        seen.append(sets[0].fresh[0].proc.pid)
+        import threading
+
+        threads.append(threading.current_thread().name)  # beside the runs, not before them
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         run_campaign(str(tmp_path), CASES, [get_subject("control.deterministic")], [CPU], [get_context("default")],
                      settings, executor=pool, while_starting=interrupted)
-    assert len(seen) == 1 and not pool._ahead
+    assert threads == ["harness-while-starting"] and not pool._ahead
+    # the runs went on and were written; the error is raised once they are
+    records = [obj for _, obj in read_records(str(tmp_path / "tasks.jsonl"))]
+    assert [r["case_id"] for r in records] == [c.id for c in CASES] and all(r["status"] == "ok" for r in records)
+    pids = {obj["pid"] for _, obj in read_records(str(tmp_path / "runs.jsonl"))}
+    assert len(pids) >= 2 and None not in pids  # a pooled worker and the fresh one at least
     deadline = time.monotonic() + 30  # a bound on waiting, not an assertion on time: the check is below
-    while _pid_alive(seen[0]) and time.monotonic() < deadline:
+    while any(_pid_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _pid_alive(seen[0])
+    assert not any(_pid_alive(p) for p in pids)
 
 
 def test_only_the_first_lane_takes_gpu_tasks():
@@ -219,3 +226,19 @@ def test_a_lane_starts_on_its_pooled_worker_and_waits_for_a_fresh_one_only_when_
         assert ws.startup_seconds == pool_only + ws.fresh[0].startup_seconds and ws.restarts == 0
     finally:
         ws.close()
+
+
+def test_start_early_starts_the_first_groups_zygote_only_where_a_device_runs_here(monkeypatch):
+    from harness.core.devices import parse_device
+    from harness.execute import worker
+    from harness.execute.campaign import start_early
+
+    started = []
+    monkeypatch.setattr(worker, "zygote_for", lambda env, wait=True: started.append(dict(env)))
+    gpu = parse_device("gpu")
+    monkeypatch.setattr(type(gpu), "availability", lambda self: (self.kind == "cpu", "no GPU here"))
+    blas1, default = get_context("blas1"), get_context("default")
+    start_early([blas1, default], [gpu])  # a GPU-only plan without a GPU: its rows are skips, no worker
+    assert started == []
+    start_early([blas1, default], [gpu, CPU])
+    assert started == [worker.worker_env(blas1.env)]  # the plan is context-major: blas1's group runs first

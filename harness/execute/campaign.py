@@ -46,7 +46,7 @@ from harness.execute.worker import Worker, prestart_zygote, tensor_meta
 from harness.subjects.registry import accepts_error, get_subject, prepare_accepts
 
 __all__ = ["Task", "plan", "Campaign", "CampaignSettings", "WorkerSet", "TaskOutcome", "run_task", "outcome_of", "LocalPool",
-           "group_key", "default_jobs", "shard", "parse_shard", "task_key", "load_tasks"]
+           "group_key", "default_jobs", "shard", "parse_shard", "task_key", "load_tasks", "start_early"]
 
 
 @dataclass(frozen=True)
@@ -83,6 +83,18 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
 def shard(cases: Sequence[Case], i: int, n: int) -> list[Case]:
     """The cases of shard ``i`` of ``n``: decided by each case's id, so any machine splits alike."""
     return [c for c in cases if int(c.id, 16) % n == i - 1]
+
+
+def start_early(contexts: Sequence[Context], devices: Sequence[Device]) -> None:
+    """Start the zygote of the first group's environment now, before the corpus is built: it imports Chainer
+    (half a second of a core) while the caller builds cases on the other, rather than beside the fresh
+    interpreters, which all start at the campaign's launch. The plan is context-major, so the first group is
+    the first context's that applies to a device available here (a group of skipped rows needs no worker);
+    nothing starts where there is none. The campaign forks its pooled workers from it."""
+    for ctx in contexts:
+        if any(d.available and ctx.applies_to(d.kind) for d in devices):
+            prestart_zygote(ctx.env)
+            return
 
 
 def plan(cases: Iterable[Case], subjects: Iterable[Subject], devices: Iterable[Device],

@@ -44,8 +44,8 @@ def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subje
     contracts file when None) into ``measures.jsonl``. ``executor`` runs the tasks (default: the local pool).
     ``relations`` (:class:`~harness.execute.relations.Relation`) add each case's members to the corpus (once:
     a resumed corpus already holds them); they run in the default context. ``while_starting``: the caller's
-    own work (a report imports its plotting library), done once the first workers are launched and while
-    they import Chainer, before the runs wait for them."""
+    own work (a report imports its plotting library), started on a thread once the first workers are launched,
+    beside the first runs; what it raises is raised once the runs are written, before the measure pass."""
     if contracts is None:
         from harness.judge.contracts import load_contracts
 
@@ -61,6 +61,7 @@ def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subje
         campaign.write_inputs(cases, {"subjects": [s.name for s in subjects], "devices": [d.id for d in devices],
                                       "contexts": [c.name for c in contexts], "contracts": str(contracts.path),
                                       "relations": [r.name for r in relations], **dict(meta or {})})
+    beside = None
     if while_starting is not None:
         if executor is None:
             from harness.execute.campaign import LocalPool
@@ -69,14 +70,12 @@ def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subje
         launch = getattr(executor, "launch", None)  # a cluster's executor starts its workers elsewhere
         if launch is not None:
             launch(tasks, settings)
-        try:
-            while_starting()
-        except BaseException:  # interrupted before the runs: the launched processes go now, not at exit
-            discard = getattr(executor, "discard", None)
-            if discard is not None:
-                discard()
-            raise
-    records = campaign.run(tasks, executor=executor)
+        beside = _Beside(while_starting)
+    try:
+        records = campaign.run(tasks, executor=executor)
+    finally:
+        if beside is not None:
+            beside.join()  # before the measure pass forks its children (a fork wants this thread alone)
     t0 = time.perf_counter()
     by_id = {c.id: c for c in cases}
     measures = measure_campaign(directory, contracts, tasks=records, held=campaign.held,
@@ -84,6 +83,30 @@ def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subje
     campaign.held.clear()
     campaign.stats["measuring"] = time.perf_counter() - t0
     return CampaignRun(directory, tasks, records, measures, campaign.stats, by_id)
+
+
+class _Beside:
+    """The caller's ``while_starting`` work on a thread beside the campaign's first runs: the lanes' threads
+    wait on their workers' pipes, so the work (a report's matplotlib import, half a second) no longer holds
+    the first tasks back. :meth:`join` waits for it and raises what it raised."""
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        import threading
+
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(fn,), name="harness-while-starting", daemon=True)
+        self.thread.start()
+
+    def _run(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread by join()
+            self.error = exc
+
+    def join(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 def load_run(directory: str, contracts: Any = None) -> CampaignRun:

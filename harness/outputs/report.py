@@ -243,15 +243,19 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
                                     plugins=tuple(meta.get("plugins", ())), quiet=args.quiet,
                                     jobs=_or(getattr(args, "jobs", None), "jobs"))
     else:
-        t0 = time.perf_counter()
-        cases = _fresh_cases(args, default_corpus)
-        timings["case_building"] = time.perf_counter() - t0
         subjects = subjects_for(_names(args.subjects))
         sel = select_devices(args.devices)
         for note in sel.notes:
             print(f"harness: note: {note}", file=sys.stderr)
         devices = sel.planned  # an implied, unusable GPU stays in the plan: its rows say "skipped: <reason>"
         contexts = parse_contexts(args.contexts)
+        if getattr(args, "cluster", None) is None:  # here, not on a cluster's workers
+            from harness.execute.campaign import start_early
+
+            start_early(contexts, devices)  # the first workers' Chainer import, while the corpus is built
+        t0 = time.perf_counter()
+        cases = _fresh_cases(args, default_corpus)
+        timings["case_building"] = time.perf_counter() - t0
         settings = CampaignSettings(repeats=_or(args.repeats, "repeats"), fresh=_or(args.fresh,
                                     "fresh"), timeout=_or(args.timeout, "timeout"),
                                     plugins=tuple(args.subject_plugin), quiet=args.quiet,

@@ -140,6 +140,10 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
             from harness.core.forking import Forked
 
             fp = Forked(fingerprint).start()
+        if report:  # as harness report: the first workers' zygote imports Chainer while the corpus is built
+            from harness.execute.campaign import start_early
+
+            start_early(parse_contexts(contexts), parse_devices("cpu"))
         cases = scaled_corpus(factor, quick)
         settings = CampaignSettings(repeats=repeats, fresh=fresh, quiet=True, jobs=jobs)
         t_cases = time.perf_counter() - t_start
