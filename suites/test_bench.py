@@ -193,30 +193,64 @@ def test_make_times_read_from_reports_dir(tmp_path, monkeypatch: pytest.MonkeyPa
     assert make_times.bench_make_times(str(tmp_path))[0][1].numerator_value == pytest.approx(12.0)
 
 
-def test_scaling_keeps_the_round_of_median_wall_at_the_targets_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """At the sizes the targets name, the scaling section runs ROUNDS rounds and keeps the round of median wall
-    (its note lists them all); other sizes run once. The rounds here are canned: the choice is what is tested."""
+def test_scaling_pairs_each_round_in_lanes_with_one_in_one_lane_and_keeps_the_pair_of_median_ratio(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """At the sizes the targets name, the scaling section runs ROUNDS pairs (a round in lanes, then one in one
+    lane: the denominator) and keeps the pair whose ratio is the median (its note lists them all); other sizes
+    run once, in lanes. The rounds here are canned: the choice is what is tested."""
     walls = {1: [9.0, 5.0, 7.0], 4: [30.0, 20.0, 25.0], 16: [80.0]}
+    alone = {1: [3.0, 5.0, 5.0], 4: [10.0, 16.0, 25.0]}  # 4x ratios 3.0, 1.25, 1.0: the median is not the median wall
     calls: list[tuple[int, int]] = []
 
     def fake_round(factor, quick, repeats, fresh, fresh_interpreter=True, report=True, jobs=0):
         calls.append((factor, jobs))
-        total = walls[factor][sum(1 for f, j in calls if f == factor and j == 0) - 1] if jobs == 0 else 4.0 * factor
-        point = {k: 0.1 for k, _ in driver.PARTS}
-        point.update(total=total, subject=5.0 * factor if jobs == 0 else 4.0 * factor, oracle=0.1, tasks=100.0 * factor,
-                     runs=500.0 * factor, cases=10.0 * factor, campaign=total - 1.0, jobs=2.0 if jobs == 0 else 1.0)
+        k = sum(1 for f, j in calls if f == factor and j == jobs) - 1
+        total = walls[factor][k] if jobs == 0 else 4.0 * factor
+        point = {k_: 0.1 for k_, _ in driver.PARTS}
+        point.update(total=total, subject=5.0 * factor if jobs == 0 else alone[factor][k], oracle=0.1,
+                     tasks=100.0 * factor, runs=500.0 * factor, cases=10.0 * factor, campaign=total - 1.0,
+                     jobs=2.0 if jobs == 0 else 1.0)
         return point
 
+    from tools.bench import overhead
+
     monkeypatch.setattr(scaling, "campaign_round", fake_round)
+    monkeypatch.setattr(overhead, "campaign_round", fake_round)  # the pairs' rounds (paired_rounds)
     rows, raw = scaling.bench_scaling("quick", factors=(1, 4, 16), quiet=True)
-    assert [c for c in calls if c[1] == 0] == [(1, 0)] * 3 + [(4, 0)] * 3 + [(16, 0)]
-    assert [c for c in calls if c[1] == 1] == [(1, 1), (4, 1)]  # one lane: the denominator, once per target size
+    assert calls == [(1, 0), (1, 1)] * 3 + [(4, 0), (4, 1)] * 3 + [(16, 0)]  # each pair back to back
     totals = {p["factor"]: p["total"] for p in raw["points"]}
-    assert totals == {1: 7.0, 4: 25.0, 16: 80.0}
+    assert totals == {1: 7.0, 4: 20.0, 16: 80.0}
     ratio_rows = {r.item: r for r in rows if r.item.endswith("overhead ratio")}
-    assert ratio_rows["4x: overhead ratio"].ratio == pytest.approx(25.0 / 16.0)
+    assert ratio_rows["1x: overhead ratio"].ratio == pytest.approx(7.0 / 5.0)
+    assert ratio_rows["4x: overhead ratio"].ratio == pytest.approx(20.0 / 16.0)
+    assert ratio_rows["4x: overhead ratio"].denominator_value == pytest.approx(16.0)
     assert ratio_rows["4x: overhead ratio"].rounds == 3 and ratio_rows["16x: overhead ratio"].rounds == 1
-    assert "median of 30.00, 20.00, 25.00 s" in ratio_rows["4x: overhead ratio"].note
+    assert "30.00 s / 10.00 s = 3.00, 20.00 s / 16.00 s = 1.25, 25.00 s / 25.00 s = 1.00" in \
+        ratio_rows["4x: overhead ratio"].note
+
+
+def test_the_overhead_section_takes_its_denominator_from_the_one_lane_round_beside_each_round(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from tools.bench import overhead
+
+    calls: list[int] = []
+    lanes_walls, alone_subjects = [12.0, 10.0, 11.0], [6.0, 10.0, 8.0]  # ratios 2.0, 1.0, 1.375
+
+    def fake_round(factor, quick, repeats, fresh, fresh_interpreter=True, report=True, jobs=0):
+        calls.append(jobs)
+        k = calls.count(jobs) - 1
+        point = {k_: 0.1 for k_, _ in driver.PARTS}
+        point.update(total=lanes_walls[k] if jobs == 0 else 20.0, subject=alone_subjects[k] if jobs == 1 else 9.0,
+                     oracle=0.1, tasks=100.0, runs=500.0, cases=10.0, campaign=9.0, jobs=2.0 if jobs == 0 else 1.0,
+                     worker_startup_summed=1.0)
+        return point
+
+    monkeypatch.setattr(overhead, "campaign_round", fake_round)
+    rows, raw = overhead.bench_overhead("quick", rounds=3, quiet=True)
+    assert calls == [0, 1] * 3
+    top = rows[0]
+    assert top.item == "overhead ratio" and top.ratio == pytest.approx(11.0 / 8.0)
+    assert top.numerator_value == 11.0 and top.denominator_value == 8.0 and raw["alone"]["subject"] == 8.0
 
 
 def test_the_bench_says_when_no_bytecode_cache_can_be_kept() -> None:

@@ -9,10 +9,10 @@ import subprocess
 import sys
 from typing import Any
 
-from tools.bench.common import PROJECT_ROOT, Row, figure, log, median, ratio, save_fig
+from tools.bench.common import PROJECT_ROOT, Row, figure, log, ratio, save_fig
 from tools.bench.driver import PARTS, one_campaign
 
-__all__ = ["bench_overhead", "plot_overhead", "campaign_round", "TARGET"]
+__all__ = ["bench_overhead", "plot_overhead", "campaign_round", "paired_rounds", "TARGET"]
 
 #: The target for the overhead ratio (in one lane its floor is 1.0).
 TARGET = 1.2
@@ -43,6 +43,29 @@ def campaign_round(factor: int, quick: bool, repeats: int, fresh: int, fresh_int
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
+def paired_rounds(factor: int, quick: bool, repeats: int, fresh: int, rounds: int, fresh_interpreter: bool = True,
+                  report: bool = True) -> tuple[list[tuple[dict[str, float], dict[str, float]]], int]:
+    """``rounds`` pairs of campaigns, each in ``harness report``'s default lanes then in one lane (``--jobs 1``,
+    the subjects' own time: the ratio's denominator), back to back; and the index of the pair whose ratio
+    (lanes' wall / one lane's subject seconds) is the median. A shared machine's speed drifts by more than
+    the harness's overhead between minutes (the subjects' one-lane seconds of one commit ranged over 7.1-9.6 s
+    in an hour on a 2-core VM): each ratio is taken within one pair, never across the run."""
+    pairs = []
+    for _ in range(max(1, int(rounds))):
+        lanes = campaign_round(factor, quick, repeats, fresh, fresh_interpreter=fresh_interpreter, report=report)
+        alone = campaign_round(factor, quick, repeats, fresh, fresh_interpreter=fresh_interpreter, report=report,
+                               jobs=1)
+        pairs.append((lanes, alone))
+    order = sorted(range(len(pairs)), key=lambda i: ratio(pairs[i][0]["total"], pairs[i][1]["subject"]))
+    return pairs, order[len(order) // 2]
+
+
+def pair_ratios(pairs: list[tuple[dict[str, float], dict[str, float]]]) -> str:
+    """The pairs' ratios, as a note lists them: ``9.21 s / 7.94 s = 1.16``."""
+    return ", ".join(f"{a['total']:.2f} s / {b['subject']:.2f} s = {ratio(a['total'], b['subject']):.2f}"
+                     for a, b in pairs)
+
+
 def bench_overhead(level: str = "full", rounds: int | None = None, repeats: int | None = None,
                    fresh: int | None = None, quiet: bool = False) -> tuple[list[Row], dict[str, Any]]:
     """The section's rows and per-round raw timings. ``level``: ``full`` (the default corpus, 3 rounds in
@@ -51,26 +74,26 @@ def bench_overhead(level: str = "full", rounds: int | None = None, repeats: int 
 
     The rounds run as ``harness report`` does, in its default lanes (``--jobs 0``). Lanes run subjects at
     once, which slows each a little, so their summed seconds are not the subjects' own time: the denominator
-    is measured in one more round, in one lane (``--jobs 1``), where nothing runs beside a subject. That
-    round's parts also give the breakdown, the one place where they add up."""
+    is measured in one lane (``--jobs 1``), where nothing runs beside a subject, right after each round in
+    lanes (:func:`paired_rounds`); the pair of median ratio is the row. Its one-lane round's parts also give
+    the breakdown, the one place where they add up."""
     smoke = level == "smoke"
     quick = level != "full"
     rounds = rounds or (1 if smoke else 2 if quick else 3)
     repeats = repeats or (1 if smoke else 5)
     fresh = (0 if smoke else 2) if fresh is None else fresh
-    per_round = []
-    for k in range(rounds):
-        per_round.append(campaign_round(1, quick, repeats, fresh, fresh_interpreter=not smoke))
-        log(f"overhead round {k + 1}/{rounds}: total {per_round[-1]['total']:.1f} s in "
-            f"{int(per_round[-1]['jobs'])} lanes, subjects {per_round[-1]['subject']:.1f} s summed", quiet)
-    alone = campaign_round(1, quick, repeats, fresh, fresh_interpreter=not smoke, jobs=1)
-    log(f"overhead, one lane: total {alone['total']:.1f} s, subjects {alone['subject']:.1f} s", quiet)
-    med = {key: median(r[key] for r in per_round) for key in per_round[0]}
+    pairs, mid = paired_rounds(1, quick, repeats, fresh, rounds, fresh_interpreter=not smoke)
+    for k, (a, b) in enumerate(pairs):
+        log(f"overhead round {k + 1}/{rounds}: total {a['total']:.1f} s in {int(a['jobs'])} lanes, subjects "
+            f"{a['subject']:.1f} s summed; one lane: total {b['total']:.1f} s, subjects {b['subject']:.1f} s", quiet)
+    per_round = [a for a, _ in pairs]
+    med, alone = pairs[mid]
     overhead = ratio(med["total"], alone["subject"])
     corpus = "3 anchor cases" if quick else f"default corpus ({int(med['cases'])} cases)"
     base_note = (f"{corpus}, cpu, context default, R={repeats} + {fresh} fresh, {int(med['tasks'])} tasks, "
                  f"{int(med['runs'])} runs, {int(med['jobs'])} lanes (harness report's default); subject time "
-                 f"excludes the oracle subjects and is measured in one lane; localization not run")
+                 f"excludes the oracle subjects and is measured in one lane right after each round in lanes; "
+                 f"the pair of median ratio of {pair_ratios(pairs)}; localization not run")
     rows = [Row("overhead", "overhead ratio", overhead, "campaign wall / subjects' forward+backward",
                 f"campaign wall in {int(med['jobs'])} lanes (case building + campaign + measure pass + report "
                 f"writing)", med["total"], "subjects' forward+backward, one lane (--jobs 1)", alone["subject"],
@@ -94,7 +117,8 @@ def bench_overhead(level: str = "full", rounds: int | None = None, repeats: int 
                     "summed start-up / subjects' forward+backward", "LocalPool.stats worker_startup (summed)",
                     med["worker_startup_summed"], "subjects' forward+backward", alone["subject"], "s", rounds,
                     status="context", note="workers start in parallel, so the wall cost is the breakdown row"))
-    return rows, {"rounds": per_round, "alone": alone, "repeats": repeats, "fresh": fresh}
+    return rows, {"rounds": per_round, "alone": alone, "alone_rounds": [b for _, b in pairs], "repeats": repeats,
+                  "fresh": fresh}
 
 
 def plot_overhead(raw: dict[str, Any], path: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from tools.bench.common import Row, figure, linear_fit, log, ratio, save_fig, slope
 from tools.bench.driver import PARTS
-from tools.bench.overhead import TARGET, campaign_round
+from tools.bench.overhead import TARGET, campaign_round, pair_ratios, paired_rounds
 
 __all__ = ["bench_scaling", "plot_scaling", "FACTORS", "linearity"]
 
@@ -44,7 +44,8 @@ def linearity(tasks: Sequence[float], walls: Sequence[float]) -> dict[str, Any]:
 #: The sizes whose subjects' time is also measured in one lane (the targets' sizes; 16x alone would take long).
 ALONE = (1, 2, 4)
 
-#: Rounds at the sizes in :data:`ALONE` (full and quick levels): the row is the round of median wall.
+#: Rounds at the sizes in :data:`ALONE` (full and quick levels), each in lanes then in one lane
+#: (:func:`~tools.bench.overhead.paired_rounds`): the row is the pair of median ratio.
 ROUNDS = 3
 
 
@@ -70,17 +71,19 @@ def bench_scaling(level: str = "full", factors: Sequence[int] | None = None, qui
     repeats, fresh = (1, 0) if smoke else (5, 2)
     points = []
     for f in factors:
-        # The targets' sizes in three rounds, the round of median wall kept: two lanes' walls at 4x varied from
-        # 12.6 s to 15.9 s between rounds on one machine (the subjects' seconds summed over the lanes with them).
-        n_rounds = ROUNDS if f in ALONE and not smoke else 1
-        tried = [campaign_round(f, quick, repeats, fresh, fresh_interpreter=not smoke, report=not smoke)
-                 for _ in range(n_rounds)]
-        r = sorted(tried, key=lambda p: p["total"])[len(tried) // 2]
-        r["factor"], r["rounds"], r["round_totals"] = f, float(n_rounds), [p["total"] for p in tried]
         if f in ALONE:
-            # The subjects' own time, in one lane: lanes slow each subject a little (see the overhead section).
-            a = campaign_round(f, quick, repeats, fresh, fresh_interpreter=not smoke, report=not smoke, jobs=1)
+            # The targets' sizes: the subjects' own time in one lane (lanes slow each subject a little, see the
+            # overhead section), right after each round in lanes; three pairs, the pair of median ratio kept.
+            pairs, mid = paired_rounds(f, quick, repeats, fresh, 1 if smoke else ROUNDS,
+                                       fresh_interpreter=not smoke, report=not smoke)
+            r, a = pairs[mid]
             r["subject_alone"], r["total_alone"] = a["subject"], a["total"]
+            r["pairs"] = pair_ratios(pairs)
+            tried = [p for p, _ in pairs]
+        else:
+            tried = [campaign_round(f, quick, repeats, fresh, fresh_interpreter=not smoke, report=not smoke)]
+            r = tried[0]
+        r["factor"], r["rounds"], r["round_totals"] = f, float(len(tried)), [p["total"] for p in tried]
         points.append(r)
         log(f"scaling {f}x: {int(r['tasks'])} tasks in {r['total']:.1f} s, overhead {_ratio(r):.2f}", quiet)
     base = "3 anchor cases" if quick else "the default corpus"
@@ -99,9 +102,7 @@ def bench_scaling(level: str = "full", factors: Sequence[int] | None = None, qui
             f"{ratio(p['total_alone'], p['subject_alone']):.2f})" if alone else
             "summed over the lanes (inflated by running side by side: the ratio is flattered)"))
         if p["rounds"] > 1:
-            note += ("; the median of " + ", ".join(f"{t:.2f}" for t in p["round_totals"]) + " s of wall ("
-                     + ", ".join(f"{ratio(t, p['subject_alone'] if alone else p['subject']):.2f}"
-                                 for t in p["round_totals"]) + ")")
+            note += f"; the pair of median ratio of {p['pairs']} (each in lanes, then in one lane)"
         rows.append(Row("scaling", f"{p['factor']}x: overhead ratio", ov, "campaign wall / subjects' forward+backward",
                         "campaign wall (case building + campaign + measure pass + report writing)", p["total"],
                         "subjects' forward+backward" + (", one lane" if alone else ", summed in lanes"),
