@@ -111,6 +111,7 @@ def test_a_name_with_tex_specials_does_not_break_the_figures():
     assert png.startswith(b"\x89PNG")
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_a_systemexit_when_the_report_localizes_is_not_the_reports_exit(tmp_path):
     """The subject ends any process it is localized in with SystemExit(0): the report still finishes, writes
     everything, and says the localization did not happen."""
@@ -142,6 +143,7 @@ def test_prune_keeps_locked_and_unfinished_runs(tmp_path):
     assert sorted(os.listdir(base)) == [names[1], names[2], names[4]]
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_keep_0_while_another_report_runs_leaves_the_running_one_whole(tmp_path):
     """A report that started earlier (its directory locked, not finished) survives a second report's --keep."""
     running = tmp_path / "reports" / "20200101T000000Z-1"

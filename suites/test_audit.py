@@ -195,6 +195,7 @@ def test_audits_without_arrays_say_how_much_from_the_sketches(whole, blas_pair):
 
 
 # ---- (c) shards ----------------------------------------------------------------------------------
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_merged_shards_give_the_digests_of_the_whole_run(work, small, whole, capsys):
     shards = [A.load_audit(_run(small, work / f"shard{i}.json", shard=f"{i}/2")) for i in (1, 2)]
     assert [s.corpus["shard"] for s in shards] == ["1/2", "2/2"]
@@ -357,6 +358,7 @@ def test_bad_audit_files_raise_and_load_nothing(whole, work):
 
 
 # ---- (f) devices all on a machine without a GPU, and argument checks ---------------------------------
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_cli_audit_devices_all_records_skipped_gpu_entries(work, harness):
     corpus = work / "tiny.jsonl"
     write_corpus([_anchor("ignore:V-1")], str(corpus))

@@ -43,6 +43,7 @@ def _results(run: Path) -> pd.DataFrame:
         return pd.read_csv(f, keep_default_na=False)
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_an_object_dtype_output_is_an_error_row(bad_run):
     r = _results(bad_run)
     rows = r[r["subject"] == "misbehaving.object_output"]
@@ -62,6 +63,7 @@ def test_a_wrong_shape_and_all_nan_outputs_are_judged_not_fatal(bad_run):
         assert (bad_run / name).stat().st_size > 0
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_resume_of_a_finished_bad_run_writes_the_same_report(bad_run):
     before = _results(bad_run)
     p = _report("--resume", str(bad_run), "--quiet", "--no-localize")

@@ -45,6 +45,7 @@ def one_line_error(p: subprocess.CompletedProcess, *needles: str) -> str:
 
 
 # ---- cases ---------------------------------------------------------------------------------------
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_cases_same_seed_same_bytes_other_seed_other_bytes(tmp_path):
     args = ["cases", "--family", "embed", "--examples", "5"]
     for name, seed in (("f1", "3"), ("f2", "3"), ("f3", "4")):
@@ -105,6 +106,7 @@ def test_replay_shows_the_nondeterministic_control_differs(tmp_path):
     assert "1 comparison(s) differ" in p.stdout
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_replay_picks_a_case_from_a_corpus(tmp_path):
     other = Case("embed", 12, {"vocab": 5, "width": 2, "ids_shape": [7]})
     corpus = tmp_path / "c.jsonl"

@@ -127,6 +127,7 @@ def test_a_gpu_index_that_does_not_exist_is_refused_on_any_machine(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_devices_all_runs_what_is_here_and_says_what_it_skipped(tmp_path, corpus):
     out = tmp_path / "run"
     p = harness("report", "--corpus", str(corpus), "--devices", "all", "--out", str(out), *SMALL)
@@ -165,6 +166,7 @@ def test_report_refuses_bad_values_before_any_work(flag, value, needle, tmp_path
     assert not out.exists()
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_unwritable_outputs_are_refused_before_any_work(tmp_path, corpus):
     afile = tmp_path / "afile"
     afile.write_text("x")
@@ -230,6 +232,7 @@ def test_an_existing_non_empty_out_is_refused_unless_resume(finished_run, corpus
     assert p.returncode == 0, p.stderr
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_resume_with_contradicting_flags_names_every_differing_field(finished_run, tmp_path):
     other = tmp_path / "other.jsonl"
     write_corpus([Case("embed", 12, {"vocab": 5, "width": 2, "ids_shape": [7]})], str(other))
@@ -254,6 +257,7 @@ def test_garbage_campaign_json_or_an_empty_task_line_is_one_line(finished_run, t
     refused(harness("report", "--resume", str(bad), "--quiet"), "tasks.jsonl:", "field 'key' is missing")
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_a_second_run_into_a_locked_directory_is_refused_naming_the_holder(finished_run, tmp_path):
     # The lock is a real flock held by this test process, exactly as a running report holds it.
     locked = tmp_path / "locked"
@@ -271,6 +275,7 @@ def test_a_second_run_into_a_locked_directory_is_refused_naming_the_holder(finis
     assert p.returncode == 0, p.stderr
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_a_running_report_holds_the_lock(tmp_path, corpus):
     out = tmp_path / "busy"
     cmd = [sys.executable, "-m", "harness", "report", "--corpus", str(corpus), "--devices", "cpu",
@@ -305,6 +310,7 @@ def test_cases_writes_a_readable_corpus_atomically(tmp_path):
 
 
 # ---- exit codes of findings -------------------------------------------------------------------------------
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_replay_exits_1_on_a_difference_and_0_when_bit_identical(case_file):
     differs = harness("replay", str(case_file), "--subject", "control.nondeterministic", "--repeats", "6")
     assert differs.returncode == 1, differs.stdout + differs.stderr

@@ -49,6 +49,7 @@ def digests(data: dict) -> dict:
             e["tensors"].items()}) for e in data["entries"]}
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_shard_audit_matches_local(client, corpus, tmp_path):
     local = run_audit(corpus, "cpu", "default", tmp_path / "local.json", subjects=SUBJECTS, quiet=True)
     ex = DaskExecutor(client)
@@ -203,6 +204,7 @@ def test_bad_cluster_specs_are_one_line_errors():
         connect("local", n_workers=0)
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_a_poll_shorter_than_every_task_waits_instead_of_failing(client, tmp_path):
     """``distributed.wait(timeout=..., return_when="FIRST_COMPLETED")`` raises TimeoutError when nothing finished
     within the poll; the executor must take that as "nothing yet". The poll (1 ms) is far below the time any task

@@ -6,6 +6,7 @@ the hand-made case's tag only, and the gate called a drawn one broken)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from harness.core.cases import Case, build_arrays
 from harness.generate.edges import edge_cases, edge_kinds, with_edge_tags
@@ -74,6 +75,7 @@ def test_the_contracts_rule_for_the_edge_judges_a_drawn_case():
     assert [r.tag for r in rules] == [f"edge:{EDGE}"]
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_replay_of_the_tagged_drawn_case_is_judged_by_the_rule(tmp_path, harness):
     plain, tagged = _drawn(2), with_edge_tags(_drawn(2))
     for name, case in (("plain", plain), ("tagged", tagged)):

@@ -216,6 +216,7 @@ def test_worker_env_puts_the_defaults_under_the_environment_and_the_overrides(mo
     assert worker_env({})["OPENBLAS_THREAD_TIMEOUT"] == "20"
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: OpenBLAS runs one thread, nothing to compare")
 def test_openblas_thread_timeout_leaves_the_bits_alone():
     """The worker default only changes how OpenBLAS's idle threads wait: an NStepLSTM run whose bits depend on

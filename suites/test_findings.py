@@ -259,6 +259,7 @@ def test_the_printed_localize_and_shrink_commands_run(planted, tmp_path):
     assert _run_printed(again).returncode == 1
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_shrink_the_alone_finding_smaller_in_every_dimension_it_can_reduce(tmp_path):
     path = tmp_path / "lstm.json"
     path.write_text(LSTM.to_json())
@@ -275,6 +276,7 @@ def test_shrink_the_alone_finding_smaller_in_every_dimension_it_can_reduce(tmp_p
     assert again.returncode == 1 and "DIFFERS" in again.stdout
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_shrink_a_nondeterministic_plugin_finding(tmp_path):
     path = tmp_path / "collide.json"
     path.write_text(COLLIDE.to_json())

@@ -104,6 +104,7 @@ def _case_tag(setup: dict[str, Path], case_id: str) -> set[str]:
     return next((set(c.tags) for c in load_corpus(str(setup["corpus"])) if c.id == case_id), set())
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_pristine_planted_subject_keeps_the_gate_green(setup):
     rc, text, found = _gate(setup, "PRISTINE")
     assert rc == 0 and found == [], text
@@ -118,6 +119,7 @@ def test_pristine_planted_subject_keeps_the_gate_green(setup):
     assert any(m["kind"] == "context" and "any outcome" in m.get("rule", "") for m in mine)
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_forward_that_clips_high_ids_while_backward_raises_is_red(setup):
     rc, text, found = _gate(setup, "CLIP_HIGH")
     assert rc == 1, text
@@ -132,6 +134,7 @@ def test_forward_that_clips_high_ids_while_backward_raises_is_red(setup):
     _reproduces(text)
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_forward_that_clips_negative_ids_is_red(setup):
     rc, text, found = _gate(setup, "CLIP_NEGATIVE")
     assert rc == 1, text
@@ -142,6 +145,7 @@ def test_forward_that_clips_negative_ids_is_red(setup):
     _reproduces(text)
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_any_rule_whose_outcome_changes_between_contexts_is_red(setup):
     rc, text, found = _gate(setup, "CONTEXT_ANY")
     assert rc == 1, text
@@ -156,6 +160,7 @@ def test_any_rule_whose_outcome_changes_between_contexts_is_red(setup):
     _reproduces(text)
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_subject_declaring_sequential_order_that_sums_in_reverse_is_red(setup):
     rc, text, found = _gate(setup, "REVERSED")
     assert rc == 1, text

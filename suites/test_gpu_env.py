@@ -161,6 +161,7 @@ def run_pytest(tmp_path: Path, env: dict[str, str | None]) -> subprocess.Complet
                            "-rs", "test_probe.py"], cwd=d, env=full, capture_output=True, text=True, timeout=180)
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_one_gpu_rule_for_env_check_and_the_pytest_plugin(tmp_path, harness):
     """issue 24: with make GPU=0 on a machine whose GPU CuPy cannot use, `harness env --check` passed and
     `make test` stopped with a usage error. Both now ask harness.core.devices.gpu_problem."""
@@ -180,6 +181,7 @@ def test_one_gpu_rule_for_env_check_and_the_pytest_plugin(tmp_path, harness):
     assert "1 passed, 1 skipped" in session.stdout and "GPU checks disabled (HARNESS_GPU=0" in session.stdout
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_without_nvidia_smi_every_output_says_so(tmp_path, harness):
     """Where there is no NVIDIA GPU at all, the reason is that, not what CuPy lacks."""
     if shutil.which("nvidia-smi", path="/usr/bin:/bin") or _cupy_usable():

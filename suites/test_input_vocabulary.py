@@ -174,6 +174,7 @@ def _special_files(tmp_path) -> list[tuple[str, str]]:
     return [("/dev/zero", "a device"), (str(fifo), "a FIFO")]
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_special_files_as_corpus_are_refused_before_reading(tmp_path):
     if not os.path.exists("/dev/zero") or not hasattr(os, "mkfifo"):
         pytest.skip("no /dev/zero or FIFOs on this system")

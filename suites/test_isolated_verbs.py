@@ -59,6 +59,7 @@ def test_localize_of_a_hang_is_killed_at_its_timeout(harness, case_file):
     assert r.returncode == 2 and "did not finish in time" in r.stderr
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_shrink_of_a_crash_keeps_the_crash(harness, tmp_path, case_file):
     r = harness("shrink", case_file, "--subject", "misbehaving.segfault", "--kind", "error", "--error",
                 "WorkerCrash in run", "--quiet", "--out", str(tmp_path / "min.json"), *PLUGINS)

@@ -141,6 +141,7 @@ def test_baseline_mode_fails_on_a_planted_digest_change(small_run, tmp_path):
         assert_no_violations(violations)
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_gate_command_exit_codes_and_junit(small_run, tmp_path):
     """`harness gate --baseline` exits 1 on a planted change (with a JUnit file), 0 without it."""
     corpus = os.path.join(small_run, "corpus.jsonl")
@@ -280,6 +281,7 @@ def test_junit_marks_cells_that_did_not_run_as_skipped(tmp_path):
     assert suite.get("skipped") == "1" and suite.get("failures") == "0"
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_a_broken_contracts_dossier_is_short_and_its_replay_command_reproduces_it(tmp_path):
     """The campaign gate on a contract that calls the positive control reproducible: at most 40 lines per
     dossier, the first naming the rule, and the printed command, run as printed, exits 1 (reproduced)."""

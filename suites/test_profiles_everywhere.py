@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from harness.core.cases import load_corpus
 from harness.generate.corpora import default_corpus
 
@@ -14,6 +16,7 @@ def test_dev_profile_corpus_is_larger_and_drawn_at_dev_sizes():
     assert {c.id for c in default_corpus(2, profile="dev")} != {c.id for c in default_corpus(2, profile="ci")}
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_report_profile_dev_runs_the_dev_corpus_and_records_it(harness, tmp_path):
     out = tmp_path / "run"
     r = harness("report", "--profile", "dev", "--examples", "1", "--subjects", "control.deterministic",
@@ -32,6 +35,7 @@ def test_a_profile_with_a_corpus_is_one_line(harness, tmp_path):
     assert r.returncode == 2 and "profile='dev'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_audit_profile_dev_audits_the_dev_corpus_and_records_it(harness, tmp_path):
     out = tmp_path / "a.json"
     r = harness("audit", "--profile", "dev", "--subjects", "control.deterministic", "--devices", "cpu", "--quiet",

@@ -291,6 +291,7 @@ def test_every_link_resolves_to_a_file_in_the_run_directory(report):
     assert n_cards == len(view.findings) and page.count(">case ") == n_cards  # every finding links its case
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_the_page_harness_report_writes_links_only_files_it_left(tmp_path):
     """``harness report`` compresses its logs and prunes arrays after the campaign: the page it writes links the
     files as they stay (``runs.jsonl.gz``, not the ``runs.jsonl`` that was there while the tables were built)."""

@@ -171,6 +171,7 @@ def test_ci_bounds_stay_small():
             assert len(s["lengths"]) <= 8 and max(s["lengths"]) <= 6 and s["hidden"] <= 8
 
 
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_audit_reaches_many_ids_into_few_rows():
     hot = [c for c in corpus("embed", examples=200, seed=1, profile="audit")
            if math.prod(c.spec["ids_shape"]) >= 50_000 and c.spec["vocab"] <= 16]
