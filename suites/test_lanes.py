@@ -242,3 +242,25 @@ def test_start_early_starts_the_first_groups_zygote_only_where_a_device_runs_her
     assert started == []
     start_early([blas1, default], [gpu, CPU])
     assert started == [worker.worker_env(blas1.env)]  # the plan is context-major: blas1's group runs first
+
+
+def test_the_runs_own_error_is_raised_when_the_work_beside_them_fails_too(tmp_path):
+    from harness.execute.driver import run_campaign
+
+    class Stopped(Exception):
+        pass
+
+    class Broken:  # an executor whose runs fail at once
+        stats: dict = {}
+
+        def run(self, tasks, settings):
+            raise Stopped("the runs failed")
+            yield  # pragma: no cover - a generator that raises on its first step
+
+    def beside() -> None:
+        raise ValueError("the work beside the runs failed")
+
+    settings = CampaignSettings(repeats=1, fresh=0, timeout=60, quiet=True, jobs=1)
+    with pytest.raises(Stopped, match="the runs failed"):
+        run_campaign(str(tmp_path), CASES[:1], [get_subject("control.deterministic")], [CPU],
+                     [get_context("default")], settings, executor=Broken(), while_starting=beside)

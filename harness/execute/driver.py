@@ -73,9 +73,12 @@ def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subje
         beside = _Beside(while_starting)
     try:
         records = campaign.run(tasks, executor=executor)
-    finally:
+    except BaseException:
         if beside is not None:
-            beside.join()  # before the measure pass forks its children (a fork wants this thread alone)
+            beside.thread.join()  # the runs' own error is the one raised
+        raise
+    if beside is not None:
+        beside.join()  # before the measure pass forks its children (a fork wants this thread alone)
     t0 = time.perf_counter()
     by_id = {c.id: c for c in cases}
     measures = measure_campaign(directory, contracts, tasks=records, held=campaign.held,
