@@ -244,23 +244,38 @@ def test_start_early_starts_the_first_groups_zygote_only_where_a_device_runs_her
     assert started == [worker.worker_env(blas1.env)]  # the plan is context-major: blas1's group runs first
 
 
-def test_the_runs_own_error_is_raised_when_the_work_beside_them_fails_too(tmp_path):
+def test_the_runs_own_error_is_raised_when_the_work_beside_them_fails_too_and_no_launched_worker_is_left(tmp_path):
     from harness.execute.driver import run_campaign
 
     class Stopped(Exception):
         pass
 
-    class Broken:  # an executor whose runs fail at once
-        stats: dict = {}
+    class Broken:  # launches as the local pool does, then its runs fail before they begin
+        def __init__(self) -> None:
+            self.pool = LocalPool()
+            self.stats = self.pool.stats
+            self.launched: list[int] = []
+
+        def launch(self, tasks, settings):
+            self.pool.launch(tasks, settings)
+            self.launched = [ws.fresh[0].proc.pid for sets in self.pool._ahead.values() for ws in sets[:1]]
+
+        def discard(self):
+            self.pool.discard()
 
         def run(self, tasks, settings):
             raise Stopped("the runs failed")
-            yield  # pragma: no cover - a generator that raises on its first step
 
     def beside() -> None:
         raise ValueError("the work beside the runs failed")
 
-    settings = CampaignSettings(repeats=1, fresh=0, timeout=60, quiet=True, jobs=1)
+    settings = CampaignSettings(repeats=1, fresh=1, timeout=60, quiet=True, jobs=1)
+    executor = Broken()
     with pytest.raises(Stopped, match="the runs failed"):
         run_campaign(str(tmp_path), CASES[:1], [get_subject("control.deterministic")], [CPU],
-                     [get_context("default")], settings, executor=Broken(), while_starting=beside)
+                     [get_context("default")], settings, executor=executor, while_starting=beside)
+    assert len(executor.launched) == 1 and not executor.pool._ahead
+    deadline = time.monotonic() + 30  # a bound on waiting, not an assertion on time: the check is below
+    while _pid_alive(executor.launched[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _pid_alive(executor.launched[0])

@@ -76,6 +76,9 @@ def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subje
     except BaseException:
         if beside is not None:
             beside.thread.join()  # the runs' own error is the one raised
+            discard = getattr(executor, "discard", None)
+            if discard is not None:  # launched above, and not taken by runs that stopped before they began
+                discard()
         raise
     if beside is not None:
         beside.join()  # before the measure pass forks its children (a fork wants this thread alone)

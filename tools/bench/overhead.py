@@ -12,7 +12,7 @@ from typing import Any
 from tools.bench.common import PROJECT_ROOT, Row, figure, log, ratio, save_fig
 from tools.bench.driver import PARTS, one_campaign
 
-__all__ = ["bench_overhead", "plot_overhead", "campaign_round", "paired_rounds", "TARGET"]
+__all__ = ["bench_overhead", "plot_overhead", "campaign_round", "paired_rounds", "pair_ratio", "pair_ratios", "TARGET"]
 
 #: The target for the overhead ratio (in one lane its floor is 1.0).
 TARGET = 1.2
@@ -56,14 +56,18 @@ def paired_rounds(factor: int, quick: bool, repeats: int, fresh: int, rounds: in
         alone = campaign_round(factor, quick, repeats, fresh, fresh_interpreter=fresh_interpreter, report=report,
                                jobs=1)
         pairs.append((lanes, alone))
-    order = sorted(range(len(pairs)), key=lambda i: ratio(pairs[i][0]["total"], pairs[i][1]["subject"]))
+    order = sorted(range(len(pairs)), key=lambda i: pair_ratio(pairs[i]))
     return pairs, order[len(order) // 2]
+
+
+def pair_ratio(pair: tuple[dict[str, float], dict[str, float]]) -> float:
+    """The overhead ratio of one pair: the lanes' wall over the one-lane round's subject seconds."""
+    return ratio(pair[0]["total"], pair[1]["subject"])
 
 
 def pair_ratios(pairs: list[tuple[dict[str, float], dict[str, float]]]) -> str:
     """The pairs' ratios, as a note lists them: ``9.21 s / 7.94 s = 1.16``."""
-    return ", ".join(f"{a['total']:.2f} s / {b['subject']:.2f} s = {ratio(a['total'], b['subject']):.2f}"
-                     for a, b in pairs)
+    return ", ".join(f"{a['total']:.2f} s / {b['subject']:.2f} s = {pair_ratio((a, b)):.2f}" for a, b in pairs)
 
 
 def bench_overhead(level: str = "full", rounds: int | None = None, repeats: int | None = None,
@@ -88,7 +92,7 @@ def bench_overhead(level: str = "full", rounds: int | None = None, repeats: int 
             f"{a['subject']:.1f} s summed; one lane: total {b['total']:.1f} s, subjects {b['subject']:.1f} s", quiet)
     per_round = [a for a, _ in pairs]
     med, alone = pairs[mid]
-    overhead = ratio(med["total"], alone["subject"])
+    overhead = pair_ratio(pairs[mid])
     corpus = "3 anchor cases" if quick else f"default corpus ({int(med['cases'])} cases)"
     base_note = (f"{corpus}, cpu, context default, R={repeats} + {fresh} fresh, {int(med['tasks'])} tasks, "
                  f"{int(med['runs'])} runs, {int(med['jobs'])} lanes (harness report's default); subject time "
