@@ -213,6 +213,35 @@ def test_figures_have_keys_one_subject_order_and_survive_tex_specials():
     assert render.subject_order(cells) == ["zz.impl", "a.$x_^{"]
 
 
+def test_a_figure_is_drawn_once_and_its_png_is_what_savefig_alone_writes(monkeypatch):
+    # After tight_layout(), matplotlib's savefig drew every figure twice (a placeholder layout engine is left
+    # behind): _png drops the engine, and the bytes stay those of savefig left to itself.
+    import io
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    draws = []
+    real = FigureCanvasAgg.draw
+    monkeypatch.setattr(FigureCanvasAgg, "draw", lambda self: (draws.append(1), real(self))[1])
+
+    def figure():
+        fig = render._figure(6, 3)
+        ax = fig.add_subplot(1, 1, 1)
+        ax.set_yscale("log")
+        ax.plot([1.0, 10.0], [1.0, 100.0], label="a.$x_^{")
+        ax.set_title("once", parse_math=False)
+        fig.tight_layout()
+        return fig
+
+    png = render._png(figure())
+    assert len(draws) == 1
+    draws.clear()
+    buf = io.BytesIO()
+    figure().savefig(buf, format="png")
+    assert len(draws) == 2  # the draw _png saves: it is matplotlib's, not this test's
+    assert png == buf.getvalue()
+
+
 
 @pytest.mark.parametrize("ratios", [[0.0, 1e-3, 0.9], [1e-12, 1.0, 1e30], [5e-7, 2.0, float("inf")]])
 def test_the_error_figure_keeps_every_label_inside_its_canvas(ratios):

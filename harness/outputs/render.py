@@ -580,6 +580,13 @@ def _png(fig: Any) -> bytes:
     import matplotlib
 
     buf = io.BytesIO()
+    from matplotlib.layout_engine import PlaceHolderLayoutEngine
+
+    if isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
+        # tight_layout() placed the axes and left a placeholder engine behind, and savefig draws the whole
+        # figure once more for any engine before it draws to the file (a third of a figure's time): no engine.
+        with matplotlib.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+            fig.set_layout_engine(None)
     with matplotlib.rc_context({"text.usetex": False}):  # a user's matplotlibrc must not hand names to TeX
         fig.savefig(buf, format="png")
     return buf.getvalue()
