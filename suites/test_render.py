@@ -242,7 +242,6 @@ def test_a_figure_is_drawn_once_and_its_png_is_what_savefig_alone_writes(monkeyp
     assert png == buf.getvalue()
 
 
-
 @pytest.mark.parametrize("ratios", [[0.0, 1e-3, 0.9], [1e-12, 1.0, 1e30], [5e-7, 2.0, float("inf")]])
 def test_the_error_figure_keeps_every_label_inside_its_canvas(ratios):
     # its margins are fixed (no tight_layout): the widest tick labels the data can bring must still fit
