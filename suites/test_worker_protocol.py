@@ -212,3 +212,86 @@ def test_zygotes_are_shared_per_environment_and_bounded(monkeypatch):
         assert not a.alive  # and its process with it
     finally:
         W.close_zygotes()  # the others are started again where a later test needs one
+
+
+# --------------------------------------------------------------------------- a task's pooled runs, asked at once
+
+SECOND_RUN = "suites.plugins.second_run:SUBJECTS"
+
+
+@pytest.fixture()
+def second_run_registered():
+    subjects = load_plugin(SECOND_RUN)
+    yield subjects
+    for s in subjects:
+        SUBJECTS.pop(s.name, None)
+
+
+def test_a_stream_answers_each_run_in_order_like_single_runs():
+    w = Worker(plugins=PLUGINS, fork=True).start()
+    try:
+        streamed = list(w.run_answers(CASE.to_json(), "control.deterministic", "cpu", "default", timeout=60,
+                                      count=3, case_id=CASE.id))
+        single = w.run_answer(CASE.to_json(), "control.deterministic", "cpu", "default", timeout=60,
+                              case_id=CASE.id)
+        assert w.alive and os.listdir(w.spool) == []  # every answer's spool file unlinked
+    finally:
+        w.close()
+    assert [a.result.status for a in streamed] == ["ok", "ok", "ok"]
+    assert single.result.status == "ok" and single.tensors
+    for a in streamed:  # the answer after the stream is its own (the pipe stayed in step)
+        assert a.tensors == single.tensors
+        assert all(np.array_equal(v, single.result.arrays[k]) for k, v in a.result.arrays.items())
+
+
+def test_a_skip_ends_the_stream_and_the_worker_stays_in_step():
+    w = Worker(plugins=PLUGINS, fork=True).start()
+    try:
+        skipped = list(w.run_answers(CASE.to_json(), "control.deterministic", "cpu", "cudnn_deterministic",
+                                     timeout=60, count=3, case_id=CASE.id))
+        after = w.run_answer(CASE.to_json(), "control.deterministic", "cpu", "default", timeout=60, case_id=CASE.id)
+        alive = w.alive
+    finally:
+        w.close()
+    assert [a.result.status for a in skipped] == ["skipped"]  # the worker ran no more of them either
+    assert "applies only to gpu" in skipped[0].result.skip_reason
+    assert after.result.status == "ok" and after.result.context == "default" and alive
+
+
+def test_a_stream_left_early_ends_its_worker():
+    """Answers still on their way would be read as the next request's: a stream the caller leaves before its
+    last answer takes its worker with it."""
+    w = Worker(plugins=PLUGINS, fork=True).start()
+    try:
+        stream = w.run_answers(CASE.to_json(), "control.deterministic", "cpu", "default", timeout=60, count=3,
+                               case_id=CASE.id)
+        first = next(stream)
+        alive_before = w.alive
+        stream.close()
+        assert first.result.status == "ok" and alive_before
+        assert not w.alive
+    finally:
+        w.close()
+
+
+def test_a_crash_ends_the_stream_and_the_rest_run_in_a_new_pooled_worker(tmp_path, second_run_registered):
+    w = Worker(plugins=(SECOND_RUN,), fork=True).start()
+    try:
+        answers = list(w.run_answers(CASE.to_json(), "secondrun.dies", "cpu", "default", timeout=60, count=3,
+                                     case_id=CASE.id))
+        assert not w.alive
+    finally:
+        w.close()
+    assert [a.result.status for a in answers] == ["ok", "crashed"]  # nothing after the death is waited for
+    # Through a campaign: R=5 in the pool, each death ends a stream and the rest go to the next pooled worker.
+    tasks = plan([CASE], [get_subject("secondrun.dies")], [CPU], [get_context("default")])
+    Campaign(str(tmp_path), CampaignSettings(repeats=5, fresh=0, timeout=60, plugins=(SECOND_RUN,),
+                                             quiet=True)).run(tasks)
+    runs = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
+    assert [r["rep"] for r in runs] == [0, 1, 2, 3, 4]
+    assert [r["status"] for r in runs] == ["ok", "crashed", "ok", "crashed", "ok"]
+    assert [r["process"] for r in runs] == ["pool"] * 5
+    pids = [r["pid"] for r in runs]
+    assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4] and pids[0] != pids[4]
+    y = load_arrays(str(tmp_path), json.loads((tmp_path / "tasks.jsonl").read_text())["array_file"])["y"]
+    assert y.tolist() == [pids[0]]  # repetition 0 ran in the first worker, as its line says

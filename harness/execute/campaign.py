@@ -467,15 +467,57 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
     seconds = {"subject": 0.0, "transfer_and_overhead": 0.0, "compare": 0.0, "runs": 0}
     case_json = task.case.to_json()
     used: set[int] = set()
-    for rep, want in enumerate(slots):
+
+    def record(slot: str, pid: int | None, res: RunResult, meta: dict[str, dict[str, Any]], wall: float) -> bool:
+        """One run's line and result; False when the runs stop here (a skip is decided before anything runs:
+        once is the whole story)."""
+        rep = len(results)
+        seconds["runs"] += 1
+        seconds["subject"] += res.subject_seconds
+        seconds["transfer_and_overhead"] += max(wall - res.subject_seconds, 0.0)
+        if not ok or res.arrays.keys() != meta.keys():
+            meta = _tensor_meta(res.arrays)
+        metas.append(meta)
+        lines.append({"key": task.key, "rep": rep, "process": slot, "pid": pid, "wall": wall, **res.meta(),
+                      "tensors": meta})
+        results.append((slot, res))
+        return res.status != "skipped"
+
+    def crashed(exc: WorkerError) -> RunResult:
+        return RunResult(task.subject, task.case.id, task.device, task.context, "crashed",
+                         error=ErrorInfo("WorkerError", str(exc), "setup"))
+
+    while len(results) < len(slots):
+        want = slots[len(results)]
         t0 = time.perf_counter()
-        meta: dict[str, dict[str, Any]] = {}
-        slot = want if want == "pool" else f"fresh:{len(used)}"
         if not ok:
             res = RunResult(task.subject, task.case.id, task.device, task.context, "skipped", skip_reason=reason)
-            pid = None
+            if not record(want, None, res, {}, time.perf_counter() - t0):
+                break
+        elif want == "pool":
+            # The task's pooled runs asked for at once: the worker runs them back to back while this process
+            # takes in each answer; one that ends the worker ends the stream, and the rest go to its successor.
+            n = len(slots) - len(results)
+            n = next((k for k in range(n) if slots[len(results) + k] != "pool"), n)
+            go = True
+            try:
+                with workers.use("pool") as (slot, w):
+                    pid = w.pid
+                    for answer in w.run_answers(case_json, task.subject, task.device, task.context,
+                                                settings.timeout, n, case_id=task.case.id):
+                        now = time.perf_counter()  # the worker ran this one while the last was taken in
+                        go = record(slot, pid, answer.result, answer.tensors, now - t0)
+                        t0 = now
+                        if not go:
+                            break
+            except WorkerError as exc:
+                go = record("pool", None, crashed(exc), {}, time.perf_counter() - t0)
+            if not go:
+                break
         else:
             before = set(used)
+            meta: dict[str, dict[str, Any]] = {}
+            slot = f"fresh:{len(used)}"
             try:
                 with workers.use(want, used) as (slot, w):  # marks the fresh worker it takes as used
                     pid = w.pid
@@ -486,21 +528,9 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
                 taken = used - before  # a fresh worker that could not run: the row names it, the next run tries another
                 slot = f"fresh:{min(taken)}" if taken else slot
                 pid = None
-                res = RunResult(task.subject, task.case.id, task.device, task.context, "crashed",
-                                error=ErrorInfo("WorkerError", str(exc), "setup"))
-        wall = time.perf_counter() - t0
-        seconds["runs"] += 1
-        seconds["subject"] += res.subject_seconds
-        seconds["transfer_and_overhead"] += max(wall - res.subject_seconds, 0.0)
-        if not ok or res.arrays.keys() != meta.keys():
-            meta = _tensor_meta(res.arrays)
-        metas.append(meta)
-        lines.append({"key": task.key, "rep": rep, "process": slot, "pid": pid, "wall": wall, **res.meta(),
-                      "tensors": meta})
-        results.append((slot, res))
-        if res.status == "skipped":
-            # A skip is decided before anything runs: once is the whole story.
-            break
+                res = crashed(exc)
+            if not record(slot, pid, res, meta, time.perf_counter() - t0):
+                break
     t0 = time.perf_counter()
     outcome = outcome_of(task, results, metas, lines)
     seconds["compare"] += time.perf_counter() - t0

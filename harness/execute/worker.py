@@ -1,8 +1,10 @@
 """Worker processes: each runs subjects for the runner, so a crash or a hang costs one run, not the campaign.
 
 A :class:`Worker` is a separate process with two private pipes. It imports Chainer, loads the plug-ins it
-was given, then answers requests ``(case_json, subject, device, context)`` with a
-:class:`~harness.subjects.base.RunResult`. The parent waits at most ``timeout`` seconds for each answer; a
+was given, then answers requests ``(case_json, subject, device, context, seq, count)``: ``count`` runs one after
+another, each answered with a :class:`~harness.subjects.base.RunResult` as it ends (a task's pooled repetitions are
+one request, so the worker never waits on the parent between them). The parent waits at most ``timeout`` seconds
+for each answer; a
 worker that dies (segfault, abort, out of memory), does not answer in time or answers something that is not
 a well-formed answer is killed and reported (``crashed`` / ``timeout``), and the caller starts a new one.
 
@@ -55,7 +57,7 @@ import tempfile
 import threading
 import time
 from multiprocessing.connection import Connection
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -411,25 +413,28 @@ def worker_main(rx: Connection, tx_fd: int, plugins: tuple[str, ...], spool: str
             return
         if msg is None:
             return
-        case_json, subject_name, device_id, context_name, seq = msg
+        case_json, subject_name, device_id, context_name, seq, count = msg
         if not str(device_id).startswith("cpu"):
             _lift_memory_limit()
         case = cases.get(case_json)
         if case is None:  # the campaign's own Case.to_json: checked when the parent built the case
             case = cases[case_json] = Case.from_own_json(case_json)
-        try:
-            result = execute(get_subject(subject_name), case, parse_device(device_id), get_context(context_name))
-        except Exception as exc:  # noqa: BLE001 - e.g. an unknown subject: still an answer
-            result = RunResult(subject_name, case.id, device_id, context_name, "error",
-                               error=ErrorInfo(type(exc).__name__, str(exc), "setup"))
-        path = os.path.join(spool, f"{seq}.bin")
-        try:
-            payload = _encode_answer(result, path)
-        except Exception as exc:  # noqa: BLE001 - a full spool, an unwritable array: the parent says so
-            head = json.dumps({"result": {}, "arrays": [],
-                               "transfer_error": f"{type(exc).__name__}: {exc}"}).encode()
-            payload = [_JSON_LEN.pack(len(head)), head]
-        _write_frame(tx_fd, payload)
+        for k in range(count):  # the runs one after another, each answered as soon as it ends
+            try:
+                result = execute(get_subject(subject_name), case, parse_device(device_id), get_context(context_name))
+            except Exception as exc:  # noqa: BLE001 - e.g. an unknown subject: still an answer
+                result = RunResult(subject_name, case.id, device_id, context_name, "error",
+                                   error=ErrorInfo(type(exc).__name__, str(exc), "setup"))
+            path = os.path.join(spool, f"{seq + k}.bin")
+            try:
+                payload = _encode_answer(result, path)
+            except Exception as exc:  # noqa: BLE001 - a full spool, an unwritable array: the parent says so
+                head = json.dumps({"result": {}, "arrays": [],
+                                   "transfer_error": f"{type(exc).__name__}: {exc}"}).encode()
+                payload = [_JSON_LEN.pack(len(head)), head]
+            _write_frame(tx_fd, payload)
+            if result.status == "skipped":  # decided before anything ran: the runs after it would say the same
+                break
 
 
 def _child(argv: list[str]) -> None:
@@ -916,38 +921,59 @@ class Worker:
     def run_answer(self, case_json: str, subject: str, device: str, context: str, timeout: float,
                    case_id: str = "") -> Answer:
         """:meth:`run`, with what the worker measured of each array (digest, NaN/Inf counts)."""
+        return next(self.run_answers(case_json, subject, device, context, timeout, 1, case_id))
+
+    def run_answers(self, case_json: str, subject: str, device: str, context: str, timeout: float,
+                    count: int, case_id: str = "") -> Iterator[Answer]:
+        """``count`` runs asked for at once: the worker runs them one after another and answers each as it
+        ends, so it never waits on this process between them. Each answer is due ``timeout`` seconds after
+        this process starts waiting for it. The answers stop early after the first ``skipped`` one (the
+        worker stops there too) and after one that ends the worker (``crashed``, ``timeout``): the caller asks
+        a new worker for the rest."""
         self.wait_ready()
         if not case_id:
             from harness.core.cases import Case
 
             case_id = Case.from_json(case_json).id
         base = dict(subject=subject, case_id=case_id, device=device, context=context)
-        self._seq += 1
-        seq = self._seq
-        path = os.path.join(self.spool or "", f"{seq}.bin")
+        first = self._seq + 1
+        self._seq += count
         try:
-            self._send.send((case_json, subject, device, context, seq))
+            self._send.send((case_json, subject, device, context, first, count))
         except (BrokenPipeError, OSError):
-            return Answer(self._dead(base, "setup"), {})
-        try:
-            payload = _read_frame(self._rx_fd, time.monotonic() + timeout)
-            answer = _decode_answer(payload, base, path)
-        except _NoAnswer:
-            self.kill()
-            return Answer(RunResult(**base, status="timeout", error=ErrorInfo(
-                "Timeout", f"no answer within {timeout:g} s; worker killed", "run")), {})
-        except (EOFError, OSError):
-            return Answer(self._dead(base, "run"), {})
-        except _Malformed as exc:
-            self.kill()
-            return Answer(RunResult(**base, status="crashed", error=ErrorInfo(
-                "MalformedAnswer", f"{exc}; worker killed", "transfer")), {})
-        finally:
+            yield Answer(self._dead(base, "setup"), {})
+            return
+        for seq in range(first, first + count):
+            path = os.path.join(self.spool or "", f"{seq}.bin")
             try:
-                os.unlink(path)  # mapped already where it exists: the mapping outlives the name
-            except OSError:
-                pass
-        return answer
+                payload = _read_frame(self._rx_fd, time.monotonic() + timeout)
+                answer = _decode_answer(payload, base, path)
+            except _NoAnswer:
+                self.kill()
+                yield Answer(RunResult(**base, status="timeout", error=ErrorInfo(
+                    "Timeout", f"no answer within {timeout:g} s; worker killed", "run")), {})
+                return
+            except (EOFError, OSError):
+                yield Answer(self._dead(base, "run"), {})
+                return
+            except _Malformed as exc:
+                self.kill()
+                yield Answer(RunResult(**base, status="crashed", error=ErrorInfo(
+                    "MalformedAnswer", f"{exc}; worker killed", "transfer")), {})
+                return
+            finally:
+                try:
+                    os.unlink(path)  # mapped already where it exists: the mapping outlives the name
+                except OSError:
+                    pass
+            try:
+                yield answer
+            except GeneratorExit:
+                if seq < first + count - 1 and answer.result.status != "skipped":
+                    self.kill()  # answers still on their way would be read as the next request's: no worker
+                raise
+            if answer.result.status == "skipped":
+                return
 
     def _dead(self, base: dict[str, str], phase: str) -> RunResult:
         try:
