@@ -9,6 +9,7 @@ a JSON round trip (``to_dict`` / ``from_dict``); ``from_dict`` refuses a malform
 
 from __future__ import annotations
 
+import collections.abc as _abc
 import enum
 import json
 import math
@@ -19,13 +20,25 @@ from typing import Any, Iterable, Iterator, Mapping
 from harness.core.errors import RecordError
 
 
+#: Exact types :func:`_plain` hands back as they are, looked up before any ``isinstance`` (a task record's
+#: sketches hold tens of thousands of them per campaign; an ``isinstance`` against ``Mapping`` costs an ABC check).
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
 def _plain(value: Any) -> Any:
     """JSON-ready data: mappings become dicts, tuples and lists become lists, scalars stay as they are.
     (``dataclasses.asdict`` does the same through ``copy.deepcopy`` of every scalar: measured at a third of
     the measure pass on the default report.)"""
-    if isinstance(value, (str, int, float, bool)) or value is None:
+    t = type(value)
+    if t in _SCALAR_TYPES:
         return value
-    if isinstance(value, Mapping):
+    if t is list or t is tuple:
+        return [v if type(v) in _SCALAR_TYPES else _plain(v) for v in value]
+    if t is dict:
+        return {k: v if type(v) in _SCALAR_TYPES else _plain(v) for k, v in value.items()}
+    if isinstance(value, (str, int, float, bool)):  # subclasses (an IntEnum, a numpy-free str subclass)
+        return value
+    if isinstance(value, _abc.Mapping):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
