@@ -497,8 +497,7 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
         elif want == "pool":
             # The task's pooled runs asked for at once: the worker runs them back to back while this process
             # takes in each answer; one that ends the worker ends the stream, and the rest go to its successor.
-            n = len(slots) - len(results)
-            n = next((k for k in range(n) if slots[len(results) + k] != "pool"), n)
+            n = slots.count("pool") - len(results)  # the pooled slots come first: every run so far was one
             go = True
             try:
                 with workers.use("pool") as (slot, w):

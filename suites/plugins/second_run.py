@@ -10,8 +10,6 @@ Load with ``--subject-plugin suites.plugins.second_run:SUBJECTS``. In the ``embe
 from __future__ import annotations
 
 import os
-import signal
-import time
 
 import numpy as np
 
@@ -19,6 +17,7 @@ from harness.core.cases import Case
 from harness.core.contexts import Context
 from harness.core.devices import Device
 from harness.subjects.base import Declared, Recorder, Subject
+from suites.plugins.misbehaving import _segfault
 
 __all__ = ["SUBJECTS"]
 
@@ -28,16 +27,9 @@ _RUNS = [0]  # runs of this subject in this process
 
 def _dies_every_second_run(case: Case, device: Device, context: Context, rec: Recorder) -> None:
     _RUNS[0] += 1
+    if _RUNS[0] % 2 == 0:
+        _segfault(case, device, context, rec)
     with rec.phase("forward"):
-        if _RUNS[0] % 2 == 0:
-            try:
-                import resource
-
-                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file in the campaign's directory
-            except (ImportError, ValueError, OSError):
-                pass
-            os.kill(os.getpid(), signal.SIGSEGV)
-            time.sleep(30)  # the signal is delivered before this returns
         y = np.array([os.getpid()], dtype=np.int64)
     rec.output("y", device.put(y))
 
