@@ -352,7 +352,7 @@ def _profiles() -> list[str]:
 
 
 def _settings_default(key: str) -> Any:
-    from harness.execute.campaign import CampaignSettings
+    from harness.execute.settings import CampaignSettings
 
     return getattr(CampaignSettings, key)
 

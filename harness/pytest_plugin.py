@@ -76,7 +76,7 @@ def one_lane_per_xdist_worker(environ: Any = os.environ) -> str | None:
     """Under pytest-xdist the workers already use the cores: each campaign a test runs (here or in a
     ``python -m harness`` child) gets one lane (``HARNESS_JOBS=1``) unless the environment says otherwise.
     Returns what it set, or None."""
-    from harness.execute.campaign import JOBS_ENV
+    from harness.execute.settings import JOBS_ENV
 
     if not environ.get("PYTEST_XDIST_WORKER", "").startswith("gw") or JOBS_ENV in environ:
         return None

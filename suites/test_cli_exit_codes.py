@@ -97,6 +97,35 @@ def test_every_option_of_every_verb_has_help_text():
     assert not missing, missing
 
 
+_NO_NUMPY = """
+import contextlib, io, json, sys
+from harness.cli import build_parser
+seen = {}
+for argv in json.loads(sys.argv[1]):
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            build_parser().parse_args(argv)
+    except SystemExit as exc:
+        seen[" ".join(argv)] = [exc.code, "numpy" in sys.modules]
+print(json.dumps(seen))
+"""
+
+
+def test_help_and_parse_time_refusals_import_no_numpy():
+    """--help and a value the parser refuses cost an interpreter and argparse, not NumPy and the campaign
+    (a user's typo, and the many refusals these suites check, answer in a tenth of a second)."""
+    argvs = [[*verb.split(), "--help"] for verb in VERBS] + [
+        ["report", "--devices", "tpu"], ["report", "--repeats", "0"], ["gate", "--devices", "gpu:x"],
+        ["replay", "nope.json", "--subject", "chainer.embed_id"], ["audit", "--contexts", "nope", "--out", "a.json"]]
+    p = subprocess.run([sys.executable, "-c", _NO_NUMPY, json.dumps(argvs)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=TIMEOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr
+    seen = json.loads(p.stdout)
+    assert len(seen) == len(argvs), seen  # every one ended in the parser: help (0) or a refusal (2)
+    assert {code for code, _ in seen.values()} == {0, 2}, seen
+    assert not [a for a, (_, numpy) in seen.items() if numpy], seen
+
+
 def test_top_level_help_speaks_to_users():
     p = harness("--help")
     assert p.returncode == 0 and "Nothing imports" not in p.stdout

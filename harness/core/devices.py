@@ -10,11 +10,12 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import InvalidArgument
+
+if TYPE_CHECKING:  # NumPy is imported where arrays move: parsing ``--devices`` on the command line needs none
+    import numpy as np
 
 __all__ = ["Device", "CPU", "parse_device", "parse_devices", "available_gpus", "cupy_status", "DeviceSelection",
            "select_devices", "resolve_device", "gpu_presence", "gpu_reason", "gpu_problem"]
@@ -158,7 +159,9 @@ class Device:
     def xp(self) -> Any:
         """The array module: numpy or cupy."""
         if self.kind == "cpu":
-            return np
+            import numpy
+
+            return numpy
         cp, _ = cupy_status()
         why = gpu_reason()
         if cp is None or why is not None:
@@ -175,19 +178,23 @@ class Device:
     def put(self, a: np.ndarray) -> Any:
         """Copy a host array to this device, bit for bit."""
         if self.kind == "cpu":
-            return np.array(a, copy=True)
+            import numpy
+
+            return numpy.array(a, copy=True)
         cp = self.xp
         with cp.cuda.Device(self.index):
             return cp.asarray(a)
 
     def to_host(self, a: Any) -> np.ndarray:
         """Copy an array on this device back to host NumPy (after the run)."""
+        import numpy
+
         if a is None:
             return None  # type: ignore[return-value]
-        if isinstance(a, np.ndarray):
+        if isinstance(a, numpy.ndarray):
             return a
         get = getattr(a, "get", None)
-        return np.asarray(get() if get is not None else a)
+        return numpy.asarray(get() if get is not None else a)
 
     def synchronize(self) -> None:
         """Wait for queued device work (no-op on CPU)."""
@@ -197,7 +204,9 @@ class Device:
 
     def seed(self, seed: int) -> None:
         """Seed the device's global generator, for code (like Chainer's dropout) that draws from it."""
-        np.random.seed(seed % 2**32)
+        import numpy
+
+        numpy.random.seed(seed % 2**32)
         if self.kind == "gpu":
             with self.xp.cuda.Device(self.index):
                 self.xp.random.seed(seed % 2**32)

@@ -42,6 +42,7 @@ from harness.core.errors import InvalidArgument, WorkerError
 from harness.core.fileio import atomic_json, atomic_npz
 from harness.core.records import TaskRecord, TensorStats, read_tasks, repair_jsonl
 from harness.subjects.base import ErrorInfo, RunResult, Subject
+from harness.execute.settings import CampaignSettings, default_jobs  # re-exported: the settings live apart (no NumPy)
 from harness.execute.worker import Worker, prestart_zygote, tensor_meta
 from harness.subjects.registry import accepts_error, get_subject, prepare_accepts
 
@@ -153,64 +154,9 @@ def _with_judges(subjects: Iterable[Subject], contracts: Any, devices: Sequence[
     return out
 
 
-@dataclass
-class CampaignSettings:
-    """How a campaign repeats and isolates runs."""
-
-    repeats: int = 5
-    fresh: int = 2
-    timeout: float = 120.0
-    plugins: tuple[str, ...] = ()
-    quiet: bool = False
-    #: Lanes run on this machine at once, each with its own workers (0: :func:`default_jobs`). They change
-    #: when a task runs, never what it runs in: every task still gets R runs in one pooled worker and K in
-    #: fresh ones.
-    jobs: int = 0
-
-    def __post_init__(self) -> None:
-        # The command line's parser checks these with the same functions; a campaign.json is checked by its
-        # schema. This is for settings made in code (tools, tests): the rules are argcheck's, not repeated here.
-        from harness.core import argcheck
-
-        argcheck.int_at_least("repeats", self.repeats, 1)
-        argcheck.int_at_least("fresh", self.fresh, 0)
-        argcheck.positive_seconds("timeout", self.timeout)
-        argcheck.int_at_least("jobs", self.jobs, 0)
-
-    def lanes(self) -> int:
-        """The number of lanes :attr:`jobs` asks for."""
-        return self.jobs or default_jobs()
-
-
-#: The most lanes ``jobs=0`` gives: each lane holds a pooled worker with Chainer imported (the K fresh ones
-#: are shared by the lanes of an environment).
-MAX_DEFAULT_JOBS = 4
 #: With ``jobs=0``, a group of tasks gets one lane per this many tasks (and at most :func:`default_jobs`):
 #: a lane costs a pooled worker (a fork of the zygote) and a thread, a default task about 20 ms.
 MIN_TASKS_PER_LANE = 32
-
-
-#: Environment variable: the lanes ``jobs=0`` means (a pytest-xdist worker sets 1: the workers are the lanes).
-JOBS_ENV = "HARNESS_JOBS"
-
-
-def default_jobs() -> int:
-    """``$HARNESS_JOBS`` where set, else one lane per CPU this process may run on, at most
-    :data:`MAX_DEFAULT_JOBS`."""
-    text = os.environ.get(JOBS_ENV)
-    if text:
-        from harness.core import argcheck
-
-        try:
-            value = int(text)
-        except ValueError:
-            raise InvalidArgument(f"{JOBS_ENV}={text!r} must be an integer >= 1") from None
-        return int(argcheck.int_at_least(JOBS_ENV, value, 1, argcheck.LIMITS["jobs"][0]))
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        n = os.cpu_count() or 1
-    return max(1, min(n, MAX_DEFAULT_JOBS))
 
 
 def _tensor_meta(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:

@@ -90,7 +90,7 @@ def measure_campaign(directory: str, contracts: Contracts, *, tasks: Mapping[str
     ``cases``: the campaign's cases by id, where the caller holds them (else read from ``corpus.jsonl``).
 
     The tasks, in their sorted order, are dealt into ``parts`` slices (0: one per lane the machine runs,
-    :func:`~harness.execute.campaign.default_jobs`; one below :data:`SPLIT_TASKS` tasks); the slices after
+    :func:`~harness.execute.settings.default_jobs`; one below :data:`SPLIT_TASKS` tasks); the slices after
     the first are each measured in a child forked from this process (:func:`harness.core.forking.map_forked`),
     which reads the same records and arrays without a copy. A task's measures depend only on the records, the
     arrays and the contracts, so the measures, and their order, are those of one slice."""
@@ -100,7 +100,7 @@ def measure_campaign(directory: str, contracts: Contracts, *, tasks: Mapping[str
     arrays = _Arrays(directory, held=held)
     order = sorted(tasks.values(), key=lambda r: (r.case_id, r.subject, r.context, r.device))
     if not parts:
-        from harness.execute.campaign import default_jobs
+        from harness.execute.settings import default_jobs
 
         parts = default_jobs() if len(order) >= SPLIT_TASKS else 1
     parts = max(1, min(parts, len(order)))

@@ -8,7 +8,10 @@ padded pipeline, and bad inputs of the kinds users hit.
 
 from __future__ import annotations
 
-from harness.core.cases import Case
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where cases are made: the command line reads DEFAULT_SEED without NumPy
+    from harness.core.cases import Case
 
 __all__ = ["PROFILE_EXAMPLES", "anchor_cases", "relation_cases", "default_corpus", "gate_corpus", "DEFAULT_SEED", "DEFAULT_EXAMPLES"]
 
@@ -18,6 +21,8 @@ DEFAULT_EXAMPLES = {"embed": 6, "lstm": 4, "pipeline": 3}
 
 def anchor_cases() -> list[Case]:
     """The hand-picked cases every default campaign includes."""
+    from harness.core.cases import Case
+
     return [
         Case("embed", 11, {"vocab": 3, "width": 4, "ids_shape": [400], "id_kind": "collision", "distinct": 2},
              tags=("anchor", "collision")),
@@ -54,6 +59,8 @@ def relation_cases() -> list[Case]:
     OpenBLAS's GEMM kernels change bits with the batch's size and order (measured here: alone, sub-batch,
     reversed and duplicated sequences all differ from the whole batch's), and a collision-heavy 2-D id batch
     whose embedding gradient sums rows in another order when they are permuted."""
+    from harness.core.cases import Case
+
     return [
         Case("lstm", 51, {"n_layers": 1, "in_size": 64, "hidden": 64, "lengths": [5, 4, 4, 2]},
              tags=("relations", "lengths:ties")),

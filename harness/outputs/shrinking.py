@@ -40,13 +40,13 @@ def shrink_findings(found: Sequence[F.Finding], contracts: Contracts, *, budget:
                     timeout: float = 120.0, log: Any = None, parallel: int = 0) -> list[F.Finding]:
     """``found`` with each shrinkable finding's minimal case, until ``budget`` seconds (wall) are spent.
 
-    Findings go to ``parallel`` lanes (0: :func:`~harness.execute.campaign.default_jobs`), each its own
+    Findings go to ``parallel`` lanes (0: :func:`~harness.execute.settings.default_jobs`), each its own
     :class:`Runner`, most severe first; each finding gets its lane's share of the time left. The same finding
     in another context (or another tensor kind of the same case) usually shrinks to the same case, so such
     findings go to one lane, in order, and each starts from the minimal case found before where it reproduces
     there; each lane keeps what each case showed (:func:`~harness.execute.shrink.reproduces`' ``memo``), so
     the group's later findings mostly re-read the checks of the first."""
-    from harness.execute.campaign import default_jobs
+    from harness.execute.settings import default_jobs
 
     out = list(found)
     todo = [i for i, f in enumerate(found) if f.kind not in UNSHRINKABLE and f.shrunk is None]
