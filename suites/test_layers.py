@@ -10,6 +10,7 @@ import each other through any chain (a circle, inside a stage or across).
 from __future__ import annotations
 
 import ast
+import functools
 import pathlib
 import re
 
@@ -58,6 +59,7 @@ def _resolve(name: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=None)  # several tests read every module's imports; parse each file once
 def imports_of(path: pathlib.Path) -> list[tuple[int, str]]:
     """Every module ``path`` imports, with the line: statements anywhere, import calls and string imports."""
     return imports_in(path.read_text(encoding="utf-8"), _name_of(path), path.name == "__init__.py")
@@ -89,7 +91,9 @@ def imports_in(source: str, me: str, is_package: bool = False) -> list[tuple[int
     return sorted((line, _resolve(n)) for line, n in out if n.split(".")[0] in ("harness", "tools"))
 
 
-GRAPH = {name: sorted({t for _, t in imports_of(p) if t in ALL and t != "harness"}) for name, p in ALL.items()}
+def graph() -> dict[str, list[str]]:
+    """Module -> the harness modules it imports (built when a test asks: collection parses no file)."""
+    return {name: sorted({t for _, t in imports_of(p) if t in ALL and t != "harness"}) for name, p in ALL.items()}
 
 
 def test_every_module_lives_in_a_stage_folder() -> None:
@@ -156,7 +160,7 @@ def circles(graph: dict[str, list[str]]) -> list[list[str]]:
 
 
 def test_no_circle_of_imports() -> None:
-    found = circles(GRAPH)
+    found = circles(graph())
     assert not found, "\n".join(" <-> ".join(c) for c in found)
 
 
