@@ -373,7 +373,7 @@ def test_built_arrays_are_kept_for_a_whole_corpus_by_bytes_and_handed_out_as_cop
     built = []
     real = cases_mod._build_arrays
     monkeypatch.setattr(cases_mod, "_build_arrays", lambda c: built.append(c.id) or real(c))
-    monkeypatch.setattr(cases_mod, "_BUILT", cases_mod.OrderedDict())
+    monkeypatch.setattr(cases_mod, "_BUILT", cases_mod._BuiltArrays())
     first = [build_arrays(c) for c in corpus]
     again = [build_arrays(c) for c in corpus]
     assert sorted(built) == sorted(c.id for c in corpus)  # once each
@@ -386,11 +386,12 @@ def test_built_arrays_are_kept_for_a_whole_corpus_by_bytes_and_handed_out_as_cop
 
     biggest = max(sum(a.nbytes for a in arrays.values()) for arrays in first)
     monkeypatch.setattr(cases_mod, "BUILT_BYTES", biggest)
-    monkeypatch.setattr(cases_mod, "_BUILT", cases_mod.OrderedDict())
+    monkeypatch.setattr(cases_mod, "_BUILT", cases_mod._BuiltArrays())
     built.clear()
     for c in corpus:
         build_arrays(c)
         held = sum(a.nbytes for arrays in cases_mod._BUILT.values() for a in arrays.values())
+        assert held == cases_mod._BUILT.held  # the running sum is the sum
         assert held <= biggest or len(cases_mod._BUILT) == 1
         assert next(reversed(cases_mod._BUILT)) == c.id
     assert len(built) == len(corpus) and len(cases_mod._BUILT) < len(corpus)
