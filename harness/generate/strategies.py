@@ -61,16 +61,19 @@ import inspect
 import math
 import random
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeVar
 
 import numpy as np
-from hypothesis import currently_in_test_context, event, note
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from harness.core.cases import FAMILIES, FLOAT_DTYPES, Case, encode_array, lstm_weight_shapes
 from harness.core.errors import InvalidArgument
 from harness.generate.edges import with_edge_tags
+
+if TYPE_CHECKING:
+    from hypothesis import strategies as st
+
+# Hypothesis is imported where a strategy is made or drawn from: the seeded corpora (:func:`corpus`, what
+# ``harness report`` runs) do not use it, and its import is a sixth of a second at every report's start.
 
 __all__ = [
     "embed_cases", "lstm_cases", "pipeline_cases", "cases", "any_case", "bad_inputs",
@@ -170,18 +173,27 @@ class _HypothesisSource(_Source):
         self._draw = draw
 
     def integer(self, lo: int, hi: int) -> int:
+        from hypothesis import strategies as st
+
         return lo if lo == hi else self._draw(st.integers(lo, hi))
 
     def unit(self) -> float:
+        from hypothesis import strategies as st
+
         return self._draw(st.floats(0.0, 1.0))
 
     def ids(self, dtype: str, shape: tuple[int, ...], vocab: int, extra: int | None) -> np.ndarray:
+        from hypothesis import strategies as st
+        from hypothesis.extra import numpy as hnp
+
         elements: st.SearchStrategy[int] = st.integers(0, vocab - 1)
         if extra is not None:
             elements = st.one_of(elements, st.just(extra))
         return self._draw(hnp.arrays(np.dtype(dtype), shape, elements=elements))
 
     def label(self, name: str, value: Any) -> None:
+        from hypothesis import currently_in_test_context, event
+
         if currently_in_test_context():
             event(name, str(value))
 
@@ -544,6 +556,9 @@ def _build_pipeline(src: _Source, b: _PipelineBounds) -> Case:
 
 
 def _strategy(builder: Callable[[_Source, Any], Case], bounds: Any) -> st.SearchStrategy[Case]:
+    from hypothesis import currently_in_test_context, note
+    from hypothesis import strategies as st
+
     @st.composite
     def draw_case(draw: Callable[[st.SearchStrategy[Any]], Any]) -> Case:
         case = builder(_HypothesisSource(draw), bounds)
@@ -665,6 +680,8 @@ def any_case(**bounds: Any) -> st.SearchStrategy[Case]:
     pipeline); ``embed={...}``, ``lstm={...}``, ``pipeline={...}`` give one family's bounds and
     override flat ones, so ``any_case(**bounds_for(profile, "all"))`` works.
     """
+    from hypothesis import strategies as st
+
     per = _split_bounds(bounds)
     return st.one_of(*(_FAMILY_STRATEGIES[f](**per[f]) for f in FAMILIES))
 
@@ -841,6 +858,8 @@ def bad_inputs(*, family: str | None = None) -> st.SearchStrategy[Case]:
     if family is not None:
         _check_family("family", family, FAMILIES)
     pairs = _bad_pairs(family)
+    from hypothesis import currently_in_test_context, note
+    from hypothesis import strategies as st
 
     @st.composite
     def draw_bad(draw: Callable[[st.SearchStrategy[Any]], Any]) -> Case:
