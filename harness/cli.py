@@ -431,7 +431,7 @@ def _add_jobs(p: argparse.ArgumentParser) -> None:
 
 
 def _add_campaign_options(p: argparse.ArgumentParser) -> None:
-    # Defaults are the settings dataclass's (harness.execute.campaign.CampaignSettings); with --resume, a flag
+    # Defaults are the settings dataclass's (harness.execute.settings.CampaignSettings); with --resume, a flag
     # the command line gave (args._given) is compared against the run directory's campaign.json, a default is not.
     p.add_argument("--subjects", type=_checked("subjects", argcheck.name_list),
                    help="comma list of subject names (default: all registered subjects)")
