@@ -170,32 +170,29 @@ class _Source:
 
 class _HypothesisSource(_Source):
     def __init__(self, draw: Callable[[st.SearchStrategy[Any]], Any]) -> None:
-        self._draw = draw
-
-    def integer(self, lo: int, hi: int) -> int:
-        from hypothesis import strategies as st
-
-        return lo if lo == hi else self._draw(st.integers(lo, hi))
-
-    def unit(self) -> float:
-        from hypothesis import strategies as st
-
-        return self._draw(st.floats(0.0, 1.0))
-
-    def ids(self, dtype: str, shape: tuple[int, ...], vocab: int, extra: int | None) -> np.ndarray:
-        from hypothesis import strategies as st
+        # Made only inside a Hypothesis draw: the modules are taken here once, not at each draw.
+        import hypothesis
+        from hypothesis import strategies
         from hypothesis.extra import numpy as hnp
 
-        elements: st.SearchStrategy[int] = st.integers(0, vocab - 1)
+        self._draw = draw
+        self._hypothesis, self._st, self._hnp = hypothesis, strategies, hnp
+
+    def integer(self, lo: int, hi: int) -> int:
+        return lo if lo == hi else self._draw(self._st.integers(lo, hi))
+
+    def unit(self) -> float:
+        return self._draw(self._st.floats(0.0, 1.0))
+
+    def ids(self, dtype: str, shape: tuple[int, ...], vocab: int, extra: int | None) -> np.ndarray:
+        elements: st.SearchStrategy[int] = self._st.integers(0, vocab - 1)
         if extra is not None:
-            elements = st.one_of(elements, st.just(extra))
-        return self._draw(hnp.arrays(np.dtype(dtype), shape, elements=elements))
+            elements = self._st.one_of(elements, self._st.just(extra))
+        return self._draw(self._hnp.arrays(np.dtype(dtype), shape, elements=elements))
 
     def label(self, name: str, value: Any) -> None:
-        from hypothesis import currently_in_test_context, event
-
-        if currently_in_test_context():
-            event(name, str(value))
+        if self._hypothesis.currently_in_test_context():
+            self._hypothesis.event(name, str(value))
 
 
 class _RandomSource(_Source):
@@ -855,11 +852,12 @@ def bad_inputs(*, family: str | None = None) -> st.SearchStrategy[Case]:
 
     ``family`` restricts them to one family; the kinds are those of :data:`BAD_KINDS`.
     """
+    from hypothesis import currently_in_test_context, note
+    from hypothesis import strategies as st
+
     if family is not None:
         _check_family("family", family, FAMILIES)
     pairs = _bad_pairs(family)
-    from hypothesis import currently_in_test_context, note
-    from hypothesis import strategies as st
 
     @st.composite
     def draw_bad(draw: Callable[[st.SearchStrategy[Any]], Any]) -> Case:
