@@ -693,6 +693,40 @@ def test_oracle_integer_empty_and_shape_mismatch():
         in mism.message()
 
 
+def test_oracle_finite_only_path_is_the_full_path():
+    # Tensors of finite numbers skip the NaN / infinity / overflow masks: every field must be what the full
+    # path gives (values that overflow float16 or float32 on the way, a negative atol, signed zeros included)
+    import dataclasses
+
+    from harness.judge import tolerance
+
+    ran = []
+
+    @settings(max_examples=150, deadline=None, derandomize=True, database=None)
+    @given(dtype=st.sampled_from(["float16", "float32", "float64", "int32", "bool"]),
+           values=st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=1, max_size=24),
+           noise=st.floats(-1e-2, 1e-2), atol=st.sampled_from([None, 0.0, -1.0, 1e-6]),
+           normwise=st.booleans(), floor=st.sampled_from([None, 1e-3]), signed_zero=st.booleans())
+    def run(dtype, values, noise, atol, normwise, floor, signed_zero):
+        e = np.array(values)
+        if signed_zero:
+            e[0] = -0.0
+        with np.errstate(over="ignore", invalid="ignore"):
+            a = (e * (1 + noise)).astype(dtype) if dtype != "bool" else e != 0
+        finite = np.isfinite(a.astype(np.float64))
+        a = np.where(finite, a, 0).astype(a.dtype)  # what overflowed becomes 0: the input must be finite
+        opts = dict(atol=atol, normwise=normwise, floor=floor)
+        fast = compare_oracle("t", a, e, **opts)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(tolerance, "_finite_only", lambda *counts: False)
+            full = compare_oracle("t", a, e, **opts)
+        assert dataclasses.asdict(fast) == dataclasses.asdict(full)
+        ran.append(1)
+
+    run()
+    assert len(ran) >= 100, len(ran)
+
+
 def test_oracle_big_arrays_are_summarized():
     e = np.arange(10_000, dtype=np.float64)
     a = e.astype(np.float32)
