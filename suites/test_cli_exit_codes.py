@@ -262,6 +262,38 @@ def test_an_existing_non_empty_out_is_refused_unless_resume(finished_run, corpus
 
 
 @pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
+def test_a_finished_report_resumed_judges_what_it_judged(tmp_path):
+    # The report prunes repetition 0's arrays to its findings' worst tensors; a resume measures again, and
+    # before the pruned tasks ran again every oracle and relation cell of this run turned "not judged".
+    import csv
+
+    from harness.generate.corpora import anchor_cases
+
+    corpus = tmp_path / "embed.jsonl"
+    write_corpus([c for c in anchor_cases() if c.family == "embed"][:3], str(corpus))
+    out = tmp_path / "run"
+    args = ["--corpus", str(corpus), "--devices", "cpu", "--subjects", "chainer.embed_id", "--contexts", "default",
+            "--repeats", "2", "--fresh", "0", "--quiet", "--no-localize", "--no-shrink"]
+    p = harness("report", *args, "--out", str(out))
+    assert p.returncode in (0, 1), p.stderr
+
+    def verdicts() -> list[tuple[str, ...]]:
+        with open(out / "cells.csv", newline="") as f:
+            return sorted((r["subject"], r["context"], r["relation"], r["verdict"]) for r in csv.DictReader(f))
+
+    before = verdicts()
+    judged = [v for v in before if v[3] not in ("not judged", "skipped")]
+    assert len(judged) >= 3 and any(v[2] for v in judged), before  # the oracle's cells and a relation's
+    from harness.execute.campaign import load_tasks
+
+    named = [r.array_file for r in load_tasks(str(out)).values() if r.array_file]
+    assert len([f for f in named if not (out / "arrays" / f).exists()]) >= len(named) // 2  # pruned
+    p = harness("report", "--resume", str(out), "--quiet", "--no-localize", "--no-shrink")
+    assert p.returncode in (0, 1), p.stderr
+    assert verdicts() == before
+
+
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_resume_with_contradicting_flags_names_every_differing_field(finished_run, tmp_path):
     other = tmp_path / "other.jsonl"
     write_corpus([Case("embed", 12, {"vocab": 5, "width": 2, "ids_shape": [7]})], str(other))

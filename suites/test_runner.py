@@ -266,6 +266,32 @@ def test_resume_after_a_torn_last_line(tmp_path, resume_corpus):
     assert set(load_tasks(str(tmp_path))) == {t.key for t in tasks}, "the record after the torn line was lost"
 
 
+def test_resume_reruns_the_tasks_whose_arrays_were_pruned_or_cut_down(tmp_path, resume_corpus):
+    # A finished report prunes repetition 0's arrays to its findings' worst tensors; measured again without
+    # them, a resumed report's verdicts would be "not judged": those tasks run again, the others do not.
+    from harness.core.fileio import atomic_npz
+
+    _, cases = resume_corpus
+    settings = CampaignSettings(repeats=2, fresh=0, quiet=True)
+    tasks = plan(cases[:3], subjects("control.deterministic"), [CPU], [get_context("default")])
+    first = Campaign(str(tmp_path), settings).run(tasks)
+    gone, cut, kept = (first[t.key] for t in tasks)
+    assert all(r.array_file and len(r.rep_digests) >= 2 for r in (gone, cut, kept))
+    os.remove(tmp_path / "arrays" / gone.array_file)
+    whole = load_arrays(str(tmp_path), cut.array_file)
+    atomic_npz(str(tmp_path / "arrays" / cut.array_file), dict(list(whole.items())[:1]))
+    runs_before = Counter(line["key"] for line in read_jsonl(tmp_path / "runs.jsonl"))
+    done = Campaign(str(tmp_path), settings).repair()
+    assert set(done) == {kept.key}
+    assert {json.loads(line)["key"] for line in (tmp_path / "tasks.jsonl").read_text().splitlines()} == {kept.key}
+    again = Campaign(str(tmp_path), settings).run(tasks)
+    assert set(again) == {t.key for t in tasks}
+    assert load_arrays(str(tmp_path), cut.array_file).keys() == whole.keys()
+    assert (tmp_path / "arrays" / gone.array_file).exists()
+    runs_after = Counter(line["key"] for line in read_jsonl(tmp_path / "runs.jsonl"))
+    assert runs_after == runs_before == {t.key: 2 for t in tasks}  # the two ran again; their old lines are gone
+
+
 # ---- planning -----------------------------------------------------------------------------------------
 def test_shard_partitions_a_corpus():
     cases = [Case("embed", s, {"vocab": 4, "width": 2, "ids_shape": [3]}) for s in range(40)]

@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["atomic_write", "atomic_json", "atomic_npz"]
+__all__ = ["atomic_write", "atomic_json", "atomic_npz", "npz_key", "npz_members"]
 
 
 def atomic_write(path: str, data: str | bytes) -> str:
@@ -37,10 +37,26 @@ def atomic_json(path: str, data: Any) -> str:
     return atomic_write(path, json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
 
 
+def npz_key(name: str) -> str:
+    """A tensor name as an npz member name (``/`` is not allowed there)."""
+    return name.replace("/", "_")
+
+
 def atomic_npz(path: str, arrays: Mapping[str, np.ndarray]) -> str:
-    """Arrays as an uncompressed ``.npz`` (loadable with ``allow_pickle=False``), written atomically."""
+    """Arrays as an uncompressed ``.npz`` (loadable with ``allow_pickle=False``; members named by
+    :func:`npz_key`), written atomically."""
     import io
 
     buf = io.BytesIO()
-    np.savez(buf, **{k.replace("/", "_"): np.asarray(v) for k, v in arrays.items()})
+    np.savez(buf, **{npz_key(k): np.asarray(v) for k, v in arrays.items()})
     return atomic_write(path, buf.getvalue())
+
+
+def npz_members(path: str) -> set[str] | None:
+    """The member names of an ``.npz`` file (its zip directory only: no array is read); None where the file is
+    missing or is not an npz."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return set(z.files)
+    except (OSError, ValueError, EOFError):
+        return None

@@ -39,7 +39,7 @@ from harness.core.cases import Case, load_corpus, write_corpus
 from harness.core.contexts import Context, get_context
 from harness.core.devices import Device, parse_device
 from harness.core.errors import InvalidArgument, WorkerError
-from harness.core.fileio import atomic_json, atomic_npz
+from harness.core.fileio import atomic_json, atomic_npz, npz_key, npz_members
 from harness.core.records import TaskRecord, TensorStats, read_tasks, repair_jsonl
 from harness.subjects.base import ErrorInfo, RunResult, Subject
 from harness.execute.settings import CampaignSettings, default_jobs  # re-exported: the settings live apart (no NumPy)
@@ -726,6 +726,13 @@ class Campaign:
         tasks_path = os.path.join(self.dir, "tasks.jsonl")
         repair_jsonl(tasks_path)
         done = load_tasks(self.dir)
+        # A task whose repetition-0 arrays are gone or cut down (a finished report keeps only its findings'
+        # worst tensors: harness.outputs.report.prune_arrays) runs again: measured without them, its verdicts
+        # would say "not judged" where the first report judged.
+        lost = {k for k, r in done.items() if not arrays_complete(self.dir, r)}
+        if lost:
+            repair_jsonl(tasks_path, keep=lambda line: isinstance(line, dict) and line.get("key") not in lost)
+            done = {k: r for k, r in done.items() if k not in lost}
         repair_jsonl(os.path.join(self.dir, "runs.jsonl"),
                      keep=lambda line: isinstance(line, dict) and line.get("key") in done)
         return done
@@ -797,6 +804,17 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
         processes=tuple(sorted({slot for slot, _ in results})),
         tensors=tensors, array_file=None,
         rep_processes=tuple(slot for slot, r in results if r.ok), rep_digests=rep_digests)
+
+
+def arrays_complete(directory: str, rec: TaskRecord) -> bool:
+    """Whether a task's arrays file holds every array of its repetition 0 (the names its record's digests give
+    for the first successful repetition); True for a task that kept no arrays."""
+    if not rec.array_file:
+        return True
+    members = npz_members(os.path.join(directory, "arrays", rec.array_file))
+    if members is None:
+        return False
+    return all(npz_key(k) in members for k, d in rec.rep_digests.items() if d and d[0] is not None)
 
 
 def load_arrays(directory: str, fname: str | None) -> dict[str, np.ndarray]:

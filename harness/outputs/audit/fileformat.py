@@ -36,11 +36,12 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from harness.core.env import machine_label
+from harness.core.fileio import npz_key
 from harness.core.errors import AuditFileError, InvalidArgument
 from harness.judge.bitwise import DIGEST_ALGORITHMS as _BITWISE_ALGORITHMS
 
 __all__ = ["DEFAULT_CORPUS", "FORMAT", "VERSION", "STATUSES", "DIGEST_ALGORITHMS", "DEFAULT_DIGEST", "Audit",
-           "load_audit", "as_audit", "digest_algorithm", "one_digest_algorithm", "entry_key", "npz_key", "failing"]
+           "load_audit", "as_audit", "digest_algorithm", "one_digest_algorithm", "entry_key", "failing"]
 
 #: The committed audit corpus (see suites/corpus/README.md for how it was made).
 DEFAULT_CORPUS = Path(__file__).resolve().parents[3] / "suites/corpus/audit.jsonl"
@@ -127,11 +128,6 @@ class Audit:
 def entry_key(e: Mapping[str, Any]) -> tuple[str, str, str, str]:
     """``(case_id, subject, device, context)``: what identifies an entry within an audit."""
     return (e["case_id"], e["subject"], e["device"], e["context"])
-
-
-def npz_key(name: str) -> str:
-    """A tensor name as an npz member name (``/`` is not allowed there)."""
-    return name.replace("/", "_")
 
 
 def failing(status: str) -> bool:
