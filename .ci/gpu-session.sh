@@ -2,8 +2,8 @@
 # The one device check for a session that is lent the GPU machine (see DEVELOPERS.md):
 #   here:  bash .ci/gpu-session.sh prepare      (builds wheels/ with chainer and espnet, no GPU needed)
 #   there: bash .ci/gpu-session.sh run          (through the device tool, carrying wheels/)
-# `run` installs the two pure-Python wheels into a venv that sees the machine's NumPy and CuPy,
-# runs the GPU suites, a GPU report, an audit, and writes everything under $OUT.
+# `run` installs the wheels the machine lacks beside its own NumPy and CuPy, then runs a smoke check,
+# a GPU report, the GPU suites and an audit, each with its own time limit, and returns one archive.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
@@ -21,22 +21,32 @@ prepare)
   du -sh wheels; ls wheels | wc -l ;;
 run)
   : "${OUT:?OUT must be set (the device tool sets it)}"
-  python3 -m venv --system-site-packages /tmp/hv && . /tmp/hv/bin/activate
-  # Only what the machine lacks: its own NumPy and CuPy stay as they are.
+  W=/tmp/gpu-session && rm -rf "$W" /tmp/site && mkdir -p "$W" /tmp/site
+  # The machine's python3 is itself a venv that holds NumPy and CuPy (a venv made from it would not see
+  # them): install only the distributions it lacks, into a folder on PYTHONPATH.
+  missing=()
   for w in wheels/*.whl; do
-    name=$(basename "$w" | cut -d- -f1 | tr _ -)
-    python -c "import importlib.metadata as m, sys; m.version(sys.argv[1])" "$name" 2>/dev/null || \
-      pip install -q --no-deps --no-index "$w" 2>&1 | tail -1
+    python3 -c "import importlib.metadata as m, sys; m.version(sys.argv[1])" "$(basename "$w" | cut -d- -f1)" \
+      2>/dev/null || missing+=("$w")
   done
-  export PYTHONPATH="$PWD" HARNESS_PROFILE=ci
-  python -m harness env --json > "$OUT/env.json" 2> "$OUT/env.err"
-  python -c "import pandas, hypothesis, threadpoolctl" 2> "$OUT/missing.txt" || echo "missing python packages: see missing.txt"
-  timeout 240 python -m pytest -p no:cacheprovider -q -m gpu --device gpu suites/ > "$OUT/gpu-suites.txt" 2>&1
-  echo "gpu suites rc=$?" | tee -a "$OUT/summary.txt"
-  timeout 200 python -m harness report --devices all --quiet --out "$OUT/report" > "$OUT/report.txt" 2>&1
-  echo "report rc=$?" | tee -a "$OUT/summary.txt"
-  timeout 100 python -m harness audit --devices all --out "$OUT/audit-gpu.json" --quiet > "$OUT/audit.txt" 2>&1
-  echo "audit rc=$?" | tee -a "$OUT/summary.txt"
-  rm -rf "$OUT/report/arrays" ;;
+  { echo "installing: ${missing[*]##*/}"
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "${missing[@]}"
+  } > "$W/install.txt" 2>&1
+  export PYTHONPATH="$PWD:/tmp/site" HARNESS_PROFILE=ci PYTHONUNBUFFERED=1
+  # Each step has its own limit and its own log; whatever ran comes back in one archive ($OUT takes 8 files).
+  step() {
+    local name=$1 limit=$2 t0=$SECONDS rc; shift 2
+    timeout "$limit" "$@" > "$W/$name.txt" 2>&1; rc=$?
+    echo "$name rc=$rc $((SECONDS - t0))s" | tee -a "$W/summary.txt"
+  }
+  step env 30 python3 -m harness env --json
+  step smoke 60 python3 .ci/gpu_smoke.py
+  step report "${GPU_REPORT_S:-240}" python3 -m harness report --devices all \
+    --shrink-budget 20 --quiet --out "$W/report"
+  step suites "${GPU_SUITES_S:-100}" python3 -m pytest -p no:cacheprovider -q -rfEs --durations=15 -m gpu \
+    --device gpu -n 4 suites/
+  step audit "${GPU_AUDIT_S:-45}" python3 -m harness audit --devices all --out "$W/audit-gpu.json" --quiet
+  rm -rf "$W/report/arrays" "$W/report/cases"
+  tar czf "$OUT/gpu-session.tgz" -C "$W" . && cp "$W/summary.txt" "$OUT/" ;;
 *) echo "usage: $0 prepare|run" >&2; exit 2 ;;
 esac
