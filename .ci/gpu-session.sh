@@ -36,7 +36,7 @@ run)
   # Each step has its own limit and its own log; whatever ran comes back in one archive ($OUT takes 8 files).
   step() {
     local name=$1 limit=$2 t0=$SECONDS rc; shift 2
-    timeout "$limit" "$@" > "$W/$name.txt" 2>&1; rc=$?
+    timeout -k 5 "$limit" "$@" > "$W/$name.txt" 2>&1; rc=$?
     echo "$name rc=$rc $((SECONDS - t0))s" | tee -a "$W/summary.txt"
   }
   step env 30 python3 -m harness env --json
