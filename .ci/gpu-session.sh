@@ -39,14 +39,20 @@ run)
     timeout -k 5 "$limit" "$@" > "$W/$name.txt" 2>&1; rc=$?
     echo "$name rc=$rc $((SECONDS - t0))s" | tee -a "$W/summary.txt"
   }
-  step env 30 python3 -m harness env --json
-  step smoke 60 python3 .ci/gpu_smoke.py
-  step report "${GPU_REPORT_S:-240}" python3 -m harness report --devices all \
-    --shrink-budget 20 --quiet --out "$W/report"
-  step suites "${GPU_SUITES_S:-100}" python3 -m pytest -p no:cacheprovider -q -rfEs --durations=15 -m gpu \
-    --device gpu -n 4 suites/
-  step audit "${GPU_AUDIT_S:-45}" python3 -m harness audit --devices all --out "$W/audit-gpu.json" --quiet
-  rm -rf "$W/report/arrays" "$W/report/cases"
+  # GPU_STEPS picks the steps and their order (a rerun with what the first run could not finish).
+  for s in ${GPU_STEPS:-env smoke report suites audit}; do
+    case $s in
+      env) step env 30 python3 -m harness env --json ;;
+      smoke) step smoke 60 python3 .ci/gpu_smoke.py ;;
+      report) step report "${GPU_REPORT_S:-240}" python3 -m harness report --devices all \
+                --shrink-budget 20 --quiet --out "$W/report" ;;
+      suites) step suites "${GPU_SUITES_S:-100}" python3 -m pytest -p no:cacheprovider -q -rfEs --durations=15 \
+                -m gpu --device gpu -n 4 suites/ ;;
+      audit) step audit "${GPU_AUDIT_S:-45}" python3 -m harness audit --devices all --out "$W/audit-gpu.json" --quiet ;;
+      *) echo "GPU_STEPS: unknown step '$s'" | tee -a "$W/summary.txt" ;;
+    esac
+  done
+  rm -rf "$W/report/arrays"  # the cases stay: the findings' printed commands read them
   tar czf "$OUT/gpu-session.tgz" -C "$W" . && cp "$W/summary.txt" "$OUT/" ;;
 *) echo "usage: $0 prepare|run" >&2; exit 2 ;;
 esac

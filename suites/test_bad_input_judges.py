@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.judge import verdicts
-from harness.judge.contracts import BadInputRule, KnownDefect
+from harness.judge import tolerance, verdicts
+from harness.judge.contracts import BadInputRule, KnownDefect, load_contracts
+from harness.judge.findings import Classification, classify, kind_of
 from harness.subjects.embed import sequential_grad_W
 
 KEY = {"case_id": "c0", "subject": "s", "device": "cpu", "context": "default"}
@@ -17,6 +18,8 @@ NO_ERROR = BadInputRule(tag="bad:id_out_of_range_negative", subjects=("s",), dev
                         errors=(), reason="wraps", line=8)
 EMPTY = KnownDefect(subjects=("s",), device="cpu", tags=("ids:empty",), error="ValueError", phase="backward",
                     reason="reshape of an empty array", reference="https://example.invalid/1", line=11)
+ZEROED_ROW = KnownDefect(subjects=("s",), device="gpu", tags=("edge:ignore:negative_row_used",), error="", phase="",
+                         reason="a column zeroed", reference="https://example.invalid/2", line=12, wrong=("grad.W",))
 
 
 def _err(type_: str, phase: str, **returned: str) -> dict:
@@ -132,3 +135,27 @@ def test_sequential_reference_sums_in_the_subjects_dtype(dtype):
     for ix, row in zip(a["x"], a["gy"]):
         acc[ix] = acc[ix] + row
     assert np.array_equal(acc, ref)
+
+
+def test_known_wrong_values_are_a_known_defect_for_the_declared_tensor_only():
+    contract = load_contracts(None).find("espnet.embed_id", "gpu", "default")
+    key = {**KEY, "device": "gpu:0"}
+    exact = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    zeroed = exact.astype(np.float32)
+    zeroed[2] = 0.0  # the row a negative ignore label names, as ESPnet's GPU backward leaves it
+    err, tol = tolerance.judge_oracle(None, "grad.W", zeroed, exact)
+    assert not err.within_tolerance
+
+    m = verdicts.judge_oracle(contract, key, "grad.W", err, tol, "oracle.embed", known=[ZEROED_ROW])
+    assert m.verdict == verdicts.KNOWN_DEFECT and m.rule == "known defect (grad.W beyond the oracle's tolerance)"
+    assert m.contract == "contracts.toml line 12: a column zeroed" and "example.invalid/2" in m.detail
+    assert m.max_abs == 6.0 and m.within is False  # the measured error is kept (row 2 is [5, 6])
+    assert kind_of(m) == "beyond oracle tolerance" and classify(m) == Classification.KNOWN_DEFECT
+    assert not verdicts.Verdict(m.verdict).fails  # the gate passes on it
+    # Another tensor, no declaration, or a crash declaration: the contract's verdict.
+    for tensor, known in (("y", [ZEROED_ROW]), ("grad.W", []), ("grad.W", [EMPTY])):
+        other = verdicts.judge_oracle(contract, key, tensor, err, tol, "oracle.embed", known=known)
+        assert other.verdict == verdicts.BROKEN, (tensor, known)
+    right, rtol = tolerance.judge_oracle(None, "grad.W", exact.astype(np.float32), exact)
+    ok = verdicts.judge_oracle(contract, key, "grad.W", right, rtol, "oracle.embed", known=[ZEROED_ROW])
+    assert ok.verdict == verdicts.WITHIN  # a declaration never hides values that are right

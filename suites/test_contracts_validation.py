@@ -223,6 +223,29 @@ def test_bad_known_defect_is_one_line_with_file_and_line(tmp_path, replace, mess
     _refused(tmp_path, "version = 1\n" + LINE + DEFECT.replace(*replace), message)
 
 
+WRONG_VALUES = DEFECT.replace('error = "ValueError"\nphase = "backward"\n', 'wrong = ["grad.W"]\n')
+
+
+@pytest.mark.parametrize("text,message", [
+    (DEFECT.replace('error = "ValueError"\nphase = "backward"\n', ""),
+     r"c.toml:\d+: \$\.known_defect\[0\] is missing the field 'error' \(needs error and phase \(a crash.*or wrong = "),
+    (WRONG_VALUES.replace('wrong = ["grad.W"]', 'wrong = ["grad.W"]\nerror = "ValueError"'),
+     r"c.toml:\d+: \$\.known_defect\[0\]\.error='ValueError' is for a crash; a declaration with wrong = "),
+    (WRONG_VALUES.replace('wrong = ["grad.W"]', "wrong = []"),
+     r"c.toml:\d+: \$\.known_defect\[0\]\.wrong=\[\] must hold at least 1 item"),
+])
+def test_known_defect_is_a_crash_or_wrong_values_never_both_nor_neither(tmp_path, text, message):
+    _refused(tmp_path, "version = 1\n" + LINE + text, message)
+
+
+def test_known_wrong_values_declare_tensors_and_no_error(tmp_path):
+    [d] = load_contracts(_write(tmp_path, "version = 1\n" + LINE + WRONG_VALUES)).known_defects
+    assert (d.wrong, d.error, d.phase) == (("grad.W",), "", "")
+    assert d.covers_values("grad.W") and not d.covers_values("y")
+    assert not d.matches("", "")  # no error of any kind is this defect
+    assert d.what == "grad.W beyond the oracle's tolerance" and d.describe().startswith("known defect: grad.W beyond")
+
+
 def test_known_defect_lookup_matches_subject_device_tags_error_and_phase(tmp_path):
     c = load_contracts(_write(tmp_path, "version = 1\n" + LINE + DEFECT))
     [d] = c.known_defects

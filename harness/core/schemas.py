@@ -498,9 +498,17 @@ _BAD_INPUT = _obj(BAD_INPUT_FIELDS, ["tag", "reason"], allOf=[
 KNOWN_DEFECT_FIELDS: dict[str, Any] = {
     "subjects": _NAMES, "device": {"enum": ["cpu", "gpu", "*"]}, "context": NAME,
     "tags": _list(NAME, uniqueItems=True, minItems=1), "error": NAME, "phase": {"enum": _PHASES},
-    "reason": NAME, "reference": NAME,
+    "reason": NAME, "reference": NAME, "wrong": _list(NAME, uniqueItems=True, minItems=1),
 }
-_KNOWN_DEFECT = _obj(KNOWN_DEFECT_FIELDS, ["subjects", "tags", "error", "phase", "reason", "reference"])
+_NOT_WITH_WRONG = {"not": {}, "message": "is for a crash; a declaration with wrong = [...] names tensors whose values "
+                                         "are wrong, not an error"}
+_KNOWN_DEFECT = _obj(KNOWN_DEFECT_FIELDS, ["subjects", "tags", "reason", "reference"], allOf=[
+    {"if": {"required": ["wrong"]},
+     "then": {"properties": {"error": _NOT_WITH_WRONG, "phase": _NOT_WITH_WRONG}},
+     "else": {"required": ["error", "phase"],
+              "message": "needs error and phase (a crash: the error's type and the phase that raises it), or "
+                         "wrong = [tensor names] (values beyond the oracle's tolerance)"}},
+])
 
 #: The contracts file (TOML, read as data).
 CONTRACTS: dict[str, Any] = _obj(

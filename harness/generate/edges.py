@@ -6,7 +6,9 @@ small case for every kind, which :func:`harness.generate.corpora.default_corpus`
 so every default campaign reaches every edge (V is the vocabulary, D the embedding width):
 
 - embeddings: an ignore label at -1, 0, V-1, V, strictly between V and D (where D > V + 1), at or above
-  max(V, D), and large negative, each with the label present among the ids and absent; id V-1 present;
+  max(V, D), and large negative, each with the label present among the ids and absent; a negative label
+  that, read as an index, names a row the ids use (-V <= label < 0 with id V + label present); a label that
+  names no row (label >= V or label < -V); id V-1 present;
   V = 1; D = 1; a batch of one; an empty batch; every signed integer id dtype; float16 upstream gradients whose running sum
   crosses 65,504 while the total does not;
 - LSTMs and pipelines: a batch of one; length-1 sequences; tied lengths; unsorted lengths whose sorting
@@ -32,11 +34,14 @@ EMBED_EDGES: tuple[str, ...] = tuple(f"ignore:{k}:{p}" for k in _IGNORE for p in
     "ids:V-1_present", "vocab:1", "width:1", "batch:1", "ids:empty") + tuple(
     f"id_dtype:{d}" for d in ID_DTYPES if d.startswith("int")) + (
     "float16:partial_sum_overflow",)
+#: Kinds of an ignore label read as an index, for embeddings and the pipelines' embedding alike.
+_INDEX_EDGES: tuple[str, ...] = ("ignore:negative_row_used", "ignore:outside_rows")
 RNN_EDGES: tuple[str, ...] = ("batch:1", "lengths:all_1", "lengths:tied", "lengths:cycle>=3", "state:given",
                               "state:absent", "float16:inputs") + tuple(f"grad_outputs:{g}" for g in GRAD_OUTPUTS)
 #: Every edge kind, each with the families it applies to.
 EDGE_KINDS: dict[str, tuple[str, ...]] = {**{k: ("embed",) for k in EMBED_EDGES},
-                                          **{k: ("lstm", "pipeline") for k in RNN_EDGES}}
+                                          **{k: ("lstm", "pipeline") for k in RNN_EDGES},
+                                          **{k: ("embed", "pipeline") for k in _INDEX_EDGES}}
 
 _LARGE_NEGATIVE = -(2 ** 20)
 
@@ -106,6 +111,19 @@ def _partial_sum_overflows(spec: dict, arrays: dict[str, np.ndarray]) -> bool:
     return False
 
 
+def _ignore_as_index(il: object, vocab: int, ids: np.ndarray | None) -> set[str]:
+    """The kinds an ignore label reaches read as an index (``W[il]``, a one-hot column ``xi[:, il]``): a label in
+    [-V, 0) names row V + il, which a valid id may use; a label at or past V, or below -V, names no row."""
+    if not isinstance(il, int) or isinstance(il, bool):
+        return set()
+    out = set()
+    if -vocab <= il < 0 and ids is not None and (ids == vocab + il).any():
+        out.add("ignore:negative_row_used")
+    if il >= vocab or il < -vocab:
+        out.add("ignore:outside_rows")
+    return out
+
+
 def edge_kinds(case: Case) -> set[str]:
     """The edge kinds ``case`` reaches (:data:`EDGE_KINDS`)."""
     s = case.spec
@@ -126,6 +144,7 @@ def edge_kinds(case: Case) -> set[str]:
             kind = _ignore_kind(il, vocab, width)
             if kind is not None and ids is not None:
                 out.add(f"ignore:{kind}:{'present' if (ids == il).any() else 'absent'}")
+        out |= _ignore_as_index(il, vocab, ids)
         if ids is not None and (ids == vocab - 1).any():
             out.add("ids:V-1_present")
         if vocab == 1:
@@ -140,6 +159,12 @@ def edge_kinds(case: Case) -> set[str]:
         if "edge:float16:partial_sum_overflow" in case.tags or (ids is not None and _partial_sum_overflows(s, arrays)):
             out.add("float16:partial_sum_overflow")
         return out
+    if case.family == "pipeline":  # its ids feed an embedding: the ignore label's index kinds apply there too
+        try:
+            ids = np.asarray(build_arrays(case)["x"]).astype(np.float64).ravel()
+        except Exception:  # noqa: BLE001 - a bad input's arrays may not build: judge the spec alone
+            ids = None
+        out |= _ignore_as_index(s.get("ignore_label"), int(s["vocab"]), ids)
     lengths = [int(n) for n in s["lengths"]]
     if len(lengths) == 1:
         out.add("batch:1")

@@ -120,7 +120,7 @@ def measure_task(record: TaskRecord, case: Case | None, contract: Any, *, role: 
                                                       noise=oracle[1].get(f"noise.{name}"))
             except (TypeError, ValueError):
                 continue  # a dtype with no oracle comparison (strings, complex): nothing to judge
-            out.append(verdicts.judge_oracle(contract, key, name, err, tol, oracle[0]))
+            out.append(verdicts.judge_oracle(contract, key, name, err, tol, oracle[0], known=known_defects))
     if accepted and oracle is None and role == "subject":
         out.append(Measure(kind="oracle", tensor="", verdict=verdicts.NOT_JUDGED, **key,
                            rule=f"bad input must: {exp.describe()}", contract=f"{exp.source}: {exp.reason}",

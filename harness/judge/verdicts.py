@@ -186,11 +186,18 @@ def judge_pair(kind: str, contract: Any, key: Mapping[str, str], tensor: str, mi
 
 
 def judge_oracle(contract: Any, key: Mapping[str, str], tensor: str, error: OracleError, tolerance: Tolerance,
-                 oracle_name: str) -> Measure:
+                 oracle_name: str, known: Sequence[Any] = ()) -> Measure:
     """Verdict of one tensor's error against its oracle (measured by :func:`harness.judge.tolerance.judge_oracle`):
-    within tolerance, else broken where the contract says ``oracle = "within"``, else diverged as allowed."""
+    within tolerance, else "known defect" where a ``[[known_defect]]`` of ``known`` (the declarations for this
+    subject, device, case and context) names the tensor in ``wrong``, else broken where the contract says
+    ``oracle = "within"``, else diverged as allowed."""
     required = contract is not None and contract.oracle == "within"
+    defect = None if error.within_tolerance else next((d for d in known if d.covers_values(tensor)), None)
     verdict = WITHIN if error.within_tolerance else (BROKEN if required or contract is None else ALLOWED)
+    extra: dict[str, Any] = {}
+    if defect is not None:
+        verdict = KNOWN_DEFECT
+        extra = {"detail": defect.describe()}
     return Measure(**_base("oracle", key, tensor, other=oracle_name, dtype=error.dtype, shape=tuple(error.shape),
                            n_diff=error.n_mismatch, n_total=error.n_total, max_ulp=int(error.max_ulp),
                            max_ulp_index=error.max_ulp_index, max_abs=error.max_abs,
@@ -198,8 +205,10 @@ def judge_oracle(contract: Any, key: Mapping[str, str], tensor: str, error: Orac
                            error_ratio=error.error_ratio, allowed=tolerance.describe(),
                            within=error.within_tolerance, actual=error.actual_at, expected=error.expected_at,
                            verdict=verdict,
-                           rule="oracle = within: error within tolerance" if contract is not None else NO_CONTRACT,
-                           contract=_describe(contract)))
+                           rule=(f"known defect ({defect.what})" if defect is not None else
+                                 "oracle = within: error within tolerance" if contract is not None else NO_CONTRACT),
+                           contract=(f"{defect.source} line {defect.line}: {defect.reason}" if defect is not None
+                                     else _describe(contract)), **extra))
 
 
 # --------------------------------------------------------------------------- bad inputs
@@ -341,8 +350,7 @@ def judge_bad_input(expectation: Expectation | None, key: Mapping[str, str], run
     elif error is None:
         verdict, why = (EXPECTED_ERROR if exp.no_error_ok else BROKEN), "no error"
     elif defect is not None:
-        return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=f"known defect ({defect.error} in "
-                               f"{defect.phase})", contract=f"{defect.source} line {defect.line}: {defect.reason}",
+        return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=f"known defect ({defect.what})", contract=f"{defect.source} line {defect.line}: {defect.reason}",
                                actual=got, expected=exp.describe(), detail=defect.describe()))
     elif exp.errors is None or str(error.get("type")) in exp.errors:
         etype, phase = _error_signature(error)
@@ -464,8 +472,7 @@ def judge_task(contract: Any, key: Mapping[str, str], status: str, run_status: s
         defect = _known(known, error)
         same = len({_error_signature(e) for e in ([error] if error else []) + list(errors)}) == 1
         if defect is not None and status == "error" and run_status == "error" and same:
-            return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=f"known defect ({defect.error} in "
-                                   f"{defect.phase})", actual=got, detail=defect.describe(),
+            return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=f"known defect ({defect.what})", actual=got, detail=defect.describe(),
                                    contract=f"{defect.source} line {defect.line}: {defect.reason}"))
         return Measure(**_base("task", key, "", verdict=ERROR, rule=f"run {run_status}", actual=got,
                                detail=got, contract=_describe(contract)))
