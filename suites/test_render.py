@@ -199,6 +199,22 @@ def test_the_terminal_matrix_abbreviates_long_headers_with_a_key():
     assert "subbatch" in wide.splitlines()[0] and "duplicate" in wide.splitlines()[0] and "key:" not in wide
 
 
+def test_the_terminal_matrix_of_two_devices_names_each_column_once_and_never_two_alike():
+    # A GPU report's columns (the H200's had 19): default, debug and duplicate all start with "d", on both devices.
+    ctxs = ["default", "debug", "duplicate", "dupe_other", "order"]
+    cells = _cells([{"subject": "chainer.embed_id", "device": d, "context": c, "verdict": "bit-identical"}
+                    for d in ("cpu", "gpu:0") for c in ctxs])
+    out = render.terminal_matrix(cells, width=50)
+    devices, head, row, key = out.splitlines()
+    assert devices.split() == ["cpu"] * 5 + ["gpu:0"] * 5
+    cols = head.split()
+    assert len(cols) == 10 and cols[:5] == cols[5:]  # one label, one abbreviation, on either device
+    assert len(set(cols[:5])) == 5, cols  # "dupl." twice would say nothing
+    spelled = dict(re.findall(r"(\S+) = ([^,]+)", key.removeprefix("key: ")))
+    assert {spelled.get(c, c) for c in cols[:5]} == set(ctxs)
+    assert row.split()[0] == "chainer.embed_id" and row.split()[1:] == ["="] * 10
+
+
 def test_figures_have_keys_one_subject_order_and_survive_tex_specials():
     cells = _cells([{"subject": "zz.impl", "device": "cpu"}, {"subject": "a.$x_^{", "device": "cpu",
                                                                 "role": "control", "verdict": "diverged as allowed",
