@@ -350,7 +350,8 @@ def judge_bad_input(expectation: Expectation | None, key: Mapping[str, str], run
     elif error is None:
         verdict, why = (EXPECTED_ERROR if exp.no_error_ok else BROKEN), "no error"
     elif defect is not None:
-        return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=f"known defect ({defect.what})", contract=f"{defect.source} line {defect.line}: {defect.reason}",
+        return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=f"known defect ({defect.what})",
+                               contract=f"{defect.source} line {defect.line}: {defect.reason}",
                                actual=got, expected=exp.describe(), detail=defect.describe()))
     elif exp.errors is None or str(error.get("type")) in exp.errors:
         etype, phase = _error_signature(error)
@@ -472,7 +473,8 @@ def judge_task(contract: Any, key: Mapping[str, str], status: str, run_status: s
         defect = _known(known, error)
         same = len({_error_signature(e) for e in ([error] if error else []) + list(errors)}) == 1
         if defect is not None and status == "error" and run_status == "error" and same:
-            return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=f"known defect ({defect.what})", actual=got, detail=defect.describe(),
+            return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=f"known defect ({defect.what})",
+                                   actual=got, detail=defect.describe(),
                                    contract=f"{defect.source} line {defect.line}: {defect.reason}"))
         return Measure(**_base("task", key, "", verdict=ERROR, rule=f"run {run_status}", actual=got,
                                detail=got, contract=_describe(contract)))

@@ -531,7 +531,8 @@ def terminal_matrix(cells: pd.DataFrame, width: int = 100) -> str:
     name_w = max(len(s) for s in m.index)
     devices = [c.split(" ", 1)[0] for c in m.columns]
     labels = [c.split(" ", 1)[1] if " " in c else c for c in m.columns]
-    widest = max([len(lab) for lab in labels] + [len(d) for d in devices] + [len(str(v)) for v in m.to_numpy().ravel()])
+    widest = max([len(lab) for lab in labels] + [len(d) for d in devices]
+                 + [len(str(v)) for v in m.to_numpy().ravel()])
     cell_w = max(7, min(widest + 1, (width - name_w - 2) // max(len(m.columns), 1)))
     short = _abbreviations(labels, cell_w - 1)
     key = [f"{ab} = {lab}" for ab, lab in zip(short, labels) if ab != lab]
