@@ -14,7 +14,7 @@ from typing import Any, Sequence, TextIO
 
 from harness.core.cases import Case
 from harness.core.devices import Device
-from harness.core.records import Measure
+from harness.core.records import Measure, Verdict
 from harness.core.errors import InvalidArgument, SetupError
 from harness.judge import bitwise
 from harness.judge.contracts import Contracts
@@ -23,10 +23,10 @@ __all__ = ["replay", "replay_relation", "differs"]
 
 
 def differs(m: Measure) -> bool:
-    """A measure that found a difference: bits that differ, or an error beyond its tolerance, or a bad
-    verdict of a task."""
+    """A measure that found a difference: bits that differ, or an error beyond its tolerance (unless the
+    contracts file declares those values a known defect), or a bad verdict of a task."""
     if m.kind == "oracle":
-        return m.within is False
+        return m.within is False and m.verdict != Verdict.KNOWN_DEFECT
     if m.kind == "task":
         return m.verdict in ("broken", "error")
     return m.identical is False
@@ -34,7 +34,8 @@ def differs(m: Measure) -> bool:
 
 def _part(m: Measure) -> str:
     if m.kind == "oracle":
-        state = "within tolerance" if m.within else "BEYOND TOLERANCE"
+        state = ("within tolerance" if m.within else
+                 "BEYOND TOLERANCE (known defect)" if m.verdict == Verdict.KNOWN_DEFECT else "BEYOND TOLERANCE")
         ratio = "" if m.error_ratio is None else f", error/allowed {m.error_ratio:.3g}"
         return f"oracle {state}{ratio}"
     what = {"repeat": "", "process": " (fresh processes)", "context": f" vs context {m.other}",
@@ -62,6 +63,9 @@ def _lines(record: Any, measures: Sequence[Measure]) -> list[str]:
             parts.insert(0, f"one run" if t.repeats == 1 else f"{'bit-identical' if t.bitwise_identical else 'DIFFERS'}"
                                                                  f" over {t.repeats}")
         out.append(f"  {name:18s} {t.dtype:8s} {str(tuple(t.shape)):14s} digest {digest}  " + "; ".join(parts))
+    # Values the contracts file declares wrong: say which declaration, as a known crash's task line does.
+    out += [f"  ({m.tensor}) {m.verdict}: {m.rule} -- {m.detail}" for m in measures
+            if m.kind == "oracle" and m.verdict == Verdict.KNOWN_DEFECT]
     return out
 
 
