@@ -34,6 +34,7 @@ def test_gpu_agrees_with_cpu_within_tolerance(subject, device):
     if not device.is_gpu:
         pytest.skip("compares a GPU with the CPU; this instance is the CPU itself")
     subj = get_subject(subject)
+    contracts = load_contracts(None)
     ran = 0
     for case in CASES:
         if not subj.applies_to(case):
@@ -45,7 +46,7 @@ def test_gpu_agrees_with_cpu_within_tolerance(subject, device):
         assert set(cpu.arrays) == set(gpu.arrays)
         # Tensors a [[known_defect]] declares wrong on the GPU for this case are the contracts' to judge (the
         # verdict "known defect"); the others must agree with the CPU.
-        wrong = {t for d in load_contracts(None).known_defects_for(subject, "gpu", case.tags) for t in d.wrong}
+        wrong = {t for d in contracts.known_defects_for(subject, "gpu", case.tags) for t in d.wrong}
         for name, a in cpu.arrays.items():
             if name in wrong:
                 continue

@@ -187,6 +187,16 @@ class KnownDefect:
             return f"{', '.join(self.wrong)} beyond the oracle's tolerance"
         return f"{self.error} in {self.phase}"
 
+    @property
+    def rule(self) -> str:
+        """A measure's rule where this declaration decided its verdict: ``known defect (ValueError in backward)``."""
+        return f"known defect ({self.what})"
+
+    @property
+    def cited(self) -> str:
+        """A measure's contract text: where the declaration is and why (``contracts.toml line 12: ...``)."""
+        return f"{self.source} line {self.line}: {self.reason}"
+
     def describe(self) -> str:
         return (f"known defect: {self.what} -- {self.reason} (upstream: {self.reference}; "
                 f"{self.source} line {self.line})")

@@ -193,11 +193,8 @@ def judge_oracle(contract: Any, key: Mapping[str, str], tensor: str, error: Orac
     ``oracle = "within"``, else diverged as allowed."""
     required = contract is not None and contract.oracle == "within"
     defect = None if error.within_tolerance else next((d for d in known if d.covers_values(tensor)), None)
-    verdict = WITHIN if error.within_tolerance else (BROKEN if required or contract is None else ALLOWED)
-    extra: dict[str, Any] = {}
-    if defect is not None:
-        verdict = KNOWN_DEFECT
-        extra = {"detail": defect.describe()}
+    verdict = (WITHIN if error.within_tolerance else KNOWN_DEFECT if defect is not None
+               else BROKEN if required or contract is None else ALLOWED)
     return Measure(**_base("oracle", key, tensor, other=oracle_name, dtype=error.dtype, shape=tuple(error.shape),
                            n_diff=error.n_mismatch, n_total=error.n_total, max_ulp=int(error.max_ulp),
                            max_ulp_index=error.max_ulp_index, max_abs=error.max_abs,
@@ -205,10 +202,10 @@ def judge_oracle(contract: Any, key: Mapping[str, str], tensor: str, error: Orac
                            error_ratio=error.error_ratio, allowed=tolerance.describe(),
                            within=error.within_tolerance, actual=error.actual_at, expected=error.expected_at,
                            verdict=verdict,
-                           rule=(f"known defect ({defect.what})" if defect is not None else
+                           rule=(defect.rule if defect is not None else
                                  "oracle = within: error within tolerance" if contract is not None else NO_CONTRACT),
-                           contract=(f"{defect.source} line {defect.line}: {defect.reason}" if defect is not None
-                                     else _describe(contract)), **extra))
+                           contract=defect.cited if defect is not None else _describe(contract),
+                           detail=defect.describe() if defect is not None else ""))
 
 
 # --------------------------------------------------------------------------- bad inputs
@@ -350,8 +347,7 @@ def judge_bad_input(expectation: Expectation | None, key: Mapping[str, str], run
     elif error is None:
         verdict, why = (EXPECTED_ERROR if exp.no_error_ok else BROKEN), "no error"
     elif defect is not None:
-        return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=f"known defect ({defect.what})",
-                               contract=f"{defect.source} line {defect.line}: {defect.reason}",
+        return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=defect.rule, contract=defect.cited,
                                actual=got, expected=exp.describe(), detail=defect.describe()))
     elif exp.errors is None or str(error.get("type")) in exp.errors:
         etype, phase = _error_signature(error)
@@ -473,9 +469,8 @@ def judge_task(contract: Any, key: Mapping[str, str], status: str, run_status: s
         defect = _known(known, error)
         same = len({_error_signature(e) for e in ([error] if error else []) + list(errors)}) == 1
         if defect is not None and status == "error" and run_status == "error" and same:
-            return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=f"known defect ({defect.what})",
-                                   actual=got, detail=defect.describe(),
-                                   contract=f"{defect.source} line {defect.line}: {defect.reason}"))
+            return Measure(**_base("task", key, "", verdict=KNOWN_DEFECT, rule=defect.rule, actual=got,
+                                   detail=defect.describe(), contract=defect.cited))
         return Measure(**_base("task", key, "", verdict=ERROR, rule=f"run {run_status}", actual=got,
                                detail=got, contract=_describe(contract)))
     if contract is None:
