@@ -66,6 +66,22 @@ def test_the_hand_made_edge_case_reaches_it_by_its_data_too():
     bare = Case(case.family, case.seed, case.spec, case.arrays)
     assert EDGE in edge_kinds(bare)
 
+def test_a_tagged_case_still_passes_the_schema_it_skips():
+    """with_edge_tags makes its case without the schema check (the case had passed it, the tags are the edge
+    table's names): every edge kind's tag, on a case of each family, is what the schema and a JSON round trip
+    accept."""
+    from harness.core import schemas
+    from harness.generate.edges import EDGE_KINDS
+
+    tagged = [t for t in (with_edge_tags(Case(c.family, c.seed, c.spec, c.arrays, c.expect)) for c in edge_cases())
+              if any(x.startswith("edge:") for x in t.tags)]
+    seen = {x[len("edge:"):] for t in tagged for x in t.tags if x.startswith("edge:")}
+    assert seen == set(EDGE_KINDS), set(EDGE_KINDS) - seen  # every kind's tag was made, so each was checked
+    for t in tagged:
+        assert schemas.check(t.to_dict(), schemas.CASE) is None
+        assert Case.from_json(t.to_json()) == t
+
+
 
 def test_the_contracts_rule_for_the_edge_judges_a_drawn_case():
     contracts = load_contracts(None)

@@ -73,6 +73,6 @@ def measure_here(contracts: Contracts, subject: str, case: Case, device: Device,
             refs.append(Reference("device", dev.id, o.arrays if o.ok else None))
     oracle = None if arrays is None else oracle_arrays(subject, case)  # None where the oracle does not apply
     measures = measure_task(record, case, contract, role=subj.role, bad_rules=rules, arrays=arrays,
-                            references=refs, oracle=oracle, text=True,
+                            references=refs, oracle=oracle,
                             known_defects=contracts.known_defects_for(subject, device.kind, case.tags, context))
     return Here(results, record, measures)

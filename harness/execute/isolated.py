@@ -137,6 +137,6 @@ def measure_isolated(runner: Runner, contracts: Contracts, subject: str, case: C
         o = runner.run(case, declared[0], CPU, "default")
         order = (declared[0], o.arrays or None, declared[1])
     measures = measure_task(record, case, contract, role=subj.role, bad_rules=rules, arrays=arrays,
-                            references=refs, oracle=oracle_pair, text=True, order=order,
+                            references=refs, oracle=oracle_pair, order=order,
                             known_defects=contracts.known_defects_for(subject, device.kind, case.tags, context))
     return Isolated(_results(main), record, measures, dict(arrays or {}))
