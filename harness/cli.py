@@ -247,9 +247,8 @@ def _lazy(module: str, func: str) -> Callable[[argparse.Namespace], int]:
 
 
 def cmd_localize(args: argparse.Namespace) -> int:
+    from harness.core.argcheck import name_pair
     from harness.core.devices import resolve_device
-    from harness.outputs import localize
-
     from harness.subjects.registry import get_subject
 
     _load_plugins(args.subject_plugin)
@@ -257,13 +256,15 @@ def cmd_localize(args: argparse.Namespace) -> int:
     subject = get_subject(args.subject)
     resolve_device(args.device)  # usable here (the parser checked the names)
     if args.devices is not None:
-        for d in localize.name_pair(args.devices, "devices") or ():
+        for d in name_pair(args.devices, "devices") or ():
             resolve_device(d, "devices")
     if args.contexts is not None:
-        localize.name_pair(args.contexts, "contexts")  # two of them
+        name_pair(args.contexts, "contexts")  # two of them
     from harness.execute.sandbox import DONE, in_child, run_child
 
     if in_child():  # the child: the subject runs here, under the hooks, and nowhere else
+        from harness.outputs import localize
+
         rc = localize.cmd_localize(args)  # reads the case with load_case_file, the one case loader
         print(DONE)
         return rc

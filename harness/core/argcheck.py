@@ -22,7 +22,7 @@ from harness.core.schemas import MAX_TIMEOUT
 
 __all__ = ["positive_seconds", "int_at_least", "name_list", "readable_file", "writable_dir", "writable_file",
            "run_dir_for_output", "baseline_dir", "jsonl_records", "shard", "device_list", "converter", "ints",
-           "seconds", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus"]
+           "seconds", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus", "name_pair"]
 
 T = TypeVar("T")
 
@@ -145,6 +145,17 @@ def name_list(name: str, text: str | None) -> list[str] | None:
     if not names:
         raise InvalidArgument(f"{name}={text!r} names nothing: give a comma list, or leave the option out")
     return list(dict.fromkeys(names))
+
+
+def name_pair(text: str | None, what: str) -> list[str] | None:
+    """``--contexts A,B`` / ``--devices A,B`` as two names (None when not given); anything else is one line.
+    (Here, not in the localize module: the command line checks it before that module, and Chainer, is imported.)"""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if len(parts) != 2:
+        raise InvalidArgument(f"--{what}={text!r} must be two comma-separated names")
+    return parts
 
 
 def readable_file(name: str, path: str) -> str:

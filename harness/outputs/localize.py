@@ -62,7 +62,7 @@ from harness.subjects.base import RunResult, Subject, execute
 chainer = import_chainer()
 
 __all__ = ["ArrayDigest", "Event", "Stream", "Localization", "HashStreamHook", "record", "align",
-           "localize", "digest_array", "RowHashHook", "localize_relation", "name_pair", "cmd_localize"]
+           "localize", "digest_array", "RowHashHook", "localize_relation", "cmd_localize"]
 
 
 # ---- digests -----------------------------------------------------------------------------------
@@ -691,20 +691,11 @@ def localize(case: Case, subject: str | Subject, *, device: str | Device = "cpu"
 
 
 # ---- command line ------------------------------------------------------------------------------
-def name_pair(text: str | None, what: str) -> list[str] | None:
-    """``--contexts A,B`` / ``--devices A,B`` as two names (None when not given); anything else is one line."""
-    if text is None:
-        return None
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if len(parts) != 2:
-        raise InvalidArgument(f"--{what}={text!r} must be two comma-separated names")
-    return parts
-
-
 def cmd_localize(args: argparse.Namespace, case: Case | None = None) -> int:
     """Run the localization the parsed ``args`` of ``python -m harness localize`` ask for on ``case`` (default:
     read with :func:`harness.core.cases.load_case_file`, the one case loader) and print it; HarnessError
     propagates. 0 when it ran."""
+    from harness.core.argcheck import name_pair
     from harness.subjects.registry import load_plugin
 
     for spec in args.subject_plugin:
