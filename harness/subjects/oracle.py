@@ -366,9 +366,9 @@ def _with_noise(spec: Mapping[str, Any], run: Callable[[Any], dict[str, np.ndarr
         # At one BLAS thread: OpenBLAS's float32 GEMMs round differently at each thread count, and the noise must
         # be a property of the case, the same in every context and on every machine (as the float64 run is, to
         # its own rounding), not of where the oracle happened to run.
-        from threadpoolctl import threadpool_limits
+        from harness.core.contexts import blas_controller
 
-        with threadpool_limits(limits=1, user_api="blas"):
+        with blas_controller().limit(limits=1, user_api="blas"):
             low = run(dt)
         with np.errstate(all="ignore"):
             out.update({NOISE_PREFIX + k: np.abs(low[k].astype(_F64) - v) for k, v in out.items()

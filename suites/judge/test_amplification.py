@@ -85,7 +85,7 @@ def test_a_chaotic_network_is_judged_by_its_floor_not_flagged_by_the_default():
         checked += 1
     assert checked >= 30 and without >= checked // 2, (checked, without)
     measures = measure_task(got.record, CHAOTIC, contracts.find("chainer.NStepLSTM", "cpu", "default"),
-                            arrays=got.arrays, oracle=("oracle.lstm", oracle.arrays), text=False)
+                            arrays=got.arrays, oracle=("oracle.lstm", oracle.arrays))
     judged = [m for m in measures if m.kind == "oracle"]
     assert len(judged) == checked and all(m.verdict == "within tolerance" for m in judged), \
         [(m.tensor, m.verdict, m.error_ratio) for m in judged if m.verdict != "within tolerance"]
