@@ -780,3 +780,28 @@ def test_compare_results_with_the_recorded_digests_is_the_same_comparison():
     assert compare_results(reps, recorded) == compare_results(reps)
     # a digest that does not match the array would be believed: so only this module's digest() feeds it
     assert compare_results(reps, recorded)["t"].digests == tuple(recorded["t"])
+
+
+def test_the_batched_nonfinite_counts_are_each_arrays_own():
+    """nonfinite_counts_all probes the small float arrays of one dtype together: for any mix of dtypes, sizes
+    (one past the small-array bound too) and planted NaN/Inf, its counts are each array's own."""
+    ran = []
+
+    @settings(max_examples=120, deadline=None, derandomize=True, database=None)
+    @given(st.lists(st.tuples(st.sampled_from(["float16", "float32", "float64", "int32", "bool", "complex64"]),
+                              st.sampled_from([0, 1, 7, 300, C._SMALL_BYTES // 4 + 1]),
+                              st.lists(st.sampled_from([math.nan, math.inf, -math.inf]), max_size=3)),
+                    min_size=1, max_size=8))
+    def run(specs):
+        arrays = []
+        for k, (dtype, n, planted) in enumerate(specs):
+            a = np.random.default_rng(k).standard_normal(n).astype(dtype)
+            if a.dtype.kind in "fc" and n:
+                for j, v in enumerate(planted):
+                    a[(j * 7919) % n] = v
+            arrays.append(a.reshape(-1, 1) if n % 2 else a)
+        assert C.nonfinite_counts_all(arrays) == [C._nonfinite_counts(a) for a in arrays]
+        ran.append(any(c != (0, 0) for c in C.nonfinite_counts_all(arrays)))
+
+    run()
+    assert len(ran) >= 100 and 0 < sum(ran) < len(ran), (len(ran), sum(ran))  # both answers were checked
