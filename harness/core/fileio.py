@@ -64,10 +64,17 @@ def atomic_npz(path: str, arrays: Mapping[str, np.ndarray]) -> str:
                 continue
             if not a.flags.c_contiguous:
                 a = a.copy(order="C")  # (not np.ascontiguousarray: it makes a 0-d array 1-d)
-            zf.writestr(name, _npy_header(a) + a.tobytes())
+            if a.nbytes <= _JOIN_BYTES:
+                zf.writestr(name, _npy_header(a) + a.tobytes())
+            else:  # a big array is streamed from its own memory, never copied
+                with zf.open(name, "w", force_zip64=True) as f:
+                    f.write(_npy_header(a))
+                    f.write(a.reshape(-1).view(np.uint8).data)
     return atomic_write(path, buf.getvalue())
 
 
+#: Up to this many bytes an array's ``.npy`` is joined in memory and written in one call; beyond, it is streamed.
+_JOIN_BYTES = 1 << 20
 _NPY_HEADERS: dict[tuple[str, tuple[int, ...]], bytes] = {}
 
 

@@ -47,3 +47,19 @@ def test_the_npz_loads_as_what_savez_writes(tmp_path):
 
     run()
     assert len(ran) >= 60 and max(ran) >= 4, ran
+
+
+def test_an_array_past_the_join_bound_is_streamed_and_loads_the_same(tmp_path):
+    """Beyond fileio._JOIN_BYTES an array is written from its own memory: the same bits come back, for a
+    C-order, a Fortran-order and a 0-d array beside it."""
+    from harness.core import fileio
+
+    rng = np.random.default_rng(7)
+    big = rng.standard_normal(fileio._JOIN_BYTES // 4 + 3).astype(np.float32)
+    arrays = {"big": big, "fortran": np.asfortranarray(rng.integers(0, 9, (700, 300))), "flags": rng.random(fileio._JOIN_BYTES + 5) > 0.5,
+              "scalar": np.float64(2.5).reshape(())}
+    assert all(a.nbytes > fileio._JOIN_BYTES for k, a in arrays.items() if k != "scalar")  # the streamed path ran
+    atomic_npz(str(tmp_path / "b.npz"), arrays)
+    with np.load(tmp_path / "b.npz", allow_pickle=False) as z:
+        for k, a in arrays.items():
+            assert _same(z[k], np.ascontiguousarray(a) if a.ndim else a), k
