@@ -124,6 +124,16 @@ def _ignore_as_index(il: object, vocab: int, ids: np.ndarray | None) -> set[str]
     return out
 
 
+def _built_ids(case: Case) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    """The case's arrays and its ids flat as float64 (every id dtype, ignore labels of any size, compare
+    exactly); ``({}, None)`` where a bad input's arrays do not build, so that the spec alone is judged."""
+    try:
+        arrays = build_arrays(case)
+        return arrays, np.asarray(arrays["x"]).astype(np.float64).ravel()
+    except Exception:  # noqa: BLE001 - a bad input's arrays may not build
+        return {}, None
+
+
 def edge_kinds(case: Case) -> set[str]:
     """The edge kinds ``case`` reaches (:data:`EDGE_KINDS`)."""
     s = case.spec
@@ -131,14 +141,7 @@ def edge_kinds(case: Case) -> set[str]:
     if case.family == "embed":
         vocab, width, shape = int(s["vocab"]), int(s["width"]), list(s["ids_shape"])
         n = int(np.prod(shape)) if shape else 1
-        ids = None
-        arrays: dict[str, np.ndarray] = {}
-        if n <= 200_000:
-            try:
-                arrays = build_arrays(case)
-                ids = np.asarray(arrays["x"]).astype(np.float64).ravel()
-            except Exception:  # noqa: BLE001 - a bad input's arrays may not build: judge the spec alone
-                ids = None
+        arrays, ids = _built_ids(case) if n <= 200_000 else ({}, None)
         il = s.get("ignore_label")
         if isinstance(il, int):
             kind = _ignore_kind(il, vocab, width)
@@ -160,11 +163,7 @@ def edge_kinds(case: Case) -> set[str]:
             out.add("float16:partial_sum_overflow")
         return out
     if case.family == "pipeline":  # its ids feed an embedding: the ignore label's index kinds apply there too
-        try:
-            ids = np.asarray(build_arrays(case)["x"]).astype(np.float64).ravel()
-        except Exception:  # noqa: BLE001 - a bad input's arrays may not build: judge the spec alone
-            ids = None
-        out |= _ignore_as_index(s.get("ignore_label"), int(s["vocab"]), ids)
+        out |= _ignore_as_index(s.get("ignore_label"), int(s["vocab"]), _built_ids(case)[1])
     lengths = [int(n) for n in s["lengths"]]
     if len(lengths) == 1:
         out.add("batch:1")

@@ -407,7 +407,7 @@ def finding_lines(findings: Sequence[Finding], per_line: int = 3) -> tuple[Line,
 def _replay_note(f: Finding) -> str:
     """What the finding's replay command does when it reproduces (its exit code says so)."""
     if f.classification in (Classification.KNOWN_DEFECT, Classification.EXPECTED_ERROR):
-        what = "the values beyond the oracle's tolerance" if f.kind == "beyond oracle tolerance" else "the error"
+        what = "the values beyond the oracle's tolerance" if f.kind_row.measure_kind == "oracle" else "the error"
         return f"prints {what}; exit 0: the contracts file declares it"
     return "exit 1 when it reproduces"
 
