@@ -372,13 +372,20 @@ class _Given(argparse.Action):
         super().__call__(parser, namespace, values, option_string)  # type: ignore[misc]
 
 
+#: One tracking class per argparse action class (made once: a parser holds a hundred options).
+_GIVEN_CLASSES: dict[type, type] = {}
+
+
 def _track_given(parser: argparse.ArgumentParser) -> None:
     for action in parser._actions:  # argparse keeps its actions here; every option of every verb
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
                 _track_given(sub)
         elif action.option_strings and not isinstance(action, _Given):
-            action.__class__ = type(f"Given{type(action).__name__}", (_Given, type(action)), {})
+            cls = type(action)
+            if cls not in _GIVEN_CLASSES:
+                _GIVEN_CLASSES[cls] = type(f"Given{cls.__name__}", (_Given, cls), {})
+            action.__class__ = _GIVEN_CLASSES[cls]
 
 
 def _check_combinations(args: argparse.Namespace) -> None:
