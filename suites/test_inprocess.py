@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import select
+import signal
 import threading
 import traceback
 
@@ -42,6 +45,32 @@ def test_a_run_here_is_as_shallow_as_in_a_worker_and_sees_its_context():
     assert seen["thread"] is not threading.current_thread()
     assert seen["depth"] < 20, seen["depth"]  # the eighty frames above the call are not in the run's stack
     assert seen["debug"] is True  # the debug context was applied in the run's own thread
+
+
+def test_every_run_here_shares_one_thread_and_a_forked_child_starts_its_own():
+    threads = []
+    for _ in range(2):
+        seen: dict = {}
+        inprocess.execute(_probe(seen), CASE, CPU, get_context("default"))
+        threads.append(seen["thread"])
+    assert threads[0] is threads[1]  # one thread, as a pooled worker has one process (and a GPU one cuBLAS handle)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's run thread is not here; a run must still run, on a thread of its own
+        try:
+            seen = {}
+            r = inprocess.execute(_probe(seen), CASE, CPU, get_context("default"))
+            os.write(write, f"{r.status} {seen['thread'] is not threads[0]}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    # a child left with only the parent's (absent) thread would wait forever: give up after two minutes
+    if not select.select([read], [], [], 120)[0]:
+        os.kill(pid, signal.SIGKILL)
+    with os.fdopen(read) as f:
+        answer = f.read()
+    os.waitpid(pid, 0)
+    assert answer == "ok True", "the forked child's run never ran"
 
 
 def test_what_escapes_the_run_is_raised_in_the_callers_thread():
