@@ -177,11 +177,12 @@ def measures_in_process(contracts: Contracts, subject: str, case: Case, device: 
     return here.measures
 
 
-def _violations(measures: Sequence[Measure], case: Case) -> list[Violation]:
+def _violations(measures: Sequence[Measure], case: Case, contracts: Contracts) -> list[Violation]:
     """The failing measures as dossiers whose replay command is the finding's own
     (:func:`harness.judge.findings.replay_argv`): the case is written to ``.harness-cases/cases/`` first, so the
-    printed command runs as printed."""
+    printed command runs as printed, and it names the contracts file that judged (unless the shipped one)."""
     from harness.core.fileio import atomic_write
+    from harness.judge.findings import contracts_argument
     from harness.judge.verdicts import violations
 
     found = violations(measures)
@@ -189,7 +190,8 @@ def _violations(measures: Sequence[Measure], case: Case) -> list[Violation]:
         return []
     path = os.path.join(CASES_DIR, "cases", f"{case.id}.json")
     atomic_write(path, case.to_json() + "\n")
-    return [Violation(v.measure, replay=Violation(v.measure, case_file=path).finding().replay(), case_file=path)
+    given = contracts_argument(contracts.path)
+    return [Violation(v.measure, replay=Violation(v.measure, case_file=path).finding(given).replay(), case_file=path)
             for v in found]
 
 
@@ -201,7 +203,7 @@ def contract_violations(contracts: Contracts, subject: str, case: Case, device: 
                         context: str = "default", repeats: int | None = None) -> list[Violation]:
     """The broken measures of :func:`measures_in_process`, as dossiers whose replay command writes the case
     file and reruns it."""
-    return _violations(measures_in_process(contracts, subject, case, device, context, repeats), case)
+    return _violations(measures_in_process(contracts, subject, case, device, context, repeats), case, contracts)
 
 
 def bad_input_violations(contracts: Contracts, subject: str, case: Case, device: Device,

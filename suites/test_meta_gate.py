@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -233,6 +234,35 @@ def test_a_stated_zero_tolerance_is_enforced(tmp_path):
     assert contract_violations(load_contracts(), "chainer.embed_id", COLLIDE, CPU, repeats=2) == []
 
 
+def _zero_tolerance_reproducer(tmp_path) -> list[str]:
+    contracts = _contracts_with(tmp_path, ZERO_TOLERANCE)
+    violations = contract_violations(contracts, "chainer.embed_id", COLLIDE, CPU, context="blas2", repeats=2)
+    assert violations and {v.measure.kind for v in violations} == {"oracle"}, [v.headline() for v in violations]
+    argv = shlex.split(violations[0].replay)
+    assert argv[argv.index("--contracts") + 1] == str(tmp_path / "contracts.toml")
+    return argv
+
+
+def test_the_in_process_gates_reproducer_names_the_contracts_file_that_judged(tmp_path):
+    """A float32 sum of 400 colliding ids is not the float64 oracle's to the bit: a zero tolerance fails it,
+    the shipped one does not; the printed command must judge by the file the gate judged by."""
+    _zero_tolerance_reproducer(tmp_path)
+    shipped = contract_violations(load_contracts(), "chainer.embed_id", COLLIDE, CPU, context="blas2", repeats=2)
+    assert shipped == []  # (its commands, when it fails, name no file: the shipped one is every verb's default)
+
+
+@pytest.mark.slow  # two harness processes: CI runs them, `make test` leaves them out
+def test_the_in_process_gates_reproducer_reproduces_and_would_not_without_its_contracts(tmp_path):
+    argv = _zero_tolerance_reproducer(tmp_path)
+    run = lambda a: subprocess.run([sys.executable, *a[1:]], capture_output=True, text=True,  # noqa: E731
+                                   timeout=300)  # from this directory, where the case file was written
+    again = run(argv)
+    assert again.returncode == 1 and "BEYOND TOLERANCE" in again.stdout, again.stdout + again.stderr
+    i = argv.index("--contracts")
+    without = run(argv[:i] + argv[i + 2:])  # judged by the shipped tolerance: within, nothing differs
+    assert without.returncode == 0 and "nothing differs" in without.stdout, without.stdout + without.stderr
+
+
 def test_gate_fails_when_the_positive_control_cannot_fire(small_run):
     """small_run has no control subject at all: a gate over it could not have caught nondeterminism."""
     from harness.outputs.gate import gate_campaign
@@ -285,7 +315,6 @@ def test_junit_marks_cells_that_did_not_run_as_skipped(tmp_path):
 def test_a_broken_contracts_dossier_is_short_and_its_replay_command_reproduces_it(tmp_path):
     """The campaign gate on a contract that calls the positive control reproducible: at most 40 lines per
     dossier, the first naming the rule, and the printed command, run as printed, exits 1 (reproduced)."""
-    import shlex
 
     from harness.core.cases import write_corpus
 

@@ -388,6 +388,16 @@ def harness_argv() -> list[str]:
     return [python, "-m", "harness"]
 
 
+def contracts_argument(path: str | os.PathLike[str] | None) -> str:
+    """What a reproducer's ``--contracts`` must be to judge as the run did (:attr:`Origin.contracts`): the file
+    the run used, or empty for the shipped one (which every verb reads when given none)."""
+    from harness.judge.contracts import DEFAULT_CONTRACTS
+
+    if not path:
+        return ""
+    return "" if os.path.realpath(path) == os.path.realpath(DEFAULT_CONTRACTS) else os.fspath(path)
+
+
 def _common(f: Finding, contracts: bool = True) -> list[str]:
     argv: list[str] = []
     for p in f.origin.plugins:

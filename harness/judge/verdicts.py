@@ -517,15 +517,16 @@ class Violation:
     def detail(self) -> str:
         return self.measure.detail
 
-    def finding(self) -> Any:
+    def finding(self, contracts: str = "") -> Any:
         """This one measure as a :class:`~harness.judge.findings.Finding` (whose case file is ``case_file``): the
-        one place a dossier and its commands are written."""
+        one place a dossier and its commands are written. ``contracts``: the file that judged it, where not the
+        shipped one (:func:`harness.judge.findings.contracts_argument`), so that its commands judge the same."""
         import os
 
         from harness.judge.findings import Origin, group
 
         run_dir = os.path.dirname(os.path.dirname(self.case_file)) if self.case_file else ""
-        return group([self.measure], None, Origin(run_dir))[0]
+        return group([self.measure], None, Origin(run_dir, contracts=contracts))[0]
 
     def headline(self) -> str:
         """One line naming subject, device, context, rule and tensor: pytest's short summary shows it."""

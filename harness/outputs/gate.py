@@ -358,7 +358,8 @@ def cmd_gate(args: argparse.Namespace) -> int:
     tasks, records = run.tasks, run.records
     atomic_json(os.path.join(run_dir, "environment.json"), fingerprint())
     measures = run.measures + control_check(records, run.measures)
-    origin = F.Origin(run_dir, contracts=args.contracts or "", plugins=tuple(args.subject_plugin or ()))
+    origin = F.Origin(run_dir, contracts=F.contracts_argument(args.contracts),
+                      plugins=tuple(args.subject_plugin or ()))
     found = gate_findings(run_dir, measures, records=records, origin=origin, contracts=contracts)
     if args.baseline:
         bmeasures, diff = baseline_measures(run_dir, args.baseline, contracts)
