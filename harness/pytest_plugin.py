@@ -9,6 +9,9 @@ puts the gate in its own CI loads it the same way.
 - ``--contracts FILE``: the contracts file (default: the shipped ``contracts.toml``).
 - ``--baseline DIR``: a stored report directory for the baseline suite.
 - ``--gate-repeats R``: in-process repetitions per example (default 3).
+- ``--subject-plugin MOD:OBJ``: subjects to add or replace (repeatable), loaded into this process, where this
+  gate runs its subjects; the printed replay commands carry it. A subject registered any other way (a pytest
+  plugin or conftest calling ``register``) gets no command: its dossier says why instead.
 - The header prints the Hypothesis profile, the seed, the devices and the contract file.
 """
 
@@ -40,6 +43,9 @@ class GateState:
     repeats: int = 3
     profile: str = "dev"
     baseline: str | None = None
+    #: ``--subject-plugin`` specs loaded into this session, and the subject names they gave.
+    plugins: tuple[str, ...] = ()
+    plugin_subjects: frozenset[str] = frozenset()
 
 
 # ---- options and header ----------------------------------------------------------------------------
@@ -49,6 +55,9 @@ def pytest_addoption(parser: Any) -> None:
     g.addoption("--contracts", default=None, help="contracts TOML (default: the shipped contracts.toml)")
     g.addoption("--baseline", default=None, metavar="DIR", help="a stored report directory to compare against")
     g.addoption("--gate-repeats", type=int, default=3, help="in-process repetitions per example (default 3)")
+    g.addoption("--subject-plugin", action="append", default=[], metavar="MOD:OBJ",
+                help="subjects to add or replace, as harness's --subject-plugin (repeatable); the printed "
+                     "replay commands load them too")
 
 
 def _gpu_count_without_cupy() -> int:
@@ -116,6 +125,7 @@ def pytest_configure(config: Any) -> None:
     if problem:
         raise pytest.UsageError(problem)
     GateState.contracts = load_contracts(config.getoption("contracts"))
+    _load_plugins(tuple(config.getoption("subject_plugin") or ()))
     GateState.repeats = max(1, int(config.getoption("gate_repeats")))
     GateState.baseline = config.getoption("baseline")
 
@@ -177,6 +187,32 @@ def measures_in_process(contracts: Contracts, subject: str, case: Case, device: 
     return here.measures
 
 
+def _load_plugins(specs: tuple[str, ...]) -> None:
+    """Load each ``--subject-plugin`` here (this gate runs its subjects in this process); a bad one stops the
+    session with its one-line error."""
+    from harness.core.errors import PluginError
+    from harness.subjects.registry import load_plugin
+
+    names: set[str] = set()
+    for spec in specs:
+        try:
+            names.update(s.name for s in load_plugin(spec, in_process=True))
+        except PluginError as exc:
+            raise pytest.UsageError(f"--subject-plugin: {exc}") from None
+    GateState.plugins, GateState.plugin_subjects = specs, frozenset(names)
+
+
+def _outside_plugins(subject: str) -> str:
+    """Why a printed command cannot run ``subject`` as this session did, or "": its code is neither the
+    harness's own nor from a ``--subject-plugin`` (a pytest plugin or conftest registered it), so a replay would
+    run the shipped subject of that name, or none."""
+    module = getattr(get_subject(subject).run, "__module__", None) or "?"
+    if module.startswith("harness.") or subject in GateState.plugin_subjects:
+        return ""
+    return (f"{subject} runs code of module {module!r}, which this session registered outside --subject-plugin, "
+            f"so a replay would not load it; give it as --subject-plugin {module}:OBJECT")
+
+
 def _violations(measures: Sequence[Measure], case: Case, contracts: Contracts) -> list[Violation]:
     """The failing measures as dossiers whose replay command is the finding's own
     (:func:`harness.judge.findings.replay_argv`): the case is written to ``.harness-cases/cases/`` first, so the
@@ -191,8 +227,12 @@ def _violations(measures: Sequence[Measure], case: Case, contracts: Contracts) -
     path = os.path.join(CASES_DIR, "cases", f"{case.id}.json")
     atomic_write(path, case.to_json() + "\n")
     given = contracts_argument(contracts.path)
-    return [Violation(v.measure, replay=Violation(v.measure, case_file=path).finding(given).replay(), case_file=path)
-            for v in found]
+    out = []
+    for v in found:
+        why = _outside_plugins(v.subject)
+        replay = "" if why else Violation(v.measure, case_file=path).finding(given, GateState.plugins).replay()
+        out.append(Violation(v.measure, replay=replay, case_file=path, no_replay=why))
+    return out
 
 
 #: Where a failing pytest check writes its case, so that its printed ``replay`` command runs as printed.

@@ -263,6 +263,61 @@ def test_the_in_process_gates_reproducer_reproduces_and_would_not_without_its_co
     assert without.returncode == 0 and "nothing differs" in without.stdout, without.stdout + without.stderr
 
 
+def _embed_id_here(case, device, context, rec):  # noqa: ANN001 - the shipped embed_id, but this module's code
+    SHIPPED_EMBED_ID.run(case, device, context, rec)
+
+
+SHIPPED_EMBED_ID = None
+
+
+@pytest.fixture
+def embed_id_registered_here():
+    """chainer.embed_id replaced, as a pytest plugin or conftest would, by code outside the harness and outside
+    --subject-plugin; the shipped one put back after."""
+    import dataclasses
+
+    from harness.subjects.registry import get_subject, register
+
+    global SHIPPED_EMBED_ID
+    SHIPPED_EMBED_ID = get_subject("chainer.embed_id")
+    register(dataclasses.replace(SHIPPED_EMBED_ID, run=_embed_id_here), replace=True)
+    try:
+        yield
+    finally:
+        register(SHIPPED_EMBED_ID, replace=True)
+
+
+def test_a_subject_registered_outside_subject_plugin_gets_no_command_but_the_reason(tmp_path, embed_id_registered_here):
+    contracts = _contracts_with(tmp_path, ZERO_TOLERANCE)
+    violations = contract_violations(contracts, "chainer.embed_id", COLLIDE, CPU, context="blas2", repeats=2)
+    assert violations and all(v.replay == "" for v in violations)
+    dossier = violations[0].dossier().splitlines()
+    assert not any(ln.startswith("Reproduce: ") for ln in dossier)
+    [why] = [ln for ln in dossier if ln.startswith("No command reproduces it: ")]
+    assert f"module {__name__!r}" in why and "--subject-plugin" in why
+
+
+@pytest.mark.slow  # a pytest session and a harness process: CI runs them, `make test` leaves them out
+def test_a_pytest_gate_with_a_subject_plugin_prints_a_command_that_loads_it(tmp_path):
+    # from a directory of its own (where the failing case is written), the gate's suite named by its path
+    gate = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-x",
+            str(ROOT / "suites" / "test_gate_lstm.py"), "-k", "test_lstm_contract and NStepLSTM and not Bi"]
+    env = {**os.environ, "HARNESS_PROFILE": "ci", "HARNESS_PLANTED": "scale"}
+    r = subprocess.run(gate + ["--subject-plugin", "suites.plugins.planted_lstm:SUBJECTS"], capture_output=True,
+                       text=True, cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "Reproduce: " in ln)
+    argv = shlex.split(line.split("Reproduce: ", 1)[1])
+    assert argv[argv.index("--subject-plugin") + 1] == "suites.plugins.planted_lstm:SUBJECTS"
+    again = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=tmp_path,
+                           env={**env, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert again.returncode == 1 and "BEYOND TOLERANCE" in again.stdout, again.stdout + again.stderr
+    bad = subprocess.run(gate + ["--subject-plugin", "no.such.module:SUBJECTS"], capture_output=True, text=True,
+                         cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert bad.returncode == 4 and "--subject-plugin: subject-plugin='no.such.module:SUBJECTS'" in bad.stderr, \
+        bad.stdout + bad.stderr
+
+
 def test_gate_fails_when_the_positive_control_cannot_fire(small_run):
     """small_run has no control subject at all: a gate over it could not have caught nondeterminism."""
     from harness.outputs.gate import gate_campaign

@@ -491,6 +491,9 @@ class Violation:
     measure: Measure
     replay: str = ""
     case_file: str = ""
+    #: Why no command reproduces it, where none can (a subject this process got outside ``--subject-plugin``):
+    #: said in place of the ``Reproduce:`` line rather than printing a command that runs something else.
+    no_replay: str = ""
 
     @property
     def kind(self) -> str:
@@ -517,16 +520,17 @@ class Violation:
     def detail(self) -> str:
         return self.measure.detail
 
-    def finding(self, contracts: str = "") -> Any:
+    def finding(self, contracts: str = "", plugins: tuple[str, ...] = ()) -> Any:
         """This one measure as a :class:`~harness.judge.findings.Finding` (whose case file is ``case_file``): the
         one place a dossier and its commands are written. ``contracts``: the file that judged it, where not the
-        shipped one (:func:`harness.judge.findings.contracts_argument`), so that its commands judge the same."""
+        shipped one (:func:`harness.judge.findings.contracts_argument`); ``plugins``: the ``--subject-plugin``
+        specs the subjects came from; so that its commands judge the same subjects the same way."""
         import os
 
         from harness.judge.findings import Origin, group
 
         run_dir = os.path.dirname(os.path.dirname(self.case_file)) if self.case_file else ""
-        return group([self.measure], None, Origin(run_dir, contracts=contracts))[0]
+        return group([self.measure], None, Origin(run_dir, contracts=contracts, plugins=plugins))[0]
 
     def headline(self) -> str:
         """One line naming subject, device, context, rule and tensor: pytest's short summary shows it."""
@@ -538,12 +542,16 @@ class Violation:
     def dossier(self) -> str:
         """The failure as a reader needs it: :meth:`Finding.dossier` of this measure, after this headline."""
         lines = self.finding().dossier().splitlines()
-        if self.replay:  # the command the caller built from the same finding (a gate's, with its plug-ins)
+        if self.no_replay:
+            lines = [f"No command reproduces it: {self.no_replay}" if ln.startswith("Reproduce: ") else ln
+                     for ln in lines]
+        elif self.replay:  # the command the caller built from the same finding (a gate's, with its plug-ins)
             lines = [f"Reproduce: {self.replay}" if ln.startswith("Reproduce: ") else ln for ln in lines]
         return "\n".join([self.headline(), *lines[1:]])
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.measure.to_dict(), "replay": self.replay, "case_file": self.case_file}
+        return {**self.measure.to_dict(), "replay": self.replay, "case_file": self.case_file,
+                **({"no_replay": self.no_replay} if self.no_replay else {})}
 
 
 def violations(measures: Iterable[Measure]) -> list[Violation]:

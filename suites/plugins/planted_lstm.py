@@ -1,7 +1,9 @@
 """A planted regression, for timing the gate when it fails: ``chainer.NStepLSTM`` with its ``hy`` perturbed.
 
-Load it into a pytest session as a plugin (``python -m pytest -p suites.plugins.planted_lstm suites/test_gate_lstm.py``)
-or into a campaign (``--subject-plugin suites.plugins.planted_lstm:SUBJECTS``). ``$HARNESS_PLANTED`` says how:
+Load it with ``--subject-plugin suites.plugins.planted_lstm:SUBJECTS`` into a pytest session
+(``python -m pytest --subject-plugin ... suites/test_gate_lstm.py``) or a campaign: the printed replay commands then
+load it too. As a plain pytest plugin (``-p suites.plugins.planted_lstm``) it replaces the subject all the same,
+and the dossiers say that no command reproduces it. ``$HARNESS_PLANTED`` says how:
 
 - ``scale`` (default): ``hy`` times 1.01, the same every run: beyond the oracle's tolerance on every example;
 - ``noise``: one element of ``hy`` moved by one ULP in a direction drawn from the OS's entropy on every run:
