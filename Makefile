@@ -18,6 +18,8 @@ export PYTHONPYCACHEPREFIX := $(CURDIR)/$(VENV)/pycache
 # Two xdist workers by default (the suites are independent; a CI runner with more cores can say -n auto).
 PYTEST_ARGS ?= -n 2
 REPORT_ARGS ?=
+# e.g. BENCH_ARGS="--sections overhead --out DIR": one section of the bench, in this file's environment
+BENCH_ARGS ?=
 
 .PHONY: report test gate bench audit env clean venv mutants
 
@@ -53,7 +55,7 @@ gate: $(STAMP)
 
 # The bench lives beside the harness (tools/bench/); nothing in harness/ imports it.
 bench: $(STAMP)
-	$(BIN)/python -m tools.bench
+	$(BIN)/python -m tools.bench $(BENCH_ARGS)
 
 # The mutation check of the gate (tools/mutants/): realistic regressions of the subjects, plugged in one at a
 # time; writes reports/mutants/mutants.{csv,md}. Not part of `make test`.
