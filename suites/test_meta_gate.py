@@ -263,28 +263,24 @@ def test_the_in_process_gates_reproducer_reproduces_and_would_not_without_its_co
     assert without.returncode == 0 and "nothing differs" in without.stdout, without.stdout + without.stderr
 
 
-def _embed_id_here(case, device, context, rec):  # noqa: ANN001 - the shipped embed_id, but this module's code
-    SHIPPED_EMBED_ID.run(case, device, context, rec)
-
-
-SHIPPED_EMBED_ID = None
-
-
 @pytest.fixture
 def embed_id_registered_here():
-    """chainer.embed_id replaced, as a pytest plugin or conftest would, by code outside the harness and outside
-    --subject-plugin; the shipped one put back after."""
+    """chainer.embed_id replaced, as a pytest plugin or conftest would, by code of this module (outside the
+    harness and outside --subject-plugin) that runs the shipped one; the shipped one put back after."""
     import dataclasses
 
     from harness.subjects.registry import get_subject, register
 
-    global SHIPPED_EMBED_ID
-    SHIPPED_EMBED_ID = get_subject("chainer.embed_id")
-    register(dataclasses.replace(SHIPPED_EMBED_ID, run=_embed_id_here), replace=True)
+    shipped = get_subject("chainer.embed_id")
+
+    def run(case, device, context, rec):  # noqa: ANN001 - the shipped embed_id, but this module's code
+        shipped.run(case, device, context, rec)
+
+    register(dataclasses.replace(shipped, run=run), replace=True)
     try:
         yield
     finally:
-        register(SHIPPED_EMBED_ID, replace=True)
+        register(shipped, replace=True)
 
 
 def test_a_subject_registered_outside_subject_plugin_gets_no_command_but_the_reason(tmp_path, embed_id_registered_here):
