@@ -13,6 +13,11 @@ puts the gate in its own CI loads it the same way.
   gate runs its subjects; the printed replay commands carry it. A subject registered any other way (a pytest
   plugin or conftest calling ``register``) gets no command: its dossier says why instead.
 - The header prints the Hypothesis profile, the seed, the devices and the contract file.
+- On import it puts the workers' environment defaults (:data:`~harness.core.worker_defaults.WORKER_ENV_DEFAULTS`)
+  into this process's environment where the user's does not set them, before it imports NumPy: this gate runs
+  subjects in the test process, as pytest-xdist's workers (started from it) do, and OpenBLAS's idle threads
+  would otherwise spin for a tenth of a second after each multithreaded product, on the core the other
+  xdist worker needs. Where another plugin imported NumPy first, only the processes started from here get it.
 """
 
 from __future__ import annotations
@@ -23,12 +28,17 @@ from typing import Any, Callable, Sequence
 
 import pytest
 
-from harness.core.cases import Case
-from harness.judge.contracts import Contracts, load_contracts
-from harness.core.devices import Device
-from harness.core.records import Measure
-from harness.judge.verdicts import Violation, assert_no_violations
-from harness.subjects.registry import get_subject
+from harness.core.worker_defaults import set_worker_defaults
+
+# before the imports below load NumPy (and with it OpenBLAS, which reads its settings once, when it loads)
+set_worker_defaults(os.environ)
+
+from harness.core.cases import Case  # noqa: E402 - after the environment defaults above
+from harness.judge.contracts import Contracts, load_contracts  # noqa: E402
+from harness.core.devices import Device  # noqa: E402
+from harness.core.records import Measure  # noqa: E402
+from harness.judge.verdicts import Violation, assert_no_violations  # noqa: E402
+from harness.subjects.registry import get_subject  # noqa: E402
 
 __all__ = ["measures_in_process", "contract_violations", "bad_input_violations",
            "contract_property", "assert_contract", "ExampleCounter", "GateState", "cases_for", "min_examples",

@@ -16,6 +16,7 @@ import sys
 from typing import Any, Mapping, NamedTuple
 
 from harness.core import compat
+from harness.core.worker_defaults import WORKER_ENV_DEFAULTS
 
 #: The ESPnet module under test (the subjects import it; the fingerprint records whether it imports).
 ESPNET_MODULE = "espnet.nets.chainer_backend.deterministic_embed_id"
@@ -29,19 +30,6 @@ RESULT_ENV_PATTERNS: tuple[str, ...] = (
     "CUDA_LAUNCH_BLOCKING", "OPENBLAS_*", "OMP_NUM_THREADS", "OMP_*", "MKL_*", "CHAINER_*",
     "PYTHONHASHSEED", "GOTO_NUM_THREADS", "BLIS_NUM_THREADS",
 )
-
-
-#: What every worker process starts with unless this process's environment sets it (see
-#: :func:`harness.execute.worker.worker_env`; the fingerprint records it as a worker sees it).
-#:
-#: ``OPENBLAS_THREAD_TIMEOUT``: OpenBLAS's idle threads spin for 2**N cycles after each multithreaded product
-#: before they sleep; its default N = 28 is about a tenth of a second, which in a campaign burns the idle core
-#: after every product (the default corpus in one lane, 2 cores: 10.0-10.2 CPU-s at 28, 8.8 at 16, the same
-#: wall). Two lanes at 4x that corpus took 14.4-15.3 s at 28, 14.7-14.9 s at 16 (tens of microseconds) and
-#: 16.0-16.3 s at 4, its minimum (the threads then sleep between the products of one run). The number of threads
-#: and how a product is split between them do not change, so neither do the bits (``suites/test_env.py``
-#: checks an NStepLSTM run's digests both ways, on a case whose bits depend on 1 against 2 threads).
-WORKER_ENV_DEFAULTS: dict[str, str] = {"OPENBLAS_THREAD_TIMEOUT": "16"}
 
 
 def _version(dist: str) -> str | None:

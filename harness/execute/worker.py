@@ -679,9 +679,9 @@ _ZYGOTE_LOCK = threading.Lock()
 
 def worker_env(overrides: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
     """The environment a worker of these overrides starts with: the worker defaults
-    (:data:`~harness.core.env.WORKER_ENV_DEFAULTS`) under this process's environment, under the overrides;
-    the harness's checkout first on PYTHONPATH."""
-    from harness.core.env import WORKER_ENV_DEFAULTS
+    (:data:`~harness.core.worker_defaults.WORKER_ENV_DEFAULTS`) under this process's environment, under the
+    overrides; the harness's checkout first on PYTHONPATH."""
+    from harness.core.worker_defaults import WORKER_ENV_DEFAULTS
 
     env = {**WORKER_ENV_DEFAULTS, **os.environ, **dict(overrides)}
     env.pop(_LIMIT_ENV, None)

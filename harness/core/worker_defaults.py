@@ -1,0 +1,41 @@
+"""The environment every process that runs subjects starts with, unless the user's environment says otherwise.
+
+This module imports nothing heavy (no NumPy): the pytest plugin applies it before NumPy loads OpenBLAS, which
+reads its settings once, when it loads.
+"""
+
+from __future__ import annotations
+
+from typing import MutableMapping
+
+__all__ = ["WORKER_ENV_DEFAULTS", "set_worker_defaults"]
+
+#: What every worker process starts with unless this process's environment sets it (see
+#: :func:`harness.execute.worker.worker_env`; the fingerprint records it as a worker sees it), and what the
+#: pytest plugin puts into its own process's environment (:func:`set_worker_defaults`).
+#:
+#: ``OPENBLAS_THREAD_TIMEOUT``: OpenBLAS's idle threads spin for 2**N cycles after each multithreaded product
+#: before they sleep; its default N = 28 is about a tenth of a second, which in a campaign burns the idle core
+#: after every product (the default corpus in one lane, 2 cores: 10.0-10.2 CPU-s at 28, 8.8 at 16, the same
+#: wall). Two lanes at 4x that corpus took 14.4-15.3 s at 28, 14.7-14.9 s at 16 (tens of microseconds) and
+#: 16.0-16.3 s at 4, its minimum (the threads then sleep between the products of one run). The number of threads
+#: and how a product is split between them do not change, so neither do the bits (``suites/test_env.py``
+#: checks an NStepLSTM run's digests both ways, on a case whose bits depend on 1 against 2 threads).
+WORKER_ENV_DEFAULTS: dict[str, str] = {"OPENBLAS_THREAD_TIMEOUT": "16"}
+
+
+def set_worker_defaults(environ: MutableMapping[str, str]) -> dict[str, str]:
+    """Put :data:`WORKER_ENV_DEFAULTS` into ``environ`` where it does not set them (the user's value wins);
+    what was set. It changes how OpenBLAS waits only in a process that loads OpenBLAS afterwards, and in every
+    process started from it.
+
+    >>> env = {"OPENBLAS_THREAD_TIMEOUT": "28"}
+    >>> set_worker_defaults(env), env
+    ({}, {'OPENBLAS_THREAD_TIMEOUT': '28'})
+    >>> env = {}
+    >>> set_worker_defaults(env) == env == WORKER_ENV_DEFAULTS
+    True
+    """
+    added = {k: v for k, v in WORKER_ENV_DEFAULTS.items() if k not in environ}
+    environ.update(added)
+    return added
