@@ -29,7 +29,13 @@ from harness.outputs import render
 from harness.outputs.tables import FIGURES, cells_frame, draw_figures, start_figures
 from harness.subjects.registry import get_subject
 
+from harness.outputs.drawing import FigureServer
+
 out = sys.argv[1]
+# started before the campaign, as harness report starts it: it imports matplotlib while the runs go
+server = FigureServer().start()
+unasked = FigureServer().start()
+dying = FigureServer().start()
 cases = [Case("embed", s, {"vocab": 7, "width": 4, "ids_shape": [3, 5]}) for s in range(3)]
 cases += [Case("lstm", s, {"n_layers": 1, "in_size": 3, "hidden": 2, "lengths": [2, 1]}) for s in range(2)]
 subjects = [get_subject(n) for n in ("chainer.embed_id", "chainer.NStepLSTM", "control.nondeterministic")]
@@ -38,11 +44,24 @@ run = run_campaign(out, cases, subjects, [CPU], [get_context("default"), get_con
 res = {"safe": fork_safe(), "threads": threading.active_count()}
 measures = list(run.measures)
 cells = cells_frame(measures)
-# matplotlib not imported here yet: one child draws the three figures
+# matplotlib not imported here yet (the server imported it in its own process): one child draws the three
 res["preloaded_before"] = render.preloaded()
 f = Forked(lambda: draw_figures(cells, measures, run.cases)).start()
 res["figures_forked"] = f.pid is not None
 cold = start_figures(cells, measures, run.cases)()
+res["server_running"] = [server.running, unasked.running, dying.running]
+served = start_figures(cells, measures, run.cases, server=server)()
+res["served_pids_gone"] = server.pid is None
+res["served_not_imported_here"] = not render.preloaded()
+os.kill(dying.pid, 9)  # a server that died: the figures are drawn here instead
+dead = start_figures(cells, measures, run.cases, server=dying)()
+pid = unasked.pid
+unasked.close()  # never asked: stopped and reaped
+try:
+    os.waitpid(pid, os.WNOHANG)
+    res["unasked_reaped"] = False
+except ChildProcessError:
+    res["unasked_reaped"] = True
 # imported (and a figure drawn) here: one child per figure, the same bytes
 render.preload()
 res["preloaded_after"] = render.preloaded()
@@ -59,6 +78,8 @@ res["warm_children"] = len([k for k in kids if k is not None])
 got, want = f.result(), draw_figures(cells, measures, run.cases)
 res["names"] = [n for n, _ in got]
 res["same_figures"] = [a == b == c == d for (_, a), (_, b), (_, c), (_, d) in zip(got, want, cold, warm)]
+res["served_names"] = [n for n, _ in served]
+res["same_served"] = [a == b == c for (_, a), (_, b), (_, c) in zip(served, dead, want)]
 res["png"] = [d[:4].hex() for _, d in got]
 contracts = load_contracts(None)
 one = measure_campaign(out, contracts, tasks=run.records, write=False, parts=1)
@@ -76,9 +97,9 @@ def dies_in_child():
 res["died"] = Forked(dies_in_child).start().result()
 res["map"] = map_forked(lambda p: (p, os.getpid() != parent), [0, 1, 2])
 # the figure children run below this process's priority; a figure drawn here (no fork) leaves it alone
-import harness.outputs.tables as tables_module
-real_jobs = tables_module._figure_jobs
-tables_module._figure_jobs = lambda c, m, k: [(n, lambda: str(os.nice(0)).encode()) for n in FIGURES]
+import harness.outputs.drawing as drawing_module
+real_draw = drawing_module.draw
+drawing_module.draw = lambda kind, args: str(os.nice(0)).encode()
 res["own_nice"] = os.nice(0)
 res["child_nice"] = [int(b) for _, b in start_figures(cells, measures, run.cases)()]
 # another thread running: nothing forks
@@ -89,7 +110,7 @@ res["map_with_thread"] = map_forked(lambda p: (p, os.getpid() != parent), [0, 1]
 res["here_nice"] = [int(b) for _, b in start_figures(cells, measures, run.cases)()]
 res["own_nice_after"] = os.nice(0)
 ev.set(); t.join()
-tables_module._figure_jobs = real_jobs
+drawing_module.draw = real_draw
 print(json.dumps(res))
 """
 
@@ -111,6 +132,10 @@ def test_forked_work_gives_what_this_process_computes(tmp_path):
     assert res["warm_children"] == 3  # with matplotlib imported here, each figure in its own child
     assert res["names"] == ["verdicts.png", "divergence.png", "error_vs_size.png"]
     assert res["same_figures"] == [True, True, True] and res["png"] == ["89504e47"] * 3
+    # drawn by the server forked before the campaign, or here where it died: the same bytes
+    assert res["server_running"] == [True, True, True] and res["served_pids_gone"]
+    assert res["served_names"] == res["names"] and res["same_served"] == [True, True, True]
+    assert res["unasked_reaped"] and res["served_not_imported_here"]
     # the measure pass dealt into three forked slices: the same measures, in the same order, as in one
     assert res["tasks"] >= 20 and res["measures"] > 100
     assert res["same_measures"] and res["same_as_campaign"]

@@ -18,6 +18,7 @@ from harness.core.forking import Forked
 from harness.core.records import Measure, TaskRecord, compress_jsonl
 from harness.execute.campaign import CampaignSettings, parse_shard, resume_inputs, shard
 from harness.execute.driver import run_campaign
+from harness.outputs.drawing import FigureServer
 from harness.subjects.registry import subjects_for
 
 __all__ = ["run_report", "new_run_dir", "point_latest", "lock_run_dir", "read_campaign_meta", "REPORTS_DIR"]
@@ -277,29 +278,35 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         where = out_for(run_dir, target) if target.suffix else run_dir
         # the environment's fingerprint imports Chainer (half a second): in a forked child, while workers start
         fp = None if target.environment else Forked(fingerprint).start()
-        t0 = time.perf_counter()
-        from harness.outputs.render import preload
+        # the figures' server imports matplotlib in its own process while the runs go; where it could not be
+        # forked, this process imports it on a thread while the first workers import Chainer
+        figures = FigureServer().start()
+        try:
+            t0 = time.perf_counter()
+            from harness.outputs.render import preload
 
-        # matplotlib is imported (for the figures' children) while the first workers import Chainer
-        run = run_campaign(where, cases, subjects, devices, contexts, settings, executor=target.executor,
-                           relations=relations, while_starting=preload,
-                           meta={"shard": getattr(args, "shard", None), "profile": getattr(args, "profile", "ci"),
-                                 **({"cluster": target.cluster}
-                                                                           if target.cluster else {})},
-                           resume=bool(args.resume))
-        own = {**timings, "campaign": time.perf_counter() - t0}
-        found = _findings(where, run, settings, args, own)
-        t0 = time.perf_counter()
-        env = target.environment or fp.result()
-        frames: dict[str, Any] = {}
+            run = run_campaign(where, cases, subjects, devices, contexts, settings, executor=target.executor,
+                               relations=relations, while_starting=None if figures.running else preload,
+                               meta={"shard": getattr(args, "shard", None),
+                                     "profile": getattr(args, "profile", "ci"),
+                                     **({"cluster": target.cluster} if target.cluster else {})},
+                               resume=bool(args.resume))
+            own = {**timings, "campaign": time.perf_counter() - t0}
+            found = _findings(where, run, settings, args, own)
+            t0 = time.perf_counter()
+            env = target.environment or fp.result()
+            frames: dict[str, Any] = {}
 
-        def tidy() -> None:  # while the figures are drawn, and before the page lists the files
-            if getattr(args, "keep_arrays", "findings") != "all":
-                prune_arrays(where, run.records, run.measures)
-            for name in ("tasks.jsonl", "runs.jsonl", "measures.jsonl"):
-                compress_jsonl(os.path.join(where, name))  # read back transparently; a --resume restores them
+            def tidy() -> None:  # while the figures are drawn, and before the page lists the files
+                if getattr(args, "keep_arrays", "findings") != "all":
+                    prune_arrays(where, run.records, run.measures)
+                for name in ("tasks.jsonl", "runs.jsonl", "measures.jsonl"):
+                    compress_jsonl(os.path.join(where, name))  # read back transparently; --resume restores them
 
-        files = tables.write_report(run, environment=env, found=found, frames=frames, meanwhile=tidy)
+            files = tables.write_report(run, environment=env, found=found, frames=frames, meanwhile=tidy,
+                                        figures=figures)
+        finally:
+            figures.close()  # a server never asked (the runs or the findings failed) stops here
         own["report_writing"] = time.perf_counter() - t0
         own["total"] = time.perf_counter() - t_start
         _write_timings(where, {**run.stats, **own})

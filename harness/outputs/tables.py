@@ -484,7 +484,8 @@ def flatten_environment(env: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[Any] = (),
-                 frames: dict[str, Any] | None = None, meanwhile: Any = None) -> dict[str, str]:
+                 frames: dict[str, Any] | None = None, meanwhile: Any = None, figures: Any = None
+                 ) -> dict[str, str]:
     """Write the report files of a campaign (a :class:`~harness.execute.driver.CampaignRun`, in memory) into its
     directory, each atomically; returns {file name: path}.
 
@@ -495,14 +496,16 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
     back or measured here. ``frames`` (a dict) receives the frames built. ``meanwhile`` (a callable) is the
     caller's own work on the directory (compressing its logs, pruning arrays), done here while the figures are
     drawn and before the page lists the directory's files, so the page links the files as they will stay.
+    ``figures``: a :class:`~harness.outputs.drawing.FigureServer` started before the campaign, which draws the
+    figures (:func:`start_figures`).
     """
     from harness.judge.findings import dumps
 
     campaign_dir, measures = run.directory, list(run.measures)
     cells = cells_frame(measures)
-    # The figures (about a second of matplotlib) are drawn in forked children while this process builds the
-    # tables (the same bytes as drawn here).
-    drawing = start_figures(cells, measures, run.cases)
+    # The figures (about a second of matplotlib) are drawn elsewhere while this process builds the tables (the
+    # same bytes as drawn here).
+    drawing = start_figures(cells, measures, run.cases, server=figures)
     results = results_frame(run)
     summary = summary_frame(results)
     findings = findings_frame(found)
@@ -546,35 +549,44 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
 FIGURES = ("verdicts.png", "divergence.png", "error_vs_size.png")
 
 
-def _figure_jobs(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case]
-                 ) -> list[tuple[str, Callable[[], bytes]]]:
-    from harness.outputs import render
-
-    return [(FIGURES[0], lambda: render.plot_matrix(cells)),
-            (FIGURES[1], lambda: render.plot_divergence(divergence_frame(measures), cells)),
-            (FIGURES[2], lambda: render.plot_error_ratio(oracle_errors_frame(measures, cases)))]
+def figure_jobs(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case]
+                ) -> list[tuple[str, str, tuple[Any, ...]]]:
+    """The report's figures as ``(file name, kind, arguments)`` (:data:`harness.outputs.drawing.DRAWERS`):
+    their data frames, built here (a few milliseconds), so that whichever process draws them needs nothing
+    else."""
+    return [(FIGURES[0], "matrix", (cells,)),
+            (FIGURES[1], "divergence", (divergence_frame(measures), cells)),
+            (FIGURES[2], "error_ratio", (oracle_errors_frame(measures, cases),))]
 
 
 def draw_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case]
                  ) -> list[tuple[str, bytes]]:
     """The report's three figures, as ``(file name, PNG bytes)``."""
-    return [(name, draw()) for name, draw in _figure_jobs(cells, measures, cases)]
+    from harness.outputs.drawing import draw
+
+    return [(name, draw(kind, args)) for name, kind, args in figure_jobs(cells, measures, cases)]
 
 
-def start_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case]
-                  ) -> Callable[[], list[tuple[str, bytes]]]:
-    """:func:`draw_figures` started in forked children (:class:`~harness.core.forking.Forked`); the returned
-    callable waits for them. One child per figure where this process has imported matplotlib already
-    (:func:`harness.outputs.render.preload`): they draw at once, side by side. Otherwise one child for all
-    three: each child would import matplotlib again."""
+def start_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case],
+                  server: Any = None) -> Callable[[], list[tuple[str, bytes]]]:
+    """:func:`draw_figures` started elsewhere; the returned callable waits for them. With a running
+    ``server`` (:class:`~harness.outputs.drawing.FigureServer`, started before the campaign), there. Else in
+    children forked from here (:class:`~harness.core.forking.Forked`): one per figure where this process has
+    imported matplotlib already (:func:`harness.outputs.render.preload`), so they draw at once, side by side;
+    otherwise one for all three, as each would import matplotlib again. Wherever that fails, here."""
     from harness.outputs import render
+    from harness.outputs.drawing import draw
 
+    jobs = figure_jobs(cells, measures, cases)
+    if server is not None and server.running:
+        waiting = server.draw(jobs)
+        return lambda: waiting() or [(name, draw(kind, args)) for name, kind, args in jobs]
     if not render.preloaded():
-        child = Forked(lambda: draw_figures(cells, measures, cases)).start()
+        child = Forked(lambda: [(name, draw(kind, args)) for name, kind, args in jobs]).start()
         return child.result
     here = os.getpid()
 
-    def behind(draw: Callable[[], bytes]) -> Callable[[], bytes]:
+    def behind(kind: str, args: tuple[Any, ...]) -> Callable[[], bytes]:
         def run() -> bytes:
             # A child runs below this process's priority: the tables and the directory's tidying here are the
             # longer path at a report's size; the children take the cores that leaves (all, once it waits).
@@ -582,10 +594,10 @@ def start_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mappi
             if os.getpid() != here:
                 with contextlib.suppress(OSError):
                     os.nice(10)
-            return draw()
+            return draw(kind, args)
         return run
 
-    children = [(name, Forked(behind(draw)).start()) for name, draw in _figure_jobs(cells, measures, cases)]
+    children = [(name, Forked(behind(kind, args)).start()) for name, kind, args in jobs]
     return lambda: [(name, child.result()) for name, child in children]
 
 

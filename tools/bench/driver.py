@@ -132,14 +132,18 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
     from harness.subjects.registry import get_subject, subjects_for
 
     tmp = tempfile.mkdtemp(prefix="harness-bench-")
+    figures = None
     try:
         t_start = time.perf_counter()
-        fp = None
-        if report:  # as harness report: the environment's fingerprint in a forked child while the campaign runs
+        fp = figures = None
+        if report:  # as harness report: the environment's fingerprint in a forked child while the campaign runs,
+            # and the figures' server, which imports matplotlib meanwhile
             from harness.core.env import fingerprint
             from harness.core.forking import Forked
+            from harness.outputs.drawing import FigureServer
 
             fp = Forked(fingerprint).start()
+            figures = FigureServer().start()
         if report:  # as harness report: the first workers' zygote imports Chainer while the corpus is built
             from harness.execute.campaign import start_early
 
@@ -153,7 +157,7 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
         t_cases = t0 - t_start
         # harness report's own path: plan, inputs, the campaign, then the measure pass (run.stats["measuring"])
         while_starting = None
-        if report:  # as harness report: matplotlib imported while the first workers start
+        if figures is not None and not figures.running:  # as harness report: matplotlib imported here instead
             from harness.outputs.render import preload as while_starting
         run = run_campaign(tmp, cases, subjects_for(None), parse_devices("cpu"), parse_contexts(contexts), settings,
                            executor=executor, while_starting=while_starting)
@@ -163,7 +167,7 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
         if fp is not None:  # the report of the run in memory, as harness report writes it
             from harness.outputs import tables
 
-            tables.write_report(run, environment=fp.result())
+            tables.write_report(run, environment=fp.result(), figures=figures)
         t2 = time.perf_counter()
         t_report = t2 - t1
         total = t2 - t_start
@@ -198,4 +202,6 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
             "restarts": float(st.get("restarts", 0.0)),
         }
     finally:
+        if figures is not None:
+            figures.close()
         shutil.rmtree(tmp, ignore_errors=True)
