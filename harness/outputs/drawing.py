@@ -90,9 +90,9 @@ class FigureServer:
                 os.close(ans_r)
                 with contextlib.suppress(OSError):
                     os.nice(10)  # the runs come first; the import takes the cores they leave
-                from harness.outputs.render import preload
+                from harness.outputs.render import preload_figures
 
-                preload()
+                preload_figures()
                 request = _receive(req_r)
                 if request:  # (nothing: closed unsent, :meth:`close`)
                     jobs: list[Job] = pickle.loads(request)

@@ -550,17 +550,27 @@ def terminal_matrix(cells: pd.DataFrame, width: int = 100) -> str:
 
 
 def preload() -> None:
-    """Import what the figures need (matplotlib's figure and Agg canvas: a third of a second) and draw one small
-    figure to PNG (fonts, a log axis), so that children forked from this process afterwards draw at once
-    (:func:`harness.outputs.tables.start_figures`); and compile the page's templates (a tenth of a second
-    that the report's end no longer waits for). A failure here is left to the drawing or the page, which
-    report it."""
+    """:func:`preload_figures` and :func:`compile_templates`: what a report's process does beside the first runs
+    where no :class:`~harness.outputs.drawing.FigureServer` imports matplotlib in its own."""
+    compile_templates()
+    preload_figures()
+
+
+def compile_templates() -> None:
+    """Compile the page's templates (a tenth of a second that the report's end no longer waits for). A failure
+    here is left to the page, which reports it."""
     try:
         env = _env()
         for name in env.list_templates():
             env.get_template(name)
     except Exception:  # noqa: BLE001 - compiled again where they are used, failing there with the reason
         pass
+
+
+def preload_figures() -> None:
+    """Import what the figures need (matplotlib's figure and Agg canvas: a third of a second) and draw one small
+    figure to PNG (fonts, a log axis), so that children forked from this process afterwards draw at once
+    (:func:`harness.outputs.tables.start_figures`). A failure here is left to the drawing, which reports it."""
     try:
         fig = _figure(1.0, 1.0)
         ax = fig.add_subplot(1, 1, 1)

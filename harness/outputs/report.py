@@ -278,15 +278,17 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         where = out_for(run_dir, target) if target.suffix else run_dir
         # the environment's fingerprint imports Chainer (half a second): in a forked child, while workers start
         fp = None if target.environment else Forked(fingerprint).start()
-        # the figures' server imports matplotlib in its own process while the runs go; where it could not be
-        # forked, this process imports it on a thread while the first workers import Chainer
+        # the figures' server imports matplotlib in its own process while the runs go (where it could not be
+        # forked, this process imports it on a thread beside the first runs, where it compiles the page's
+        # templates either way)
         figures = FigureServer().start()
         try:
             t0 = time.perf_counter()
-            from harness.outputs.render import preload
+            from harness.outputs.render import compile_templates, preload
 
             run = run_campaign(where, cases, subjects, devices, contexts, settings, executor=target.executor,
-                               relations=relations, while_starting=None if figures.running else preload,
+                               relations=relations,
+                               while_starting=compile_templates if figures.running else preload,
                                meta={"shard": getattr(args, "shard", None),
                                      "profile": getattr(args, "profile", "ci"),
                                      **({"cluster": target.cluster} if target.cluster else {})},

@@ -157,8 +157,10 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
         t_cases = t0 - t_start
         # harness report's own path: plan, inputs, the campaign, then the measure pass (run.stats["measuring"])
         while_starting = None
-        if figures is not None and not figures.running:  # as harness report: matplotlib imported here instead
-            from harness.outputs.render import preload as while_starting
+        if figures is not None:  # as harness report: the page's templates (and matplotlib, without a server)
+            from harness.outputs.render import compile_templates, preload
+
+            while_starting = compile_templates if figures.running else preload
         run = run_campaign(tmp, cases, subjects_for(None), parse_devices("cpu"), parse_contexts(contexts), settings,
                            executor=executor, while_starting=while_starting)
         t1 = time.perf_counter()
