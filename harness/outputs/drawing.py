@@ -18,10 +18,14 @@ from typing import Any, Callable, Sequence
 
 from harness.core.forking import Forked, fork_safe
 
-__all__ = ["DRAWERS", "draw", "FigureServer"]
+__all__ = ["DRAWERS", "NICE", "draw", "draw_all", "FigureServer"]
 
 #: A figure's kind, and the function of :mod:`harness.outputs.render` that draws it from its arguments.
 DRAWERS = {"matrix": "plot_matrix", "divergence": "plot_divergence", "error_ratio": "plot_error_ratio"}
+
+#: How far below the report's process the processes that draw figures run (``os.nice``): the runs, or the
+#: report's tables, come first; the figures take the cores they leave.
+NICE = 10
 
 #: One figure to draw: its file name, its kind (:data:`DRAWERS`), the drawing function's arguments.
 Job = tuple[str, str, tuple[Any, ...]]
@@ -32,6 +36,11 @@ def draw(kind: str, args: Sequence[Any]) -> bytes:
     from harness.outputs import render
 
     return getattr(render, DRAWERS[kind])(*args)
+
+
+def draw_all(jobs: Sequence[Job]) -> list[tuple[str, bytes]]:
+    """``[(file name, PNG bytes)]`` of ``jobs``, drawn here, one after another."""
+    return [(name, draw(kind, args)) for name, kind, args in jobs]
 
 
 _LEN = struct.Struct("!Q")
@@ -89,7 +98,7 @@ class FigureServer:
                 os.close(req_w)
                 os.close(ans_r)
                 with contextlib.suppress(OSError):
-                    os.nice(10)  # the runs come first; the import takes the cores they leave
+                    os.nice(NICE)
                 from harness.outputs.render import preload_figures
 
                 preload_figures()

@@ -24,7 +24,7 @@ import importlib.util
 import io
 import json
 import os
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -35,6 +35,9 @@ from harness.core.records import Measure, TaskRecord
 from harness.judge import bitwise as compare
 from harness.judge.measure import REFERENCE_CONTEXT, REFERENCE_DEVICE
 from harness.judge.verdicts import worst
+
+if TYPE_CHECKING:
+    from harness.outputs.drawing import FigureServer
 
 __all__ = [
     "RESULT_COLUMNS", "SUMMARY_COLUMNS", "FINDING_COLUMNS", "CELL_COLUMNS", "REFERENCE_DEVICE", "REFERENCE_CONTEXT",
@@ -484,8 +487,8 @@ def flatten_environment(env: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[Any] = (),
-                 frames: dict[str, Any] | None = None, meanwhile: Any = None, figures: Any = None
-                 ) -> dict[str, str]:
+                 frames: dict[str, Any] | None = None, meanwhile: Any = None,
+                 figures: FigureServer | None = None) -> dict[str, str]:
     """Write the report files of a campaign (a :class:`~harness.execute.driver.CampaignRun`, in memory) into its
     directory, each atomically; returns {file name: path}.
 
@@ -562,27 +565,27 @@ def figure_jobs(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping
 def draw_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case]
                  ) -> list[tuple[str, bytes]]:
     """The report's three figures, as ``(file name, PNG bytes)``."""
-    from harness.outputs.drawing import draw
+    from harness.outputs.drawing import draw_all
 
-    return [(name, draw(kind, args)) for name, kind, args in figure_jobs(cells, measures, cases)]
+    return draw_all(figure_jobs(cells, measures, cases))
 
 
 def start_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case],
-                  server: Any = None) -> Callable[[], list[tuple[str, bytes]]]:
+                  server: FigureServer | None = None) -> Callable[[], list[tuple[str, bytes]]]:
     """:func:`draw_figures` started elsewhere; the returned callable waits for them. With a running
     ``server`` (:class:`~harness.outputs.drawing.FigureServer`, started before the campaign), there. Else in
     children forked from here (:class:`~harness.core.forking.Forked`): one per figure where this process has
     imported matplotlib already (:func:`harness.outputs.render.preload`), so they draw at once, side by side;
     otherwise one for all three, as each would import matplotlib again. Wherever that fails, here."""
     from harness.outputs import render
-    from harness.outputs.drawing import draw
+    from harness.outputs.drawing import NICE, draw, draw_all
 
     jobs = figure_jobs(cells, measures, cases)
     if server is not None and server.running:
         waiting = server.draw(jobs)
-        return lambda: waiting() or [(name, draw(kind, args)) for name, kind, args in jobs]
+        return lambda: waiting() or draw_all(jobs)
     if not render.preloaded():
-        child = Forked(lambda: [(name, draw(kind, args)) for name, kind, args in jobs]).start()
+        child = Forked(lambda: draw_all(jobs)).start()
         return child.result
     here = os.getpid()
 
@@ -593,7 +596,7 @@ def start_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mappi
             # (Drawn here instead, where a fork was not possible: this process keeps its priority.)
             if os.getpid() != here:
                 with contextlib.suppress(OSError):
-                    os.nice(10)
+                    os.nice(NICE)
             return draw(kind, args)
         return run
 

@@ -135,7 +135,7 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
     figures = None
     try:
         t_start = time.perf_counter()
-        fp = figures = None
+        fp = None
         if report:  # as harness report: the environment's fingerprint in a forked child while the campaign runs,
             # and the figures' server, which imports matplotlib meanwhile
             from harness.core.env import fingerprint
