@@ -15,7 +15,12 @@ import pickle
 import threading
 from typing import Callable, Sequence, TypeVar
 
-__all__ = ["fork_safe", "Forked", "map_forked"]
+__all__ = ["fork_safe", "Forked", "map_forked", "BEHIND"]
+
+#: How far below this process a child that is not on its critical path runs (``os.nice``): the figures, the
+#: environment's fingerprint. The runs, or the report's tables, come first; such a child takes the cores they
+#: leave.
+BEHIND = 10
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -29,10 +34,12 @@ def fork_safe() -> bool:
 
 class Forked:
     """``fn()`` started in a forked child; :meth:`result` is its pickled return value, or ``fn()`` run here
-    where the child could not start or failed."""
+    where the child could not start or failed. ``nice``: the child runs that much below this process (run
+    here, ``fn`` keeps this process's priority)."""
 
-    def __init__(self, fn: Callable[[], R]) -> None:
+    def __init__(self, fn: Callable[[], R], nice: int = 0) -> None:
         self.fn = fn
+        self.nice = int(nice)
         self.pid: int | None = None
         self.fd = -1
 
@@ -50,6 +57,11 @@ class Forked:
             code = 1
             try:
                 os.close(r)
+                if self.nice:
+                    try:
+                        os.nice(self.nice)
+                    except OSError:
+                        pass
                 data = pickle.dumps(self.fn(), protocol=pickle.HIGHEST_PROTOCOL)
                 with os.fdopen(w, "wb") as f:
                     f.write(data)

@@ -16,16 +16,12 @@ import signal
 import struct
 from typing import Any, Callable, Sequence
 
-from harness.core.forking import Forked, fork_safe
+from harness.core.forking import BEHIND, Forked, fork_safe
 
-__all__ = ["DRAWERS", "NICE", "draw", "draw_all", "FigureServer"]
+__all__ = ["DRAWERS", "draw", "draw_all", "FigureServer"]
 
 #: A figure's kind, and the function of :mod:`harness.outputs.render` that draws it from its arguments.
 DRAWERS = {"matrix": "plot_matrix", "divergence": "plot_divergence", "error_ratio": "plot_error_ratio"}
-
-#: How far below the report's process the processes that draw figures run (``os.nice``): the runs, or the
-#: report's tables, come first; the figures take the cores they leave.
-NICE = 10
 
 #: One figure to draw: its file name, its kind (:data:`DRAWERS`), the drawing function's arguments.
 Job = tuple[str, str, tuple[Any, ...]]
@@ -98,7 +94,7 @@ class FigureServer:
                 os.close(req_w)
                 os.close(ans_r)
                 with contextlib.suppress(OSError):
-                    os.nice(NICE)
+                    os.nice(BEHIND)
                 from harness.outputs.render import preload_figures
 
                 preload_figures()

@@ -14,7 +14,7 @@ from harness.core.cases import Case, load_corpus
 from harness.core.contexts import parse_contexts
 from harness.core.devices import parse_devices, select_devices
 from harness.core.errors import InvalidArgument
-from harness.core.forking import Forked
+from harness.core.forking import BEHIND, Forked
 from harness.core.records import Measure, TaskRecord, compress_jsonl
 from harness.execute.campaign import CampaignSettings, parse_shard, resume_inputs, shard
 from harness.execute.driver import run_campaign
@@ -276,8 +276,9 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
     def one(target: Any) -> int:
         # One campaign and its report: here, or on a cluster (one per Dask worker with --spread every).
         where = out_for(run_dir, target) if target.suffix else run_dir
-        # the environment's fingerprint imports Chainer (half a second): in a forked child, while workers start
-        fp = None if target.environment else Forked(fingerprint).start()
+        # the environment's fingerprint imports Chainer (half a second): in a forked child below this process,
+        # on what the first runs leave of the cores
+        fp = None if target.environment else Forked(fingerprint, nice=BEHIND).start()
         # the figures' server imports matplotlib in its own process while the runs go (where it could not be
         # forked, this process imports it on a thread beside the first runs, where it compiles the page's
         # templates either way)

@@ -19,7 +19,7 @@ announced (by the subject's declaration or Chainer's ``warn_nondeterministic`` w
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import importlib.util
 import io
 import json
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core.cases import Case
-from harness.core.forking import Forked
+from harness.core.forking import BEHIND, Forked
 from harness.core.records import Measure, TaskRecord
 from harness.judge import bitwise as compare
 from harness.judge.measure import REFERENCE_CONTEXT, REFERENCE_DEVICE
@@ -578,7 +578,7 @@ def start_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mappi
     imported matplotlib already (:func:`harness.outputs.render.preload`), so they draw at once, side by side;
     otherwise one for all three, as each would import matplotlib again. Wherever that fails, here."""
     from harness.outputs import render
-    from harness.outputs.drawing import NICE, draw, draw_all
+    from harness.outputs.drawing import draw, draw_all
 
     jobs = figure_jobs(cells, measures, cases)
     if server is not None and server.running:
@@ -587,20 +587,10 @@ def start_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mappi
     if not render.preloaded():
         child = Forked(lambda: draw_all(jobs)).start()
         return child.result
-    here = os.getpid()
-
-    def behind(kind: str, args: tuple[Any, ...]) -> Callable[[], bytes]:
-        def run() -> bytes:
-            # A child runs below this process's priority: the tables and the directory's tidying here are the
-            # longer path at a report's size; the children take the cores that leaves (all, once it waits).
-            # (Drawn here instead, where a fork was not possible: this process keeps its priority.)
-            if os.getpid() != here:
-                with contextlib.suppress(OSError):
-                    os.nice(NICE)
-            return draw(kind, args)
-        return run
-
-    children = [(name, Forked(behind(kind, args)).start()) for name, kind, args in jobs]
+    # below this process's priority: the tables and the directory's tidying here are the longer path at a
+    # report's size; the children take the cores that leaves (all, once it waits)
+    children = [(name, Forked(functools.partial(draw, kind, args), nice=BEHIND).start())
+                for name, kind, args in jobs]
     return lambda: [(name, child.result()) for name, child in children]
 
 

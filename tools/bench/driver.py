@@ -139,10 +139,10 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
         if report:  # as harness report: the environment's fingerprint in a forked child while the campaign runs,
             # and the figures' server, which imports matplotlib meanwhile
             from harness.core.env import fingerprint
-            from harness.core.forking import Forked
+            from harness.core.forking import BEHIND, Forked
             from harness.outputs.drawing import FigureServer
 
-            fp = Forked(fingerprint).start()
+            fp = Forked(fingerprint, nice=BEHIND).start()
             figures = FigureServer().start()
         if report:  # as harness report: the first workers' zygote imports Chainer while the corpus is built
             from harness.execute.campaign import start_early
