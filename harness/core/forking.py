@@ -15,12 +15,23 @@ import pickle
 import threading
 from typing import Callable, Sequence, TypeVar
 
-__all__ = ["fork_safe", "Forked", "map_forked", "BEHIND"]
+__all__ = ["fork_safe", "Forked", "map_forked", "BEHIND", "lower_priority"]
 
 #: How far below this process a child that is not on its critical path runs (``os.nice``): the figures, the
 #: environment's fingerprint. The runs, or the report's tables, come first; such a child takes the cores they
 #: leave.
 BEHIND = 10
+
+
+
+def lower_priority(nice: int) -> None:
+    """Run this (child) process ``nice`` steps below where it runs now; where the system refuses, it stays."""
+    if nice:
+        try:
+            os.nice(nice)
+        except OSError:
+            pass
+
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -57,11 +68,7 @@ class Forked:
             code = 1
             try:
                 os.close(r)
-                if self.nice:
-                    try:
-                        os.nice(self.nice)
-                    except OSError:
-                        pass
+                lower_priority(self.nice)
                 data = pickle.dumps(self.fn(), protocol=pickle.HIGHEST_PROTOCOL)
                 with os.fdopen(w, "wb") as f:
                     f.write(data)

@@ -16,9 +16,9 @@ import signal
 import struct
 from typing import Any, Callable, Sequence
 
-from harness.core.forking import BEHIND, Forked, fork_safe
+from harness.core.forking import BEHIND, Forked, fork_safe, lower_priority
 
-__all__ = ["DRAWERS", "draw", "draw_all", "FigureServer"]
+__all__ = ["DRAWERS", "Job", "draw", "draw_all", "draw_forked", "FigureServer"]
 
 #: A figure's kind, and the function of :mod:`harness.outputs.render` that draws it from its arguments.
 DRAWERS = {"matrix": "plot_matrix", "divergence": "plot_divergence", "error_ratio": "plot_error_ratio"}
@@ -37,6 +37,14 @@ def draw(kind: str, args: Sequence[Any]) -> bytes:
 def draw_all(jobs: Sequence[Job]) -> list[tuple[str, bytes]]:
     """``[(file name, PNG bytes)]`` of ``jobs``, drawn here, one after another."""
     return [(name, draw(kind, args)) for name, kind, args in jobs]
+
+
+def draw_forked(jobs: Sequence[Job], nice: int = 0) -> Callable[[], list[tuple[str, bytes]]]:
+    """Each of ``jobs`` drawn in a child forked from here, ``nice`` below this process, side by side (each
+    where its child could not: :class:`~harness.core.forking.Forked`); the returned callable waits for
+    ``[(file name, PNG bytes)]`` in their order."""
+    children = [(name, Forked(functools.partial(draw, kind, args), nice=nice).start()) for name, kind, args in jobs]
+    return lambda: [(name, child.result()) for name, child in children]
 
 
 _LEN = struct.Struct("!Q")
@@ -77,6 +85,14 @@ class FigureServer:
     def running(self) -> bool:
         return self.pid is not None
 
+    def beside_runs(self) -> Callable[[], None]:
+        """What the report's process does beside a campaign's first runs: compile the page's templates, and,
+        where this server is not running, import matplotlib for the figures' children
+        (:func:`harness.outputs.render.preload`)."""
+        from harness.outputs.render import compile_templates, preload
+
+        return compile_templates if self.running else preload
+
     def start(self) -> "FigureServer":
         if not fork_safe():
             return self
@@ -93,17 +109,13 @@ class FigureServer:
             try:
                 os.close(req_w)
                 os.close(ans_r)
-                with contextlib.suppress(OSError):
-                    os.nice(BEHIND)
+                lower_priority(BEHIND)  # its children draw at its priority
                 from harness.outputs.render import preload_figures
 
                 preload_figures()
                 request = _receive(req_r)
                 if request:  # (nothing: closed unsent, :meth:`close`)
-                    jobs: list[Job] = pickle.loads(request)
-                    children = [(name, Forked(functools.partial(draw, kind, args)).start())
-                                for name, kind, args in jobs]
-                    out = [(name, child.result()) for name, child in children]
+                    out = draw_forked(pickle.loads(request))()
                     _send(ans_w, pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL))
                     code = 0
             finally:

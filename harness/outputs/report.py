@@ -285,11 +285,8 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         figures = FigureServer().start()
         try:
             t0 = time.perf_counter()
-            from harness.outputs.render import compile_templates, preload
-
             run = run_campaign(where, cases, subjects, devices, contexts, settings, executor=target.executor,
-                               relations=relations,
-                               while_starting=compile_templates if figures.running else preload,
+                               relations=relations, while_starting=figures.beside_runs(),
                                meta={"shard": getattr(args, "shard", None),
                                      "profile": getattr(args, "profile", "ci"),
                                      **({"cluster": target.cluster} if target.cluster else {})},

@@ -19,7 +19,6 @@ announced (by the subject's declaration or Chainer's ``warn_nondeterministic`` w
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import io
 import json
@@ -37,7 +36,7 @@ from harness.judge.measure import REFERENCE_CONTEXT, REFERENCE_DEVICE
 from harness.judge.verdicts import worst
 
 if TYPE_CHECKING:
-    from harness.outputs.drawing import FigureServer
+    from harness.outputs.drawing import FigureServer, Job
 
 __all__ = [
     "RESULT_COLUMNS", "SUMMARY_COLUMNS", "FINDING_COLUMNS", "CELL_COLUMNS", "REFERENCE_DEVICE", "REFERENCE_CONTEXT",
@@ -552,8 +551,7 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
 FIGURES = ("verdicts.png", "divergence.png", "error_vs_size.png")
 
 
-def figure_jobs(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case]
-                ) -> list[tuple[str, str, tuple[Any, ...]]]:
+def figure_jobs(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case]) -> list[Job]:
     """The report's figures as ``(file name, kind, arguments)`` (:data:`harness.outputs.drawing.DRAWERS`):
     their data frames, built here (a few milliseconds), so that whichever process draws them needs nothing
     else."""
@@ -578,7 +576,7 @@ def start_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mappi
     imported matplotlib already (:func:`harness.outputs.render.preload`), so they draw at once, side by side;
     otherwise one for all three, as each would import matplotlib again. Wherever that fails, here."""
     from harness.outputs import render
-    from harness.outputs.drawing import draw, draw_all
+    from harness.outputs.drawing import draw_all, draw_forked
 
     jobs = figure_jobs(cells, measures, cases)
     if server is not None and server.running:
@@ -589,9 +587,7 @@ def start_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mappi
         return child.result
     # below this process's priority: the tables and the directory's tidying here are the longer path at a
     # report's size; the children take the cores that leaves (all, once it waits)
-    children = [(name, Forked(functools.partial(draw, kind, args), nice=BEHIND).start())
-                for name, kind, args in jobs]
-    return lambda: [(name, child.result()) for name, child in children]
+    return draw_forked(jobs, nice=BEHIND)
 
 
 def _gzip_csv(df: pd.DataFrame) -> bytes:

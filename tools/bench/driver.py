@@ -156,11 +156,8 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
         t0 = time.perf_counter()
         t_cases = t0 - t_start
         # harness report's own path: plan, inputs, the campaign, then the measure pass (run.stats["measuring"])
-        while_starting = None
-        if figures is not None:  # as harness report: the page's templates (and matplotlib, without a server)
-            from harness.outputs.render import compile_templates, preload
-
-            while_starting = compile_templates if figures.running else preload
+        # as harness report: the page's templates (and matplotlib, without a server) beside the first runs
+        while_starting = None if figures is None else figures.beside_runs()
         run = run_campaign(tmp, cases, subjects_for(None), parse_devices("cpu"), parse_contexts(contexts), settings,
                            executor=executor, while_starting=while_starting)
         t1 = time.perf_counter()
