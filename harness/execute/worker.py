@@ -446,6 +446,20 @@ def _child(argv: list[str]) -> None:
     read_fd, write_fd, plugins, spool = int(argv[0]), int(argv[1]), tuple(json.loads(argv[2])), argv[3]
     _apply_memory_limit(int(os.environ.pop(_LIMIT_ENV, "0") or 0) or None)
     worker_main(Connection(read_fd, writable=False), write_fd, plugins, spool)
+    # Asked to stop (or its pipe closed): every answer is written and nothing of a run is left to finish.
+    # The interpreter's own finalization (tearing down Chainer's and NumPy's modules) took 60-110 ms that the
+    # campaign waits for at the end of each group of tasks; a zygote's worker leaves the same way.
+    _leave(0)
+
+
+def _leave(code: int) -> None:
+    """Exit now, without the interpreter's finalization, once what the process printed is flushed."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed or broken stream: nothing left to keep
+            pass
+    os._exit(code)
 
 
 # --------------------------------------------------------------------------- the zygote
