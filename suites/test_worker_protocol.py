@@ -314,3 +314,22 @@ def test_a_worker_asked_to_stop_leaves_without_the_interpreters_finalization(for
     if not fork:
         assert w.proc.returncode == 0
     assert not marker.exists()
+
+
+def test_a_big_answer_comes_through_its_spool_file_and_the_file_goes():
+    """Arrays over the frame's limit travel in a spool file, mapped here and then unlinked; a small answer's
+    arrays come in the frame itself, with no file to unlink."""
+    big = Case("embed", 5, {"vocab": 4096, "width": 96, "ids_shape": [10]})  # W and its gradient: 1.5 MiB each
+    w = Worker(plugins=PLUGINS, fork=True).start()
+    try:
+        answers = [w.run_answer(c.to_json(), "control.deterministic", "cpu", "default", timeout=60, case_id=c.id)
+                   for c in (big, big, CASE)]
+        left = os.listdir(w.spool)
+    finally:
+        w.close()
+    assert [a.result.status for a in answers] == ["ok"] * 3
+    assert [a.spooled for a in answers] == [True, True, False]
+    assert sum(arr.nbytes for arr in answers[0].result.arrays.values()) > (1 << 20)
+    for k, arr in answers[0].result.arrays.items():
+        assert np.array_equal(arr, answers[1].result.arrays[k])
+    assert left == []

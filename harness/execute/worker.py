@@ -206,11 +206,13 @@ class Answer:
     """A run's result and, per array, what the worker measured of it (``dtype`` name, ``shape``, ``digest``,
     and for floats ``nan``/``inf``): the campaign's run record takes it as it is."""
 
-    __slots__ = ("result", "tensors")
+    __slots__ = ("result", "tensors", "spooled")
 
-    def __init__(self, result: RunResult, tensors: dict[str, dict[str, Any]]) -> None:
+    def __init__(self, result: RunResult, tensors: dict[str, dict[str, Any]], spooled: bool = False) -> None:
         self.result = result
         self.tensors = tensors
+        #: whether its arrays came through a spool file (which the reader then unlinks)
+        self.spooled = spooled
 
 
 def tensor_meta(arrays: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
@@ -320,14 +322,14 @@ def _decode(payload: bytearray, base: dict[str, str], path: str) -> Answer:
     arrays: dict[str, np.ndarray] = {}
     tensors: dict[str, dict[str, Any]] = {}
     layout = msg["arrays"]
+    spooled = bool(layout) and msg.get("inline") is not True
     if layout:
         start = _JSON_LEN.size + n
-        arrays, tensors = _view_arrays(layout, memoryview(payload)[start:] if msg.get("inline") is True
-                                       else _map_file(path))
+        arrays, tensors = _view_arrays(layout, _map_file(path) if spooled else memoryview(payload)[start:])
     _check(status == "ok" or not arrays, f"a {status} answer holds arrays")
     result = RunResult(**base, status=status, arrays=arrays, declared_warnings=tuple(warns), error=error,
                        skip_reason=skip, timings={k: float(v) for k, v in timings.items()})
-    return Answer(result, tensors)
+    return Answer(result, tensors, spooled)
 
 
 def _map_file(path: str) -> Any:
@@ -964,9 +966,11 @@ class Worker:
             return
         for seq in range(first, first + count):
             path = os.path.join(self.spool or "", f"{seq}.bin")
+            spooled = True  # until the answer says it came whole in the frame: a file may be there
             try:
                 payload = _read_frame(self._rx_fd, time.monotonic() + timeout)
                 answer = _decode_answer(payload, base, path)
+                spooled = answer.spooled
             except _NoAnswer:
                 self.kill()
                 yield Answer(RunResult(**base, status="timeout", error=ErrorInfo(
@@ -981,10 +985,11 @@ class Worker:
                     "MalformedAnswer", f"{exc}; worker killed", "transfer")), {})
                 return
             finally:
-                try:
-                    os.unlink(path)  # mapped already where it exists: the mapping outlives the name
-                except OSError:
-                    pass
+                if spooled:  # (most answers come whole in the frame: no file, and no system call for one)
+                    try:
+                        os.unlink(path)  # mapped already where it exists: the mapping outlives the name
+                    except OSError:
+                        pass
             try:
                 yield answer
             except GeneratorExit:
