@@ -22,6 +22,7 @@ puts the gate in its own CI loads it the same way.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 from typing import Any, Callable, Sequence
@@ -240,8 +241,10 @@ def _violations(measures: Sequence[Measure], case: Case, contracts: Contracts) -
     out = []
     for v in found:
         why = _outside_plugins(v.subject)
-        replay = "" if why else Violation(v.measure, case_file=path).finding(given, GateState.plugins).replay()
-        out.append(Violation(v.measure, replay=replay, case_file=path, no_replay=why))
+        # every command of its dossier (Reproduce, Shrink, Localize) from one finding, with the session's
+        # contracts file and plug-ins
+        v = Violation(v.measure, case_file=path, no_replay=why, contracts=given, plugins=GateState.plugins)
+        out.append(dataclasses.replace(v, replay="" if why else v.finding().replay()))
     return out
 
 

@@ -240,7 +240,22 @@ def _zero_tolerance_reproducer(tmp_path) -> list[str]:
     assert violations and {v.measure.kind for v in violations} == {"oracle"}, [v.headline() for v in violations]
     argv = shlex.split(violations[0].replay)
     assert argv[argv.index("--contracts") + 1] == str(tmp_path / "contracts.toml")
+    # the dossier's other judging command too: a shrink judged by the shipped file would find nothing to shrink
+    commands = _dossier_commands(violations[0].dossier())
+    assert set(commands) == {"Reproduce", "Shrink"}, violations[0].dossier()
+    assert commands["Reproduce"] == argv
+    assert commands["Shrink"][commands["Shrink"].index("--contracts") + 1] == str(tmp_path / "contracts.toml")
     return argv
+
+
+def _dossier_commands(dossier: str) -> dict[str, list[str]]:
+    """The commands a dossier prints (``Reproduce:``, ``Shrink:``, ``Localize:``), by their label."""
+    out = {}
+    for line in dossier.splitlines():
+        label, _, rest = line.partition(": ")
+        if label in ("Reproduce", "Shrink", "Localize"):
+            out[label] = shlex.split(rest)
+    return out
 
 
 def test_the_in_process_gates_reproducer_names_the_contracts_file_that_judged(tmp_path):
@@ -288,7 +303,7 @@ def test_a_subject_registered_outside_subject_plugin_gets_no_command_but_the_rea
     violations = contract_violations(contracts, "chainer.embed_id", COLLIDE, CPU, context="blas2", repeats=2)
     assert violations and all(v.replay == "" for v in violations)
     dossier = violations[0].dossier().splitlines()
-    assert not any(ln.startswith("Reproduce: ") for ln in dossier)
+    assert _dossier_commands(violations[0].dossier()) == {}  # no command that would run the shipped subject
     [why] = [ln for ln in dossier if ln.startswith("No command reproduces it: ")]
     assert f"module {__name__!r}" in why and "--subject-plugin" in why
 
@@ -308,6 +323,13 @@ def test_a_pytest_gate_with_a_subject_plugin_prints_a_command_that_loads_it(tmp_
     again = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=tmp_path,
                            env={**env, "PYTHONPATH": str(ROOT)}, timeout=300)
     assert again.returncode == 1 and "BEYOND TOLERANCE" in again.stdout, again.stdout + again.stderr
+    # the dossier's shrink command loads the plug-in too, and shrinks the planted failure
+    line = next(ln for ln in r.stdout.splitlines() if "Shrink: " in ln)
+    argv = shlex.split(line.split("Shrink: ", 1)[1])
+    assert argv[argv.index("--subject-plugin") + 1] == "suites.plugins.planted_lstm:SUBJECTS"
+    shrunk = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=tmp_path,
+                            env={**env, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert shrunk.returncode == 0 and "minimal case: " in shrunk.stdout, shrunk.stdout + shrunk.stderr
     bad = subprocess.run(gate + ["--subject-plugin", "no.such.module:SUBJECTS"], capture_output=True, text=True,
                          cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, timeout=300)
     assert bad.returncode == 4 and "--subject-plugin: subject-plugin='no.such.module:SUBJECTS'" in bad.stderr, \

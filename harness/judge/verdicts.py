@@ -492,8 +492,14 @@ class Violation:
     replay: str = ""
     case_file: str = ""
     #: Why no command reproduces it, where none can (a subject this process got outside ``--subject-plugin``):
-    #: said in place of the ``Reproduce:`` line rather than printing a command that runs something else.
+    #: said in place of the ``Reproduce:`` line rather than printing a command that runs something else, and
+    #: the dossier's other commands (``Shrink:``, ``Localize:``) left out for the same reason.
     no_replay: str = ""
+    #: What every command of its dossier needs to judge the same subjects the same way (as
+    #: :meth:`finding` takes them): the contracts file that judged it, where not the shipped one, and the
+    #: ``--subject-plugin`` specs its subjects came from.
+    contracts: str = ""
+    plugins: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -520,15 +526,18 @@ class Violation:
     def detail(self) -> str:
         return self.measure.detail
 
-    def finding(self, contracts: str = "", plugins: tuple[str, ...] = ()) -> Any:
+    def finding(self, contracts: str | None = None, plugins: tuple[str, ...] | None = None) -> Any:
         """This one measure as a :class:`~harness.judge.findings.Finding` (whose case file is ``case_file``): the
         one place a dossier and its commands are written. ``contracts``: the file that judged it, where not the
         shipped one (:func:`harness.judge.findings.contracts_argument`); ``plugins``: the ``--subject-plugin``
-        specs the subjects came from; so that its commands judge the same subjects the same way."""
+        specs the subjects came from; so that its commands judge the same subjects the same way. Each defaults
+        to this violation's own (:attr:`contracts`, :attr:`plugins`)."""
         import os
 
         from harness.judge.findings import Origin, group
 
+        contracts = self.contracts if contracts is None else contracts
+        plugins = self.plugins if plugins is None else plugins
         run_dir = os.path.dirname(os.path.dirname(self.case_file)) if self.case_file else ""
         return group([self.measure], None, Origin(run_dir, contracts=contracts, plugins=plugins))[0]
 
@@ -544,7 +553,7 @@ class Violation:
         lines = self.finding().dossier().splitlines()
         if self.no_replay:
             lines = [f"No command reproduces it: {self.no_replay}" if ln.startswith("Reproduce: ") else ln
-                     for ln in lines]
+                     for ln in lines if not ln.startswith(("Shrink: ", "Localize: "))]
         elif self.replay:  # the command the caller built from the same finding (a gate's, with its plug-ins)
             lines = [f"Reproduce: {self.replay}" if ln.startswith("Reproduce: ") else ln for ln in lines]
         return "\n".join([self.headline(), *lines[1:]])

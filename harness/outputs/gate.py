@@ -42,7 +42,9 @@ def gate_violations(run_dir: str, measures: Sequence[Measure], cases: Mapping[st
             continue
         f = next((f for f in found if _belongs(m, f)), None)
         out.append(Violation(m, replay=f.replay() if f is not None else "",
-                             case_file=f.origin.case_file(f.repro_case) if f is not None else ""))
+                             case_file=f.origin.case_file(f.repro_case) if f is not None else "",
+                             contracts=f.origin.contracts if f is not None else "",
+                             plugins=f.origin.plugins if f is not None else ()))
     return out
 
 
@@ -122,7 +124,9 @@ def check_baseline(run_dir: str, baseline_dir: str, contracts: Contracts) -> lis
         f = next((f for f in found if _belongs(m, f)), None)
         if fails(m):
             out.append(Violation(m, replay=f.replay() if f is not None else "",
-                                 case_file=f.origin.case_file(f.repro_case) if f is not None else ""))
+                                 case_file=f.origin.case_file(f.repro_case) if f is not None else "",
+                                 contracts=f.origin.contracts if f is not None else "",
+                                 plugins=f.origin.plugins if f is not None else ()))
     return out
 
 
