@@ -249,12 +249,13 @@ def _zero_tolerance_reproducer(tmp_path) -> list[str]:
 
 
 def _dossier_commands(dossier: str) -> dict[str, list[str]]:
-    """The commands a dossier prints (``Reproduce:``, ``Shrink:``, ``Localize:``), by their label."""
-    out = {}
+    """The commands a dossier prints (``Reproduce:``, ``Shrink:``, ``Localize:``), by their label (the first
+    of each where the text holds several)."""
+    out: dict[str, list[str]] = {}
     for line in dossier.splitlines():
         label, _, rest = line.partition(": ")
         if label in ("Reproduce", "Shrink", "Localize"):
-            out[label] = shlex.split(rest)
+            out.setdefault(label, shlex.split(rest))
     return out
 
 
@@ -317,19 +318,17 @@ def test_a_pytest_gate_with_a_subject_plugin_prints_a_command_that_loads_it(tmp_
     r = subprocess.run(gate + ["--subject-plugin", "suites.plugins.planted_lstm:SUBJECTS"], capture_output=True,
                        text=True, cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, timeout=600)
     assert r.returncode == 1, r.stdout + r.stderr
-    line = next(ln for ln in r.stdout.splitlines() if "Reproduce: " in ln)
-    argv = shlex.split(line.split("Reproduce: ", 1)[1])
-    assert argv[argv.index("--subject-plugin") + 1] == "suites.plugins.planted_lstm:SUBJECTS"
-    again = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=tmp_path,
-                           env={**env, "PYTHONPATH": str(ROOT)}, timeout=300)
-    assert again.returncode == 1 and "BEYOND TOLERANCE" in again.stdout, again.stdout + again.stderr
-    # the dossier's shrink command loads the plug-in too, and shrinks the planted failure
-    line = next(ln for ln in r.stdout.splitlines() if "Shrink: " in ln)
-    argv = shlex.split(line.split("Shrink: ", 1)[1])
-    assert argv[argv.index("--subject-plugin") + 1] == "suites.plugins.planted_lstm:SUBJECTS"
-    shrunk = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=tmp_path,
-                            env={**env, "PYTHONPATH": str(ROOT)}, timeout=300)
-    assert shrunk.returncode == 0 and "minimal case: " in shrunk.stdout, shrunk.stdout + shrunk.stderr
+    # every command of the first dossier loads the plug-in, and does what it says: the replay shows the planted
+    # failure (exit 1), the shrink reproduces it and writes a minimal case (exit 0)
+    commands = _dossier_commands("\n".join(ln.lstrip("E").strip() for ln in r.stdout.splitlines()))
+    assert {"Reproduce", "Shrink"} <= set(commands), r.stdout
+    expect = {"Reproduce": (1, "BEYOND TOLERANCE"), "Shrink": (0, "minimal case: ")}
+    for label, (code, says) in expect.items():
+        argv = commands[label]
+        assert argv[argv.index("--subject-plugin") + 1] == "suites.plugins.planted_lstm:SUBJECTS", label
+        done = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=tmp_path,
+                              env={**env, "PYTHONPATH": str(ROOT)}, timeout=300)
+        assert done.returncode == code and says in done.stdout, (label, done.stdout + done.stderr)
     bad = subprocess.run(gate + ["--subject-plugin", "no.such.module:SUBJECTS"], capture_output=True, text=True,
                          cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, timeout=300)
     assert bad.returncode == 4 and "--subject-plugin: subject-plugin='no.such.module:SUBJECTS'" in bad.stderr, \
