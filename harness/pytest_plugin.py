@@ -229,7 +229,7 @@ def _violations(measures: Sequence[Measure], case: Case, contracts: Contracts) -
     (:func:`harness.judge.findings.replay_argv`): the case is written to ``.harness-cases/cases/`` first, so the
     printed command runs as printed, and it names the contracts file that judged (unless the shipped one)."""
     from harness.core.fileio import atomic_write
-    from harness.judge.findings import contracts_argument
+    from harness.judge.findings import Origin, contracts_argument
     from harness.judge.verdicts import violations
 
     found = violations(measures)
@@ -237,13 +237,13 @@ def _violations(measures: Sequence[Measure], case: Case, contracts: Contracts) -
         return []
     path = os.path.join(CASES_DIR, "cases", f"{case.id}.json")
     atomic_write(path, case.to_json() + "\n")
-    given = contracts_argument(contracts.path)
+    # every command of a dossier (Reproduce, Shrink, Localize) from one finding, with the session's contracts
+    # file and plug-ins
+    origin = Origin(CASES_DIR, contracts=contracts_argument(contracts.path), plugins=GateState.plugins)
     out = []
     for v in found:
         why = _outside_plugins(v.subject)
-        # every command of its dossier (Reproduce, Shrink, Localize) from one finding, with the session's
-        # contracts file and plug-ins
-        v = Violation(v.measure, case_file=path, no_replay=why, contracts=given, plugins=GateState.plugins)
+        v = Violation(v.measure, case_file=path, no_replay=why, origin=origin)
         out.append(dataclasses.replace(v, replay="" if why else v.finding().replay()))
     return out
 

@@ -23,7 +23,7 @@ the broken ones into :class:`Violation` dossiers and :func:`assert_no_violations
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from harness.core.errors import ContractViolation
 from harness.core.records import VERDICT_ORDER, Measure, TensorStats, Verdict
 from harness.judge import bitwise
 from harness.judge.tolerance import OracleError, Tolerance
+
+if TYPE_CHECKING:
+    from harness.judge.findings import Origin
 
 __all__ = ["Verdict", "BIT_IDENTICAL", "WITHIN", "EXPECTED_ERROR", "ALLOWED", "KNOWN_DEFECT", "SKIPPED", "NOT_JUDGED",
            "ERROR", "BROKEN", "worst",
@@ -495,11 +498,11 @@ class Violation:
     #: said in place of the ``Reproduce:`` line rather than printing a command that runs something else, and
     #: the dossier's other commands (``Shrink:``, ``Localize:``) left out for the same reason.
     no_replay: str = ""
-    #: What every command of its dossier needs to judge the same subjects the same way (as
-    #: :meth:`finding` takes them): the contracts file that judged it, where not the shipped one, and the
-    #: ``--subject-plugin`` specs its subjects came from.
-    contracts: str = ""
-    plugins: tuple[str, ...] = ()
+    #: Where its dossier's commands come from (:class:`~harness.judge.findings.Origin`: the run's directory, the
+    #: contracts file that judged it where not the shipped one, the ``--subject-plugin`` specs its subjects came
+    #: from, a gate's baseline and environment), so that every command judges the same subjects the same way;
+    #: None: the directory above ``case_file``, the shipped contracts, no plug-ins.
+    origin: Origin | None = None
 
     @property
     def kind(self) -> str:
@@ -526,20 +529,15 @@ class Violation:
     def detail(self) -> str:
         return self.measure.detail
 
-    def finding(self, contracts: str | None = None, plugins: tuple[str, ...] | None = None) -> Any:
-        """This one measure as a :class:`~harness.judge.findings.Finding` (whose case file is ``case_file``): the
-        one place a dossier and its commands are written. ``contracts``: the file that judged it, where not the
-        shipped one (:func:`harness.judge.findings.contracts_argument`); ``plugins``: the ``--subject-plugin``
-        specs the subjects came from; so that its commands judge the same subjects the same way. Each defaults
-        to this violation's own (:attr:`contracts`, :attr:`plugins`)."""
+    def finding(self) -> Any:
+        """This one measure as a :class:`~harness.judge.findings.Finding` of :attr:`origin` (whose case file is
+        ``case_file``): the one place a dossier and its commands are written."""
         import os
 
         from harness.judge.findings import Origin, group
 
-        contracts = self.contracts if contracts is None else contracts
-        plugins = self.plugins if plugins is None else plugins
-        run_dir = os.path.dirname(os.path.dirname(self.case_file)) if self.case_file else ""
-        return group([self.measure], None, Origin(run_dir, contracts=contracts, plugins=plugins))[0]
+        origin = self.origin or Origin(os.path.dirname(os.path.dirname(self.case_file)) if self.case_file else "")
+        return group([self.measure], None, origin)[0]
 
     def headline(self) -> str:
         """One line naming subject, device, context, rule and tensor: pytest's short summary shows it."""

@@ -41,11 +41,16 @@ def gate_violations(run_dir: str, measures: Sequence[Measure], cases: Mapping[st
         if not fails(m):
             continue
         f = next((f for f in found if _belongs(m, f)), None)
-        out.append(Violation(m, replay=f.replay() if f is not None else "",
-                             case_file=f.origin.case_file(f.repro_case) if f is not None else "",
-                             contracts=f.origin.contracts if f is not None else "",
-                             plugins=f.origin.plugins if f is not None else ()))
+        out.append(_violation(m, f))
     return out
+
+
+def _violation(m: Measure, f: F.Finding | None) -> Violation:
+    """A broken measure with the command of the finding it belongs to, and that finding's origin (contracts,
+    plug-ins, baseline, environment), so that every command of its dossier judges as the gate did."""
+    if f is None:
+        return Violation(m)
+    return Violation(m, replay=f.replay(), case_file=f.origin.case_file(f.repro_case), origin=f.origin)
 
 
 def fails(m: Measure) -> bool:
@@ -123,10 +128,7 @@ def check_baseline(run_dir: str, baseline_dir: str, contracts: Contracts) -> lis
     for m in measures:
         f = next((f for f in found if _belongs(m, f)), None)
         if fails(m):
-            out.append(Violation(m, replay=f.replay() if f is not None else "",
-                                 case_file=f.origin.case_file(f.repro_case) if f is not None else "",
-                                 contracts=f.origin.contracts if f is not None else "",
-                                 plugins=f.origin.plugins if f is not None else ()))
+            out.append(_violation(m, f))
     return out
 
 
