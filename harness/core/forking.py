@@ -23,7 +23,6 @@ __all__ = ["fork_safe", "Forked", "map_forked", "BEHIND", "lower_priority"]
 BEHIND = 10
 
 
-
 def lower_priority(nice: int) -> None:
     """Run this (child) process ``nice`` steps below where it runs now; where the system refuses, it stays."""
     if nice:

@@ -527,7 +527,7 @@ def _zygote_main(sock_fd: int) -> None:
                 except BaseException:  # noqa: BLE001 - never return into the zygote's loop
                     code = 1
                 finally:
-                    os._exit(code)
+                    _leave(code)
             for fd in fds:
                 os.close(fd)
             sock.send(json.dumps({"pid": pid}).encode())
@@ -589,11 +589,7 @@ def _verb_child(req: dict[str, Any], fds: list[int]) -> None:
         traceback.print_exc()
         code = 1
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        _leave(code)
 
 
 class Zygote:
