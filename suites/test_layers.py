@@ -27,6 +27,7 @@ ALLOWED = {
     "judge": {"core", "judge"},
     "execute": {"core", "generate", "subjects", "judge", "execute"},
     "outputs": {"core", "generate", "subjects", "judge", "execute", "outputs"},
+    "verbs": {"core", "generate", "subjects", "judge", "execute", "outputs", "verbs"},
 }
 
 _MODULE_NAME = re.compile(r"^(harness|tools)(\.[A-Za-z_][A-Za-z0-9_]*)+$")
