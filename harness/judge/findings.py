@@ -351,6 +351,8 @@ class Finding:
             lines.append(f"Starts at: {self.cause}")
         if self.replay():
             lines.append(f"Reproduce: {self.replay()}")
+        if self.export():
+            lines.append(f"Export: {self.export()}")
         if self.localize() and not self.cause:
             lines.append(f"Localize: {self.localize()}")
         if self.shrunk is None and self.shrink():
@@ -366,6 +368,7 @@ class Finding:
         d["shrunk"] = None if self.shrunk is None else {**asdict(self.shrunk), "sizes": dict(self.shrunk.sizes),
                                                        "original_sizes": dict(self.shrunk.original_sizes)}
         d["replay"], d["localize"], d["shrink"] = self.replay(), self.localize(), self.shrink()
+        d["export"] = self.export()
         return d
 
     @classmethod
