@@ -551,7 +551,7 @@ class Violation:
         lines = self.finding().dossier().splitlines()
         if self.no_replay:
             lines = [f"No command reproduces it: {self.no_replay}" if ln.startswith("Reproduce: ") else ln
-                     for ln in lines if not ln.startswith(("Shrink: ", "Localize: "))]
+                     for ln in lines if not ln.startswith(("Shrink: ", "Localize: ", "Export: "))]
         elif self.replay:  # the command the caller built from the same finding (a gate's, with its plug-ins)
             lines = [f"Reproduce: {self.replay}" if ln.startswith("Reproduce: ") else ln for ln in lines]
         return "\n".join([self.headline(), *lines[1:]])
