@@ -24,6 +24,7 @@ from harness.core.contexts import Context
 from harness.core.devices import Device
 from harness.core.env import ESPNET_MODULE
 from harness.core.errors import SetupError
+from harness.subjects import calls
 from harness.subjects.base import Recorder
 
 __all__ = ["Call", "call_run", "call_of", "CallEnv", "espnet_module"]
@@ -48,6 +49,7 @@ class CallEnv:
         self.case_seed = case.seed
         self.context = context.to_dict()
         self.receives_gradient = receives_gradient
+        self.calls = calls  # the shipped calls, for a plug-in's call that wraps one
 
     def phase(self, name: str) -> contextlib.AbstractContextManager[None]:
         return self._rec.phase(name)
