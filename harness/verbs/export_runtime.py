@@ -477,6 +477,12 @@ def versions() -> str:
 def main(argv: list) -> int:
     if len(argv) > 2 and argv[1] == "--child":
         return child_main(argv[2])
+    try:
+        for device in {CLAIM["device"], *CLAIM.get("devices", ())} - {"cpu"}:  # noqa: F821
+            Env(types.SimpleNamespace(), device, CASES["case"], {})  # noqa: F821 - raises where no GPU is usable
+    except CannotRun as exc:
+        print(f"cannot check here: {exc}")  # one line, nothing else: exit 2
+        return 2
     print(TITLE)  # noqa: F821
     try:
         import_chainer()
