@@ -18,6 +18,7 @@ call it does not make. The expected values (oracle, reference) come from worker 
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import inspect
 import json
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -429,11 +430,12 @@ def export(opts: ExportOptions) -> int:
     if not opts.out:
         raise InvalidArgument("out='' must name the script file to write")
     case = load_case_file(r.case, r.case_id or None)
-    if r.plugins:
-        module, fn, params = _call_of_plugin_subject(r.subject, r.plugins)
-    else:
-        module, fn, params = _call_here(r.subject)
-    text = script_text(r, case, module, fn, params)
+    with _plugins_loaded(r.plugins):
+        if r.plugins:
+            module, fn, params = _call_of_plugin_subject(r.subject, r.plugins)
+        else:
+            module, fn, params = _call_here(r.subject)
+        text = script_text(r, case, module, fn, params)
     os.makedirs(os.path.dirname(os.path.abspath(opts.out)), exist_ok=True)
     with open(opts.out, "w", encoding="utf-8") as fh:
         fh.write(text)
@@ -444,6 +446,23 @@ def export(opts: ExportOptions) -> int:
         _markdown(opts.out, opts.markdown, text)
         print(f"wrote {opts.markdown}")
     return 0
+
+
+@contextlib.contextmanager
+def _plugins_loaded(plugins: tuple[str, ...]) -> Iterator[None]:
+    """The plug-ins' subjects registered here as proxies (their manifests are taken in children: the oracle and
+    the declared order a claim needs) for the duration of one export, and the registry as it was afterwards,
+    so that a Python caller's next export sees the shipped subjects again."""
+    from harness.subjects import registry
+
+    saved = dict(registry.SUBJECTS)
+    try:
+        for p in plugins:
+            registry.load_plugin(p)
+        yield
+    finally:
+        registry.SUBJECTS.clear()
+        registry.SUBJECTS.update(saved)
 
 
 def _markdown(script: str, path: str, text: str) -> None:

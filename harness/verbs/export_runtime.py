@@ -225,7 +225,10 @@ def run_in_child(case_name: str, device: str, context: dict) -> tuple[dict, dict
     are set before it imports anything."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.npz")
-        flags = [] if any(k.startswith("PYTHON") for k in (context.get("env") or {})) else ["-I"]
+        # The child runs as this process does (isolated or not: PYTHONPATH may be how the library is found),
+        # except that a context which sets a PYTHON* variable needs the interpreter to read it.
+        python_vars = any(k.startswith("PYTHON") for k in (context.get("env") or {}))
+        flags = ["-I"] if sys.flags.isolated and not python_vars else []
         argv = [sys.executable, *flags, os.path.abspath(__file__), "--child",
                 json.dumps({"case": case_name, "device": device, "context": context, "out": out})]
         p = subprocess.run(argv, env=_child_env(context), capture_output=True, text=True)
@@ -397,13 +400,16 @@ def check_oracle() -> int:
         print(f"  the call raised: {_error_text(error)}")
         return 1
     bad = 0
+    for rule in sorted({t["describe"] for t in tol.values()}):
+        print(f"  rule: |actual - expected| {rule}")
     for name, t in sorted(tol.items()):
         if name not in outputs:
             print(f"  {name}: not returned")
             bad += 1
             continue
-        print(f"  {name}: allowed {t['describe']}")
         bad += not _within(name, outputs[name], t, ref)
+    if not bad:
+        print("  every judged tensor is within the tolerance")
     return int(bad > 0)
 
 
