@@ -394,6 +394,8 @@ def script_text(r: Reproducer, case: Case, module: str, fn: str, params: dict[st
             seen[name] = label
     head = (f'#!/usr/bin/env python3\n"""{title}\n\nWritten by `harness export` (chainer-repro-harness) from case '
             f"{case.id}; it does not need the harness.\nNeeds: {_needs(module, params, r.devices)}.\n"
+            f"The call: {fn}({', '.join(f'{k}={v!r}' for k, v in params.items())}), defined below; what it is checked "
+            f"for: CLAIM, at the end with the data.\nInputs (ARRAYS, bit for bit): {_inputs_text(arrays['case'])}.\n"
             f"Run it with python: exit 1 while the defect is present, 0 once it is gone, 2 where it cannot be "
             f'checked (a package or the GPU missing).\n"""\n\nfrom __future__ import annotations\n')
     body = [head]
@@ -417,6 +419,17 @@ def script_text(r: Reproducer, case: Case, module: str, fn: str, params: dict[st
     body.append(f"\n# {'=' * 100}\n# the data: the case, its arrays, the claim and what judges it\n# {'=' * 100}\n\n"
                 + "\n".join(data_lines) + "\n")
     return "\n".join(body)
+
+
+def _inputs_text(arrays: dict[str, np.ndarray]) -> str:
+    """Each input's dtype and shape, and the values of small integer arrays (the ids)."""
+    out = []
+    for k, a in arrays.items():
+        text = f"{k} {a.dtype}{tuple(a.shape)}"
+        if a.dtype.kind in "iu" and a.size <= 48:
+            text += f" = {a.tolist()}"
+        out.append(text)
+    return "; ".join(out)
 
 
 def _case_specs(cases: dict[str, Case]) -> dict[str, Any]:

@@ -3,6 +3,8 @@
 
 Written by `harness export` (chainer-repro-harness) from case 891d9788398e; it does not need the harness.
 Needs: NumPy, chainer==7.8.1, ESPnet (espnet.nets.chainer_backend.deterministic_embed_id; pip install espnet --no-deps), CuPy and an NVIDIA GPU.
+The call: embed_link(target='espnet'), defined below; what it is checked for: CLAIM, at the end with the data.
+Inputs (ARRAYS, bit for bit): x int32(2, 6) = [[-1, 2, -1, -1, 2, 0], [-1, 3, 1, 0, -1, -1]]; W float32(4, 3); gy float32(2, 6, 3); ggW float32(4, 3).
 Run it with python: exit 1 while the defect is present, 0 once it is gone, 2 where it cannot be checked (a package or the GPU missing).
 """
 
