@@ -340,8 +340,8 @@ def _reference_bits(r: Reproducer, case: Case) -> tuple[dict[str, np.ndarray], s
         from harness.execute.campaign import load_tasks
         from harness.outputs.gate import _baseline_arrays
 
-        key = next((k for k in load_tasks(r.baseline) if k[:4] == (case.id, r.subject, dev.id, r.contexts[-1])), None)
-        base = load_tasks(r.baseline).get(key) if key else None
+        base = next((t for t in load_tasks(r.baseline).values() if (t.case_id, t.subject, t.device, t.context)
+                     == (case.id, r.subject, dev.id, r.contexts[-1])), None)
         arrays = _baseline_arrays(r.baseline, base) if base is not None else None
         if not arrays:
             raise InvalidArgument(f"baseline={r.baseline!r} keeps no arrays of case {case.id} for {r.subject}: "

@@ -166,3 +166,33 @@ def test_the_command_line_offers_export_with_its_script_and_report_options():
     if p.returncode != 0:
         pytest.skip(f"`harness export` is not wired into harness/cli.py here: {p.stderr.strip()[-200:]}")
     assert "--out" in p.stdout and "--markdown" in p.stdout
+
+
+def test_a_baseline_finding_exports_the_baselines_bits_and_fails_only_where_they_changed(python, tmp_path):
+    """A baseline run of chainer.embed_id, then the same baseline with one bit of grad.W flipped (as a changed
+    stack would give): the script of the untouched baseline exits 0, that of the changed one exits 1."""
+    from harness.core.contexts import get_context
+    from harness.core.devices import CPU
+    from harness.execute.campaign import Campaign, CampaignSettings, load_tasks, plan
+    from harness.subjects.registry import subjects_for
+
+    import numpy as np
+
+    run = tmp_path / "baseline"
+    camp = Campaign(str(run), CampaignSettings(repeats=1, fresh=0, quiet=True))
+    camp.write_inputs([COLLIDE], {})
+    camp.run(plan([COLLIDE], subjects_for(["chainer.embed_id"]), [CPU], [get_context("default")]))
+    task = next(t for t in load_tasks(str(run)).values() if t.subject == "chainer.embed_id")
+    case = _case_file(tmp_path, COLLIDE)
+    r = Reproducer(case, "chainer.embed_id", baseline=str(run), kind="baseline changed")
+    export(ExportOptions(r, str(tmp_path / "same.py")))
+    npz = run / "arrays" / task.array_file
+    with np.load(npz) as z:
+        arrays = {k: z[k].copy() for k in z.files}
+    arrays["grad.W"].view(np.uint32).reshape(-1)[0] ^= 1
+    np.savez(npz, **arrays)
+    export(ExportOptions(r, str(tmp_path / "changed.py")))
+    same, changed = _run(python, tmp_path / "same.py", tmp_path), _run(python, tmp_path / "changed.py", tmp_path)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert changed.returncode == 1 and "grad.W: expected vs actual: 1 of 12 elements differ; first at (0, 0)" \
+        in changed.stdout, changed.stdout + changed.stderr
