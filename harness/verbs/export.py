@@ -280,6 +280,8 @@ def _build(r: Reproducer, case: Case) -> tuple[dict[str, Any], dict[str, Case], 
     check = claim_check(r, case)
     claim: dict[str, Any] = {"check": check, "device": r.devices[-1], "context": _context(r.contexts[-1]),
                              "tensor_kind": r.tensor, "kind": r.kind}
+    if r.flaky and check not in ("repeats", "processes"):
+        claim["tries"] = 20  # as replay runs a flaky subject's other findings 20 times
     cases = {"case": case}
     data: dict[str, np.ndarray] = {}
     what = r.kind or check

@@ -128,3 +128,17 @@ def test_pack_keeps_every_bit_and_first_difference_names_the_element():
     b[1, 0] = 0.0  # -0.0 -> +0.0: equal as numbers, other bits
     d = export_runtime.first_difference(a, b)
     assert d is not None and d.startswith("1 of 4 elements differ; first at (1, 0)") and "80000000 vs 00000000" in d
+
+
+def _claim(r: Reproducer) -> dict:
+    text = script_text(r, CASE, inspect.getsourcefile(calls), "embed_function", {})
+    ns: dict = {}
+    exec(compile(text.replace('if __name__ == "__main__":', "if False:"), "script", "exec"), ns)
+    return ns["CLAIM"]
+
+
+def test_a_flaky_subjects_single_run_claim_gets_twenty_tries_and_a_steady_one_one():
+    r = Reproducer("c.json", "chainer.embed_id", kind="error", error="IndexError in backward: index 9")
+    assert _claim(r)["error"] == {"type": "IndexError", "phase": "backward"}
+    assert "tries" not in _claim(r)
+    assert _claim(Reproducer(**{**r.to_dict(), "env": (), "flaky": True}))["tries"] == 20
