@@ -196,3 +196,14 @@ def test_a_baseline_finding_exports_the_baselines_bits_and_fails_only_where_they
     assert same.returncode == 0, same.stdout + same.stderr
     assert changed.returncode == 1 and "grad.W: expected vs actual: 1 of 12 elements differ; first at (0, 0)" \
         in changed.stdout, changed.stdout + changed.stderr
+
+
+def test_a_relation_claim_counts_only_the_tensor_kind_it_names(python, tmp_path):
+    """NStepLSTM's 'alone' finding (measured here: the input GEMM of one sequence alone rounds differently from
+    the batch's) is about outputs; 'alone' compares no parameter gradient, so that claim finds nothing."""
+    case = _case_file(tmp_path, LSTM)
+    for tensor, want in (("outputs", 1), ("parameter gradients", 0)):
+        r = Reproducer(case, "chainer.NStepLSTM", relation="alone", kind="not invariant", tensor=tensor)
+        export(ExportOptions(r, str(tmp_path / "s.py")))
+        p = _run(python, tmp_path / "s.py", tmp_path)
+        assert p.returncode == want, (tensor, p.stdout + p.stderr)
