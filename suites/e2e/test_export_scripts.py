@@ -41,13 +41,13 @@ def _case_file(tmp: Path, case: Case) -> str:
     return str(p)
 
 
-def _bad_high(tmp: Path) -> tuple[str, str]:
-    """A bad input with ids >= vocab, and contracts that join planted.embed_id to chainer.embed_id's rules."""
+def _bad_high(tmp: Path, tag: str = "bad:id_out_of_range_high") -> tuple[str, str]:
+    """A bad input of a kind (ids >= vocab), and contracts that join planted.embed_id to chainer.embed_id's rules."""
     from harness.generate.strategies import bad_corpus
     from suites.test_gate_bad_input_rules import _contracts_with_planted
 
     case = next(c for c in bad_corpus(examples=40, seed=2, family="embed")
-                if "bad:id_out_of_range_high" in c.tags and c.spec.get("w_dtype", "float32") == "float32")
+                if tag in c.tags and c.spec.get("w_dtype", "float32") == "float32")
     contracts = tmp / "planted.toml"
     contracts.write_text(_contracts_with_planted((ROOT / "contracts.toml").read_text()))
     return _case_file(tmp, case), str(contracts)
@@ -87,6 +87,10 @@ KINDS = {
                    kind="beyond oracle tolerance", tensor="outputs"),
         Reproducer(_case_file(t, LSTM), "chainer.NStepLSTM", kind="beyond oracle tolerance", tensor="outputs")),
     "bad input misbehaved": lambda t: _bad_pair(*_bad_high(t)),
+    "cross-context difference of a bad input's outcome": lambda t: tuple(
+        Reproducer(_bad_high(t, "bad:nan_inf_w")[0], "planted.embed_id", plugins=(f"suites.plugins.badinput:{obj}",),
+                   contexts=("default", "blas1"), kind="cross-context difference")
+        for obj in ("CONTEXT_ANY", "PRISTINE")),
     "not invariant": lambda t: (
         Reproducer(_case_file(t, BATCH), "control.rowmix", plugins=(ROWS,), relation="subbatch", kind="not invariant"),
         Reproducer(_case_file(t, BATCH), "control.rowwise", plugins=(ROWS,), relation="subbatch",
