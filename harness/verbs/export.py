@@ -165,7 +165,7 @@ def claim_check(r: Reproducer, case: Case) -> str:
         return "bits"
     if r.error:
         return "error"
-    return "bad_input" if case.bad else "repeats"
+    return "all"
 
 
 def _context(name: str) -> dict[str, Any]:
@@ -327,9 +327,43 @@ def _build(r: Reproducer, case: Case) -> tuple[dict[str, Any], dict[str, Case], 
         what = f"not invariant under '{rel.name}'"
     elif check == "bits":
         data, claim["reference"] = _reference_bits(r, case)
+    elif check == "all":
+        data, what = _single(r, case, claim)
     title = (f"{r.subject} [{r.devices[-1]}] {r.contexts[-1]}: {what}" + (f" ({r.tensor})" if r.tensor else "")
              + f" -- case {case.id}")
     return claim, cases, data, title
+
+
+def _single(r: Reproducer, case: Case, claim: dict[str, Any]) -> tuple[dict[str, np.ndarray], str]:
+    """A reproducer that names no kind (the printed ``export`` command of a finding on one device and context):
+    the claim is what ``replay`` checks there. A bad input: its rule; an error: that error in its phase;
+    values: run to run, against the oracle where one applies, against the declared order where one is."""
+    from harness.subjects.registry import get_subject, order_reference
+
+    out = _probe(r, case, r.subject, r.devices[-1], r.contexts[-1])
+    e = out.record.first_error
+    checks: list[str] = []
+    data: dict[str, np.ndarray] = {}
+    if case.bad:
+        claim["rule"] = _bad_rule(r, case)
+        checks.append("bad_input")
+    elif e:
+        claim["error"] = {"type": str(e.get("type")), "phase": str(e.get("phase"))}
+        checks.append("error")
+    else:
+        claim["repeats"] = r.repeats or 20
+        checks.append("repeats")
+        subj = get_subject(r.subject)
+        if subj.oracle is not None and get_subject(subj.oracle).applies_to(case):
+            claim["tolerance"], data = _oracle_data(r, case)
+            checks.append("oracle")
+        declared = order_reference(r.subject, parse_device(r.devices[-1]).kind)
+        if declared is not None and get_subject(declared[0]).applies_to(case):
+            bits, claim["reference"] = _reference_bits(r, case)
+            data.update(bits)
+            checks.append("bits")
+    claim["checks"] = checks
+    return data, " and ".join(checks).replace("_", " ") + " (what replay checks)"
 
 
 def _reference_bits(r: Reproducer, case: Case) -> tuple[dict[str, np.ndarray], str]:
@@ -358,7 +392,7 @@ def _reference_bits(r: Reproducer, case: Case) -> tuple[dict[str, np.ndarray], s
     if not ref.arrays:
         raise SetupError(f"the order reference {declared[0]} gave no values: {ref.record.first_error}")
     return ({f"bits.{k}": np.asarray(v) for k, v in ref.arrays.items()},
-            f"the declared accumulation order ({declared[1]}: one position at a time, in index order)")
+            f"the declared accumulation order ({declared[1]})")
 
 
 def _needs(module: str, params: dict[str, Any], devices: tuple[str, ...]) -> str:

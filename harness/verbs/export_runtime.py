@@ -422,7 +422,7 @@ def check_bits() -> int:
         print(f"  the call raised: {_error_text(error)}")
         return 1
     found = 0
-    for key in sorted(ref):
+    for key in sorted(k for k in ref if k.startswith("bits.")):
         name = key.partition(".")[2]
         if name not in outputs:
             print(f"  {name}: not returned")
@@ -459,9 +459,18 @@ def check_relation() -> int:
     return int(found > 0)
 
 
+def check_all() -> int:
+    """What ``harness replay`` checks on one device and context, where the finding's kind was not given: each of
+    ``CLAIM["checks"]`` (run to run, the oracle, a declared order; or the error or bad-input outcome)."""
+    found = 0
+    for name in CLAIM["checks"]:  # noqa: F821
+        found += CHECKS[name]()
+    return int(found > 0)
+
+
 CHECKS = {"repeats": check_repeats, "processes": check_processes, "contexts": check_contexts,
           "devices": check_devices, "error": check_error, "bad_input": check_bad_input, "oracle": check_oracle,
-          "bits": check_bits, "relation": check_relation}
+          "bits": check_bits, "relation": check_relation, "all": check_all}
 
 
 def versions() -> str:

@@ -162,14 +162,24 @@ def test_the_committed_gpu_script_says_in_one_line_that_it_cannot_run_without_a_
         assert p.stdout.strip().splitlines()[-1].startswith("cannot check here: this case runs on the GPU")
 
 
-def test_the_command_line_offers_export_with_its_script_and_report_options():
+def test_the_printed_export_command_without_a_kind_checks_what_replay_checks(python, tmp_path):
+    """``harness export`` as a finding prints it (no --kind): the script checks run to run, the oracle and the
+    declared order; the planted plug-in's script exits 1, the shipped subject's 0."""
     import sys
 
-    p = subprocess.run([sys.executable, "-m", "harness", "export", "--help"], capture_output=True, text=True,
-                       cwd=ROOT, timeout=120)
-    if p.returncode != 0:
-        pytest.skip(f"`harness export` is not wired into harness/cli.py here: {p.stderr.strip()[-200:]}")
-    assert "--out" in p.stdout and "--markdown" in p.stdout
+    case = _case_file(tmp_path, COLLIDE)
+    base = [sys.executable, "-m", "harness", "export", case]
+    for argv, want in ((["--subject", "planted.embed", "--subject-plugin", PLANTED], 1),
+                       (["--subject", "chainer.embed_id"], 0)):
+        script = tmp_path / "s.py"
+        w = subprocess.run(base + argv + ["--out", str(script)], capture_output=True, text=True, cwd=ROOT,
+                           timeout=300)
+        if w.returncode == 2 and "invalid choice: 'export'" in w.stderr:
+            pytest.skip("`harness export` is not wired into harness/cli.py here")
+        assert w.returncode == 0, w.stdout + w.stderr
+        p = _run(python, script, tmp_path)
+        assert p.returncode == want, (argv, p.stdout + p.stderr)
+        assert "claim: two runs of the same call" in p.stdout and "claim: outputs beyond the tolerance" in p.stdout
 
 
 def test_a_baseline_finding_exports_the_baselines_bits_and_fails_only_where_they_changed(python, tmp_path):
