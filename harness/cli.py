@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import errno
 import json
 import os
 import sys
-from typing import Any, Callable, NoReturn, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from harness.core import argcheck
 from harness.core.errors import HarnessError, InvalidArgument, SetupError
 from harness.judge.reproducer import OPTION, OPTIONS, Option, Reproducer
-from harness.outputs.fleet import add_cluster_options
 
 __all__ = ["main", "build_parser"]
 
@@ -148,37 +149,35 @@ def _coverage(path: str | None) -> int:
     return 0
 
 
-def _add_max_case_bytes(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-case-bytes", type=argcheck.ints("max-case-bytes", 1), metavar="BYTES",
-                   help="refuse a case whose inputs need more (default $HARNESS_MAX_CASE_BYTES or a quarter of "
-                        "this machine's memory)")
-
-
 # ---- replay, shrink, localize, export: the verbs of one reproducer -------------------------------------
 def _reproducer(verb: str, args: argparse.Namespace) -> Reproducer:
     return Reproducer.from_options(verb, vars(args))
 
 
+def _record(cls: Any, verb: str, args: argparse.Namespace, *dests: str) -> Any:
+    """``verb``'s options record: its reproducer, and ``dests`` where the command line gave them (the record
+    holds the defaults)."""
+    given = {d: getattr(args, d) for d in dests if d in args._given}
+    return cls(_reproducer(verb, args), **given)
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from harness.verbs.replay import ReplayOptions, replay
 
-    return replay(ReplayOptions(_reproducer("replay", args), timeout=args.timeout,
-                                max_case_bytes=args.max_case_bytes))
+    return replay(_record(ReplayOptions, "replay", args, "timeout", "max_case_bytes"))
 
 
 def cmd_shrink(args: argparse.Namespace) -> int:
     from harness.verbs.shrink import ShrinkOptions, shrink
 
-    return shrink(ShrinkOptions(_reproducer("shrink", args), budget=args.budget, max_runs=args.max_runs,
-                                timeout=args.timeout, out=args.out, quiet=args.quiet,
-                                max_case_bytes=args.max_case_bytes))
+    return shrink(_record(ShrinkOptions, "shrink", args, "budget", "max_runs", "timeout", "out", "quiet",
+                          "max_case_bytes"))
 
 
 def cmd_localize(args: argparse.Namespace) -> int:
     from harness.verbs.localize import LocalizeOptions, localize
 
-    return localize(LocalizeOptions(_reproducer("localize", args), json=args.json, timeout=args.timeout,
-                                    max_case_bytes=args.max_case_bytes))
+    return localize(_record(LocalizeOptions, "localize", args, "json", "timeout", "max_case_bytes"))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -275,6 +274,14 @@ def _one_device(name: str, text: str) -> None:
     parse_device(text)
 
 
+def _one_of(*values: str) -> Callable[[str, str], None]:
+    def check(name: str, text: str) -> None:
+        if text not in values:
+            raise InvalidArgument(f"{name}={text!r} must be one of {', '.join(values)}")
+
+    return check
+
+
 def _out_file(name: str, text: str) -> None:
     if text != "-":
         argcheck.writable_file(name, text)
@@ -297,45 +304,9 @@ def _profiles() -> list[str]:
     return list(PROFILES)
 
 
-def _settings_default(key: str) -> Any:
-    from harness.execute.settings import CampaignSettings
-
-    return getattr(CampaignSettings, key)
-
-
-class _Given(argparse.Action):
-    """Mixed into every option's action: records in ``args._given`` which options the command line gave, so
-    that defaults can be real values (shown by --help) and still tell "left out" from "given as the default"
-    (``--resume`` compares only what was given; ``--cluster-workers`` is refused without ``--cluster``)."""
-
-    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option_string: Any = None) -> None:
-        given = getattr(namespace, "_given", None)
-        if given is None:
-            given = set()
-            setattr(namespace, "_given", given)
-        given.add(self.dest)
-        super().__call__(parser, namespace, values, option_string)  # type: ignore[misc]
-
-
-#: One tracking class per argparse action class (made once: a parser holds a hundred options).
-_GIVEN_CLASSES: dict[type, type] = {}
-
-
-def _track_given(parser: argparse.ArgumentParser) -> None:
-    for action in parser._actions:  # argparse keeps its actions here; every option of every verb
-        if isinstance(action, argparse._SubParsersAction):
-            for sub in action.choices.values():
-                _track_given(sub)
-        elif action.option_strings and not isinstance(action, _Given):
-            cls = type(action)
-            if cls not in _GIVEN_CLASSES:
-                _GIVEN_CLASSES[cls] = type(f"Given{cls.__name__}", (_Given, cls), {})
-            action.__class__ = _GIVEN_CLASSES[cls]
-
-
 def _check_combinations(args: argparse.Namespace) -> None:
     """The checks that need two options (each value alone was checked by its type=)."""
-    given = getattr(args, "_given", set())
+    given = args._given
     if getattr(args, "corpus", None) is not None and args.verb == "report":
         ignored = [f"--{k}" for k in ("examples", "seed") if k in given]
         if ignored:
@@ -352,6 +323,151 @@ def _check_combinations(args: argparse.Namespace) -> None:
 
 
 # ---- the parser -------------------------------------------------------------------------------------
+# Every option is declared once: the reproducer's from harness.judge.reproducer.OPTIONS, every other one in
+# _options() below, each with one help text (its default, which may differ by verb, is filled in from
+# _defaults()). A value the command line leaves out parses as None, so that "given" and "left out" differ
+# (--resume compares only what was given); _fill_defaults then sets each verb's defaults.
+@dataclass(frozen=True)
+class _Opt:
+    """One option of the verbs beside the reproducer's: its help text and value check (by verb where the
+    verbs read the value differently: ``--out`` is a directory for some, a file for others)."""
+
+    help: str
+    check: Callable[[str], Any] | Mapping[str, Callable[[str], Any]] | None = None
+    metavar: str | None = None
+    switch: bool = False
+    choices: tuple[str, ...] | None = None
+    required: tuple[str, ...] = ()     # the verbs that need it
+
+
+def _options() -> dict[str, _Opt]:
+    seconds = argcheck.seconds
+    keep_arrays = ("findings", "all")
+    return {
+        "--json": _Opt("print it as JSON", switch=True),
+        "--check": _Opt("one line per set-up problem; exit 2 if unusable", switch=True),
+        "--family": _Opt("which family of cases (default {default})", choices=("embed", "lstm", "pipeline", "all")),
+        "--examples": _Opt("generated examples per family, >= 1 (default {default}; not with --corpus)",
+                           argcheck.ints("examples", 1)),
+        "--seed": _Opt("the corpus seed (default {default}; not with --corpus)", argcheck.ints("seed", 0)),
+        "--profile": _Opt("sizes and counts of the generated cases, the pytest profiles' names: ci (the default "
+                          "corpus), dev, audit (more and larger cases; not with --corpus) (default {default})",
+                          choices=tuple(_profiles())),
+        "--corpus": _Opt("a corpus .jsonl to run instead of generating one (cases --coverage: to read; default: "
+                         "the verb's own corpus)", _checked("corpus", argcheck.readable_file), metavar="FILE"),
+        "--coverage": _Opt("print which edge kinds a corpus reaches (the default corpus, or --corpus FILE) "
+                           "instead of writing cases", switch=True),
+        "--out": _Opt("where to write: report and gate, a new (absent or empty) run directory (default "
+                      "reports/<run-id>); compare and merge, the directory of their tables; cases, the corpus file "
+                      "(default or '-': stdout); shrink, the minimal case (default: beside CASE.json, named by its "
+                      "id); audit, the audit file (JSON); export, the script",
+                      {"cases": _checked("out", _out_file), "report": _checked("out", argcheck.writable_dir),
+                       "gate": _checked("out", argcheck.run_dir_for_output),
+                       "shrink": _checked("out", argcheck.writable_file),
+                       "audit": _checked("out", argcheck.writable_file),
+                       "compare": _checked("out", argcheck.writable_dir),
+                       "merge": _checked("out", argcheck.writable_dir),
+                       "export": _checked("out", argcheck.writable_file)},
+                      metavar="PATH", required=("audit", "merge", "export")),
+        "--markdown": _Opt("also write the text of an upstream bug report (title, environment, script, output)",
+                           _checked("markdown", argcheck.writable_file), metavar="FILE"),
+        "--junit": _Opt("write a JUnit XML file of the checks", _checked("junit", argcheck.writable_file),
+                        metavar="FILE"),
+        "--subjects": _Opt("comma list of subject names (default: every registered subject; audit: all but the "
+                           "control.* self-tests)", _checked("subjects", argcheck.name_list)),
+        "--relations": _Opt("invariance relations to run, comma list of alone, subbatch, order, padding, "
+                            "duplicate; 'all' (the default) or 'none'", _checked("relations", _relations)),
+        "--jobs": _Opt("lanes of workers running tasks at once on this machine, each task still R runs in one "
+                       "pooled worker and K fresh; 0: $HARNESS_JOBS, else one per CPU, at most 4; GPU tasks run "
+                       "in one lane (default {default})", argcheck.ints("jobs", 0), metavar="N"),
+        "--timeout": _Opt("seconds a run may take before its process is killed, > 0 (default {default})",
+                          seconds("timeout")),
+        "--max-case-bytes": _Opt("refuse a case whose inputs need more (default $HARNESS_MAX_CASE_BYTES or a "
+                                 "quarter of this machine's memory)", argcheck.ints("max-case-bytes", 1),
+                                 metavar="BYTES"),
+        "--keep": _Opt("keep the newest N run directories under reports/, delete older ones (default 10; 0 keeps "
+                       "only this run)", argcheck.ints("keep", 0), metavar="N"),
+        "--keep-arrays": _Opt("report: keep repetition 0's arrays of the tasks with findings (findings, the "
+                              "default) or of every task (all); audit: also keep every entry's arrays as .npz "
+                              "files in this directory",
+                              {"report": _checked("keep-arrays", _one_of(*keep_arrays)),
+                               "audit": _checked("keep-arrays", argcheck.writable_dir)}, metavar="findings|all|DIR"),
+        "--resume": _Opt("continue an interrupted campaign in DIR (flags given must agree with its campaign.json)",
+                         metavar="DIR"),
+        "--shard": _Opt("run shard i of n of the corpus (1-based)", _checked("shard", argcheck.shard),
+                        metavar="I/N"),
+        "--quiet": _Opt("print no progress (bar or steps)", switch=True),
+        "--no-localize": _Opt("do not localize findings", switch=True),
+        "--shrink-budget": _Opt("seconds to spend shrinking the findings' cases to minimal ones (default "
+                                "{default})", _non_negative_seconds("shrink-budget"), metavar="SECONDS"),
+        "--no-shrink": _Opt("do not shrink the findings' cases", switch=True),
+        "--budget": _Opt("seconds to spend at most (default {default})", seconds("budget")),
+        "--max-runs": _Opt("worker runs to spend at most (default {default})", argcheck.ints("max-runs", 1)),
+        "--exit-code": _Opt("exit 1 when anything changed, 0 when the same", switch=True),
+        "--cluster": _Opt("run the tasks on a Dask cluster: tcp://host:8786, 'local' (a LocalCluster here) or "
+                          "'local-cuda' (one worker per GPU; needs dask-cuda). Default: the local worker pool",
+                          metavar="ADDRESS"),
+        "--spread": _Opt("shard: each task once somewhere (one column); every: every worker runs the whole corpus "
+                         "(one column per worker, each with its own fingerprint) (default {default})",
+                         choices=("shard", "every")),
+        "--cluster-workers": _Opt("worker processes of --cluster local (default {default})",
+                                  argcheck.ints("cluster-workers", 1), metavar="N"),
+    }
+
+
+#: What a None default reads as in --help.
+_NONE_SAYS = {"examples": "the corpus's own", "profile": "the audit corpus file"}
+
+
+def _defaults(verb: str) -> dict[str, Any]:
+    """The defaults of ``verb``'s options, by dest: its options record's where it has one, else this table's."""
+    from harness.execute.settings import CampaignSettings as S
+
+    records = {"replay": "harness.verbs.replay:ReplayOptions", "shrink": "harness.verbs.shrink:ShrinkOptions",
+               "localize": "harness.verbs.localize:LocalizeOptions"}
+    if verb in records:
+        import importlib
+
+        module, _, name = records[verb].partition(":")
+        mod = importlib.import_module(module)
+        out = {f.name: f.default for f in dataclasses.fields(getattr(mod, name))
+               if f.default is not dataclasses.MISSING}
+        return {**out, **{k.lower(): v for k, v in vars(mod).items() if k in ("REPEATS", "FRESH")}}
+    cluster = {"spread": "shard", "cluster_workers": 2}
+    return {
+        "cases": {"family": "all", "examples": 20, "seed": 0, "profile": "ci"},
+        "report": {"repeats": S.repeats, "fresh": S.fresh, "jobs": S.jobs, "timeout": S.timeout, "examples": None,
+                   "seed": _corpus_seed(), "profile": "ci", "shrink_budget": 30.0, **cluster},
+        "gate": {"devices": "all", "repeats": 3, "fresh": 1, "jobs": S.jobs, "profile": "ci", "shrink_budget": 60.0,
+                 **cluster},
+        "audit": {"devices": "all", "contexts": "default", "repeats": 2, "jobs": S.jobs, "profile": None, **cluster},
+    }.get(verb, {})
+
+
+def _add(p: Any, verb: str, *flags: str) -> None:
+    """Options of the table (:func:`_options`, or the reproducer's) on ``verb``'s parser, in order."""
+    table, defaults = _options(), _defaults(verb)
+    for flag in flags:
+        if flag in OPTION:
+            _add_option(p, OPTION[flag], verb, defaults)
+            continue
+        o = table[flag]
+        dest = flag[2:].replace("-", "_")
+        kw: dict[str, Any] = {"help": _help(o.help, defaults.get(dest), dest)}
+        if o.switch:
+            kw["action"] = "store_true"
+        else:
+            kw.update(type=o.check.get(verb) if isinstance(o.check, Mapping) else o.check, metavar=o.metavar,
+                      choices=o.choices)
+        if verb in o.required:
+            kw["required"] = True
+        p.add_argument(flag, **kw)
+
+
+def _help(text: str, default: Any, dest: str) -> str:
+    return text.replace("{default}", _NONE_SAYS.get(dest, "none") if default is None else str(default))
+
+
 def _value_type(check: str, name: str) -> Callable[[str], Any] | None:
     """The ``type=`` of a reproducer option's value check (:attr:`harness.judge.reproducer.Option.check`)."""
     if not check:
@@ -363,9 +479,9 @@ def _value_type(check: str, name: str) -> Callable[[str], Any] | None:
             "count>=0": lambda: argcheck.ints(name, 0)}[check]()
 
 
-def _add_option(p: argparse.ArgumentParser, o: Option) -> None:
-    """One option of the reproducer's table on a parser (a value the command line leaves out is None)."""
-    kw: dict[str, Any] = {"help": o.help}
+def _add_option(p: Any, o: Option, verb: str, defaults: Mapping[str, Any]) -> None:
+    """One option of the reproducer's table on a parser."""
+    kw: dict[str, Any] = {"help": _help(o.help, defaults.get(o.dest), o.dest)}
     if o.metavar:
         kw["metavar"] = o.metavar
     if o.shape == "many":
@@ -374,16 +490,29 @@ def _add_option(p: argparse.ArgumentParser, o: Option) -> None:
         kw["action"] = "store_true"
     else:
         kw["type"] = _value_type(o.check, o.dest.replace("_", "-"))
-    if o.required:
+    if o.required and verb in o.verbs:
         kw["required"] = True
     p.add_argument(o.flag, **kw)
 
 
-def _add_reproducer(p: argparse.ArgumentParser, verb: str) -> None:
-    """The options of the reproducer that ``verb`` takes, in the table's order."""
-    for o in OPTIONS:
-        if verb in o.verbs:
-            _add_option(p, o)
+def _add_reproducer(p: argparse.ArgumentParser, verb: str, *flags: str) -> None:
+    """The options of the reproducer that ``verb`` takes, in the table's order, then ``flags``."""
+    _add(p, verb, *[o.flag for o in OPTIONS if verb in o.verbs], *flags)
+
+
+def _given_dests(args: argparse.Namespace) -> set[str]:
+    """The options the command line gave: every one left out parsed as None (a switch as False, a repeatable
+    option as [])."""
+    return {k for k, v in vars(args).items() if v is not None and v is not False and v != []}
+
+
+def _fill_defaults(args: argparse.Namespace) -> None:
+    """Each option left out takes its verb's default (the verbs with an options record take theirs there)."""
+    if args.verb in ("replay", "shrink", "localize", "export"):
+        return
+    for dest, value in _defaults(args.verb).items():
+        if getattr(args, dest, None) is None and hasattr(args, dest):
+            setattr(args, dest, value)
 
 
 def _verb(sub: Any, name: str, help: str, description: str, codes: str) -> argparse.ArgumentParser:
@@ -391,70 +520,11 @@ def _verb(sub: Any, name: str, help: str, description: str, codes: str) -> argpa
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
-def _add_plugin(p: argparse.ArgumentParser) -> None:
-    _add_option(p, OPTION["--subject-plugin"])
+_CLUSTER = ("--cluster", "--spread", "--cluster-workers")
 
 
-def _add_contracts(p: argparse.ArgumentParser) -> None:
-    _add_option(p, OPTION["--contracts"])
-
-
-def _add_profile(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", default="ci", choices=_profiles(),
-                   help="sizes and counts of the generated cases, the pytest profiles' names: ci (the default "
-                        "corpus), dev, audit (more and larger cases; not with --corpus) (default %(default)s)")
-
-
-def _add_shrink_options(p: argparse.ArgumentParser, budget: float) -> None:
-    p.add_argument("--shrink-budget", type=_non_negative_seconds("shrink-budget"), default=budget, metavar="SECONDS",
-                   help="seconds to spend shrinking the findings' cases to minimal ones (default %(default)s)")
-    p.add_argument("--no-shrink", action="store_true", help="do not shrink the findings' cases")
-
-
-def _add_jobs(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--jobs", type=argcheck.ints("jobs", 0), default=_settings_default("jobs"), metavar="N",
-                   help="lanes of workers running tasks at once on this machine, each task still R runs in one "
-                        "pooled worker and K fresh; 0: $HARNESS_JOBS, else one per CPU, at most 4; GPU tasks run "
-                        "in one lane (default %(default)s)")
-
-
-def _add_campaign_options(p: argparse.ArgumentParser) -> None:
-    # Defaults are the settings dataclass's (harness.execute.settings.CampaignSettings); with --resume, a flag
-    # the command line gave (args._given) is compared against the run directory's campaign.json, a default is not.
-    p.add_argument("--subjects", type=_checked("subjects", argcheck.name_list),
-                   help="comma list of subject names (default: all registered subjects)")
-    p.add_argument("--devices", type=_checked("devices", argcheck.device_list), help="cpu, gpu, gpu:N or all, comma-separated (default all: cpu and every usable "
-                                     "GPU; a GPU named here must be usable)")
-    p.add_argument("--contexts", type=_checked("contexts", _contexts),
-                   help="comma list of context names (default: the default set)")
-    p.add_argument("--repeats", type=argcheck.ints("repeats", 1), default=_settings_default("repeats"),
-                   help="in-process repetitions R, >= 1 (default %(default)s)")
-    p.add_argument("--fresh", type=argcheck.ints("fresh", 0), default=_settings_default("fresh"),
-                   help="runs in fresh worker processes, one each, >= 0 (default %(default)s)")
-    _add_jobs(p)
-    p.add_argument("--relations", type=_checked("relations", _relations), help="invariance relations to run, comma list of alone, subbatch, order, padding, "
-                                       "duplicate; 'all' (the default) or 'none'")
-    _add_max_case_bytes(p)
-    p.add_argument("--keep", type=argcheck.ints("keep", 0), metavar="N", help="keep the newest N run directories under reports/, delete "
-                                                        "older ones (default 10; 0 keeps only this run)")
-    p.add_argument("--keep-arrays", choices=["findings", "all"], help="keep repetition 0's arrays of the tasks "
-                                                                      "with findings (default) or of every task")
-    p.add_argument("--examples", type=argcheck.ints("examples", 1),
-                   help="generated examples per family, >= 1 (default: the corpus's own)")
-    p.add_argument("--seed", type=argcheck.ints("seed", 0), default=_corpus_seed(), help="corpus seed (default "
-                                                                                         "%(default)s)")
-    p.add_argument("--corpus", type=_checked("corpus", argcheck.readable_file),
-                   help="a corpus .jsonl to run instead of generating one (not with --examples or --seed)")
-    p.add_argument("--out", metavar="DIR", type=_checked("out", argcheck.writable_dir), help="a new (absent or empty) output directory (default reports/<run-id>)")
-    _add_plugin(p)
-    p.add_argument("--timeout", type=argcheck.seconds("timeout"), default=_settings_default("timeout"),
-                   help="seconds per run before the worker is killed, > 0 (default %(default)s)")
-    p.add_argument("--resume", metavar="DIR", help="continue an interrupted campaign in DIR (flags given must "
-                                                   "agree with its campaign.json)")
-    p.add_argument("--shard", metavar="I/N", type=_checked("shard", argcheck.shard),
-                   help="run shard i of n of the corpus (1-based)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--no-localize", action="store_true", help="do not localize findings")
+def _add_cluster(p: argparse.ArgumentParser, verb: str) -> None:
+    _add(p.add_argument_group("fleet (Dask)"), verb, *_CLUSTER)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -467,30 +537,17 @@ def build_parser() -> argparse.ArgumentParser:
     e = _verb(sub, "env", "the environment fingerprint", "Print the environment fingerprint: Python, Chainer, "
               "NumPy, CuPy, CUDA, BLAS, GPU, environment variables.",
               _codes("0  printed (with --check: the CPU stack is usable)", "2  with --check: Chainer or ESPnet unusable"))
-    e.add_argument("--json", action="store_true", help="print the fingerprint as JSON")
-    e.add_argument("--check", action="store_true", help="one line per set-up problem; exit 2 if unusable")
+    _add(e, "env", "--json", "--check")
     e.set_defaults(func=cmd_env)
 
     s = _verb(sub, "subjects", "list registered subjects", "List the registered subjects, their family, devices "
               "and declared determinism.", _codes("0  listed"))
-    s.add_argument("--json", action="store_true", help="print the list as JSON")
-    _add_plugin(s)
+    _add(s, "subjects", "--json", "--subject-plugin")
     s.set_defaults(func=cmd_subjects)
 
     c = _verb(sub, "cases", "write a corpus of generated cases", "Generate cases and write them as a JSON-lines "
               "corpus (the same seed writes the same bytes).", _codes("0  written"))
-    c.add_argument("--family", default="all", choices=["embed", "lstm", "pipeline", "all"],
-                   help="which family of cases (default all)")
-    c.add_argument("--examples", type=argcheck.ints("examples", 1), default=20,
-                   help="examples per family, >= 1 (default %(default)s)")
-    c.add_argument("--seed", type=argcheck.ints("seed", 0), default=0, help="the generator seed (default %(default)s)")
-    c.add_argument("--profile", default="ci", choices=_profiles(),
-                   help="size profile of the generated cases (default %(default)s)")
-    c.add_argument("--out", metavar="FILE", type=_checked("out", _out_file), help="the corpus file to write (default or '-': stdout)")
-    c.add_argument("--coverage", action="store_true", help="print which edge kinds a corpus reaches (the default "
-                                                           "corpus, or --corpus FILE) instead of writing cases")
-    c.add_argument("--corpus", metavar="FILE", type=_checked("corpus", argcheck.readable_file),
-                   help="with --coverage: the corpus .jsonl to read")
+    _add(c, "cases", "--family", "--examples", "--seed", "--profile", "--out", "--coverage", "--corpus")
     c.set_defaults(func=cmd_cases)
 
     r = _verb(sub, "replay", "run one case and print what the judges find",
@@ -500,10 +557,7 @@ def build_parser() -> argparse.ArgumentParser:
               _codes("0  bit-identical over the repeats (and across --contexts/--devices) and within the oracle's "
                      "tolerance (or skipped, said so)",
                      "1  a difference: DIFFERS between repeats, contexts or devices, or BEYOND TOLERANCE"))
-    _add_reproducer(r, "replay")
-    r.add_argument("--timeout", type=argcheck.seconds("timeout"), default=_settings_default("timeout"), help="seconds per run before the worker is killed "
-                                                               "(default %(default)s)")
-    _add_max_case_bytes(r)
+    _add_reproducer(r, "replay", "--timeout", "--max-case-bytes")
     r.set_defaults(func=cmd_replay)
 
     rep = _verb(sub, "report", "run a campaign and write the report tables",
@@ -512,10 +566,11 @@ def build_parser() -> argparse.ArgumentParser:
                 "results.csv.gz, summary.md/html and the findings. An existing "
                 "run directory is never mixed into: --out must be new or empty; --resume DIR continues one.",
                 _codes("0  the report was written (findings are rows, not failures)"))
-    _add_campaign_options(rep)
-    _add_profile(rep)
-    _add_shrink_options(rep, 30.0)
-    add_cluster_options(rep)
+    _add(rep, "report", "--subjects", "--devices", "--contexts", "--repeats", "--fresh", "--jobs", "--relations",
+         "--max-case-bytes", "--keep", "--keep-arrays", "--examples", "--seed", "--corpus", "--out",
+         "--subject-plugin", "--timeout", "--resume", "--shard", "--quiet", "--no-localize", "--profile",
+         "--shrink-budget", "--no-shrink")
+    _add_cluster(rep, "report")
     rep.set_defaults(func=cmd_report)
 
     ct = _verb(sub, "contracts", "contracts file tools", "Tools for the determinism contracts file.",
@@ -523,34 +578,16 @@ def build_parser() -> argparse.ArgumentParser:
     ct_sub = ct.add_subparsers(dest="contracts_verb", required=True, metavar="ACTION")
     chk = _verb(ct_sub, "check", "validate a contracts file", "Validate a contracts file against the registered "
                 "subjects and contexts.", _codes("0  valid", "1  problems, one line each"))
-    _add_contracts(chk)
-    _add_plugin(chk)
+    _add(chk, "contracts", "--contracts", "--subject-plugin")
     chk.set_defaults(func=_lazy("harness.outputs.gate", "cmd_contracts_check"))
 
     g = _verb(sub, "gate", "check a fresh run against the contracts (and a baseline)",
               "Run the gate campaign in worker processes and check every task against the determinism "
               "contracts, and (with --baseline) the digests against a stored run.",
               _codes("0  every check passed", "1  a contract broken (the dossiers are on stderr)"))
-    _add_contracts(g)
-    g.add_argument("--baseline", metavar="DIR", type=_checked("baseline", argcheck.baseline_dir),
-                   help="a stored run directory (tasks.jsonl[.gz], corpus.jsonl, "
-                                                     "campaign.json) to compare digests with")
-    g.add_argument("--devices", default="all", type=_checked("devices", argcheck.device_list), help="cpu, gpu, gpu:N or all (default all; a GPU named here must "
-                                                    "be usable)")
-    g.add_argument("--corpus", metavar="FILE", type=_checked("corpus", argcheck.readable_file), help="a corpus .jsonl (default: the gate corpus)")
-    g.add_argument("--out", metavar="DIR", type=_checked("out", argcheck.run_dir_for_output),
-                   help="a new (absent or empty) run directory (default reports/<run-id>)")
-    g.add_argument("--junit", metavar="FILE", type=_checked("junit", argcheck.writable_file), help="write a JUnit XML file of the checks")
-    g.add_argument("--repeats", type=argcheck.ints("repeats", 1), default=3,
-                   help="in-process repetitions, >= 1 (default %(default)s)")
-    g.add_argument("--fresh", type=argcheck.ints("fresh", 0), default=1,
-                   help="fresh-process repetitions, >= 0 (default %(default)s)")
-    _add_jobs(g)
-    _add_plugin(g)
-    g.add_argument("--quiet", action="store_true", help="no progress bar")
-    _add_shrink_options(g, 60.0)
-    _add_profile(g)
-    add_cluster_options(g)
+    _add(g, "gate", "--contracts", "--baseline", "--devices", "--corpus", "--out", "--junit", "--repeats", "--fresh",
+         "--jobs", "--subject-plugin", "--quiet", "--shrink-budget", "--no-shrink", "--profile")
+    _add_cluster(g, "gate")
     g.set_defaults(func=cmd_gate)
 
     sh = _verb(sub, "shrink", "reduce a case while the same finding still reproduces",
@@ -559,38 +596,16 @@ def build_parser() -> argparse.ArgumentParser:
                "reproduces. Every run is in worker processes. The findings' dossiers print this command.",
                _codes("0  a minimal case was written (or the case was already minimal)",
                       "1  the finding does not reproduce on the case given"))
-    _add_reproducer(sh, "shrink")
-    sh.add_argument("--budget", type=argcheck.seconds("budget"), default=120.0, help="seconds to spend at most (default %(default)s)")
-    sh.add_argument("--max-runs", type=argcheck.ints("max-runs", 1), default=400, help="worker runs to spend at most (default %(default)s)")
-    sh.add_argument("--timeout", type=argcheck.seconds("timeout"), default=_settings_default("timeout"), help="seconds per run before the worker is killed "
-                                                                "(default %(default)s)")
-    sh.add_argument("--out", metavar="FILE", type=_checked("out", argcheck.writable_file), help="where to write the minimal case (default: beside CASE.json, "
-                                                  "named by its id)")
-    sh.add_argument("--quiet", action="store_true", help="do not print each step")
-    _add_max_case_bytes(sh)
+    _add_reproducer(sh, "shrink", "--budget", "--max-runs", "--timeout", "--out", "--quiet", "--max-case-bytes")
     sh.set_defaults(func=cmd_shrink)
 
     a = _verb(sub, "audit", "digest every subject on a corpus into an audit file",
               "Run every subject on a corpus and write an audit file: per case x subject x device x context, the "
               "digest of every tensor and whether the repetitions agreed, with the environment fingerprint.",
               _codes("0  the audit file was written"))
-    a.add_argument("--corpus", metavar="FILE", type=_checked("corpus", argcheck.readable_file), help="a corpus .jsonl (default suites/corpus/audit.jsonl)")
-    a.add_argument("--devices", default="all", type=_checked("devices", argcheck.device_list), help="cpu, gpu, gpu:N or all (default all; a GPU named here must "
-                                                    "be usable)")
-    a.add_argument("--contexts", default="default", type=_checked("contexts", _contexts), help="comma list of context names (default: default)")
-    a.add_argument("--out", required=True, metavar="FILE", type=_checked("out", argcheck.writable_file), help="the audit file to write (JSON)")
-    a.add_argument("--keep-arrays", metavar="DIR", type=_checked("keep-arrays", argcheck.writable_dir), help="also keep every entry's arrays as .npz files in DIR")
-    a.add_argument("--shard", metavar="I/N", type=_checked("shard", argcheck.shard), help="run shard i of n of the corpus (1-based)")
-    a.add_argument("--repeats", type=argcheck.ints("repeats", 2), default=2,
-                   help="repetitions per entry, >= 2 (default %(default)s)")
-    _add_jobs(a)
-    a.add_argument("--subjects", type=_checked("subjects", argcheck.name_list), help="comma list of subjects (default: all but the control.* self-tests)")
-    _add_plugin(a)
-    a.add_argument("--quiet", action="store_true", help="no progress bar")
-    a.add_argument("--profile", choices=_profiles(), help="audit the default corpus generated at this profile's "
-                   "sizes (the pytest profiles' names: ci, dev, audit) instead of the audit corpus file; not with "
-                   "--corpus (default: the file)")
-    add_cluster_options(a)
+    _add(a, "audit", "--corpus", "--devices", "--contexts", "--out", "--keep-arrays", "--shard", "--repeats", "--jobs",
+         "--subjects", "--subject-plugin", "--quiet", "--profile")
+    _add_cluster(a, "audit")
     a.set_defaults(func=_lazy("harness.outputs.audit", "cmd_audit"))
 
     cmp_ = _verb(sub, "compare", "what changed between two audit files",
@@ -601,8 +616,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "only), as git diff --exit-code"))
     cmp_.add_argument("a", metavar="A.json", type=_checked("a", argcheck.readable_file), help="the first audit file")
     cmp_.add_argument("b", metavar="B.json", type=_checked("b", argcheck.readable_file), help="the second audit file")
-    cmp_.add_argument("--out", metavar="DIR", type=_checked("out", argcheck.writable_dir), help="also write compare.md/.csv/.html into DIR")
-    cmp_.add_argument("--exit-code", action="store_true", help="exit 1 when anything changed, 0 when the same")
+    _add(cmp_, "compare", "--out", "--exit-code")
     cmp_.set_defaults(func=_lazy("harness.outputs.audit", "cmd_compare"))
 
     m = _verb(sub, "merge", "many audit files as one matrix",
@@ -610,18 +624,14 @@ def build_parser() -> argparse.ArgumentParser:
               "column).", _codes("0  merged and written"))
     m.add_argument("files", nargs="+", metavar="AUDIT.json", type=_checked("files", argcheck.readable_file),
                    help="audit files")
-    m.add_argument("--out", metavar="DIR", required=True, type=_checked("out", argcheck.writable_dir), help="the directory to write merge.md/.csv/.html into")
+    _add(m, "merge", "--out")
     m.set_defaults(func=_lazy("harness.outputs.audit", "cmd_merge"))
 
     lo = _verb(sub, "localize", "the first Chainer function whose outputs differ",
                "Record a digest of every Chainer function node's inputs and outputs over two runs (repeats, two "
                "contexts or two devices) and name the first node whose outputs differ while its inputs matched.",
                _codes("0  it ran (the localization is printed, also when nothing differed)"))
-    _add_reproducer(lo, "localize")
-    lo.add_argument("--json", action="store_true", help="print the localization as JSON")
-    _add_max_case_bytes(lo)
-    lo.add_argument("--timeout", type=argcheck.seconds("timeout"), default=300.0, help="seconds before the localizing process is killed "
-                                                               "(default %(default)s)")
+    _add_reproducer(lo, "localize", "--json", "--max-case-bytes", "--timeout")
     lo.set_defaults(func=cmd_localize)
 
     ex = _verb(sub, "export", "write a standalone script that reproduces a finding",
@@ -629,13 +639,8 @@ def build_parser() -> argparse.ArgumentParser:
                "the case's inputs, calls the library as the subject does, checks the finding's claim and exits 1 "
                "while the defect is there. Every finding prints this command beside its replay command.",
                _codes("0  the script was written"))
-    _add_reproducer(ex, "export")
-    ex.add_argument("--out", metavar="FILE", required=True, type=_checked("out", argcheck.writable_file),
-                    help="the script to write")
-    ex.add_argument("--markdown", metavar="FILE", type=_checked("markdown", argcheck.writable_file),
-                    help="also write the text of an upstream bug report (title, environment, script, output)")
+    _add_reproducer(ex, "export", "--out", "--markdown")
     ex.set_defaults(func=cmd_export)
-    _track_given(p)
     return p
 
 
@@ -648,7 +653,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    given = _given_dests(args)
+    _fill_defaults(args)
+    args._given = given
     try:
         _check_combinations(args)
         return int(args.func(args) or 0)

@@ -38,7 +38,7 @@ class Option:
 
     flag: str                  # "--devices"; "case" for the positional case file
     field: str                 # the Reproducer field it fills
-    help: str
+    help: str                  # ("{default}": the verb's default, which the command line fills in)
     check: str = ""            # the value check, by name (cli.py maps it to a type=): file, device, devices,
                                # context, contexts, relation, run-dir, count>=1, count>=0; "" none
     verbs: tuple[str, ...] = _ALL
@@ -65,19 +65,22 @@ OPTIONS: tuple[Option, ...] = (
     Option("--contracts", "contracts", "the contracts TOML the verdicts use (default: the shipped contracts.toml)",
            "file", verbs=_RUNS, metavar="FILE"),
     Option("--device", "devices", "cpu, gpu or gpu:N; must be usable here (default cpu)", "device", shape="one"),
-    Option("--devices", "devices", "two devices A,B: run on B and compare it with A too (instead of --device)",
-           "devices", metavar="A,B", shape="pair"),
+    Option("--devices", "devices", "comma list of cpu, gpu, gpu:N or all: the devices a campaign runs (default "
+           "all: cpu and every usable GPU; a GPU named must be usable); replay, shrink, localize and export take "
+           "two, A,B: B compared with A (instead of --device)", "devices", metavar="DEVICES", shape="pair"),
     Option("--context", "contexts", "execution context name (default: default)", "context", shape="one"),
-    Option("--contexts", "contexts", "two contexts A,B: run under B and compare it with A too (instead of "
-           "--context)", "contexts", metavar="A,B", shape="pair"),
-    Option("--repeats", "repeats", "runs to compare on one device and context, >= 1 (default: replay 5; localize "
-           "3, and at least 2)", "count>=1", verbs=("replay", "localize"), shape="count"),
-    Option("--fresh", "fresh", "runs in fresh worker processes too, >= 0 (default 0)", "count>=0",
+    Option("--contexts", "contexts", "comma list of execution context names: the contexts a campaign runs "
+           "(default: the default set; audit: default); replay, shrink, localize and export take two, A,B: B "
+           "compared with A (instead of --context)", "contexts", metavar="CONTEXTS", shape="pair"),
+    Option("--repeats", "repeats", "repetitions in one process, >= 1 (audit and localize: >= 2) (default "
+           "{default})", "count>=1", verbs=("replay", "localize"), shape="count"),
+    Option("--fresh", "fresh", "runs in fresh worker processes, one each, >= 0 (default {default})", "count>=0",
            verbs=("replay",), shape="count"),
     Option("--relation", "relation", "an invariance relation (alone, subbatch, order, padding, duplicate): run the "
            "case and its members under it and compare them", "relation", metavar="NAME"),
-    Option("--baseline", "baseline", "a stored run directory: compare this run's digests with its task of the "
-           "same case, subject, device and context (shrink refuses it: a baseline holds only its own cases)",
+    Option("--baseline", "baseline", "a stored run directory (tasks.jsonl[.gz], corpus.jsonl, campaign.json): "
+           "compare this run's digests with its tasks of the same case, subject, device and context (shrink "
+           "refuses it: a baseline holds only its own cases)",
            "run-dir", verbs=("replay", "shrink", "export"), metavar="DIR"),
     Option("--tensor", "tensor", "the tensor kind that must still show the finding (outputs, input gradients, "
            "parameter gradients)", verbs=("shrink",)),

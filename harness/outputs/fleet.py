@@ -9,8 +9,8 @@ Without ``--cluster`` nothing changes (the local pool). With it, :func:`cluster_
   worker; an audit writes one file per worker (``A-worker0.json``, ``A-worker1.json``, ...), the columns
   that ``harness merge`` joins into the driver matrix and ``harness compare`` reads pairwise.
 
-This module knows no verb: ``add_cluster_options(p)`` goes on each verb's parser, and each verb passes its
-own callable to ``run_on_cluster(args, run_one)`` (the audit's is in :mod:`harness.outputs.audit.run`, the
+This module knows no verb: the command line declares ``--cluster``, ``--spread`` and ``--cluster-workers``,
+and each verb passes its own callable to ``run_on_cluster(args, run_one)`` (the audit's is in :mod:`harness.outputs.audit.run`, the
 report's in :mod:`harness.outputs.report`), with ``run_one(target)`` passing ``target.executor`` to the campaign
 and ``target.environment`` as the fingerprint; the gate, which judges one column, reads
 :func:`cluster_targets` itself.
@@ -27,10 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
-from harness.core.argcheck import ints
 from harness.core.errors import InvalidArgument
 
-__all__ = ["Target", "add_cluster_options", "cluster_targets", "run_on_cluster", "out_for"]
+__all__ = ["Target", "cluster_targets", "run_on_cluster", "out_for"]
 
 T = TypeVar("T")
 
@@ -45,19 +44,6 @@ class Target:
     label: str | None = None
     suffix: str = ""
     cluster: dict[str, Any] = field(default_factory=dict)
-
-
-def add_cluster_options(parser: argparse.ArgumentParser) -> None:
-    """``--cluster ADDRESS|local|local-cuda``, ``--spread shard|every``, ``--cluster-workers N``."""
-    g = parser.add_argument_group("fleet (Dask)")
-    g.add_argument("--cluster", metavar="ADDRESS", default=None,
-                   help="run the tasks on a Dask cluster: tcp://host:8786, 'local' (a LocalCluster here) or "
-                        "'local-cuda' (one worker per GPU; needs dask-cuda). Default: the local worker pool")
-    g.add_argument("--spread", choices=["shard", "every"], default="shard",
-                   help="shard: each task once somewhere (one column); every: every worker runs the whole "
-                        "corpus (one column per worker, each with its own fingerprint)")
-    g.add_argument("--cluster-workers", type=ints("cluster-workers", 1), default=2, metavar="N",
-                   help="worker processes of --cluster local (default %(default)s)")
 
 
 def _fp_key(fp: dict[str, Any]) -> str:

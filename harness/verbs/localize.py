@@ -7,12 +7,15 @@ harness's own process; the child runs this same verb and prints the localization
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness.judge.reproducer import Reproducer
 from harness.verbs.common import load_plugins, subject_case
 
-__all__ = ["LocalizeOptions", "localize"]
+__all__ = ["LocalizeOptions", "localize", "REPEATS"]
+
+#: Runs compared where the reproducer names one device and one context and no relation.
+REPEATS = 3
 
 
 @dataclass(frozen=True)
@@ -24,6 +27,10 @@ class LocalizeOptions:
     json: bool = False
     timeout: float = 300.0
     max_case_bytes: int | None = None
+
+    @property
+    def repeats(self) -> int:
+        return REPEATS if self.reproducer.repeats is None else self.reproducer.repeats
 
 
 def localize(opts: LocalizeOptions) -> int:
@@ -45,7 +52,8 @@ def localize(opts: LocalizeOptions) -> int:
         print(DONE)
         return rc
     subject_case(r, subject, opts.max_case_bytes)  # a bad, foreign or oversized case: one line, before the child
-    res = run_child(r.argv("localize", ["--json"] if opts.json else [])[3:], opts.timeout)
+    child = replace(r, repeats=opts.repeats)  # (the child runs what this process resolved)
+    res = run_child(child.argv("localize", ["--json"] if opts.json else [])[3:], opts.timeout)
     sys.stdout.write(res.stdout)
     if not res.ok:
         raise SetupError(f"localize: {res.reason()}")
