@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import dataclasses
 import errno
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -55,98 +54,65 @@ def _load_plugins(specs: Sequence[str] | None) -> None:
     load_plugins(specs)
 
 
-def _note(text: str) -> None:
-    from harness.verbs.common import note
-
-    note(text)
-
-
-def _check_corpus(path: str | None) -> None:
-    if path is not None:  # the parser checked the file; here, its content
-        from harness.core.cases import load_corpus
-
-        if not load_corpus(path):
-            raise InvalidArgument(f"corpus={path!r} holds no cases")
+# ---- the verbs: each builds its options record from the options given (the record holds the defaults) ----
+def _given_values(args: argparse.Namespace, *dests: str, **fields: str) -> dict[str, Any]:
+    """``{field: value}`` of the options the command line gave: ``dests`` by their own name, ``fields`` by
+    another (``plugins="subject_plugin"``); a list becomes a tuple."""
+    pairs = [(d, d) for d in dests] + list(fields.items())
+    return {f: tuple(v) if isinstance(v, list) else v
+            for f, d in pairs if d in args._given for v in (getattr(args, d),)}
 
 
-# ---- env ------------------------------------------------------------------------------------
 def cmd_env(args: argparse.Namespace) -> int:
-    from harness.core.env import check_exit, fingerprint
+    from harness.verbs.env import EnvOptions, env
 
-    fp = fingerprint()
-    if args.check:
-        problems = fp["problems"]
-        for p in problems:
-            print(f"harness: {p}", file=sys.stderr)
-        print(f"harness env: chainer {fp['chainer'].get('version')}, numpy {fp['packages']['numpy']}, "
-              f"espnet {fp['packages']['espnet']}, compat patches {fp['compat_patches'] or 'none'}, "
-              f"gpu: {fp['gpu']['presence_reason']} (CuPy: {fp['gpu']['reason']})")
-        return check_exit(fp)
-    if args.json:
-        print(json.dumps(fp, indent=2, sort_keys=True))
-    else:
-        from harness.core.env import flatten_fingerprint
-
-        for k, v in flatten_fingerprint(fp).items():
-            print(f"{k:40s} {v}")
-    return 0
+    return env(EnvOptions(**_given_values(args, "json", "check")))
 
 
-# ---- subjects ---------------------------------------------------------------------------------
 def cmd_subjects(args: argparse.Namespace) -> int:
-    from harness.subjects.registry import SUBJECTS
+    from harness.verbs.subjects import SubjectsOptions, subjects
 
-    _load_plugins(args.subject_plugin)
-    rows = [s.to_dict() for s in SUBJECTS.values()]
-    if args.json:
-        print(json.dumps(rows, indent=2))
-    else:
-        for r in rows:
-            decl = ", ".join(f"{k}: {'deterministic' if v['deterministic'] else 'nondeterministic' if v['deterministic'] is False else 'unknown'}"
-                             for k, v in r["declared"].items())
-            print(f"{r['name']:28s} {r['family']:9s} {','.join(r['devices']):8s} {decl}")
-    return 0
+    return subjects(SubjectsOptions(**_given_values(args, "json", plugins="subject_plugin")))
 
 
-# ---- cases --------------------------------------------------------------------------------------
 def cmd_cases(args: argparse.Namespace) -> int:
-    from harness.core.cases import write_corpus
-    from harness.generate.strategies import corpus
+    from harness.verbs.cases import CasesOptions, cases
 
-    if args.coverage:
-        return _coverage(args.corpus)
-    if args.corpus is not None:
-        raise InvalidArgument(f"corpus={args.corpus!r} is read only with --coverage")
-
-    to_stdout = args.out in (None, "-")
-    cases = corpus(args.family, examples=args.examples, seed=args.seed, profile=args.profile)
-    if to_stdout:
-        for c in cases:
-            print(c.to_json())
-    else:
-        n = write_corpus(cases, args.out)
-        print(f"wrote {n} cases to {args.out}", file=sys.stderr)
-    return 0
+    return cases(CasesOptions(**_given_values(args, "family", "examples", "seed", "profile", "out", "coverage",
+                                              "corpus")))
 
 
-def _coverage(path: str | None) -> int:
-    """``cases --coverage``: the edge kinds a corpus reaches, one row each; exit 0 (a kind no case reaches is a
-    row with 0, so the table says what is missing)."""
-    import pandas as pd
+def cmd_contracts_check(args: argparse.Namespace) -> int:
+    from harness.verbs.contracts import ContractsCheckOptions, check
 
-    from harness.core.cases import load_corpus
-    from harness.generate.corpora import default_corpus
-    from harness.generate.edges import coverage_rows
+    return check(ContractsCheckOptions(**_given_values(args, "contracts", plugins="subject_plugin")))
 
-    if path is not None:
-        argcheck.readable_file("corpus", path)
-    cases = load_corpus(path) if path is not None else default_corpus()
-    rows = coverage_rows(cases)
-    print(pd.DataFrame(rows).to_markdown(index=False))
-    missing = [r["edge"] for r in rows if not r["cases"]]
-    print(f"\n{len(rows) - len(missing)} of {len(rows)} edge kinds reached by {len(cases)} cases"
-          + (f"; not reached: {', '.join(missing)}" if missing else ""))
-    return 0
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.verbs.compare import CompareOptions, compare
+
+    return compare(CompareOptions(**_given_values(args, "a", "b", "out", "exit_code")))
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from harness.verbs.compare import MergeOptions, merge
+
+    return merge(MergeOptions(**_given_values(args, "files", "out")))
+
+
+def _cluster(args: argparse.Namespace) -> Any:
+    from harness.outputs.fleet import ClusterOptions
+
+    return ClusterOptions(**_given_values(args, "spread", address="cluster", workers="cluster_workers"))
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    from harness.verbs.gate import GateOptions, gate
+
+    return gate(GateOptions(**_given_values(args, "contracts", "baseline", "devices", "corpus", "out", "junit",
+                                            "repeats", "fresh", "jobs", "quiet", "shrink_budget", "profile",
+                                            plugins="subject_plugin"),
+                            shrink=not args.no_shrink, cluster=_cluster(args)))
 
 
 # ---- replay, shrink, localize, export: the verbs of one reproducer -------------------------------------
@@ -197,27 +163,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     _load_plugins(args.subject_plugin)
     return run_report(args, functools.partial(default_corpus, profile=args.profile))
-
-
-# ---- gate / contracts -------------------------------------------------------------------------------
-def cmd_gate(args: argparse.Namespace) -> int:
-    """Validate every gate argument, then hand over to :func:`harness.outputs.gate.cmd_gate` (holding the
-    ``--out`` directory's lock while it runs)."""
-    from harness.outputs import gate
-    from harness.outputs.report import lock_run_dir
-
-    _load_plugins(args.subject_plugin)
-    from harness.core.devices import select_devices
-
-    sel = select_devices(args.devices)  # usable here (the parser checked the names)
-    _check_corpus(args.corpus)
-    for n in sel.notes:  # after every check, so that a usage error stays one line
-        _note(n)
-    # (gate.cmd_gate loads the plug-ins again: registering is idempotent, and its workers need the list.)
-    if args.out is None:
-        return int(gate.cmd_gate(args) or 0)
-    with lock_run_dir(args.out, "out"):
-        return int(gate.cmd_gate(args) or 0)
 
 
 # ---- audit / compare / merge --------------------------------------------------------------------------
@@ -318,7 +263,7 @@ def _check_combinations(args: argparse.Namespace) -> None:
         if "cluster_workers" in given:
             raise InvalidArgument(f"cluster-workers={args.cluster_workers} needs --cluster local (without "
                                   f"--cluster the local worker pool runs the tasks)")
-        if getattr(args, "spread", "shard") != "shard":
+        if getattr(args, "spread", None) not in (None, "shard"):
             raise InvalidArgument(f"spread={args.spread!r} needs --cluster (one campaign per cluster worker)")
 
 
@@ -423,25 +368,32 @@ def _defaults(verb: str) -> dict[str, Any]:
     """The defaults of ``verb``'s options, by dest: its options record's where it has one, else this table's."""
     from harness.execute.settings import CampaignSettings as S
 
-    records = {"replay": "harness.verbs.replay:ReplayOptions", "shrink": "harness.verbs.shrink:ShrinkOptions",
-               "localize": "harness.verbs.localize:LocalizeOptions"}
-    if verb in records:
+    from harness.outputs.fleet import ClusterOptions
+
+    cluster = {"spread": ClusterOptions.spread, "cluster_workers": ClusterOptions.workers}
+    if verb in _RECORDS:
         import importlib
 
-        module, _, name = records[verb].partition(":")
+        module, _, name = _RECORDS[verb].partition(":")
         mod = importlib.import_module(module)
-        out = {f.name: f.default for f in dataclasses.fields(getattr(mod, name))
-               if f.default is not dataclasses.MISSING}
-        return {**out, **{k.lower(): v for k, v in vars(mod).items() if k in ("REPEATS", "FRESH")}}
-    cluster = {"spread": "shard", "cluster_workers": 2}
+        fields = dataclasses.fields(getattr(mod, name))
+        out = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+        out.update({k.lower(): v for k, v in vars(mod).items() if k in ("REPEATS", "FRESH")})
+        return {**out, **(cluster if any(f.name == "cluster" for f in fields) else {})}
     return {
-        "cases": {"family": "all", "examples": 20, "seed": 0, "profile": "ci"},
         "report": {"repeats": S.repeats, "fresh": S.fresh, "jobs": S.jobs, "timeout": S.timeout, "examples": None,
                    "seed": _corpus_seed(), "profile": "ci", "shrink_budget": 30.0, **cluster},
-        "gate": {"devices": "all", "repeats": 3, "fresh": 1, "jobs": S.jobs, "profile": "ci", "shrink_budget": 60.0,
-                 **cluster},
         "audit": {"devices": "all", "contexts": "default", "repeats": 2, "jobs": S.jobs, "profile": None, **cluster},
     }.get(verb, {})
+
+
+#: The verbs with an options record (harness/verbs/): the record holds their defaults.
+_RECORDS = {"replay": "harness.verbs.replay:ReplayOptions", "shrink": "harness.verbs.shrink:ShrinkOptions",
+            "localize": "harness.verbs.localize:LocalizeOptions", "gate": "harness.verbs.gate:GateOptions",
+            "cases": "harness.verbs.cases:CasesOptions", "env": "harness.verbs.env:EnvOptions",
+            "subjects": "harness.verbs.subjects:SubjectsOptions",
+            "contracts": "harness.verbs.contracts:ContractsCheckOptions",
+            "compare": "harness.verbs.compare:CompareOptions", "merge": "harness.verbs.compare:MergeOptions"}
 
 
 def _add(p: Any, verb: str, *flags: str) -> None:
@@ -508,7 +460,7 @@ def _given_dests(args: argparse.Namespace) -> set[str]:
 
 def _fill_defaults(args: argparse.Namespace) -> None:
     """Each option left out takes its verb's default (the verbs with an options record take theirs there)."""
-    if args.verb in ("replay", "shrink", "localize", "export"):
+    if args.verb in _RECORDS or args.verb == "export":
         return
     for dest, value in _defaults(args.verb).items():
         if getattr(args, dest, None) is None and hasattr(args, dest):
@@ -579,7 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
     chk = _verb(ct_sub, "check", "validate a contracts file", "Validate a contracts file against the registered "
                 "subjects and contexts.", _codes("0  valid", "1  problems, one line each"))
     _add(chk, "contracts", "--contracts", "--subject-plugin")
-    chk.set_defaults(func=_lazy("harness.outputs.gate", "cmd_contracts_check"))
+    chk.set_defaults(func=cmd_contracts_check)
 
     g = _verb(sub, "gate", "check a fresh run against the contracts (and a baseline)",
               "Run the gate campaign in worker processes and check every task against the determinism "
@@ -617,7 +569,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("a", metavar="A.json", type=_checked("a", argcheck.readable_file), help="the first audit file")
     cmp_.add_argument("b", metavar="B.json", type=_checked("b", argcheck.readable_file), help="the second audit file")
     _add(cmp_, "compare", "--out", "--exit-code")
-    cmp_.set_defaults(func=_lazy("harness.outputs.audit", "cmd_compare"))
+    cmp_.set_defaults(func=cmd_compare)
 
     m = _verb(sub, "merge", "many audit files as one matrix",
               "Merge audit files into one subject/device/context x machine matrix (shards of one run join one "
@@ -625,7 +577,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("files", nargs="+", metavar="AUDIT.json", type=_checked("files", argcheck.readable_file),
                    help="audit files")
     _add(m, "merge", "--out")
-    m.set_defaults(func=_lazy("harness.outputs.audit", "cmd_merge"))
+    m.set_defaults(func=cmd_merge)
 
     lo = _verb(sub, "localize", "the first Chainer function whose outputs differ",
                "Record a digest of every Chainer function node's inputs and outputs over two runs (repeats, two "

@@ -9,7 +9,6 @@ takes effect only at process start.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from pathlib import Path
@@ -24,6 +23,7 @@ from harness.judge.bitwise import DIGEST_ALGORITHM, digest
 from harness.judge.sketch import SAMPLE, tensor_sketch
 from harness.generate.corpora import anchor_cases
 from harness.core.errors import AuditFileError, InvalidArgument
+from harness.verbs.compare import CompareOptions, MergeOptions, compare, merge
 
 ROOT = Path(__file__).resolve().parents[1]
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS", "MKL_NUM_THREADS",
@@ -146,7 +146,7 @@ def test_blas_threads_change_the_lstm_bits_and_are_named(blas_pair, capsys, work
     assert "blas.0.num_threads" not in {d.field for d in A.environment_diff(a.environment, a.environment)}
 
     out = work / "cmp"
-    assert A.cmd_compare(argparse.Namespace(a=str(runs["blasN"][1]), b=str(runs["blas1"][1]), out=str(out))) == 0
+    assert compare(CompareOptions(str(runs["blasN"][1]), str(runs["blas1"][1]), out=str(out))) == 0
     printed = capsys.readouterr().out
     assert "| chainer.NStepLSTM" in printed and "changed within tolerance" in printed
     assert "num_threads" in printed and "OPENBLAS_NUM_THREADS" in printed
@@ -214,8 +214,7 @@ def test_merged_shards_give_the_digests_of_the_whole_run(work, small, whole, cap
     assert not res.warnings
 
     out = work / "merge"
-    assert A.cmd_merge(argparse.Namespace(files=[whole[0].path, shards[0].path, shards[1].path],
-                                          out=str(out))) == 0
+    assert merge(MergeOptions((whole[0].path, shards[0].path, shards[1].path), out=str(out))) == 0
     assert "| chainer.NStepLSTM" in capsys.readouterr().out
     assert {p.name for p in out.iterdir()} >= {"merge.md", "merge.csv", "merge.html"}
     assert len(pd.read_csv(out / "merge.csv")) == len(res.matrix)

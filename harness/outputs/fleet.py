@@ -9,16 +9,16 @@ Without ``--cluster`` nothing changes (the local pool). With it, :func:`cluster_
   worker; an audit writes one file per worker (``A-worker0.json``, ``A-worker1.json``, ...), the columns
   that ``harness merge`` joins into the driver matrix and ``harness compare`` reads pairwise.
 
-This module knows no verb: the command line declares ``--cluster``, ``--spread`` and ``--cluster-workers``,
-and each verb passes its own callable to ``run_on_cluster(args, run_one)`` (the audit's is in :mod:`harness.outputs.audit.run`, the
-report's in :mod:`harness.outputs.report`), with ``run_one(target)`` passing ``target.executor`` to the campaign
+This module knows no verb: the command line declares ``--cluster``, ``--spread`` and ``--cluster-workers``
+(a :class:`ClusterOptions`), and each verb passes its own callable to ``run_on_cluster(opts, run_one)`` (the
+audit's is in :mod:`harness.outputs.audit.run`, the report's in :mod:`harness.outputs.report`), with
+``run_one(target)`` passing ``target.executor`` to the campaign
 and ``target.environment`` as the fingerprint; the gate, which judges one column, reads
 :func:`cluster_targets` itself.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator, TypeVar
 
 from harness.core.errors import InvalidArgument
 
-__all__ = ["Target", "cluster_targets", "run_on_cluster", "out_for"]
+__all__ = ["Target", "ClusterOptions", "cluster_targets", "run_on_cluster", "out_for"]
 
 T = TypeVar("T")
 
@@ -46,17 +46,27 @@ class Target:
     cluster: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ClusterOptions:
+    """Where a campaign's tasks run: ``address`` None is the local worker pool; else a Dask scheduler
+    (``tcp://host:8786``), ``local`` (a LocalCluster of ``workers`` processes here) or ``local-cuda``."""
+
+    address: str | None = None
+    spread: str = "shard"        # shard: each task once somewhere; every: every worker runs the whole corpus
+    workers: int = 2             # worker processes of a local cluster
+
+
 def _fp_key(fp: dict[str, Any]) -> str:
     return json.dumps(fp, sort_keys=True, default=str)
 
 
 @contextmanager
-def cluster_targets(args: argparse.Namespace) -> Iterator[list[Target]]:
-    """The targets of ``args`` (one local target without ``--cluster``); closes what it started."""
-    spread = getattr(args, "spread", "shard") or "shard"
+def cluster_targets(opts: ClusterOptions) -> Iterator[list[Target]]:
+    """The targets of ``opts`` (one local target without a cluster); closes what it started."""
+    spread = opts.spread or "shard"
     if spread not in ("shard", "every"):
         raise InvalidArgument(f"spread={spread!r} is not 'shard' or 'every'")
-    if getattr(args, "cluster", None) is None:  # no Dask import without a cluster (a fifth of a second)
+    if opts.address is None:  # no Dask import without a cluster
         if spread != "shard":
             raise InvalidArgument(f"spread={spread!r} needs --cluster")
         yield [Target()]
@@ -64,8 +74,8 @@ def cluster_targets(args: argparse.Namespace) -> Iterator[list[Target]]:
     from harness.execute.cluster import (DaskExecutor, connect, parse_cluster_spec, wait_for_workers,
                                          worker_fingerprints)
 
-    spec = parse_cluster_spec(getattr(args, "cluster", None))
-    n = int(getattr(args, "cluster_workers", 2) or 2)
+    spec = parse_cluster_spec(opts.address)
+    n = int(opts.workers or 2)
     with connect(spec, n_workers=n) as conn:
         addrs = wait_for_workers(conn.client, n if spec == "local" else 1)
         fps = worker_fingerprints(conn.client)
@@ -81,10 +91,10 @@ def cluster_targets(args: argparse.Namespace) -> Iterator[list[Target]]:
                           {**info, "worker": a, "worker_index": i}) for i, a in enumerate(addrs)]
 
 
-def run_on_cluster(args: argparse.Namespace, run_one: Callable[[Target], T]) -> list[T]:
-    """``run_one(target)`` for every target of ``args``: at once (one client thread each) on a cluster,
+def run_on_cluster(opts: ClusterOptions, run_one: Callable[[Target], T]) -> list[T]:
+    """``run_one(target)`` for every target of ``opts``: at once (one client thread each) on a cluster,
     in this thread without one. Results in target order."""
-    with cluster_targets(args) as targets:
+    with cluster_targets(opts) as targets:
         if len(targets) == 1:
             return [run_one(targets[0])]
         from concurrent.futures import ThreadPoolExecutor

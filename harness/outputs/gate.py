@@ -1,4 +1,5 @@
-"""The CI gate verb: run the gate campaign, take its measures and verdicts, check a baseline, write JUnit.
+"""The CI gate's parts: its findings and dossiers, a baseline's measures, the control check, JUnit (the verb
+that runs them is :mod:`harness.verbs.gate`).
 
 No rule lives here: every verdict comes from :mod:`harness.judge.verdicts` through the campaign's measure pass
 (:func:`harness.execute.measures.measure_campaign`). This module turns broken measures into dossiers with a
@@ -9,11 +10,8 @@ set-up error.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
-import sys
-import time
 from typing import Any, Mapping, Sequence
 
 from harness.core.cases import Case
@@ -23,12 +21,12 @@ from harness.execute.campaign import load_tasks
 from harness.execute.measures import campaign_cases, load_measures, measure_campaign
 from harness.judge import findings as F
 from harness.judge import verdicts
-from harness.judge.contracts import Contracts, load_contracts, validate
+from harness.judge.contracts import Contracts
 from harness.judge.verdicts import Violation, assert_no_violations
 
 __all__ = ["Violation", "assert_no_violations", "gate_campaign", "gate_violations", "check_baseline",
-           "control_check", "cmd_gate", "cmd_contracts_check", "write_junit", "gate_findings", "baseline_measures",
-           "fails", "failing_cells"]
+           "control_check", "write_junit", "gate_findings", "baseline_measures", "fails", "failing_cells",
+           "belongs", "cell_of"]
 
 
 def gate_violations(run_dir: str, measures: Sequence[Measure], cases: Mapping[str, Case] | None = None
@@ -40,7 +38,7 @@ def gate_violations(run_dir: str, measures: Sequence[Measure], cases: Mapping[st
     for m in measures:
         if not fails(m):
             continue
-        f = next((f for f in found if _belongs(m, f)), None)
+        f = next((f for f in found if belongs(m, f)), None)
         out.append(_violation(m, f))
     return out
 
@@ -58,7 +56,8 @@ def fails(m: Measure) -> bool:
     return m.verdict in verdicts._FAILING
 
 
-def _belongs(m: Measure, f: F.Finding) -> bool:
+def belongs(m: Measure, f: F.Finding) -> bool:
+    """Whether broken measure ``m`` is one of finding ``f``'s."""
     return (m.subject in f.subjects and m.device == f.device and m.rule == f.rule
             and (m.relation or m.context) == (f.relation or f.context) and m.case_id in f.cases
             and F.tensor_kind(m.tensor) == f.tensor_kind)
@@ -126,7 +125,7 @@ def check_baseline(run_dir: str, baseline_dir: str, contracts: Contracts) -> lis
     found = gate_findings(run_dir, measures, origin=origin)
     out = []
     for m in measures:
-        f = next((f for f in found if _belongs(m, f)), None)
+        f = next((f for f in found if belongs(m, f)), None)
         if fails(m):
             out.append(_violation(m, f))
     return out
@@ -239,7 +238,7 @@ def _oracle_growth(run_dir: str, baseline_dir: str) -> list[Measure]:
 # ---- JUnit ---------------------------------------------------------------------------------------------
 
 
-def _cell(subject: str, device: str, context: str) -> str:
+def cell_of(subject: str, device: str, context: str) -> str:
     return f"{subject}[{device}]::{context}"
 
 
@@ -250,7 +249,7 @@ def failing_cells(found: Sequence[F.Finding]) -> dict[str, list[F.Finding]]:
         if not f.fails:
             continue
         for s in f.subjects:
-            out.setdefault(_cell(s, f.device, f.context), []).append(f)
+            out.setdefault(cell_of(s, f.device, f.context), []).append(f)
     return out
 
 
@@ -263,7 +262,7 @@ def write_junit(path: str, tasks: Mapping[str, TaskRecord], found: Sequence[F.Fi
 
     cells: dict[str, list[TaskRecord]] = {}
     for r in tasks.values():
-        cells.setdefault(_cell(r.subject, r.device, r.context), []).append(r)
+        cells.setdefault(cell_of(r.subject, r.device, r.context), []).append(r)
     by_cell = failing_cells(found)
     names = sorted(set(cells) | set(by_cell))
     suite = ET.Element("testsuite", name="harness-gate", tests=str(len(names)), time=f"{seconds:.1f}")
@@ -285,118 +284,3 @@ def write_junit(path: str, tasks: Mapping[str, TaskRecord], found: Sequence[F.Fi
     suite.set("errors", "0")
     ET.indent(suite)
     atomic_write(path, ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n")
-
-
-# ---- verbs ---------------------------------------------------------------------------------------------
-
-
-def cmd_contracts_check(args: argparse.Namespace) -> int:
-    """``harness contracts check``: 0 when valid, 1 with one line per bad line."""
-    from harness.core.contexts import CONTEXTS
-    from harness.subjects.registry import SUBJECTS, load_entry_points, load_plugin
-
-    load_entry_points()
-    for p in getattr(args, "subject_plugin", None) or ():
-        load_plugin(p)
-    contracts = load_contracts(args.contracts)
-    problems = validate(contracts, SUBJECTS, CONTEXTS)
-    for p in problems:
-        print(p, file=sys.stderr)
-    if problems:
-        print(f"contracts check: {len(problems)} problem(s) in {contracts.path}", file=sys.stderr)
-        return 1
-    print(f"contracts check: {contracts.path}: {len(contracts.contracts)} contracts, "
-          f"{len(contracts.bad_inputs)} bad-input rules, all valid")
-    return 0
-
-
-#: At most this many dossiers are printed in full; the rest are counted.
-SHOWN_DOSSIERS = 10
-
-
-def cmd_gate(args: argparse.Namespace) -> int:
-    """``harness gate``: run the gate campaign and check it (and a baseline). 0 / 1 / 2."""
-    from harness.core.contexts import CONTEXTS, DEFAULT_CONTEXTS, get_context
-    from harness.core.devices import select_devices
-    from harness.execute.campaign import CampaignSettings
-    from harness.generate.corpora import gate_corpus
-    from harness.outputs.report import new_run_dir
-    from harness.subjects.registry import SUBJECTS, load_entry_points, load_plugin, subjects_for
-    from harness.core.cases import load_corpus
-
-    t0 = time.perf_counter()
-    load_entry_points()
-    for p in args.subject_plugin or ():
-        load_plugin(p)
-    contracts = load_contracts(args.contracts)
-    problems = validate(contracts, SUBJECTS, CONTEXTS)
-    if problems:
-        for p in problems:
-            print(p, file=sys.stderr)
-        return 2
-    if args.baseline and not load_tasks(args.baseline):
-        raise InvalidArgument(f"baseline={args.baseline!r} holds no tasks.jsonl: not a report directory")
-    cases = load_corpus(args.corpus) if args.corpus else gate_corpus(profile=getattr(args, "profile", "ci"))
-    contexts = sorted({c.context for c in contracts.contracts if c.context != "*"} |
-                      {x for c in contracts.contracts for x in c.identical_across} | set(DEFAULT_CONTEXTS))
-    subjects = subjects_for(None)
-    selection = select_devices(args.devices)
-    for note in selection.notes:
-        print(f"harness: note: {note}", file=sys.stderr)
-    devices = selection.planned  # an implied, unusable GPU stays planned: its checks are <skipped> in JUnit
-    run_dir = args.out or new_run_dir()
-    from harness.core.env import fingerprint
-    from harness.core.fileio import atomic_json
-    from harness.execute.driver import run_campaign
-    from harness.execute.relations import RELATIONS
-    from harness.outputs.fleet import cluster_targets
-
-    # The relations the contracts claim invariance under: their members join the corpus (default context).
-    claimed = sorted({r for c in contracts.contracts for r in c.invariant_under})
-    settings = CampaignSettings(repeats=args.repeats, fresh=args.fresh, plugins=tuple(args.subject_plugin or ()),
-                                quiet=args.quiet, jobs=getattr(args, "jobs", 0) or 0)
-    with cluster_targets(args) as targets:
-        if len(targets) > 1:
-            raise InvalidArgument("spread='every' is for audits and reports: a gate judges one column (use shard)")
-        run = run_campaign(run_dir, cases, subjects, devices, [get_context(c) for c in contexts], settings,
-                           meta={"gate": True}, contracts=contracts, executor=targets[0].executor,
-                           relations=[RELATIONS[r] for r in claimed])
-    tasks, records = run.tasks, run.records
-    atomic_json(os.path.join(run_dir, "environment.json"), fingerprint())
-    measures = run.measures + control_check(records, run.measures)
-    origin = F.Origin(run_dir, contracts=F.contracts_argument(args.contracts),
-                      plugins=tuple(args.subject_plugin or ()))
-    found = gate_findings(run_dir, measures, records=records, origin=origin, contracts=contracts)
-    if args.baseline:
-        bmeasures, diff = baseline_measures(run_dir, args.baseline, contracts)
-        measures += bmeasures
-        found = F.sort_findings(found + gate_findings(
-            run_dir, bmeasures, records=records, contracts=contracts,
-            origin=dataclasses.replace(origin, baseline=args.baseline, env=F.env_for_reproducer(diff))))
-    failing = [f for f in found if f.fails]
-    if failing and getattr(args, "shrink_budget", 0) and not getattr(args, "no_shrink", False):
-        from harness.outputs.shrinking import shrink_findings
-
-        failing = shrink_findings(failing, contracts, budget=args.shrink_budget, timeout=settings.timeout)
-        found = F.sort_findings(failing + [f for f in found if not f.fails])
-    if args.junit:
-        write_junit(args.junit, records, found, time.perf_counter() - t0)
-    for i, f in enumerate(failing[:SHOWN_DOSSIERS]):
-        print(f"FINDING {i + 1} of {len(failing)}: " + f.dossier() + "\n", file=sys.stderr)
-    if len(failing) > SHOWN_DOSSIERS:
-        print(f"... and {len(failing) - SHOWN_DOSSIERS} more failing finding(s): all of them in "
-              f"{os.path.join(run_dir, 'findings.json')}", file=sys.stderr)
-    cells = {_cell(t.subject, t.device, t.context) for t in tasks}
-    skipped = {_cell(r.subject, r.device, r.context) for r in records.values()} - {
-        _cell(r.subject, r.device, r.context) for r in records.values() if r.status != "skipped"}
-    bad = [m for m in measures if fails(m)]
-    atomic_json(os.path.join(run_dir, "violations.json"),
-                [{**m.to_dict(), "finding": next((f.id for f in found if _belongs(m, f)), "")} for m in bad])
-    from harness.core.fileio import atomic_write
-
-    atomic_write(os.path.join(run_dir, "findings.json"), F.dumps(found))
-    broken_cells = failing_cells(found)
-    print(f"gate: {len(tasks)} tasks, {len(cells)} subject/device/context checks ({len(skipped)} skipped: "
-          f"not run); {F.summary_line(failing, len(broken_cells), len(cells))}, from {len(bad)} violating "
-          f"measure(s); results in {run_dir}")
-    return 1 if failing else 0

@@ -269,7 +269,7 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
               f"{', '.join(d.id for d in devices)}, contexts {', '.join(c.name for c in contexts)}; each task "
               f"runs {settings.repeats} times + {settings.fresh} fresh -> {run_dir}", file=sys.stderr)
     from harness.execute.relations import parse_relations
-    from harness.outputs.fleet import out_for, run_on_cluster
+    from harness.outputs.fleet import ClusterOptions, out_for, run_on_cluster
 
     relations = [] if args.resume else parse_relations(getattr(args, "relations", None))
 
@@ -319,7 +319,7 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         print(f"\nreport: {files.get('summary.html', where)} ({own['total']:.0f} s)")
         return 0
 
-    return max(run_on_cluster(args, one))
+    return max(run_on_cluster(ClusterOptions(args.cluster, args.spread, args.cluster_workers), one))
 
 
 #: Of each task kept for its findings, at most this many tensors (the worst by ULP distance) are kept.

@@ -63,8 +63,10 @@ def test_left_out_options_take_each_verbs_default_and_are_not_given():
     assert (args.repeats, args.fresh, args.timeout) == (CampaignSettings.repeats, CampaignSettings.fresh,
                                                         CampaignSettings.timeout)
     assert not given & {"repeats", "fresh", "timeout", "devices", "spread", "cluster_workers"}
-    args, _ = _parse("gate")
-    assert (args.devices, args.repeats, args.fresh, args.shrink_budget) == ("all", 3, 1, 60.0)
+    args, given = _parse("gate")  # (a verb with an options record: the record holds the defaults)
+    assert args.devices is None and not given & {"devices", "repeats", "fresh"}
+    d = cli._defaults("gate")
+    assert (d["devices"], d["repeats"], d["fresh"], d["shrink_budget"], d["spread"]) == ("all", 3, 1, 60.0, "shard")
     args, _ = _parse("audit", "--out", "a.json")
     assert (args.devices, args.contexts, args.repeats, args.profile) == ("all", "default", 2, None)
 

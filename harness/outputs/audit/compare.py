@@ -10,7 +10,6 @@ oracle's change moves the reference the implementations are judged against and i
 
 from __future__ import annotations
 
-import argparse
 import collections
 import html
 import math
@@ -345,17 +344,3 @@ def compare_changed(cmp: AuditComparison) -> tuple[bool, str]:
         of_ref = f"; {ref} of them the reference (oracle)" if ref else ""
         return True, f"changed: {len(bad)} of {len(rows)} subject/device/context rows ({', '.join(parts)}{of_ref})"
     return False, f"same: {compared} entries identical in {len(rows)} subject/device/context rows"
-
-
-def cmd_compare(args: argparse.Namespace) -> int:
-    """``harness compare A B``: 0 when compared; with ``--exit-code`` 0 same / 1 changed (2 on error)."""
-    cmp = compare_audits(args.a, args.b)
-    for w in cmp.warnings:
-        print(f"harness compare: warning: {w}", file=sys.stderr)
-    print(cmp.to_markdown())
-    if args.out:
-        paths = write_compare(cmp, args.out)
-        print(f"compare: wrote {', '.join(paths.values())}", file=sys.stderr)
-    changed, line = compare_changed(cmp)
-    print(f"compare: {line}", file=sys.stderr)
-    return 1 if (changed and getattr(args, "exit_code", False)) else 0

@@ -6,7 +6,6 @@ plus a consistency marker. Shards of one corpus run on one machine are joined in
 
 from __future__ import annotations
 
-import argparse
 import collections
 import hashlib
 import html
@@ -196,14 +195,3 @@ def write_merge(res: MergeResult, out_dir: str) -> dict[str, str]:
     body.append(table)
     atomic_write(paths["html"], pages.html_page("Audit merge", "\n".join(body)))
     return paths
-
-
-def cmd_merge(args: argparse.Namespace) -> int:
-    """``harness merge FILES --out DIR``: 0 when the matrix was written."""
-    res = merge_audits(args.files)
-    for w in res.warnings:
-        print(f"harness merge: warning: {w}", file=sys.stderr)
-    print(res.to_markdown())
-    paths = write_merge(res, args.out)
-    print(f"merge: wrote {', '.join(paths.values())}", file=sys.stderr)
-    return 0

@@ -29,7 +29,7 @@ from harness.core.errors import InvalidArgument
 from harness.core.fileio import atomic_npz, atomic_write
 from harness.outputs.audit.fileformat import DEFAULT_CORPUS, FORMAT, VERSION
 from harness.outputs.audit.merge import merge_audits
-from harness.outputs.fleet import Target, out_for, run_on_cluster
+from harness.outputs.fleet import ClusterOptions, Target, out_for, run_on_cluster
 
 __all__ = ["run_audit", "cmd_audit", "audit_on_cluster"]
 
@@ -195,7 +195,7 @@ def audit_on_cluster(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]
                          extra={"cluster": t.cluster} if t.cluster else None)
         return out, data
 
-    got = run_on_cluster(args, one)
+    got = run_on_cluster(ClusterOptions(args.cluster, args.spread, args.cluster_workers), one)
     if len(got) > 1:
         print(merge_audits([p for p, _ in got]).to_markdown())
     return got

@@ -1,0 +1,64 @@
+"""``harness cases``: write a corpus of generated cases (the same seed writes the same bytes), or say which
+edge kinds a corpus reaches (``coverage``)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from harness.core.errors import InvalidArgument
+
+__all__ = ["CasesOptions", "cases"]
+
+
+@dataclass(frozen=True)
+class CasesOptions:
+    family: str = "all"            # embed, lstm, pipeline or all
+    examples: int = 20             # per family
+    seed: int = 0
+    profile: str = "ci"
+    out: str | None = None         # the corpus file (None or "-": stdout)
+    coverage: bool = False         # print the edge kinds a corpus reaches instead of writing cases
+    corpus: str | None = None      # with coverage: the corpus to read (None: the default corpus)
+
+    def __post_init__(self) -> None:
+        if self.corpus is not None and not self.coverage:
+            raise InvalidArgument(f"corpus={self.corpus!r} is read only with --coverage")
+
+
+def cases(opts: CasesOptions) -> int:
+    """0: written (or, with ``coverage``, the table printed)."""
+    from harness.core.cases import write_corpus
+    from harness.generate.strategies import corpus
+
+    if opts.coverage:
+        return _coverage(opts.corpus)
+    made = corpus(opts.family, examples=opts.examples, seed=opts.seed, profile=opts.profile)
+    if opts.out in (None, "-"):
+        for c in made:
+            print(c.to_json())
+    else:
+        n = write_corpus(made, opts.out)
+        print(f"wrote {n} cases to {opts.out}", file=sys.stderr)
+    return 0
+
+
+def _coverage(path: str | None) -> int:
+    """The edge kinds a corpus reaches, one row each; exit 0 (a kind no case reaches is a row with 0, so the
+    table says what is missing)."""
+    import pandas as pd
+
+    from harness.core import argcheck
+    from harness.core.cases import load_corpus
+    from harness.generate.corpora import default_corpus
+    from harness.generate.edges import coverage_rows
+
+    if path is not None:
+        argcheck.readable_file("corpus", path)
+    found = load_corpus(path) if path is not None else default_corpus()
+    rows = coverage_rows(found)
+    print(pd.DataFrame(rows).to_markdown(index=False))
+    missing = [r["edge"] for r in rows if not r["cases"]]
+    print(f"\n{len(rows) - len(missing)} of {len(rows)} edge kinds reached by {len(found)} cases"
+          + (f"; not reached: {', '.join(missing)}" if missing else ""))
+    return 0
