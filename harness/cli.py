@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from harness.core import argcheck
-from harness.core.errors import HarnessError, InvalidArgument, SetupError
+from harness.core.errors import HarnessError, InvalidArgument
 from harness.judge.reproducer import OPTION, OPTIONS, Option, Reproducer
 
 __all__ = ["main", "build_parser"]
@@ -46,12 +46,6 @@ class _Parser(argparse.ArgumentParser):
         verb = self.prog.removeprefix("python -m harness").strip()
         where = f"{verb}: " if verb else ""
         self.exit(2, f"harness: error: {where}{message} (see python -m harness {verb} --help)\n".replace("  ", " "))
-
-
-def _load_plugins(specs: Sequence[str] | None) -> None:
-    from harness.verbs.common import load_plugins
-
-    load_plugins(specs)
 
 
 # ---- the verbs: each builds its options record from the options given (the record holds the defaults) ----
@@ -106,6 +100,24 @@ def _cluster(args: argparse.Namespace) -> Any:
     return ClusterOptions(**_given_values(args, "spread", address="cluster", workers="cluster_workers"))
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from harness.verbs.report import ReportOptions, report
+
+    return report(ReportOptions(**_given_values(args, "subjects", "devices", "contexts", "repeats", "fresh", "jobs",
+                                                "timeout", "relations", "examples", "seed", "corpus", "shard",
+                                                "profile", "max_case_bytes", "keep", "keep_arrays", "out", "resume",
+                                                "quiet", "shrink_budget", plugins="subject_plugin"),
+                                localize=not args.no_localize, shrink=not args.no_shrink, cluster=_cluster(args)))
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from harness.verbs.audit import AuditOptions, audit
+
+    return audit(AuditOptions(**_given_values(args, "out", "corpus", "devices", "contexts", "keep_arrays", "shard",
+                                              "repeats", "jobs", "subjects", "quiet", "profile",
+                                              plugins="subject_plugin"), cluster=_cluster(args)))
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
     from harness.verbs.gate import GateOptions, gate
 
@@ -152,27 +164,6 @@ def cmd_export(args: argparse.Namespace) -> int:
     export = importlib.import_module("harness.verbs.export")  # (written beside this verb's parser)
     return int(export.export(export.ExportOptions(_reproducer("export", args), out=args.out,
                                                   markdown=args.markdown)) or 0)
-
-
-# ---- report ----------------------------------------------------------------------------------------
-def cmd_report(args: argparse.Namespace) -> int:
-    import functools
-
-    from harness.generate.corpora import default_corpus
-    from harness.outputs.report import run_report
-
-    _load_plugins(args.subject_plugin)
-    return run_report(args, functools.partial(default_corpus, profile=args.profile))
-
-
-# ---- audit / compare / merge --------------------------------------------------------------------------
-def _lazy(module: str, func: str) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        import importlib
-
-        return int(getattr(importlib.import_module(module), func)(args) or 0)
-
-    return run
 
 
 # ---- the argument vocabulary: every single value is checked while the command line is read ----------
@@ -252,12 +243,7 @@ def _profiles() -> list[str]:
 def _check_combinations(args: argparse.Namespace) -> None:
     """The checks that need two options (each value alone was checked by its type=)."""
     given = args._given
-    if getattr(args, "corpus", None) is not None and args.verb == "report":
-        ignored = [f"--{k}" for k in ("examples", "seed") if k in given]
-        if ignored:
-            raise InvalidArgument(f"corpus={args.corpus!r} runs its own cases: {' and '.join(ignored)} would be "
-                                  f"ignored; leave {'them' if len(ignored) > 1 else 'it'} out")
-    if "profile" in given and args.verb in ("report", "gate", "audit"):
+    if "profile" in given and args.verb in ("gate", "audit"):  # (a report's record checks its own)
         argcheck.profile_or_corpus(args.profile, getattr(args, "corpus", None))
     if hasattr(args, "cluster") and args.cluster is None:
         if "cluster_workers" in given:
@@ -271,7 +257,7 @@ def _check_combinations(args: argparse.Namespace) -> None:
 # Every option is declared once: the reproducer's from harness.judge.reproducer.OPTIONS, every other one in
 # _options() below, each with one help text (its default, which may differ by verb, is filled in from
 # _defaults()). A value the command line leaves out parses as None, so that "given" and "left out" differ
-# (--resume compares only what was given); _fill_defaults then sets each verb's defaults.
+# (--resume compares only what was given): each verb's options record holds its defaults.
 @dataclass(frozen=True)
 class _Opt:
     """One option of the verbs beside the reproducer's: its help text and value check (by verb where the
@@ -365,26 +351,26 @@ _NONE_SAYS = {"examples": "the corpus's own", "profile": "the audit corpus file"
 
 
 def _defaults(verb: str) -> dict[str, Any]:
-    """The defaults of ``verb``'s options, by dest: its options record's where it has one, else this table's."""
-    from harness.execute.settings import CampaignSettings as S
+    """The defaults of ``verb``'s options, by dest, as --help shows them: its options record's (a field left
+    None there takes the campaign settings' default, or the corpus's own seed and profile)."""
+    import importlib
 
+    from harness.execute.settings import CampaignSettings
     from harness.outputs.fleet import ClusterOptions
 
-    cluster = {"spread": ClusterOptions.spread, "cluster_workers": ClusterOptions.workers}
-    if verb in _RECORDS:
-        import importlib
-
-        module, _, name = _RECORDS[verb].partition(":")
-        mod = importlib.import_module(module)
-        fields = dataclasses.fields(getattr(mod, name))
-        out = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
-        out.update({k.lower(): v for k, v in vars(mod).items() if k in ("REPEATS", "FRESH")})
-        return {**out, **(cluster if any(f.name == "cluster" for f in fields) else {})}
-    return {
-        "report": {"repeats": S.repeats, "fresh": S.fresh, "jobs": S.jobs, "timeout": S.timeout, "examples": None,
-                   "seed": _corpus_seed(), "profile": "ci", "shrink_budget": 30.0, **cluster},
-        "audit": {"devices": "all", "contexts": "default", "repeats": 2, "jobs": S.jobs, "profile": None, **cluster},
-    }.get(verb, {})
+    if not _RECORDS.get(verb):
+        return {}  # (export's record is written beside this parser)
+    module, _, name = _RECORDS[verb].partition(":")
+    mod = importlib.import_module(module)
+    fields = dataclasses.fields(getattr(mod, name))
+    out = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+    out.update({k.lower(): v for k, v in vars(mod).items() if k in ("REPEATS", "FRESH")})
+    if any(f.name == "cluster" for f in fields):
+        out.update(spread=ClusterOptions.spread, cluster_workers=ClusterOptions.workers)
+    if verb == "report":  # (None there: not given, which --resume does not compare)
+        out.update({k: getattr(CampaignSettings, k) for k in ("repeats", "fresh", "jobs", "timeout")},
+                   seed=_corpus_seed(), profile="ci")
+    return out
 
 
 #: The verbs with an options record (harness/verbs/): the record holds their defaults.
@@ -393,7 +379,9 @@ _RECORDS = {"replay": "harness.verbs.replay:ReplayOptions", "shrink": "harness.v
             "cases": "harness.verbs.cases:CasesOptions", "env": "harness.verbs.env:EnvOptions",
             "subjects": "harness.verbs.subjects:SubjectsOptions",
             "contracts": "harness.verbs.contracts:ContractsCheckOptions",
-            "compare": "harness.verbs.compare:CompareOptions", "merge": "harness.verbs.compare:MergeOptions"}
+            "compare": "harness.verbs.compare:CompareOptions", "merge": "harness.verbs.compare:MergeOptions",
+            "report": "harness.verbs.report:ReportOptions", "audit": "harness.verbs.audit:AuditOptions",
+            "export": ""}
 
 
 def _add(p: Any, verb: str, *flags: str) -> None:
@@ -456,15 +444,6 @@ def _given_dests(args: argparse.Namespace) -> set[str]:
     """The options the command line gave: every one left out parsed as None (a switch as False, a repeatable
     option as [])."""
     return {k for k, v in vars(args).items() if v is not None and v is not False and v != []}
-
-
-def _fill_defaults(args: argparse.Namespace) -> None:
-    """Each option left out takes its verb's default (the verbs with an options record take theirs there)."""
-    if args.verb in _RECORDS or args.verb == "export":
-        return
-    for dest, value in _defaults(args.verb).items():
-        if getattr(args, dest, None) is None and hasattr(args, dest):
-            setattr(args, dest, value)
 
 
 def _verb(sub: Any, name: str, help: str, description: str, codes: str) -> argparse.ArgumentParser:
@@ -558,7 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add(a, "audit", "--corpus", "--devices", "--contexts", "--out", "--keep-arrays", "--shard", "--repeats", "--jobs",
          "--subjects", "--subject-plugin", "--quiet", "--profile")
     _add_cluster(a, "audit")
-    a.set_defaults(func=_lazy("harness.outputs.audit", "cmd_audit"))
+    a.set_defaults(func=cmd_audit)
 
     cmp_ = _verb(sub, "compare", "what changed between two audit files",
                  "Compare two audit files entry by entry: per subject x device x context, how many tensors "
@@ -605,9 +584,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    given = _given_dests(args)
-    _fill_defaults(args)
-    args._given = given
+    args._given = _given_dests(args)
     try:
         _check_combinations(args)
         return int(args.func(args) or 0)

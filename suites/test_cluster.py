@@ -73,15 +73,12 @@ def test_records_name_host_worker_and_attempts(client, corpus, tmp_path):
 
 @pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_every_audit_two_identical_columns(corpus, tmp_path):
-    from harness.outputs.audit import audit_on_cluster
+    from harness.outputs.fleet import ClusterOptions
+    from harness.verbs.audit import AuditOptions, audit_on_cluster
 
-    from harness.cli import build_parser
-
-    # The command line's own parser builds the arguments, so every option the verb has is here.
-    args = build_parser().parse_args(["audit", "--cluster", "local", "--spread", "every", "--cluster-workers", "2",
-                                      "--corpus", str(corpus), "--devices", "cpu", "--out", str(tmp_path / "A.json"),
-                                      "--subjects", ",".join(SUBJECTS), "--quiet"])
-    got = audit_on_cluster(args)
+    got = audit_on_cluster(AuditOptions(out=str(tmp_path / "A.json"), corpus=str(corpus), devices="cpu",
+                                        subjects=",".join(SUBJECTS), quiet=True,
+                                        cluster=ClusterOptions("local", "every", 2)))
     paths = [p for p, _ in got]
     assert [Path(p).name for p in paths] == ["A-worker0.json", "A-worker1.json"]
     workers = [d["cluster"]["worker"] for _, d in got]

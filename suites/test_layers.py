@@ -2,7 +2,7 @@
 
 An import is every way a module reaches another: ``import``/``from ... import`` statements (at the top or
 inside a function body, relative ones resolved), ``importlib.import_module("...")``/``__import__("...")``, and a
-module named as a string argument of any call (``_lazy("harness.outputs.audit", "cmd_audit")`` in cli.py).
+module named as a string argument of any call (``importlib.import_module("harness.verbs.export")``).
 On that graph: no stage imports a later one, no module of ``harness/`` imports ``tools/``, and no two modules
 import each other through any chain (a circle, inside a stage or across).
 """
@@ -167,8 +167,6 @@ def test_no_circle_of_imports() -> None:
 
 def test_the_graph_sees_hidden_imports() -> None:
     """The reader must see what a plain ``import`` scan misses, or the tests above would pass vacuously."""
-    cli = imports_of(HARNESS / "cli.py")
-    assert "harness.outputs.audit" in {t for _, t in cli}  # _lazy("harness.outputs.audit", ...)
     src = ("import importlib\n"
            "def f():\n"
            "    from harness.outputs import fleet\n"

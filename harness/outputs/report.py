@@ -1,27 +1,19 @@
-"""`harness report`: build or load the corpus, run the campaign, write the tables, localize findings."""
+"""A report's run directory: its name, its lock, its campaign.json read back, the arrays it keeps, its timings
+(the verb that writes it is :mod:`harness.verbs.report`)."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime as _dt
 import os
-import sys
 import time
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
-from harness.core.cases import Case, load_corpus
-from harness.core.contexts import parse_contexts
-from harness.core.devices import parse_devices, select_devices
 from harness.core.errors import InvalidArgument
-from harness.core.forking import BEHIND, Forked
-from harness.core.records import Measure, TaskRecord, compress_jsonl
-from harness.execute.campaign import CampaignSettings, parse_shard, resume_inputs, shard
-from harness.execute.driver import run_campaign
-from harness.outputs.drawing import FigureServer
-from harness.subjects.registry import subjects_for
+from harness.core.records import Measure, TaskRecord
 
-__all__ = ["run_report", "new_run_dir", "point_latest", "lock_run_dir", "read_campaign_meta", "REPORTS_DIR"]
+__all__ = ["new_run_dir", "point_latest", "lock_run_dir", "read_campaign_meta", "prune_arrays", "write_timings",
+           "REPORTS_DIR", "KEPT_TENSORS"]
 
 REPORTS_DIR = "reports"
 
@@ -111,217 +103,6 @@ def read_campaign_meta(run_dir: str, name: str = "resume") -> dict[str, Any]:
     return meta
 
 
-def _given(args: argparse.Namespace, dest: str) -> bool:
-    """Whether the command line gave ``--dest`` (the parser records it; a Namespace made in code: not None)."""
-    given = getattr(args, "_given", None)
-    return dest in given if given is not None else getattr(args, dest, None) is not None
-
-
-def _resume_conflicts(args: argparse.Namespace, meta: dict[str, Any], cases: list[Case],
-                      default_corpus: Callable[..., list[Case]]) -> list[str]:
-    """The flags given with ``--resume`` that contradict its campaign.json, as ``name (here X, there Y)``."""
-    from harness.core.cases import corpus_digest
-
-    out = []
-
-    def differ(flag: str, given: Any, stored: Any) -> None:
-        if given != stored:
-            out.append(f"{flag} (given {given!r}, campaign.json {stored!r})")
-
-    if _given(args, "subjects"):
-        differ("--subjects", [s.name for s in subjects_for(_names(args.subjects))], meta["subjects"])
-    if _given(args, "devices"):
-        differ("--devices", [d.id for d in select_devices(args.devices).planned], meta["devices"])
-    if _given(args, "contexts"):
-        differ("--contexts", [c.name for c in parse_contexts(args.contexts)], meta["contexts"])
-    if _given(args, "profile"):
-        differ("--profile", args.profile, meta.get("profile", "ci"))
-    if _given(args, "repeats"):
-        differ("--repeats", args.repeats, meta["repeats"])
-    if _given(args, "fresh"):
-        differ("--fresh", args.fresh, meta["fresh"])
-    if _given(args, "timeout"):
-        differ("--timeout", float(args.timeout), float(meta["timeout"]))
-    if _given(args, "shard"):
-        differ("--shard", args.shard, meta.get("shard"))
-    if _given(args, "relations"):
-        from harness.execute.relations import parse_relations
-
-        differ("--relations", [r.name for r in parse_relations(args.relations)], meta.get("relations", []))
-    if any(_given(args, k) for k in ("corpus", "examples", "seed")):
-        given = _fresh_cases(args, default_corpus)
-        if corpus_digest(given) != corpus_digest(cases):
-            flags = "/".join(f"--{k}" for k in ("corpus", "examples", "seed") if _given(args, k))
-            out.append(f"{flags} ({len(given)} cases, not the {len(cases)} of the run directory's corpus.jsonl)")
-    for spec in args.subject_plugin or ():
-        if spec not in meta.get("plugins", ()):
-            out.append(f"--subject-plugin ({spec!r} is not in campaign.json's {meta.get('plugins', [])!r})")
-    return out
-
-
-def _names(text: str | None) -> list[str] | None:
-    from harness.core.argcheck import name_list
-
-    return name_list("subjects", text)
-
-
-def _fresh_cases(args: argparse.Namespace, default_corpus: Callable[..., list[Case]]) -> list[Case]:
-    if args.corpus:  # checked by the parser: a readable regular file
-        cases = load_corpus(args.corpus)
-    else:
-        from harness.generate.corpora import DEFAULT_SEED
-
-        cases = default_corpus(args.examples, seed=DEFAULT_SEED if args.seed is None else args.seed)
-    sh = parse_shard(args.shard)
-    cases = shard(cases, *sh) if sh is not None else cases
-    from harness.core.cases import check_case_size
-
-    for c in cases:  # an oversized case is refused before any array is built or worker started
-        check_case_size(c, getattr(args, "max_case_bytes", None))
-    return cases
-
-
-def _check_values(args: argparse.Namespace) -> None:
-    """What the parser cannot check alone (every single value it checked already: harness.cli): the names the
-    registries hold once the plug-ins are loaded, the devices usable here, and --out against --resume."""
-    from harness.core import argcheck
-
-    if args.subjects is not None:
-        subjects_for(_names(args.subjects))  # UnknownSubject names the first unknown one
-    if args.devices is not None:
-        select_devices(args.devices)
-    if args.resume is None and args.out is not None:
-        argcheck.run_dir_for_output("out", args.out)
-    if args.resume is not None and args.out is not None and \
-            os.path.abspath(args.out) != os.path.abspath(args.resume):
-        raise InvalidArgument(f"out={args.out!r} and resume={args.resume!r} name two directories: give one")
-
-
-def run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case]]) -> int:
-    """The report verb. Every argument is checked before the campaign starts (one-line
-    :class:`InvalidArgument`); returns 0 when the report was written (findings are not failures)."""
-    _check_values(args)
-    if args.resume:
-        if not os.path.isdir(args.resume):
-            raise InvalidArgument(f"resume={args.resume!r} is not a directory: nothing to resume")
-        with lock_run_dir(args.resume, "resume"):
-            # Unfinished again until this resume writes its report: --keep never prunes it meanwhile.
-            from harness.outputs.render import FINISHED
-
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(os.path.join(args.resume, FINISHED))
-            return _run_report(args, default_corpus, args.resume)
-    run_dir = args.out or new_run_dir()
-    with lock_run_dir(run_dir, "out"):
-        # Between the check above and the lock another run may have written here: check again.
-        if set(os.listdir(run_dir)) - {".lock"}:
-            raise InvalidArgument(f"out={run_dir!r} is an existing non-empty directory: choose a new one, or "
-                                  f"continue it with --resume {run_dir}")
-        return _run_report(args, default_corpus, run_dir)
-
-
-def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case]], run_dir: str) -> int:
-    from harness.outputs import tables
-    from harness.core.env import fingerprint
-
-    t_start = time.perf_counter()
-    timings: dict[str, float] = {}
-    if args.resume:
-        meta = read_campaign_meta(run_dir)
-        from harness.subjects.registry import load_plugin
-
-        for spec in meta.get("plugins", ()):  # the parent needs the plug-in subjects too, not just the workers
-            load_plugin(spec)
-        cases, _ = resume_inputs(run_dir)
-        conflicts = _resume_conflicts(args, meta, cases, default_corpus)
-        if conflicts:
-            raise InvalidArgument(f"resume={run_dir!r}: these flags contradict its campaign.json: "
-                                  f"{'; '.join(conflicts)} (leave them out to resume as it was)")
-        subjects = [s for s in subjects_for(meta["subjects"])]
-        devices = parse_devices(",".join(meta["devices"]))
-        contexts = parse_contexts(",".join(meta["contexts"]))
-        settings = CampaignSettings(repeats=meta["repeats"], fresh=meta["fresh"], timeout=meta["timeout"],
-                                    plugins=tuple(meta.get("plugins", ())), quiet=args.quiet,
-                                    jobs=_or(getattr(args, "jobs", None), "jobs"))
-    else:
-        subjects = subjects_for(_names(args.subjects))
-        sel = select_devices(args.devices)
-        for note in sel.notes:
-            print(f"harness: note: {note}", file=sys.stderr)
-        devices = sel.planned  # an implied, unusable GPU stays in the plan: its rows say "skipped: <reason>"
-        contexts = parse_contexts(args.contexts)
-        if getattr(args, "cluster", None) is None:  # here, not on a cluster's workers
-            from harness.execute.campaign import start_early
-
-            start_early(contexts, devices)  # the first workers' Chainer import, while the corpus is built
-        t0 = time.perf_counter()
-        cases = _fresh_cases(args, default_corpus)
-        timings["case_building"] = time.perf_counter() - t0
-        settings = CampaignSettings(repeats=_or(args.repeats, "repeats"), fresh=_or(args.fresh,
-                                    "fresh"), timeout=_or(args.timeout, "timeout"),
-                                    plugins=tuple(args.subject_plugin), quiet=args.quiet,
-                                    jobs=_or(getattr(args, "jobs", None), "jobs"))
-    if not cases:
-        raise InvalidArgument("corpus holds no cases (check --corpus / --shard)")
-    if not args.quiet:
-        # the task count is the progress bar's (it includes the relations' members and the oracles' tasks)
-        print(f"harness report: {len(cases)} cases, {len(subjects)} subjects, devices "
-              f"{', '.join(d.id for d in devices)}, contexts {', '.join(c.name for c in contexts)}; each task "
-              f"runs {settings.repeats} times + {settings.fresh} fresh -> {run_dir}", file=sys.stderr)
-    from harness.execute.relations import parse_relations
-    from harness.outputs.fleet import ClusterOptions, out_for, run_on_cluster
-
-    relations = [] if args.resume else parse_relations(getattr(args, "relations", None))
-
-    def one(target: Any) -> int:
-        # One campaign and its report: here, or on a cluster (one per Dask worker with --spread every).
-        where = out_for(run_dir, target) if target.suffix else run_dir
-        # the environment's fingerprint imports Chainer (half a second): in a forked child below this process,
-        # on what the first runs leave of the cores
-        fp = None if target.environment else Forked(fingerprint, nice=BEHIND).start()
-        # the figures' server imports matplotlib in its own process while the runs go (where it could not be
-        # forked, this process imports it on a thread beside the first runs, where it compiles the page's
-        # templates either way)
-        figures = FigureServer().start()
-        try:
-            t0 = time.perf_counter()
-            run = run_campaign(where, cases, subjects, devices, contexts, settings, executor=target.executor,
-                               relations=relations, while_starting=figures.beside_runs(),
-                               meta={"shard": getattr(args, "shard", None),
-                                     "profile": getattr(args, "profile", "ci"),
-                                     **({"cluster": target.cluster} if target.cluster else {})},
-                               resume=bool(args.resume))
-            own = {**timings, "campaign": time.perf_counter() - t0}
-            found = _findings(where, run, settings, args, own)
-            t0 = time.perf_counter()
-            env = target.environment or fp.result()
-            frames: dict[str, Any] = {}
-
-            def tidy() -> None:  # while the figures are drawn, and before the page lists the files
-                if getattr(args, "keep_arrays", "findings") != "all":
-                    prune_arrays(where, run.records, run.measures)
-                for name in ("tasks.jsonl", "runs.jsonl", "measures.jsonl"):
-                    compress_jsonl(os.path.join(where, name))  # read back transparently; --resume restores them
-
-            files = tables.write_report(run, environment=env, found=found, frames=frames, meanwhile=tidy,
-                                        figures=figures)
-        finally:
-            figures.close()  # a server never asked (the runs or the findings failed) stops here
-        own["report_writing"] = time.perf_counter() - t0
-        own["total"] = time.perf_counter() - t_start
-        _write_timings(where, {**run.stats, **own})
-        point_latest(where)
-        if os.path.abspath(os.path.dirname(os.path.abspath(where))) == os.path.abspath(REPORTS_DIR):
-            from harness.outputs.render import prune_reports
-
-            prune_reports(REPORTS_DIR, keep=max(1, 10 if getattr(args, "keep", None) is None else args.keep))
-        print(tables.terminal_summary(frames["summary"], frames["headline"], frames["cells"]))
-        print(f"\nreport: {files.get('summary.html', where)} ({own['total']:.0f} s)")
-        return 0
-
-    return max(run_on_cluster(ClusterOptions(args.cluster, args.spread, args.cluster_workers), one))
-
-
 #: Of each task kept for its findings, at most this many tensors (the worst by ULP distance) are kept.
 KEPT_TENSORS = 4
 
@@ -364,47 +145,8 @@ def prune_arrays(run_dir: str, records: Mapping[str, TaskRecord], measures: Sequ
     return gone
 
 
-def _or(value: Any, key: str) -> Any:
-    # The defaults are the settings dataclass's own (the parser shows the same ones in --help).
-    return getattr(CampaignSettings, key) if value is None else value
-
-
-def _write_timings(run_dir: str, timings: dict[str, Any]) -> None:
+def write_timings(run_dir: str, timings: dict[str, Any]) -> None:
+    """``timings.json``: where a report's time went."""
     from harness.core.fileio import atomic_json
 
     atomic_json(os.path.join(run_dir, "timings.json"), timings)
-
-
-#: Of the report's budget for localizing findings, seconds (each localization in its own child process).
-LOCALIZE_BUDGET = 90.0
-
-
-def _findings(run_dir: str, run: Any, settings: CampaignSettings, args: argparse.Namespace,
-              timings: dict[str, float]) -> list[Any]:
-    """The run's findings, shrunk (``--shrink-budget``) and localized (unless ``--no-localize``), each step in
-    worker or child processes within its budget; the seconds of each step go into ``timings``."""
-    from harness.judge import findings as F
-    from harness.judge.contracts import load_contracts
-    from harness.outputs.assemble import campaign_findings
-    from harness.outputs.localizing import localize_findings
-
-    t0 = time.perf_counter()
-    contracts = load_contracts(None)
-    found = campaign_findings(run_dir, run.measures, run.records, run.cases,
-                              F.Origin(run_dir, plugins=settings.plugins), known=contracts)
-    worth = [f for f in found if f.role == "subject" and f.classification in (
-        F.Classification.CONTRACT_BROKEN, F.Classification.NEW_DEFECT, F.Classification.ALLOWED)]
-    rest = [f for f in found if f not in worth]
-    timings["findings"] = time.perf_counter() - t0
-    budget = float(getattr(args, "shrink_budget", 60.0) or 0.0)
-    t0 = time.perf_counter()
-    if worth and budget > 0 and not getattr(args, "no_shrink", False):
-        from harness.outputs.shrinking import shrink_findings
-
-        worth = shrink_findings(worth, contracts, budget=budget, timeout=settings.timeout)
-    timings["shrinking"] = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    if not getattr(args, "no_localize", False):
-        worth = localize_findings(worth, budget=LOCALIZE_BUDGET)
-    timings["localizing"] = time.perf_counter() - t0
-    return F.sort_findings(worth + rest)

@@ -53,27 +53,30 @@ def test_every_declared_option_reaches_some_verb():
 
 def _parse(*argv: str):
     args = cli.build_parser().parse_args(argv)
-    given = cli._given_dests(args)
-    cli._fill_defaults(args)
-    return args, given
+    return args, cli._given_dests(args)
 
 
-def test_left_out_options_take_each_verbs_default_and_are_not_given():
+def test_left_out_options_parse_as_none_and_are_not_given():
     args, given = _parse("report")
-    assert (args.repeats, args.fresh, args.timeout) == (CampaignSettings.repeats, CampaignSettings.fresh,
-                                                        CampaignSettings.timeout)
+    assert args.repeats is None and args.spread is None
     assert not given & {"repeats", "fresh", "timeout", "devices", "spread", "cluster_workers"}
-    args, given = _parse("gate")  # (a verb with an options record: the record holds the defaults)
+    args, given = _parse("gate")
     assert args.devices is None and not given & {"devices", "repeats", "fresh"}
-    d = cli._defaults("gate")
-    assert (d["devices"], d["repeats"], d["fresh"], d["shrink_budget"], d["spread"]) == ("all", 3, 1, 60.0, "shard")
-    args, _ = _parse("audit", "--out", "a.json")
-    assert (args.devices, args.contexts, args.repeats, args.profile) == ("all", "default", 2, None)
 
 
-def test_an_option_given_as_its_default_counts_as_given():
-    args, given = _parse("report", "--repeats", str(CampaignSettings.repeats), "--spread", "shard")
-    assert {"repeats", "spread"} <= given and args.repeats == CampaignSettings.repeats
+def test_the_records_hold_the_defaults_the_help_shows():
+    from harness.verbs.audit import AuditOptions
+    from harness.verbs.gate import GateOptions
+    from harness.verbs.report import ReportOptions
+
+    s = ReportOptions().settings()
+    assert (s.repeats, s.fresh, s.timeout) == (CampaignSettings.repeats, CampaignSettings.fresh,
+                                               CampaignSettings.timeout)
+    for verb, record in (("gate", GateOptions()), ("audit", AuditOptions(out="a.json"))):
+        shown = cli._defaults(verb)
+        for k in ("devices", "repeats", "profile"):
+            assert shown[k] == getattr(record, k), (verb, k)
+        assert shown["spread"] == record.cluster.spread
 
 
 @pytest.mark.parametrize("verb,dest", [("replay", "timeout"), ("shrink", "budget"), ("localize", "timeout")])
@@ -85,3 +88,27 @@ def test_a_verb_with_an_options_record_takes_its_defaults_from_the_record(verb, 
     assert getattr(args, dest) is None and dest not in given  # the record, not the parser, holds the default
     text = cli.build_parser()._subparsers._group_actions[0].choices[verb].format_help()
     assert f"(default {cli._defaults(verb)[dest]})" in " ".join(text.split())
+
+
+def _argparse_users(root: pathlib.Path) -> list[str]:
+    """Functions outside cli.py that take an argparse.Namespace or read ``args.``."""
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        if path == CLI:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                notes = [a.annotation for a in node.args.args + node.args.kwonlyargs if a.annotation is not None]
+                if any("Namespace" in ast.unparse(n) for n in notes):
+                    out.append(f"{path.name}:{node.lineno} {node.name}")
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "args":
+                out.append(f"{path.name}:{node.lineno} args.{node.attr}")
+    return out
+
+
+def test_nothing_below_the_command_line_takes_an_argparse_namespace(tmp_path):
+    assert _argparse_users(CLI.parent) == []
+    planted = tmp_path / "planted.py"
+    planted.write_text("import argparse\n\ndef run(args: argparse.Namespace) -> int:\n    return args.x\n")
+    assert len(_argparse_users(tmp_path)) == 2

@@ -20,11 +20,11 @@ from harness.outputs.audit.compare import (CHANGE_VERDICTS, AuditComparison, com
 from harness.outputs.audit.fileformat import (DEFAULT_CORPUS, DIGEST_ALGORITHMS, FORMAT, STATUSES, VERSION, Audit,
                                               digest_algorithm, load_audit)
 from harness.outputs.audit.merge import MergeResult, merge_audits, write_merge
-from harness.outputs.audit.run import audit_on_cluster, cmd_audit, run_audit
+from harness.outputs.audit.run import run_audit
 
 __all__ = [
     "DEFAULT_CORPUS", "FORMAT", "VERSION", "CHANGE_VERDICTS", "Audit", "AuditComparison", "MergeResult",
     "run_audit", "load_audit", "compare_audits", "merge_audits", "machine_label", "environment_diff",
-    "flatten", "cmd_audit", "compare_changed", "STATUSES", "digest_algorithm",
-    "DIGEST_ALGORITHMS", "write_compare", "write_merge", "audit_on_cluster", "subject_role",
+    "flatten", "compare_changed", "STATUSES", "digest_algorithm",
+    "DIGEST_ALGORITHMS", "write_compare", "write_merge", "subject_role",
 ]

@@ -14,7 +14,6 @@ import collections
 import html
 import math
 import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 

@@ -11,7 +11,6 @@ import hashlib
 import html
 import json
 import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 

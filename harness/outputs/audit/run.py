@@ -11,8 +11,6 @@ arrays only, loadable with ``allow_pickle=False``). With ``--cluster`` the campa
 
 from __future__ import annotations
 
-import argparse
-import collections
 import datetime as _dt
 import json
 import os
@@ -24,14 +22,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from harness.core.env import machine_label
 from harness.core.errors import InvalidArgument
 from harness.core.fileio import atomic_npz, atomic_write
 from harness.outputs.audit.fileformat import DEFAULT_CORPUS, FORMAT, VERSION
-from harness.outputs.audit.merge import merge_audits
-from harness.outputs.fleet import ClusterOptions, Target, out_for, run_on_cluster
 
-__all__ = ["run_audit", "cmd_audit", "audit_on_cluster"]
+__all__ = ["run_audit"]
 
 
 def _default_subjects() -> list[str]:
@@ -178,63 +173,3 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
     atomic_write(os.fspath(out_path), json.dumps(data, indent=1, sort_keys=True, allow_nan=False) + "\n")
     shutil.rmtree(work, ignore_errors=True)  # the audit file holds what an audit keeps
     return data
-
-
-def audit_on_cluster(args: argparse.Namespace) -> list[tuple[str, dict[str, Any]]]:
-    """``harness audit`` with ``--cluster``: the audit files written (path, data), one per target of
-    :func:`harness.outputs.fleet.run_on_cluster`. With the every spread and two or more workers, prints the
-    merge matrix of the per-worker columns."""
-    plugins = tuple(args.subject_plugin or ())
-
-    def one(t: Target) -> tuple[str, dict[str, Any]]:
-        out = out_for(args.out, t)
-        keep = None if args.keep_arrays is None else out_for(args.keep_arrays, t)
-        data = run_audit(args.corpus, args.devices, args.contexts, out, keep_arrays=keep, shard=args.shard,
-                         repeats=args.repeats, subjects=args.subjects, quiet=args.quiet or len(t.suffix) > 0,
-                         plugins=plugins, executor=t.executor, environment=t.environment, profile=args.profile,
-                         extra={"cluster": t.cluster} if t.cluster else None)
-        return out, data
-
-    got = run_on_cluster(ClusterOptions(args.cluster, args.spread, args.cluster_workers), one)
-    if len(got) > 1:
-        print(merge_audits([p for p, _ in got]).to_markdown())
-    return got
-
-
-def cmd_audit(args: argparse.Namespace) -> int:
-    """``harness audit``: every value was checked by the parser (harness.cli); here the subject names once the
-    plug-ins are loaded and the devices usable here, before the audit runs; 0 when the file was written."""
-    from harness.core import argcheck
-    from harness.core.devices import select_devices
-    from harness.subjects.registry import load_entry_points, load_plugin, subjects_for
-
-    load_entry_points()
-    for s in args.subject_plugin or ():
-        load_plugin(s)
-    subjects = argcheck.name_list("subjects", args.subjects)
-    if subjects is not None:
-        subjects_for(subjects)
-    sel = select_devices(args.devices)
-    for note in sel.notes:  # after every check, so that a usage error stays one line
-        print(f"harness: note: {note}", file=sys.stderr)
-    t0 = time.perf_counter()
-    if getattr(args, "cluster", None):
-        for out, data in audit_on_cluster(args):
-            _summary_line(data, out, t0)
-        return 0
-    # The implied GPU of "all" stays in the plan: its entries are recorded as skipped, with the reason.
-    data = run_audit(args.corpus, sel.planned, args.contexts, args.out, keep_arrays=args.keep_arrays,
-                     shard=args.shard, repeats=args.repeats, subjects=subjects, quiet=args.quiet,
-                     jobs=getattr(args, "jobs", 0) or 0,
-                     plugins=tuple(args.subject_plugin or ()), profile=args.profile)
-    _summary_line(data, args.out, t0)
-    return 0
-
-
-def _summary_line(data: Mapping[str, Any], out: str, t0: float) -> None:
-    counts = collections.Counter(e["status"] for e in data["entries"])
-    disagreed = sum(1 for e in data["entries"] if e["repeats_agreed"] is False)
-    where = data.get("cluster", {}).get("worker")
-    print(f"audit: {len(data['entries'])} entries ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}; "
-          f"repetitions disagreed in {disagreed}) on {machine_label(data['environment'])}"
-          f"{f' (Dask worker {where})' if where else ''} -> {out} ({time.perf_counter() - t0:.0f} s)")

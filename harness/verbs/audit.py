@@ -1,0 +1,93 @@
+"""``harness audit``: run every subject on a corpus and write an audit file (per case x subject x device x
+context, the digest of every tensor and whether the repetitions agreed, with the environment fingerprint)."""
+
+from __future__ import annotations
+
+import collections
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from harness.execute.settings import CampaignSettings
+from harness.outputs.fleet import ClusterOptions
+from harness.verbs.common import load_plugins, note
+
+__all__ = ["AuditOptions", "audit", "audit_on_cluster"]
+
+
+@dataclass(frozen=True)
+class AuditOptions:
+    out: str                          # the audit file to write (JSON)
+    corpus: str | None = None         # None: the audit corpus file (or, with profile, the default corpus)
+    devices: str = "all"
+    contexts: str = "default"
+    keep_arrays: str | None = None    # also keep every entry's arrays as .npz files in this directory
+    shard: str | None = None          # "i/n"
+    repeats: int = 2                  # at least 2: an audit records whether the repetitions agreed
+    jobs: int = CampaignSettings.jobs
+    subjects: str | None = None       # comma list (None: all but the control.* self-tests)
+    plugins: tuple[str, ...] = ()
+    quiet: bool = False
+    profile: str | None = None        # audit the default corpus generated at this profile instead of the file
+    cluster: ClusterOptions = field(default_factory=ClusterOptions)
+
+
+def audit(opts: AuditOptions) -> int:
+    """0 when the file (one per cluster worker with the every spread) was written. The subject names are
+    checked once the plug-ins are loaded, and the devices usable here, before the audit runs."""
+    from harness.core import argcheck
+    from harness.core.devices import select_devices
+    from harness.outputs.audit.run import run_audit
+    from harness.subjects.registry import subjects_for
+
+    load_plugins(opts.plugins)
+    subjects = argcheck.name_list("subjects", opts.subjects)
+    if subjects is not None:
+        subjects_for(subjects)
+    sel = select_devices(opts.devices)
+    for n in sel.notes:  # after every check, so that a usage error stays one line
+        note(n)
+    t0 = time.perf_counter()
+    if opts.cluster.address:
+        for out, data in audit_on_cluster(opts):
+            _summary_line(data, out, t0)
+        return 0
+    # The implied GPU of "all" stays in the plan: its entries are recorded as skipped, with the reason.
+    data = run_audit(opts.corpus, sel.planned, opts.contexts, opts.out, keep_arrays=opts.keep_arrays,
+                     shard=opts.shard, repeats=opts.repeats, subjects=subjects, quiet=opts.quiet, jobs=opts.jobs,
+                     plugins=opts.plugins, profile=opts.profile)
+    _summary_line(data, opts.out, t0)
+    return 0
+
+
+def audit_on_cluster(opts: AuditOptions) -> list[tuple[str, dict[str, Any]]]:
+    """The audit files written (path, data), one per target of :func:`harness.outputs.fleet.run_on_cluster`.
+    With the every spread and two or more workers, prints the merge matrix of the per-worker columns."""
+    from harness.outputs.audit.merge import merge_audits
+    from harness.outputs.audit.run import run_audit
+    from harness.outputs.fleet import Target, out_for, run_on_cluster
+
+    def one(t: Target) -> tuple[str, dict[str, Any]]:
+        out = out_for(opts.out, t)
+        keep = None if opts.keep_arrays is None else out_for(opts.keep_arrays, t)
+        data = run_audit(opts.corpus, opts.devices, opts.contexts, out, keep_arrays=keep, shard=opts.shard,
+                         repeats=opts.repeats, subjects=opts.subjects, quiet=opts.quiet or len(t.suffix) > 0,
+                         plugins=opts.plugins, executor=t.executor, environment=t.environment,
+                         profile=opts.profile, extra={"cluster": t.cluster} if t.cluster else None)
+        return out, data
+
+    got = run_on_cluster(opts.cluster, one)
+    if len(got) > 1:
+        print(merge_audits([p for p, _ in got]).to_markdown())
+    return got
+
+
+def _summary_line(data: Mapping[str, Any], out: str, t0: float) -> None:
+    from harness.core.env import machine_label
+
+    counts = collections.Counter(e["status"] for e in data["entries"])
+    disagreed = sum(1 for e in data["entries"] if e["repeats_agreed"] is False)
+    where = data.get("cluster", {}).get("worker")
+    print(f"audit: {len(data['entries'])} entries ({', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}; "
+          f"repetitions disagreed in {disagreed}) on {machine_label(data['environment'])}"
+          f"{f' (Dask worker {where})' if where else ''} -> {out} ({time.perf_counter() - t0:.0f} s)")

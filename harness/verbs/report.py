@@ -1,0 +1,318 @@
+"""``harness report``: build or load the corpus, run the campaign, write the tables, shrink and localize the
+findings.
+
+A field left None was not given: its default is the campaign settings' (:class:`CampaignSettings`), and
+``resume`` compares only the fields that were given with the run directory's ``campaign.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from harness.core import argcheck
+from harness.core.errors import InvalidArgument
+from harness.execute.settings import CampaignSettings
+from harness.outputs.fleet import ClusterOptions
+from harness.verbs.common import load_plugins
+
+if TYPE_CHECKING:  # (the modules that import NumPy load when the verb runs: --help stays light)
+    from harness.core.cases import Case
+
+__all__ = ["ReportOptions", "report", "LOCALIZE_BUDGET", "KEEP"]
+
+#: Of the report's budget for localizing findings, seconds (each localization in its own child process).
+LOCALIZE_BUDGET = 90.0
+#: Run directories kept under reports/ where ``keep`` is None.
+KEEP = 10
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    subjects: str | None = None      # comma list (None: every registered subject)
+    devices: str | None = None       # cpu, gpu, gpu:N or all (None: all)
+    contexts: str | None = None      # comma list (None: the default set)
+    repeats: int | None = None       # None: CampaignSettings.repeats
+    fresh: int | None = None         # None: CampaignSettings.fresh
+    jobs: int | None = None          # None: CampaignSettings.jobs
+    timeout: float | None = None     # None: CampaignSettings.timeout
+    relations: str | None = None     # None: all
+    examples: int | None = None      # None: the corpus's own
+    seed: int | None = None          # None: the default corpus seed
+    corpus: str | None = None        # a corpus .jsonl instead of the generated one
+    shard: str | None = None         # "i/n"
+    profile: str | None = None       # None: ci
+    max_case_bytes: int | None = None
+    keep: int | None = None          # run directories kept under reports/ (None: KEEP)
+    keep_arrays: str = "findings"    # findings or all
+    out: str | None = None           # a new (absent or empty) run directory (None: reports/<run-id>)
+    resume: str | None = None        # continue the interrupted campaign of this directory
+    plugins: tuple[str, ...] = ()
+    quiet: bool = False
+    localize: bool = True
+    shrink: bool = True
+    shrink_budget: float = 30.0      # seconds
+    cluster: ClusterOptions = field(default_factory=ClusterOptions)
+
+    def __post_init__(self) -> None:
+        if self.corpus is not None:
+            ignored = [f"--{k}" for k in ("examples", "seed") if getattr(self, k) is not None]
+            if ignored:
+                raise InvalidArgument(f"corpus={self.corpus!r} runs its own cases: {' and '.join(ignored)} would "
+                                      f"be ignored; leave {'them' if len(ignored) > 1 else 'it'} out")
+        if self.profile is not None:
+            argcheck.profile_or_corpus(self.profile, self.corpus)
+
+    def settings(self, **kw: Any) -> CampaignSettings:
+        """The campaign settings: the fields given, else the settings' defaults (``kw`` overrides both)."""
+        given = {k: getattr(self, k) for k in ("repeats", "fresh", "timeout", "jobs") if getattr(self, k) is not None}
+        return CampaignSettings(**{**given, "plugins": self.plugins, "quiet": self.quiet, **kw})
+
+
+def report(opts: ReportOptions) -> int:
+    """The report verb. Every argument is checked before the campaign starts (one-line
+    :class:`InvalidArgument`); returns 0 when the report was written (findings are not failures)."""
+    from harness.generate.corpora import default_corpus
+    from harness.outputs.report import lock_run_dir, new_run_dir
+
+    load_plugins(opts.plugins)
+    make_corpus = functools.partial(default_corpus, profile=opts.profile or "ci")
+    _check_values(opts)
+    if opts.resume:
+        if not os.path.isdir(opts.resume):
+            raise InvalidArgument(f"resume={opts.resume!r} is not a directory: nothing to resume")
+        with lock_run_dir(opts.resume, "resume"):
+            # Unfinished again until this resume writes its report: --keep never prunes it meanwhile.
+            from harness.outputs.render import FINISHED
+
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(os.path.join(opts.resume, FINISHED))
+            return _report(opts, make_corpus, opts.resume)
+    run_dir = opts.out or new_run_dir()
+    with lock_run_dir(run_dir, "out"):
+        # Between the check above and the lock another run may have written here: check again.
+        if set(os.listdir(run_dir)) - {".lock"}:
+            raise InvalidArgument(f"out={run_dir!r} is an existing non-empty directory: choose a new one, or "
+                                  f"continue it with --resume {run_dir}")
+        return _report(opts, make_corpus, run_dir)
+
+
+def _names(text: str | None) -> list[str] | None:
+    return argcheck.name_list("subjects", text)
+
+
+def _check_values(opts: ReportOptions) -> None:
+    """What the parser cannot check alone: the names the registries hold once the plug-ins are loaded, the
+    devices usable here, and ``out`` against ``resume``."""
+    from harness.core.devices import select_devices
+    from harness.subjects.registry import subjects_for
+
+    if opts.subjects is not None:
+        subjects_for(_names(opts.subjects))  # UnknownSubject names the first unknown one
+    if opts.devices is not None:
+        select_devices(opts.devices)
+    if opts.resume is None and opts.out is not None:
+        argcheck.run_dir_for_output("out", opts.out)
+    if opts.resume is not None and opts.out is not None and \
+            os.path.abspath(opts.out) != os.path.abspath(opts.resume):
+        raise InvalidArgument(f"out={opts.out!r} and resume={opts.resume!r} name two directories: give one")
+
+
+def _fresh_cases(opts: ReportOptions, default_corpus: Callable[..., list[Case]]) -> list[Case]:
+    from harness.core.cases import check_case_size, load_corpus
+    from harness.execute.campaign import parse_shard, shard
+    from harness.generate.corpora import DEFAULT_SEED
+
+    if opts.corpus:  # checked by the parser: a readable regular file
+        cases = load_corpus(opts.corpus)
+    else:
+        cases = default_corpus(opts.examples, seed=DEFAULT_SEED if opts.seed is None else opts.seed)
+    sh = parse_shard(opts.shard)
+    cases = shard(cases, *sh) if sh is not None else cases
+    for c in cases:  # an oversized case is refused before any array is built or worker started
+        check_case_size(c, opts.max_case_bytes)
+    return cases
+
+
+def _resume_conflicts(opts: ReportOptions, meta: dict[str, Any], cases: list[Case],
+                      default_corpus: Callable[..., list[Case]]) -> list[str]:
+    """The fields given with ``resume`` that contradict its campaign.json, as ``name (here X, there Y)``."""
+    from harness.core.cases import corpus_digest
+    from harness.core.contexts import parse_contexts
+    from harness.core.devices import select_devices
+    from harness.subjects.registry import subjects_for
+
+    out = []
+
+    def differ(flag: str, given: Any, stored: Any) -> None:
+        if given != stored:
+            out.append(f"{flag} (given {given!r}, campaign.json {stored!r})")
+
+    if opts.subjects is not None:
+        differ("--subjects", [s.name for s in subjects_for(_names(opts.subjects))], meta["subjects"])
+    if opts.devices is not None:
+        differ("--devices", [d.id for d in select_devices(opts.devices).planned], meta["devices"])
+    if opts.contexts is not None:
+        differ("--contexts", [c.name for c in parse_contexts(opts.contexts)], meta["contexts"])
+    if opts.profile is not None:
+        differ("--profile", opts.profile, meta.get("profile", "ci"))
+    if opts.repeats is not None:
+        differ("--repeats", opts.repeats, meta["repeats"])
+    if opts.fresh is not None:
+        differ("--fresh", opts.fresh, meta["fresh"])
+    if opts.timeout is not None:
+        differ("--timeout", float(opts.timeout), float(meta["timeout"]))
+    if opts.shard is not None:
+        differ("--shard", opts.shard, meta.get("shard"))
+    if opts.relations is not None:
+        from harness.execute.relations import parse_relations
+
+        differ("--relations", [r.name for r in parse_relations(opts.relations)], meta.get("relations", []))
+    given = [k for k in ("corpus", "examples", "seed") if getattr(opts, k) is not None]
+    if given:
+        fresh = _fresh_cases(opts, default_corpus)
+        if corpus_digest(fresh) != corpus_digest(cases):
+            out.append(f"{'/'.join(f'--{k}' for k in given)} ({len(fresh)} cases, not the {len(cases)} of the run "
+                       f"directory's corpus.jsonl)")
+    for spec in opts.plugins:
+        if spec not in meta.get("plugins", ()):
+            out.append(f"--subject-plugin ({spec!r} is not in campaign.json's {meta.get('plugins', [])!r})")
+    return out
+
+
+def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_dir: str) -> int:
+    from harness.core.contexts import parse_contexts
+    from harness.core.devices import parse_devices, select_devices
+    from harness.core.env import fingerprint
+    from harness.core.forking import BEHIND, Forked
+    from harness.execute.campaign import resume_inputs
+    from harness.subjects.registry import subjects_for
+    from harness.core.records import compress_jsonl
+    from harness.execute.driver import run_campaign
+    from harness.execute.relations import parse_relations
+    from harness.outputs import tables
+    from harness.outputs.drawing import FigureServer
+    from harness.outputs.fleet import out_for, run_on_cluster
+    from harness.outputs.report import (REPORTS_DIR, point_latest, prune_arrays, read_campaign_meta,
+                                        write_timings)
+
+    t_start = time.perf_counter()
+    timings: dict[str, float] = {}
+    if opts.resume:
+        meta = read_campaign_meta(run_dir)
+        load_plugins(meta.get("plugins", ()))  # the parent needs the plug-in subjects too, not just the workers
+        cases, _ = resume_inputs(run_dir)
+        conflicts = _resume_conflicts(opts, meta, cases, default_corpus)
+        if conflicts:
+            raise InvalidArgument(f"resume={run_dir!r}: these flags contradict its campaign.json: "
+                                  f"{'; '.join(conflicts)} (leave them out to resume as it was)")
+        subjects = [s for s in subjects_for(meta["subjects"])]
+        devices = parse_devices(",".join(meta["devices"]))
+        contexts = parse_contexts(",".join(meta["contexts"]))
+        settings = opts.settings(repeats=meta["repeats"], fresh=meta["fresh"], timeout=meta["timeout"],
+                                 plugins=tuple(meta.get("plugins", ())))
+    else:
+        subjects = subjects_for(_names(opts.subjects))
+        sel = select_devices(opts.devices)
+        for note in sel.notes:
+            print(f"harness: note: {note}", file=sys.stderr)
+        devices = sel.planned  # an implied, unusable GPU stays in the plan: its rows say "skipped: <reason>"
+        contexts = parse_contexts(opts.contexts)
+        if opts.cluster.address is None:  # here, not on a cluster's workers
+            from harness.execute.campaign import start_early
+
+            start_early(contexts, devices)  # the first workers' Chainer import, while the corpus is built
+        t0 = time.perf_counter()
+        cases = _fresh_cases(opts, default_corpus)
+        timings["case_building"] = time.perf_counter() - t0
+        settings = opts.settings()
+    if not cases:
+        raise InvalidArgument("corpus holds no cases (check --corpus / --shard)")
+    if not opts.quiet:
+        # the task count is the progress bar's (it includes the relations' members and the oracles' tasks)
+        print(f"harness report: {len(cases)} cases, {len(subjects)} subjects, devices "
+              f"{', '.join(d.id for d in devices)}, contexts {', '.join(c.name for c in contexts)}; each task "
+              f"runs {settings.repeats} times + {settings.fresh} fresh -> {run_dir}", file=sys.stderr)
+    relations = [] if opts.resume else parse_relations(opts.relations)
+
+    def one(target: Any) -> int:
+        # One campaign and its report: here, or on a cluster (one per Dask worker with --spread every).
+        where = out_for(run_dir, target) if target.suffix else run_dir
+        # the environment's fingerprint imports Chainer (half a second): in a forked child below this process,
+        # on what the first runs leave of the cores
+        fp = None if target.environment else Forked(fingerprint, nice=BEHIND).start()
+        # the figures' server imports matplotlib in its own process while the runs go (where it could not be
+        # forked, this process imports it on a thread beside the first runs, where it compiles the page's
+        # templates either way)
+        figures = FigureServer().start()
+        try:
+            t0 = time.perf_counter()
+            run = run_campaign(where, cases, subjects, devices, contexts, settings, executor=target.executor,
+                               relations=relations, while_starting=figures.beside_runs(),
+                               meta={"shard": opts.shard, "profile": opts.profile or "ci",
+                                     **({"cluster": target.cluster} if target.cluster else {})},
+                               resume=bool(opts.resume))
+            own = {**timings, "campaign": time.perf_counter() - t0}
+            found = _findings(where, run, settings, opts, own)
+            t0 = time.perf_counter()
+            env = target.environment or fp.result()
+            frames: dict[str, Any] = {}
+
+            def tidy() -> None:  # while the figures are drawn, and before the page lists the files
+                if opts.keep_arrays != "all":
+                    prune_arrays(where, run.records, run.measures)
+                for name in ("tasks.jsonl", "runs.jsonl", "measures.jsonl"):
+                    compress_jsonl(os.path.join(where, name))  # read back transparently; --resume restores them
+
+            files = tables.write_report(run, environment=env, found=found, frames=frames, meanwhile=tidy,
+                                        figures=figures)
+        finally:
+            figures.close()  # a server never asked (the runs or the findings failed) stops here
+        own["report_writing"] = time.perf_counter() - t0
+        own["total"] = time.perf_counter() - t_start
+        write_timings(where, {**run.stats, **own})
+        point_latest(where)
+        if os.path.abspath(os.path.dirname(os.path.abspath(where))) == os.path.abspath(REPORTS_DIR):
+            from harness.outputs.render import prune_reports
+
+            prune_reports(REPORTS_DIR, keep=max(1, KEEP if opts.keep is None else opts.keep))
+        print(tables.terminal_summary(frames["summary"], frames["headline"], frames["cells"]))
+        print(f"\nreport: {files.get('summary.html', where)} ({own['total']:.0f} s)")
+        return 0
+
+    return max(run_on_cluster(opts.cluster, one))
+
+
+def _findings(run_dir: str, run: Any, settings: CampaignSettings, opts: ReportOptions,
+              timings: dict[str, float]) -> list[Any]:
+    """The run's findings, shrunk (``shrink_budget``) and localized (unless not ``localize``), each step in
+    worker or child processes within its budget; the seconds of each step go into ``timings``."""
+    from harness.judge import findings as F
+    from harness.judge.contracts import load_contracts
+    from harness.outputs.assemble import campaign_findings
+    from harness.outputs.localizing import localize_findings
+
+    t0 = time.perf_counter()
+    contracts = load_contracts(None)
+    found = campaign_findings(run_dir, run.measures, run.records, run.cases,
+                              F.Origin(run_dir, plugins=settings.plugins), known=contracts)
+    worth = [f for f in found if f.role == "subject" and f.classification in (
+        F.Classification.CONTRACT_BROKEN, F.Classification.NEW_DEFECT, F.Classification.ALLOWED)]
+    rest = [f for f in found if f not in worth]
+    timings["findings"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if worth and opts.shrink_budget > 0 and opts.shrink:
+        from harness.outputs.shrinking import shrink_findings
+
+        worth = shrink_findings(worth, contracts, budget=opts.shrink_budget, timeout=settings.timeout)
+    timings["shrinking"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if opts.localize:
+        worth = localize_findings(worth, budget=LOCALIZE_BUDGET)
+    timings["localizing"] = time.perf_counter() - t0
+    return F.sort_findings(worth + rest)
