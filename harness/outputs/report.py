@@ -386,7 +386,7 @@ def _findings(run_dir: str, run: Any, settings: CampaignSettings, args: argparse
     from harness.judge import findings as F
     from harness.judge.contracts import load_contracts
     from harness.outputs.assemble import campaign_findings
-    from harness.outputs.localizing import localize_findings
+    from harness.execute.localization import localize_findings
 
     t0 = time.perf_counter()
     contracts = load_contracts(None)
