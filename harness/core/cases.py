@@ -32,6 +32,7 @@ import numpy as np
 
 from harness.core import schemas
 from harness.core.errors import CaseError, HarnessError, InvalidArgument
+from harness.core.vocabulary import FAMILIES
 
 __all__ = [
     "Case", "FAMILIES", "FORMAT_VERSION", "build_arrays", "array_rng", "lstm_weight_shapes",
@@ -42,7 +43,6 @@ __all__ = [
 
 FORMAT_VERSION = 1
 # The vocabularies of a spec live with its schema (harness.core.schemas); these names are kept for callers.
-FAMILIES = schemas.FAMILIES
 ID_DTYPES = schemas.ID_DTYPES
 FLOAT_DTYPES = schemas.FLOAT_DTYPES
 ID_KINDS = schemas.ID_KINDS

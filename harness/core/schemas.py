@@ -27,6 +27,8 @@ import math
 import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from harness.core.vocabulary import COMPUTE_PHASES, FAMILIES, PHASE_SPELLINGS, RELATIONS, ROLES
+
 __all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "InputProblem", "parse_json", "parse_toml", "check", "problem",
            "json_path", "brief", "FAMILIES", "FLOAT_DTYPES", "ID_DTYPES", "ID_KINDS", "GRAD_KINDS", "GRAD_OUTPUTS", "WEIGHT_KINDS", "CASE", "spec_schema", "first_problem", "SPEC_FIELDS", "CONTRACTS", "CONTRACT_FIELDS", "BAD_INPUT_FIELDS",
            "KNOWN_DEFECT_FIELDS", "ORACLE_RULES", "AUDIT", "AUDIT_ENTRY_FIELDS", "AUDIT_TENSOR_FIELDS", "ENVIRONMENT", "CAMPAIGN",
@@ -352,7 +354,6 @@ def _when(condition: Mapping[str, Any], then: Mapping[str, Any]) -> dict[str, An
 
 
 # ==== the case ================================================================================
-FAMILIES = ("embed", "lstm", "pipeline")
 _FAMILIES = FAMILIES
 _EMBED, _LSTM, _PIPE = ("embed",), ("lstm",), ("pipeline",)
 _IDS = ("embed", "pipeline")
@@ -400,7 +401,7 @@ SPEC_FIELDS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
                            "value": {"anyOf": [NUM, {"enum": ["nan", "inf", "-inf"]}],
                                      "message": "must be a number or 'nan', 'inf', '-inf'"}},
                           ["array", "index", "value"])), _ALL),
-    "relation": (_obj({"name": {"enum": ["alone", "subbatch", "order", "padding", "duplicate"]}, "base": NAME,
+    "relation": (_obj({"name": {"enum": list(RELATIONS)}, "base": NAME,
                        "label": STR, "index": _list(NAT)}, ["name", "base", "label", "index"]), _ALL),
 }
 #: The keys each family's spec must hold.
@@ -442,11 +443,11 @@ CASE: dict[str, Any] = _obj(
 
 
 # ==== the contracts file ======================================================================
-_RELATIONS = ["alone", "subbatch", "order", "padding", "duplicate"]
+_RELATIONS = list(RELATIONS)
 #: The looser oracle acceptances a contract may opt into (``oracle_rules``), defined in
 #: :mod:`harness.judge.tolerance`; every reader takes the names from here.
 ORACLE_RULES: tuple[str, ...] = ("summation_bound", "normwise", "amplification")
-_PHASES = ["forward", "backward", "double-backward", "double_backward"]
+_PHASES = [*COMPUTE_PHASES, *PHASE_SPELLINGS]
 _NAMES = _list(NAME, uniqueItems=True)
 _TOL_PAIR = _list({"type": "number", "minimum": 0}, minItems=2, maxItems=2,
                   message="must be [atol, rtol], two finite numbers >= 0")
@@ -550,7 +551,7 @@ AUDIT_TENSOR_FIELDS: dict[str, Any] = {
 #: The fields of one audit entry (one case x subject x device x context).
 AUDIT_ENTRY_FIELDS: dict[str, Any] = {
     "case_id": NAME, "family": NAME, "subject": NAME, "device": NAME, "context": NAME,
-    "role": {"enum": ["subject", "oracle", "control"]}, "bad_input": BOOL, "status": {"enum": _STATUSES},
+    "role": {"enum": list(ROLES)}, "bad_input": BOOL, "status": {"enum": _STATUSES},
     "error": _null(STR), "skip_reason": _null(STR), "repeats_agreed": _null(BOOL), "array_file": _null(STR),
     "tensors": {"type": "object", "additionalProperties": _obj(AUDIT_TENSOR_FIELDS, ["digest", "dtype", "shape"])},
 }

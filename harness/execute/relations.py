@@ -31,7 +31,7 @@ import numpy as np
 
 from harness.core.cases import Case, build_arrays, encode_array
 from harness.core.errors import InvalidArgument
-from harness.judge.contracts import RELATION_NAMES
+from harness.core.vocabulary import RELATIONS as RELATION_NAMES
 
 __all__ = ["Relation", "Member", "RELATIONS", "get_relation", "parse_relations", "members", "pairs",
            "relation_of", "MAX_CASE_ELEMENTS"]

@@ -29,6 +29,7 @@ import numpy as np
 
 from harness.core.errors import ContractViolation
 from harness.core.records import VERDICT_ORDER, Measure, TensorStats, Verdict
+from harness.core.vocabulary import PHASES
 from harness.judge import bitwise
 from harness.judge.tolerance import OracleError, Tolerance
 
@@ -317,8 +318,7 @@ def _returned(error: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} ({v})" for k, v in got.items()) or "its outputs"
 
 
-#: The phases in the order a run goes through them (the subjects' Recorder names).
-_PHASE_ORDER = ("setup", "forward", "backward", "double-backward", "transfer")
+_PHASE_ORDER = PHASES
 
 
 def _error_signature(e: Mapping[str, Any]) -> tuple[str, str]:
