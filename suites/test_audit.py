@@ -395,7 +395,7 @@ def test_repetitions_that_disagree_are_not_blamed_on_the_environment(work):
     assert v == {"control.deterministic": "identical", "control.nondeterministic": "not reproducible"}
 
 
-# ---- issue 18: audit files validated whole; merge refuses a repeat; escaping in HTML and Markdown ----
+# ---- audit files validated whole; merge refuses a repeat; escaping in HTML and Markdown -------------
 def _base_audit(work: Path, name: str, subject: str = "s", shape=(50,)) -> Path:
     x = np.linspace(-2, 3, int(np.prod(shape)), dtype=np.float32).reshape(shape)
     return _synthetic(work / name, {"gpu": {"available": False}}, [(subject, "ok", {"y": x})])
@@ -499,7 +499,7 @@ def test_hostile_subject_names_are_escaped(work, subject):
         assert "a\\|b c" in Path(paths["md"]).read_text()
 
 
-# ---- issue 21: "changed" says by how much without arrays; issue 24: the oracle apart ------------------------
+# ---- "changed" says by how much without arrays; the oracle apart -------------------------------------------
 def test_audit_entries_carry_a_sketch_per_tensor(whole):
     e = next(e for e in whole[0].entries if e["subject"] == "chainer.NStepLSTM")
     assert e["role"] == "subject"

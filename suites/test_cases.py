@@ -216,7 +216,7 @@ def test_one_profile_definition():
         assert (registered.database is None) == (not p.keep_examples)
 
 
-# ---- issue 18: every malformed case is one CaseError line naming the field and value -----------
+# ---- every malformed case is one CaseError line naming the field and value --------------------
 from harness.core.cases import (check_case_size, estimate_case_bytes, load_case_file,  # noqa: E402
                                 max_case_bytes_default)
 from harness.core.errors import CaseError, HarnessError  # noqa: E402

@@ -462,8 +462,7 @@ def check_case_family(case: Case, family: str, subject: str) -> None:
 
 class _BuiltArrays(OrderedDict[str, "dict[str, np.ndarray]"]):
     """Built arrays by case id, most recently used last, with their bytes summed as entries come and go (a sum
-    over every entry at each build grew with the square of a corpus: generating 400 embedding cases took 1.0-1.1 s
-    with it, 0.54-0.63 s without)."""
+    over every entry at each build would grow with the square of a corpus)."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -75,7 +75,7 @@ _CONTROLLER: list[Any] = []
 
 def blas_controller() -> Any:
     """This process's one ThreadpoolController: ``threadpool_limits()`` rescans the loaded libraries on every
-    call (0.5 ms here), which a run pays each time; ``blas_controller().limit(...)`` costs 0.03 ms."""
+    call, which a run would pay each time; ``blas_controller().limit(...)`` reuses this one scan."""
     if not _CONTROLLER:
         from threadpoolctl import ThreadpoolController
 

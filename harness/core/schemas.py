@@ -316,7 +316,7 @@ _VALIDATORS: dict[int, Any] = {}
 def _validator(key: int, schema: Mapping[str, Any], jsonschema: Any) -> Any:
     if key not in _VALIDATORS:
         # The schemas are this module's constants: suites/core/test_schemas.py checks each against the
-        # Draft 2020-12 meta-schema once, rather than every process paying for it (30-50 ms at start-up).
+        # Draft 2020-12 meta-schema once, rather than every process paying for it at start-up.
         base = jsonschema.Draft202012Validator
         # JSON's integers only: true is not 1 and 2.0 is not 2 (jsonschema accepts 2.0 as an integer).
         types = base.TYPE_CHECKER.redefine(

@@ -155,7 +155,7 @@ def _with_judges(subjects: Iterable[Subject], contracts: Any, devices: Sequence[
 
 
 #: With ``jobs=0``, a group of tasks gets one lane per this many tasks (and at most :func:`default_jobs`):
-#: a lane costs a pooled worker (a fork of the zygote) and a thread, a default task about 20 ms.
+#: a lane costs a pooled worker (a fork of the zygote) and a thread, which a few short tasks do not repay.
 MIN_TASKS_PER_LANE = 32
 
 

@@ -77,8 +77,8 @@ def _role_and_oracle(subject: str) -> tuple[str, str | None]:
     return ("subject", None) if s is None else (s.role, s.oracle)
 
 
-#: Below this many tasks the measure pass runs here only (a fork costs more than it saves; at the bench's 353
-#: tasks two slices take 0.39 s against 0.55 s in one).
+#: Below this many tasks the measure pass runs here only (a fork costs more than it saves; ``make bench``
+#: measures the split against one slice).
 SPLIT_TASKS = 100
 
 

@@ -449,8 +449,8 @@ def _child(argv: list[str]) -> None:
     _apply_memory_limit(int(os.environ.pop(_LIMIT_ENV, "0") or 0) or None)
     worker_main(Connection(read_fd, writable=False), write_fd, plugins, spool)
     # Asked to stop (or its pipe closed): every answer is written and nothing of a run is left to finish.
-    # The interpreter's own finalization (tearing down Chainer's and NumPy's modules) took 60-110 ms that the
-    # campaign waits for at the end of each group of tasks; a zygote's worker leaves the same way.
+    # The interpreter's own finalization (tearing down Chainer's and NumPy's modules) is time the campaign
+    # would wait for at the end of each group of tasks; a zygote's worker leaves the same way.
     _leave(0)
 
 

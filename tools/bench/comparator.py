@@ -13,9 +13,9 @@ from tools.bench.common import KIB, MIB, Row, figure, fmt_bytes, log, median, ra
 __all__ = ["comparator_throughput", "bench_comparator", "plot_comparator", "TARGET", "GOAL", "SMALL_TARGET",
            "METHODS"]
 
-#: Issue 17: the comparator on identical 64 MiB float32 at >= 0.5 of array_equal's throughput (goal 0.8).
+#: Target: the comparator on identical 64 MiB float32 at >= 0.5 of array_equal's throughput (goal 0.8).
 TARGET, GOAL = 0.5, 0.8
-#: Issue 25: on identical 1 KiB float32 (most tensors of a campaign are a few KiB) at >= 1/3 of it.
+#: Target: on identical 1 KiB float32 (most tensors of a campaign are a few KiB) at >= 1/3 of it.
 SMALL_TARGET = 1 / 3
 
 #: The methods timed, in order.
