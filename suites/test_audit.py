@@ -20,7 +20,7 @@ import pytest
 
 from harness.outputs import audit as A
 from harness.core.cases import corpus_digest, load_corpus, write_corpus
-from harness.judge.bitwise import DIGEST_ALGORITHM, digest
+from harness.judge.digest import DIGEST_ALGORITHM, digest
 from harness.judge.sketch import SAMPLE, tensor_sketch
 from harness.generate.corpora import anchor_cases
 from harness.core.errors import AuditFileError, InvalidArgument

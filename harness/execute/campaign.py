@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from harness.judge import bitwise as compare
+from harness.judge.bits import value_text
 from harness.judge.sketch import tensor_sketch
 from harness.core.cases import Case, load_corpus, write_corpus
 from harness.core.contexts import Context, get_context
@@ -786,8 +787,8 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
             worst = None
             if not c.bitwise_identical and c.diff_reps:
                 idx = c.max_ulp_index if c.max_ulp_index is not None else c.first_diff_index
-                worst = (compare.value_text(reps[0].get(name), idx),
-                         compare.value_text(reps[c.diff_reps[0]].get(name), idx))
+                worst = (value_text(reps[0].get(name), idx),
+                         value_text(reps[c.diff_reps[0]].get(name), idx))
             tensors[name] = TensorStats.from_comparison(c, worst, sketch=tensor_sketch(reps[0].get(name)))
     return TaskRecord(
         key=task.key, case_id=task.case.id, family=task.case.family, subject=task.subject,

@@ -2,7 +2,7 @@
 
 A run of one subject is recorded as a :class:`Stream` of :class:`Event` s by :class:`HashStreamHook`, a
 ``chainer.FunctionHook`` that sees every function node the run applies. An event holds only digests (the
-harness's one digest, :func:`harness.judge.bitwise.digest`), shapes and dtypes of a node's inputs and outputs,
+harness's one digest, :func:`harness.judge.digest.digest`), shapes and dtypes of a node's inputs and outputs,
 plus its label and position; no array is kept. :mod:`harness.execute.localization` pairs two streams' events.
 
 Hook points used (Chainer 7.8.1, ``chainer/function_node.py``):
@@ -47,7 +47,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from harness.core.compat import import_chainer
-from harness.judge import bitwise
+from harness.judge.digest import digest as array_digest
 from harness.subjects.base import RunResult
 
 chainer = import_chainer()
@@ -58,7 +58,7 @@ __all__ = ["ArrayDigest", "MISSING", "Event", "Stream", "HashStreamHook", "RowHa
 # ---- digests -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ArrayDigest:
-    """The digest (:func:`harness.judge.bitwise.digest`) of an array, with its shape and dtype; all None for a
+    """The digest (:func:`harness.judge.digest.digest`) of an array, with its shape and dtype; all None for a
     missing array."""
 
     digest: str | None
@@ -107,7 +107,7 @@ def digest_array(a: Any) -> ArrayDigest:
                            a.dtype.name)
     # The one digest of the harness (dtype and shape included), so a node's output digest and the run
     # record's digest of the same array are the same string.
-    return ArrayDigest(bitwise.digest(a), tuple(int(n) for n in a.shape), a.dtype.name)
+    return ArrayDigest(array_digest(a), tuple(int(n) for n in a.shape), a.dtype.name)
 
 
 def _digests(arrays: Iterable[Any]) -> tuple[ArrayDigest, ...]:
@@ -363,7 +363,7 @@ def _row_digests(arrays: Iterable[Any]) -> tuple[ArrayDigest, ...]:
         arr = a.array if isinstance(a, chainer.Variable) else a
         if not isinstance(arr, np.ndarray):
             arr = arr.get() if hasattr(arr, "get") else np.asarray(arr)
-        rows = [bitwise.digest(r) for r in arr] if arr.ndim >= 1 else [bitwise.digest(arr)]
+        rows = [array_digest(r) for r in arr] if arr.ndim >= 1 else [array_digest(arr)]
         out.append(ArrayDigest(",".join(rows), d.shape, d.dtype))
     return tuple(out)
 

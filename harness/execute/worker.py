@@ -62,7 +62,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from harness.core.errors import WorkerError
-from harness.judge.bitwise import _dtype_name
+from harness.judge.bits import dtype_name as _dtype_name
 from harness.subjects.base import ErrorInfo, RunResult
 
 __all__ = ["Worker", "Answer", "Zygote", "worker_main", "tensor_meta", "worker_env", "zygote_for", "prestart_zygote",
@@ -217,7 +217,8 @@ class Answer:
 
 def tensor_meta(arrays: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
     """Digest, dtype, shape and NaN/Inf counts of each array (in the worker, where the arrays are)."""
-    from harness.judge.bitwise import digest_all, nonfinite_counts_all
+    from harness.judge.bits import nonfinite_counts_all
+    from harness.judge.digest import digest_all
 
     names = list(arrays)
     arrs = [arrays[k] for k in names]
@@ -482,7 +483,7 @@ def _zygote_main(sock_fd: int) -> None:
         import harness.core.cases  # noqa: F401
         import harness.core.contexts  # noqa: F401
         import harness.core.devices  # noqa: F401
-        import harness.judge.bitwise  # noqa: F401
+        import harness.judge.bitwise  # noqa: F401 - and with it judge.bits and judge.digest
         import harness.subjects.registry  # noqa: F401
     except Exception as exc:  # noqa: BLE001
         sock = socket.socket(fileno=sock_fd)

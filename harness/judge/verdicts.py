@@ -31,6 +31,7 @@ from harness.core.errors import ContractViolation
 from harness.core.records import VERDICT_ORDER, Measure, TensorStats, Verdict
 from harness.core.vocabulary import PHASES
 from harness.judge import bitwise
+from harness.judge.bits import value_text
 from harness.judge.tolerance import OracleError, Tolerance
 
 if TYPE_CHECKING:
@@ -181,8 +182,8 @@ def judge_pair(kind: str, contract: Any, key: Mapping[str, str], tensor: str, mi
     return Measure(**_base(kind, key, tensor, dtype=c.dtype, shape=tuple(c.shape), identical=same,
                            n_diff=c.n_diff, n_total=c.n_total, max_ulp=int(c.max_ulp),
                            max_ulp_index=None if idx is None else tuple(idx),
-                           actual="" if same else bitwise.value_text(mine, idx),
-                           expected="" if same else bitwise.value_text(other_arrays, idx),
+                           actual="" if same else value_text(mine, idx),
+                           expected="" if same else value_text(other_arrays, idx),
                            verdict=BIT_IDENTICAL if same else _differs(contract, judged, required), **common))
 
 
@@ -445,12 +446,12 @@ def judge_order(key: Mapping[str, str], tensor: str, mine: np.ndarray | None,
                                n_total=c.n_total, max_ulp=0, verdict=BIT_IDENTICAL, **common))
     first = c.first_diff_index
     idx = c.max_ulp_index if c.max_ulp_index is not None else first
-    at = "" if first is None else (f" at index {tuple(first)}: {bitwise.value_text(mine, first)} here, "
-                                   f"{bitwise.value_text(ref, first)} in the declared order")
+    at = "" if first is None else (f" at index {tuple(first)}: {value_text(mine, first)} here, "
+                                   f"{value_text(ref, first)} in the declared order")
     return Measure(**_base("order", key, tensor, dtype=c.dtype, shape=tuple(c.shape), identical=False,
                            n_diff=c.n_diff, n_total=c.n_total, max_ulp=int(c.max_ulp),
                            max_ulp_index=None if idx is None else tuple(idx),
-                           actual=bitwise.value_text(mine, idx), expected=bitwise.value_text(ref, idx),
+                           actual=value_text(mine, idx), expected=value_text(ref, idx),
                            verdict=BROKEN, detail=f"accumulation order differs from the declared one: first "
                                                   f"differing element{at}", **common))
 

@@ -16,7 +16,7 @@ from harness.core.cases import Case
 from harness.core.devices import Device
 from harness.core.records import Measure, Verdict
 from harness.core.errors import InvalidArgument, SetupError
-from harness.judge import bitwise
+from harness.judge.digest import short_digest
 from harness.judge.contracts import Contracts
 
 __all__ = ["replay", "replay_relation", "differs"]
@@ -56,7 +56,7 @@ def _lines(record: Any, measures: Sequence[Measure]) -> list[str]:
         out.append(f"  (task) {m.verdict}: {m.rule}" + (f" -- {m.detail or m.actual}" if (m.detail or m.actual) else ""))
     for name, t in record.tensors.items():
         ms = by.get(name, [])
-        digest = bitwise.short_digest(t.digest) if t.digest else ""
+        digest = short_digest(t.digest) if t.digest else ""
         order = ("repeat", "process", "context", "device", "oracle", "baseline")
         parts = [_part(m) for m in sorted(ms, key=lambda m: order.index(m.kind) if m.kind in order else 9)]
         if not any(m.kind == "repeat" for m in ms):

@@ -120,12 +120,12 @@ def _measure(name: str, x: np.ndarray | None, y: np.ndarray | None) -> tuple[flo
     """(max ULP, max relative difference, max absolute difference, within tolerance) of two kept arrays:
     B against A under the one tolerance policy (:func:`harness.judge.tolerance.judge_oracle`, A standing in
     for the reference), so an audit's "within tolerance" means what the gate's and the report's mean."""
-    from harness.judge import bitwise, tolerance
+    from harness.judge import bits, bitwise, tolerance
 
     if x is None or y is None or x.shape != y.shape or x.dtype != y.dtype:
         return math.inf, math.inf, math.inf, False
     c = bitwise.compare_pair(name, x, y)
-    ulp = math.inf if c.max_ulp == bitwise.ULP_MAX else float(c.max_ulp)
+    ulp = math.inf if c.max_ulp == bits.ULP_MAX else float(c.max_ulp)
     if c.bitwise_identical:
         return 0.0, 0.0, 0.0, True
     if x.dtype.kind not in "fiub":
