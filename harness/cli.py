@@ -15,7 +15,7 @@ import sys
 from typing import Any, Callable, NoReturn, Sequence
 
 from harness.core import argcheck
-from harness.core.errors import HarnessError, InvalidArgument, SetupError
+from harness.core.errors import HarnessError, InvalidArgument
 from harness.judge.reproducer import OPTION, OPTIONS, Option, Reproducer
 from harness.outputs.fleet import add_cluster_options
 

@@ -40,9 +40,9 @@ from harness.core.worker_defaults import set_worker_defaults
 set_worker_defaults(os.environ)
 
 from harness.core.cases import Case  # noqa: E402 - after the environment defaults above
-from harness.judge.contracts import Contracts, load_contracts  # noqa: E402
 from harness.core.devices import Device  # noqa: E402
 from harness.core.records import Measure  # noqa: E402
+from harness.judge.contracts import Contracts, load_contracts  # noqa: E402
 from harness.judge.verdicts import Violation, assert_no_violations  # noqa: E402
 from harness.subjects.registry import get_subject  # noqa: E402
 

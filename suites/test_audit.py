@@ -18,12 +18,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.outputs import audit as A
 from harness.core.cases import corpus_digest, load_corpus, write_corpus
+from harness.core.errors import AuditFileError, InvalidArgument
+from harness.generate.corpora import anchor_cases
 from harness.judge.digest import DIGEST_ALGORITHM, digest
 from harness.judge.sketch import SAMPLE, tensor_sketch
-from harness.generate.corpora import anchor_cases
-from harness.core.errors import AuditFileError, InvalidArgument
+from harness.outputs import audit as A
 
 ROOT = Path(__file__).resolve().parents[1]
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GOTO_NUM_THREADS", "MKL_NUM_THREADS",

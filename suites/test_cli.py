@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.judge import digest as digests
 from harness.core.cases import Case, load_corpus, write_corpus
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
+from harness.judge import digest as digests
 from harness.subjects.base import execute
 from harness.subjects.registry import get_subject
 

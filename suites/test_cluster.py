@@ -73,9 +73,8 @@ def test_records_name_host_worker_and_attempts(client, corpus, tmp_path):
 
 @pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_every_audit_two_identical_columns(corpus, tmp_path):
-    from harness.outputs.audit import audit_on_cluster
-
     from harness.cli import build_parser
+    from harness.outputs.audit import audit_on_cluster
 
     # The command line's own parser builds the arguments, so every option the verb has is here.
     args = build_parser().parse_args(["audit", "--cluster", "local", "--spread", "every", "--cluster-workers", "2",

@@ -20,19 +20,30 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from harness.core.errors import ComparisonFailure, HarnessError, InvalidArgument
 from harness.judge import bits as B
 from harness.judge import bitwise as C
 from harness.judge import digest as D
 from harness.judge.bits import ULP_MAX, bits, item_path, ulp_distance
 from harness.judge.bitwise import (
-    TensorComparison, assert_bit_identical, assert_results_identical, compare_pair, compare_repeats, compare_results,
+    TensorComparison,
+    assert_bit_identical,
+    assert_results_identical,
+    compare_pair,
+    compare_repeats,
+    compare_results,
 )
 from harness.judge.digest import (
-    DIGEST_ALGORITHM, DIGEST_ALGORITHMS, digest, digest_algorithm_of, digest_all, digest_mismatch_reason,
-    same_digest, short_digest,
+    DIGEST_ALGORITHM,
+    DIGEST_ALGORITHMS,
+    digest,
+    digest_algorithm_of,
+    digest_all,
+    digest_mismatch_reason,
+    same_digest,
+    short_digest,
 )
 from harness.judge.tolerance import TOLERANCES, OracleError, assert_within_oracle, compare_oracle, gradient_tolerance
-from harness.core.errors import ComparisonFailure, HarnessError, InvalidArgument
 
 FLOATS = [np.float16, np.float32, np.float64]
 UINT_OF = {np.float16: np.uint16, np.float32: np.uint32, np.float64: np.uint64}

@@ -16,11 +16,10 @@ def gate_run(tmp_path_factory, contracts, gate):
     """One campaign over the anchor cases and their relations' members: R=2 in a pooled worker, K=1 in a fresh
     one, per context (members in the default context)."""
     from harness.core.contexts import get_context
-    from harness.generate.corpora import anchor_cases
     from harness.execute.campaign import Campaign, CampaignSettings, plan
-    from harness.subjects.registry import subjects_for
-
     from harness.execute.relations import RELATIONS, members
+    from harness.generate.corpora import anchor_cases
+    from harness.subjects.registry import subjects_for
 
     d = str(tmp_path_factory.mktemp("gate") / "run")
     # the anchors, and the members of the relations the contracts claim (a claim that compared nothing is

@@ -33,7 +33,6 @@ from harness.execute.hooks import ArrayDigest, Event, HashStreamHook, Stream, di
 from harness.execute.localization import Localization, align, localize, record  # noqa: E402
 from harness.subjects.base import execute  # noqa: E402
 from harness.subjects.registry import get_subject, register  # noqa: E402
-
 from suites.plugins import pipeline_control  # noqa: E402
 
 PLUGIN = "suites.plugins.pipeline_control:SUBJECTS"

@@ -18,14 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.judge import bitwise as compare
-from harness.judge.digest import digest
-from harness.judge import tolerance
 from harness.core.cases import Case, build_arrays
 from harness.core.contexts import get_context
 from harness.core.devices import CPU, Device
 from harness.core.errors import PluginError, UnknownSubject
-from harness.subjects.base import Declared, RunResult, Subject, execute
+from harness.judge import bitwise as compare
+from harness.judge import tolerance
+from harness.judge.digest import digest
+from harness.subjects.base import RunResult, Subject, execute
 from harness.subjects.registry import ORACLE_FOR_FAMILY, SUBJECTS, get_subject, load_plugin, register
 
 ROOT = Path(__file__).resolve().parents[1]

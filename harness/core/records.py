@@ -19,7 +19,6 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from harness.core.errors import RecordError
 
-
 #: Exact types :func:`_plain` hands back as they are, looked up before any ``isinstance`` (a task record's
 #: sketches hold tens of thousands of them per campaign; an ``isinstance`` against ``Mapping`` costs an ABC check).
 _SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})

@@ -33,18 +33,18 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from harness.judge import bitwise as compare
-from harness.judge.bits import value_text
-from harness.judge.sketch import tensor_sketch
 from harness.core.cases import Case, load_corpus, write_corpus
 from harness.core.contexts import Context, get_context
 from harness.core.devices import Device, parse_device
 from harness.core.errors import InvalidArgument, WorkerError
 from harness.core.fileio import atomic_json, atomic_npz, npz_key, npz_members
 from harness.core.records import TaskRecord, TensorStats, read_tasks, repair_jsonl
-from harness.subjects.base import ErrorInfo, RunResult, Subject
 from harness.execute.settings import CampaignSettings, default_jobs  # re-exported: the settings live apart (no NumPy)
 from harness.execute.worker import Worker, prestart_zygote, tensor_meta
+from harness.judge import bitwise as compare
+from harness.judge.bits import value_text
+from harness.judge.sketch import tensor_sketch
+from harness.subjects.base import ErrorInfo, RunResult, Subject
 from harness.subjects.registry import accepts_error, get_subject, prepare_accepts
 
 __all__ = ["Task", "plan", "Campaign", "CampaignSettings", "WorkerSet", "TaskOutcome", "run_task", "outcome_of", "LocalPool",

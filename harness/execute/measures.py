@@ -17,8 +17,8 @@ from harness.core.cases import Case, load_corpus
 from harness.core.fileio import atomic_write
 from harness.core.forking import map_forked
 from harness.core.records import Measure, TaskRecord, jsonl_line, read_measures, read_tasks
-from harness.judge.contracts import Contracts
 from harness.execute.relations import pairs, relation_of
+from harness.judge.contracts import Contracts
 from harness.judge.measure import Reference, measure_task, references_for
 
 __all__ = ["MEASURES_FILE", "measure_campaign", "load_measures", "campaign_cases"]

@@ -28,8 +28,18 @@ import numpy as np
 from harness.core import schemas
 from harness.core.cases import Case, build_arrays
 from harness.core.errors import ComparisonFailure, HarnessError
-from harness.judge.bits import (ULP_MAX, array_text, index_text, item_line, item_path, native, nonfinite_counts,
-                                unravel, ulp_distance, value_text)
+from harness.judge.bits import (
+    ULP_MAX,
+    array_text,
+    index_text,
+    item_line,
+    item_path,
+    native,
+    nonfinite_counts,
+    ulp_distance,
+    unravel,
+    value_text,
+)
 
 __all__ = ["TOLERANCES", "gradient_tolerance", "OracleError", "compare_oracle", "assert_within_oracle",
            "rounding_bounds", "n_terms", "Tolerance", "tolerance_for", "judge_oracle", "ORACLE_RULES",

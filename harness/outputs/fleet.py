@@ -75,8 +75,7 @@ def cluster_targets(args: argparse.Namespace) -> Iterator[list[Target]]:
             raise InvalidArgument(f"spread={spread!r} needs --cluster")
         yield [Target()]
         return
-    from harness.execute.cluster import (DaskExecutor, connect, parse_cluster_spec, wait_for_workers,
-                                         worker_fingerprints)
+    from harness.execute.cluster import DaskExecutor, connect, parse_cluster_spec, wait_for_workers, worker_fingerprints
 
     spec = parse_cluster_spec(getattr(args, "cluster", None))
     n = int(getattr(args, "cluster_workers", 2) or 2)

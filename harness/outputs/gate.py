@@ -316,13 +316,13 @@ SHOWN_DOSSIERS = 10
 
 def cmd_gate(args: argparse.Namespace) -> int:
     """``harness gate``: run the gate campaign and check it (and a baseline). 0 / 1 / 2."""
+    from harness.core.cases import load_corpus
     from harness.core.contexts import CONTEXTS, DEFAULT_CONTEXTS, get_context
     from harness.core.devices import select_devices
     from harness.execute.campaign import CampaignSettings
     from harness.generate.corpora import gate_corpus
     from harness.outputs.report import new_run_dir
     from harness.subjects.registry import SUBJECTS, load_entry_points, load_plugin, subjects_for
-    from harness.core.cases import load_corpus
 
     t0 = time.perf_counter()
     load_entry_points()

@@ -221,8 +221,8 @@ def run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case
 
 
 def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Case]], run_dir: str) -> int:
-    from harness.outputs import tables
     from harness.core.env import fingerprint
+    from harness.outputs import tables
 
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
@@ -383,10 +383,10 @@ def _findings(run_dir: str, run: Any, settings: CampaignSettings, args: argparse
               timings: dict[str, float]) -> list[Any]:
     """The run's findings, shrunk (``--shrink-budget``) and localized (unless ``--no-localize``), each step in
     worker or child processes within its budget; the seconds of each step go into ``timings``."""
+    from harness.execute.localization import localize_findings
     from harness.judge import findings as F
     from harness.judge.contracts import load_contracts
     from harness.outputs.assemble import campaign_findings
-    from harness.execute.localization import localize_findings
 
     t0 = time.perf_counter()
     contracts = load_contracts(None)

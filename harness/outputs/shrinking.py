@@ -8,19 +8,17 @@ in worker processes; the minimal case is written beside the original under ``cas
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from typing import Any, Sequence
 
 from harness.core.cases import Case, load_case_file
-from harness.core.devices import parse_device, resolve_device
-from harness.core.errors import InvalidArgument
+from harness.core.devices import parse_device
 from harness.core.fileio import atomic_write
 from harness.execute.isolated import Runner
 from harness.execute.shrink import UNSHRINKABLE, Target, case_sizes, reproduces, shrink
 from harness.judge import findings as F
-from harness.judge.contracts import Contracts, load_contracts
+from harness.judge.contracts import Contracts
 
 __all__ = ["target_of", "shrink_findings"]
 

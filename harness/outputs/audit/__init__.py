@@ -15,10 +15,25 @@ The environment diff and the machine label live beside the fingerprint, in :mod:
 
 from harness.core.env import environment_diff, machine_label
 from harness.core.env import flatten_fingerprint as flatten
-from harness.outputs.audit.compare import (CHANGE_VERDICTS, AuditComparison, cmd_compare, compare_audits,
-                                           compare_changed, subject_role, write_compare)
-from harness.outputs.audit.fileformat import (DEFAULT_CORPUS, DIGEST_ALGORITHMS, FORMAT, STATUSES, VERSION, Audit,
-                                              digest_algorithm, load_audit)
+from harness.outputs.audit.compare import (
+                                           CHANGE_VERDICTS,
+                                           AuditComparison,
+                                           cmd_compare,
+                                           compare_audits,
+                                           compare_changed,
+                                           subject_role,
+                                           write_compare,
+)
+from harness.outputs.audit.fileformat import (
+                                           DEFAULT_CORPUS,
+                                           DIGEST_ALGORITHMS,
+                                           FORMAT,
+                                           STATUSES,
+                                           VERSION,
+                                           Audit,
+                                           digest_algorithm,
+                                           load_audit,
+)
 from harness.outputs.audit.merge import MergeResult, cmd_merge, merge_audits, write_merge
 from harness.outputs.audit.run import audit_on_cluster, cmd_audit, run_audit
 

@@ -10,9 +10,7 @@ import pytest
 from harness.core.cases import Case
 from harness.core.errors import SetupError
 from harness.execute.hooks import ArrayDigest, Event, Stream
-from harness.execute.localization import (
-    Localization, align, localize_in_child, localize_reproducer, localize_request,
-)
+from harness.execute.localization import Localization, align, localize_in_child, localize_reproducer, localize_request
 from harness.judge.reproducer import Reproducer
 
 CASE = Case("embed", 1, {"vocab": 6, "width": 5, "ids_shape": [4, 7], "id_kind": "collision", "distinct": 2})

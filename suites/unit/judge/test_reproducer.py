@@ -10,7 +10,8 @@ import sys
 import types
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness import cli
 from harness.core.contexts import CONTEXTS
