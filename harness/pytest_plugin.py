@@ -373,8 +373,9 @@ def cases_for(subject: str) -> Any:
     bounds = profile_bounds(subj.family)
     if subj.family == "embed" and subject.startswith("espnet."):
         bounds["w_dtypes"] = ("float32",)
-    base = {"embed": strategies.embed_cases, "lstm": strategies.lstm_cases,
-            "pipeline": strategies.pipeline_cases}[subj.family](**bounds)
+    family: dict[str, Callable[..., Any]] = {"embed": strategies.embed_cases, "lstm": strategies.lstm_cases,
+                                             "pipeline": strategies.pipeline_cases}
+    base = family[subj.family](**bounds)
     return base.filter(subj.applies_to)
 
 

@@ -121,7 +121,7 @@ def apply() -> tuple[str, ...]:
     now: list[str] = []
     if "sctypes" not in numpy.__dict__:
         try:
-            numpy.sctypes  # noqa: B018  (NumPy 1.x: present, nothing to do)
+            getattr(numpy, "sctypes")  # (NumPy 1.x: present, nothing to do)
         except AttributeError:
             numpy.sctypes = _sctypes()  # type: ignore[attr-defined]
             now.append("numpy.sctypes")
@@ -131,10 +131,10 @@ def apply() -> tuple[str, ...]:
         parent = sys.modules.get("numpy.distutils")
         if parent is None:
             parent = types.ModuleType("numpy.distutils")
-            parent.__path__ = []  # type: ignore[attr-defined]
+            parent.__path__ = []
             sys.modules["numpy.distutils"] = parent
         parent.system_info = sys.modules["numpy.distutils.system_info"]  # type: ignore[attr-defined]
-        numpy.distutils = parent  # type: ignore[attr-defined]
+        numpy.distutils = parent
         now.append("numpy.distutils.system_info")
     if "pkg_resources" not in sys.modules:
         sys.modules["pkg_resources"] = _pkg_resources_module()

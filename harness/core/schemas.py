@@ -166,7 +166,9 @@ def parse_json(data: str | bytes, where: str) -> Any:
         raise InputProblem(f"{where}: must be JSON text, got {type(data).__name__}")
     _prescan(data, _JSON_STRING.sub('""', data), where)
     try:
-        return json.loads(data, object_pairs_hook=_unique_keys(where), **_number_hooks(where))
+        hooks = _number_hooks(where)
+        return json.loads(data, object_pairs_hook=_unique_keys(where), parse_int=hooks["parse_int"],
+                          parse_float=hooks["parse_float"], parse_constant=hooks["parse_constant"])
     except json.JSONDecodeError as exc:
         what = "not valid JSON (truncated)" if exc.pos >= len(data.rstrip()) else "not valid JSON"
         raise InputProblem(f"{_at(where, data, exc.pos)}: {what}: {exc.msg} (line {exc.lineno} column "
@@ -188,7 +190,7 @@ def parse_toml(text: str, where: str) -> dict[str, Any]:
     def as_float(s: str) -> float:
         if s.lstrip("+-") in ("inf", "nan"):
             raise InputProblem(f"{where}: holds {s}: only finite numbers mean anything here")
-        return hooks["parse_float"](s)
+        return float(hooks["parse_float"](s))
 
     try:
         return tomllib.loads(text, parse_float=as_float)
@@ -242,7 +244,7 @@ def _must(err: Any) -> str:
         return f"must match {arg}"
     if v == "propertyNames":
         return "has a key that is not allowed"
-    return err.message.split("\n")[0]
+    return str(err.message).split("\n")[0]
 
 
 def _must_type(kinds: Sequence[str], value: Any) -> str:

@@ -213,7 +213,7 @@ def _overrides_accumulate(function: Any) -> bool:
         type(function).backward_accumulate.__code__ is not chainer.FunctionNode.backward_accumulate.__code__
 
 
-class HashStreamHook(chainer.FunctionHook):
+class HashStreamHook(chainer.FunctionHook):  # type: ignore[name-defined]  # chainer: imported at run time
     """Records every function node's forward and backward as digests, in execution order.
 
     Use it only as a context manager (``with HashStreamHook() as hook: ...``), then read

@@ -153,13 +153,13 @@ def _measure_one(rec: TaskRecord, by: Mapping[tuple[str, str, str, str], TaskRec
     order = None
     declared = order_reference(rec.subject, rec.device_kind)
     orec = None if declared is None else by.get((rec.case_id, declared[0], "cpu", "default"))
-    if orec is not None:  # planned (like the oracle): no values from it is "not judged", not silence
+    if orec is not None and declared is not None:  # planned (like the oracle): no values is "not judged"
         order = (declared[0], arrays.get(orec) if orec.status == "ok" else None, declared[1])
     out = measure_task(rec, case, contract, role=role, bad_rules=rules, arrays=mine, references=refs,
                        oracle=oracle, order=order,
                        known_defects=contracts.known_defects_for(rec.subject, rec.device_kind, tags, rec.context))
     rel = None if case is None else relation_of(case)
-    if rel is not None and rec.ok_runs and role != "oracle":
+    if rel is not None and case is not None and rec.ok_runs and role != "oracle":
         base = by.get((rel["base"], rec.subject, rec.device, rec.context))
         out += relation_measures(rec, case, rel, contract, arrays.get(base) if base is not None and
                                  base.ok_runs else None, mine)

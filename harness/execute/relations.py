@@ -101,7 +101,7 @@ def relation_of(case: Case) -> Mapping[str, Any] | None:
 
 def _batch(case: Case) -> int:
     if case.family == "embed":
-        shape = case.spec.get("ids_shape") or ()
+        shape: Sequence[int] = case.spec.get("ids_shape") or ()
         return int(shape[0]) if len(shape) >= 2 else 0  # a 1-D id vector has no batch rows to reorder
     return len(case.spec.get("lengths") or ())
 

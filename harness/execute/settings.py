@@ -64,7 +64,7 @@ def default_jobs() -> int:
             value = int(text)
         except ValueError:
             raise InvalidArgument(f"{JOBS_ENV}={text!r} must be an integer >= 1") from None
-        return int(argcheck.int_at_least(JOBS_ENV, value, 1, argcheck.LIMITS["jobs"][0]))
+        return int(argcheck.int_at_least(JOBS_ENV, value, 1, argcheck.LIMITS["jobs"][0]) or 1)
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux

@@ -17,7 +17,7 @@ is :data:`ULP_MAX`, larger than any real distance. Integer (and bool, datetime) 
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 
@@ -95,9 +95,8 @@ def word_view(a: np.ndarray) -> np.ndarray:
 
 def bits_not_equal(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Elementwise "bits differ" of two :func:`word_view` views (1-D bool)."""
-    if x.ndim == 1:
-        return np.not_equal(x, y)
-    return np.not_equal(x, y).any(axis=1)
+    ne: np.ndarray = np.not_equal(x, y)
+    return ne if x.ndim == 1 else cast(np.ndarray, ne.any(axis=1))
 
 
 def _absdiff(x: np.ndarray, y: np.ndarray, *, overwrite_x: bool = False) -> np.ndarray:
@@ -109,7 +108,7 @@ def _absdiff(x: np.ndarray, y: np.ndarray, *, overwrite_x: bool = False) -> np.n
     """
     u = _UINT[x.dtype.itemsize]
     lt = x < y
-    d = np.subtract(x.view(u), y.view(u), out=x.view(u) if overwrite_x else None)
+    d: np.ndarray = np.subtract(x.view(u), y.view(u), out=x.view(u) if overwrite_x else None)
     np.negative(d, out=d, where=lt)
     return d
 
@@ -117,7 +116,7 @@ def _absdiff(x: np.ndarray, y: np.ndarray, *, overwrite_x: bool = False) -> np.n
 def _float_key(x: np.ndarray) -> np.ndarray:
     """Monotonic signed-integer key of 1-D floats: magnitude bits, negated for negative sign."""
     s = x.view(_SINT[x.dtype.itemsize])
-    k = np.bitwise_and(s, np.iinfo(s.dtype).max)
+    k: np.ndarray = np.bitwise_and(s, np.iinfo(s.dtype).max)
     np.negative(k, out=k, where=s < 0)
     return k
 
@@ -138,8 +137,8 @@ def _ulp_flat(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
         return d
     if kind == "c" and size in (8, 16):
         part = np.dtype(f"f{size // 2}")
-        d = _ulp_flat(x.view(part), y.view(part))
-        return d.reshape(-1, 2).max(axis=1)
+        parts = _ulp_flat(x.view(part), y.view(part))
+        return None if parts is None else parts.reshape(-1, 2).max(axis=1)
     if kind == "b":
         return _absdiff(x.view(np.uint8), y.view(np.uint8))
     if kind in "iu":
@@ -194,11 +193,11 @@ def item_path(name: str) -> str:
     )
 
 
-def index_text(index: tuple | None) -> str:
+def index_text(index: tuple[int, ...] | None) -> str:
     return "()" if index == () else str(index)
 
 
-def unravel(flat: int, shape: tuple) -> tuple[int, ...]:
+def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(flat, shape))
 
 
@@ -206,7 +205,7 @@ def item_line(name: str) -> list[str]:
     return [f"The failure occurred for item {item_path(name)}"] if name else []
 
 
-def value_text(a: np.ndarray | None, index: tuple | None) -> str:
+def value_text(a: np.ndarray | None, index: tuple[int, ...] | None) -> str:
     """One element as ``repr`` and, for floats and ints, its bits in hex: ``-1.5e-07 (0xb4210fb6)``.
 
     ``""`` where there is no array or no index (or the index is outside it)."""

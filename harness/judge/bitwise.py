@@ -21,7 +21,7 @@ Two kinds of question are answered:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, Sequence, cast
 
 import numpy as np
 
@@ -87,15 +87,15 @@ class TensorComparison:
 
     name: str
     dtype: str
-    shape: tuple
+    shape: tuple[int, ...]
     repeats: int
     bitwise_identical: bool
     n_diff: int
     n_total: int
     frac_diff: float
     max_ulp: int
-    max_ulp_index: tuple | None
-    first_diff_index: tuple | None
+    max_ulp_index: tuple[int, ...] | None
+    first_diff_index: tuple[int, ...] | None
     digests: tuple[str, ...]
     n_unique: int
     nan_count: int
@@ -237,7 +237,7 @@ def _compare(name: str, reps: Sequence[np.ndarray | None], early_exit: bool,
         # (every repetition identical) hashes one array, not every one.
         raw = ref.tobytes()
         d0 = digest(ref)
-        digests = tuple(d0 if a.tobytes() == raw else digest(a) for a in arrs)  # type: ignore[union-attr]
+        digests = tuple(d0 if a.tobytes() == raw else digest(a) for a in arrs)  # type: ignore[union-attr,arg-type]
     else:
         # the reference's NaN/Inf counts in the pass that hashes it, where they are not known yet
         at = None if counts is not None else next(i for i, a in enumerate(arrs) if a is ref)
@@ -269,7 +269,9 @@ def _compare(name: str, reps: Sequence[np.ndarray | None], early_exit: bool,
     for r in range(1, len(arrs)):
         if early_exit and digests[r] == digests[0]:
             continue
-        ne = bits_not_equal(w0, word_view(arrs[r]))
+        rep = arrs[r]
+        assert rep is not None  # every repetition is present here (a missing one returned above)
+        ne = bits_not_equal(w0, word_view(rep))
         nnz = int(np.count_nonzero(ne))
         if nnz == 0:
             continue
@@ -277,7 +279,7 @@ def _compare(name: str, reps: Sequence[np.ndarray | None], early_exit: bool,
             mask = ne
         else:
             np.logical_or(mask, ne, out=mask)
-        m, flat = max_ulp_of(f0, arrs[r].reshape(-1), ne, nnz)
+        m, flat = max_ulp_of(f0, rep.reshape(-1), ne, nnz)
         if m > best or (m == best and flat < best_flat):
             best, best_flat = m, flat
     if mask is None:
@@ -380,7 +382,7 @@ def assert_bit_identical(
         TypeError: for a single ndarray without ``b`` (ambiguous: pass a list of repetitions).
     """
     if b is not None:
-        result = compare_pair(name, reps_or_a, b)
+        result = compare_pair(name, cast(np.ndarray, reps_or_a), b)
     elif isinstance(reps_or_a, np.ndarray):
         raise TypeError("assert_bit_identical(a) needs b, or a sequence of repetitions")
     else:

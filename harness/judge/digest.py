@@ -83,7 +83,7 @@ def digest(a: np.ndarray, algorithm: str = DIGEST_ALGORITHM) -> str:
     if not a.flags.c_contiguous:
         a = a.copy(order="C")
     h = _hasher(algorithm, f"{a.dtype.name}|{tuple(int(n) for n in a.shape)}|".encode())
-    h.update(memoryview(a.reshape(-1).view(np.uint8)))  # type: ignore[attr-defined]
+    h.update(a.reshape(-1).view(np.uint8).data)  # type: ignore[attr-defined]
     return f"{algorithm}:{h.hexdigest()}"  # type: ignore[attr-defined]
 
 
@@ -214,7 +214,7 @@ def digest_counted(a: np.ndarray, algorithm: str) -> tuple[str, tuple[int, int]]
     with np.errstate(invalid="ignore"):
         for start in range(0, flat.size, step):
             block = flat[start:start + step]
-            h.update(memoryview(block.view(np.uint8)))  # type: ignore[attr-defined]
+            h.update(block.view(np.uint8).data)  # type: ignore[attr-defined]
             finite = finite and bool(np.isfinite(np.maximum.reduce(block))) and bool(
                 np.isfinite(np.minimum.reduce(block)))
     counts = (0, 0) if finite else counted_nonfinite(a)
@@ -277,4 +277,4 @@ def digest_many(arrs: list[np.ndarray | None], algorithm: str, counted: int | No
     for i, a in enumerate(arrs):
         if a is not None and out[i] is None:
             one(i)
-    return tuple(MISSING if a is None else out[i] for i, a in enumerate(arrs)), (got[0] if got else None)
+    return tuple(MISSING if a is None else str(out[i]) for i, a in enumerate(arrs)), (got[0] if got else None)

@@ -143,7 +143,7 @@ class OracleError:
     max_abs: float
     max_rel: float
     max_ulp: int
-    max_abs_index: tuple | None
+    max_abs_index: tuple[int, ...] | None
     atol: float
     rtol: float
     tolerance_source: str
@@ -153,15 +153,15 @@ class OracleError:
     inf_count: int
     oracle_inf_count: int
     shape_mismatch: bool
-    shape: tuple = ()
-    max_rel_index: tuple | None = None
-    max_ulp_index: tuple | None = None
+    shape: tuple[int, ...] = ()
+    max_rel_index: tuple[int, ...] | None = None
+    max_ulp_index: tuple[int, ...] | None = None
     n_mismatch: int = 0
     n_total: int = 0
-    expected_shape: tuple = ()
+    expected_shape: tuple[int, ...] = ()
     #: max over elements of |actual - expected| / allowed (1.0 = at the tolerance), where and the values there.
     error_ratio: float = 0.0
-    error_ratio_index: tuple | None = None
+    error_ratio_index: tuple[int, ...] | None = None
     actual_at: str = ""
     expected_at: str = ""
     allowed_at: float = 0.0
@@ -293,7 +293,7 @@ def compare_oracle(
     rtol = d_rtol if rtol is None else float(rtol)
     nan_count, inf_count = nonfinite_counts(a)
     o_nan, o_inf = nonfinite_counts(e)
-    common = dict(
+    common: dict[str, Any] = dict(
         name=name, dtype=dt.name, shape=tuple(int(n) for n in a.shape), atol=atol, rtol=rtol,
         tolerance_source=source, nan_count=nan_count, oracle_nan_count=o_nan,
         inf_count=inf_count, oracle_inf_count=o_inf, n_total=int(a.size),
@@ -320,6 +320,7 @@ def compare_oracle(
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         same = a64 == e
         err = np.abs(a64 - e)  # exactly 0 where they are equal numbers
+        finite: Any
         if finite_only:
             finite = True
         else:
@@ -473,8 +474,8 @@ def tolerance_for(case: Case | None, tensor: str, dtype: str | np.dtype, contrac
     n = n_terms(case, tensor)
     atol, rtol, _ = gradient_tolerance(name, n)
     reason = f"{name} default" + (f", atol x sqrt({n}) for {n} summed terms" if n > 1 else "")
-    rules = getattr(contract, "oracle_rules", None)
-    rules = ORACLE_RULES if rules is None else tuple(rules)
+    listed = getattr(contract, "oracle_rules", None)
+    rules = ORACLE_RULES if listed is None else tuple(listed)
     # The summation bound exists for embedding rows only; normwise error is a gradient's notion.
     rules = tuple(r for r in rules if (r != "normwise" or tensor.startswith("grad."))
                   and (r != "summation_bound" or tensor == "grad.W"))

@@ -262,13 +262,13 @@ def _from_expect(expect: Mapping[str, Any] | None, subject: str, device_kind: st
     if kind == "raises":
         return Expectation(frozenset(expect.get("errors", ())), False, reason, "the case's expect")
     if kind == "either":
-        parts = [_from_expect(sub, subject, device_kind) for sub in expect.get("of", ())]
-        parts = [p for p in parts if p is not None]
+        parts = [p for p in (_from_expect(sub, subject, device_kind) for sub in expect.get("of", ()))
+                 if p is not None]
         if not parts:
             return None
         if any(p.errors is None for p in parts):
             return Expectation(None, True, reason, "the case's expect (either)")
-        return Expectation(frozenset().union(*(p.errors for p in parts)), any(p.no_error_ok for p in parts),
+        return Expectation(frozenset().union(*(p.errors or () for p in parts)), any(p.no_error_ok for p in parts),
                            reason, "the case's expect (either)")
     if kind in ("documented", "propagates"):
         # No error outside debug mode; in it, the documented errors (errors_in_debug) are what it raises.

@@ -230,7 +230,7 @@ def _one_line(exc: BaseException) -> str:
 
 def execute(subject: Subject, case: Case, device: Device, context: Context) -> RunResult:
     """Run ``subject`` once on ``case``; any exception becomes an ``error`` result, never a raise."""
-    base = dict(subject=subject.name, case_id=case.id, device=device.id, context=context.name)
+    base: dict[str, Any] = dict(subject=subject.name, case_id=case.id, device=device.id, context=context.name)
     if device.kind not in subject.devices:
         return RunResult(**base, status="skipped", skip_reason=f"{subject.name} does not run on {device.kind}")
     ok, reason = device.availability()
