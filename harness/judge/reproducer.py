@@ -126,7 +126,7 @@ class Reproducer:
         contexts or a relation's members are one run each), so its repeats go elsewhere."""
         _check_verb(verb)
         taken = {o.field for o in OPTIONS if verb in o.verbs} | {"env"}
-        blank = {f.name: f.default for f in fields(self) if f.name not in taken}
+        blank: dict[str, Any] = {f.name: f.default for f in fields(self) if f.name not in taken}
         r = replace(self, **blank)
         if verb == "localize" and (len(r.devices) > 1 or len(r.contexts) > 1 or r.relation):
             r = replace(r, repeats=None)
