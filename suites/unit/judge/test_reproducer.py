@@ -17,8 +17,8 @@ from harness import cli
 from harness.core.contexts import CONTEXTS
 from harness.core.errors import InvalidArgument
 from harness.core.records import Measure
+from harness.core.vocabulary import RELATIONS
 from harness.judge import findings as F
-from harness.judge.contracts import RELATIONS
 from harness.judge.reproducer import OPTIONS, VERBS, Reproducer, split_command
 
 DEVICES = ("cpu", "gpu", "gpu:0", "gpu:3")
