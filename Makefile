@@ -21,7 +21,7 @@ REPORT_ARGS ?=
 # e.g. BENCH_ARGS="--sections overhead --out DIR": one section of the bench, in this file's environment
 BENCH_ARGS ?=
 
-.PHONY: report test gate bench audit env clean venv mutants
+.PHONY: report test lint gate bench audit env clean venv mutants
 
 venv: $(STAMP)
 
@@ -32,7 +32,7 @@ $(STAMP): pyproject.toml constraints.txt
 	# chainer 7.8.1 is an sdist whose setup.py imports pkg_resources: build it with this venv's
 	# setuptools<70 and no build isolation, so newer pip/setuptools releases cannot break the build.
 	$(BIN)/python -m pip install -q -c constraints.txt 'setuptools<70' wheel
-	$(BIN)/python -m pip install -q -c constraints.txt --no-build-isolation -e .
+	$(BIN)/python -m pip install -q -c constraints.txt --no-build-isolation -e '.[dev]'
 	# espnet's wheel requires torch and dozens of audio packages; the harness imports only
 	# espnet.nets.chainer_backend.deterministic_embed_id (chainer + numpy), so install it alone.
 	$(BIN)/python -m pip install -q -c constraints.txt --no-deps espnet==202511
@@ -47,8 +47,14 @@ report: $(STAMP)
 # Benches, long campaigns and the end-to-end tests that take seconds of whole process trees (marker `slow`)
 # are left out; `make test MARKS=` runs them too, as CI (.ci/run) does.
 MARKS ?= not slow
-test: $(STAMP)
+test: lint
 	HARNESS_PROFILE=$${HARNESS_PROFILE:-ci} $(BIN)/python -m pytest -p no:cacheprovider -m '$(MARKS)' $(PYTEST_ARGS)
+
+# The static checks (configured in pyproject.toml): ruff (pyflakes, import order) over the code and the tests,
+# mypy over harness/ (strict on core/ and judge/). `make test` runs them first.
+lint: $(STAMP)
+	$(BIN)/ruff check harness suites tools conftest.py
+	$(BIN)/mypy
 
 gate: $(STAMP)
 	$(BIN)/python -m harness gate

@@ -415,8 +415,8 @@ def _value_type(check: str, name: str) -> Callable[[str], Any] | None:
     return {"file": lambda: _checked(name, argcheck.readable_file), "device": lambda: _checked(name, _one_device),
             "devices": lambda: _checked(name, argcheck.device_list), "context": lambda: _checked(name, _one_context),
             "contexts": lambda: _checked(name, _contexts), "relation": lambda: _checked(name, _one_relation),
-            "run-dir": lambda: _checked(name, argcheck.baseline_dir), "count>=1": lambda: argcheck.ints(name, 1),
-            "count>=0": lambda: argcheck.ints(name, 0)}[check]()
+            "run-dir": lambda: _checked(name, argcheck.baseline_dir), "count>=2": lambda: argcheck.ints(name, 2),
+            "count>=1": lambda: argcheck.ints(name, 1), "count>=0": lambda: argcheck.ints(name, 0)}[check]()
 
 
 def _add_option(p: Any, o: Option, verb: str, defaults: Mapping[str, Any]) -> None:
@@ -429,8 +429,8 @@ def _add_option(p: Any, o: Option, verb: str, defaults: Mapping[str, Any]) -> No
     elif o.shape == "switch":
         kw["action"] = "store_true"
     else:
-        kw["type"] = _value_type(o.check, o.dest.replace("_", "-"))
-    if o.required and verb in o.verbs:
+        kw["type"] = _value_type(o.check_of(verb), o.dest.replace("_", "-"))
+    if verb in o.required:
         kw["required"] = True
     p.add_argument(o.flag, **kw)
 

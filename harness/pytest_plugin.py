@@ -13,6 +13,9 @@ puts the gate in its own CI loads it the same way.
   gate runs its subjects; the printed replay commands carry it. A subject registered any other way (a pytest
   plugin or conftest calling ``register``) gets no command: its dossier says why instead.
 - The header prints the Hypothesis profile, the seed, the devices and the contract file.
+- What the options decide is one frozen :class:`GateSession` on ``config.stash[GATE]`` (the ``gate`` fixture
+  gives it to a test); the helpers below a test calls (:func:`contract_violations` and the others) read the
+  session of the test running now, bound around each test by an autouse fixture.
 - On import it puts the workers' environment defaults (:data:`~harness.core.worker_defaults.WORKER_ENV_DEFAULTS`)
   into this process's environment where the user's does not set them, before it imports NumPy: this gate runs
   subjects in the test process, as pytest-xdist's workers (started from it) do, and OpenBLAS's idle threads
@@ -25,7 +28,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from typing import Any, Callable, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
 
 import pytest
 
@@ -35,28 +40,56 @@ from harness.core.worker_defaults import set_worker_defaults
 set_worker_defaults(os.environ)
 
 from harness.core.cases import Case  # noqa: E402 - after the environment defaults above
-from harness.judge.contracts import Contracts, load_contracts  # noqa: E402
 from harness.core.devices import Device  # noqa: E402
 from harness.core.records import Measure  # noqa: E402
+from harness.judge.contracts import Contracts, load_contracts  # noqa: E402
 from harness.judge.verdicts import Violation, assert_no_violations  # noqa: E402
 from harness.subjects.registry import get_subject  # noqa: E402
 
 __all__ = ["measures_in_process", "contract_violations", "bad_input_violations",
-           "contract_property", "assert_contract", "ExampleCounter", "GateState", "cases_for", "min_examples",
-           "check_every_example"]
+           "contract_property", "assert_contract", "ExampleCounter", "GateSession", "GATE", "gate_of",
+           "cases_for", "min_examples", "check_every_example"]
 
 
-class GateState:
-    """What the plugin knows for this session (set in pytest_configure)."""
+@dataclass(frozen=True)
+class GateSession:
+    """What the options of this pytest session decide (built once, in pytest_configure)."""
 
     contracts: Contracts | None = None
-    devices: list[Device] = []
+    devices: tuple[Device, ...] = ()
     repeats: int = 3
     profile: str = "dev"
     baseline: str | None = None
     #: ``--subject-plugin`` specs loaded into this session, and the subject names they gave.
     plugins: tuple[str, ...] = ()
     plugin_subjects: frozenset[str] = frozenset()
+
+
+#: Where the session's :class:`GateSession` lives: ``config.stash[GATE]``.
+GATE = pytest.StashKey[GateSession]()
+#: The session of the test running now (bound by :func:`_bind_gate_session` around each test).
+_RUNNING: ContextVar[GateSession] = ContextVar("harness_gate_session", default=GateSession())
+
+
+def gate_of(config: Any) -> GateSession:
+    """The :class:`GateSession` of a pytest ``config`` (the defaults before pytest_configure built it)."""
+    return config.stash.get(GATE, GateSession())
+
+
+@pytest.fixture(scope="session")
+def gate(pytestconfig: Any) -> GateSession:
+    """This session's options: devices, repeats, profile, baseline, plug-ins, contracts."""
+    return gate_of(pytestconfig)
+
+
+@pytest.fixture(autouse=True)
+def _bind_gate_session(request: Any) -> Iterator[None]:
+    """Let the helpers a test calls see its session's options without a parameter of their own."""
+    token = _RUNNING.set(gate_of(request.config))
+    try:
+        yield
+    finally:
+        _RUNNING.reset(token)
 
 
 # ---- options and header ----------------------------------------------------------------------------
@@ -113,7 +146,7 @@ def pytest_configure(config: Any) -> None:
 
     explicit = config.getoption("hypothesis_profile", default=None)
     try:
-        GateState.profile = load_profile(explicit)
+        profile = load_profile(explicit)
     except InvalidArgument as exc:
         raise pytest.UsageError(str(exc)) from None
     choice = config.getoption("device")
@@ -127,7 +160,6 @@ def pytest_configure(config: Any) -> None:
         selection = select_devices(choice)
     except InvalidArgument as exc:
         raise pytest.UsageError(f"--device: {exc}") from None
-    GateState.devices = selection.planned
     from harness.core.devices import gpu_problem
 
     # The one GPU-presence rule (harness env --check says the same): nvidia-smi sees a GPU, so the GPU suites
@@ -135,10 +167,12 @@ def pytest_configure(config: Any) -> None:
     problem = gpu_problem()
     if problem:
         raise pytest.UsageError(problem)
-    GateState.contracts = load_contracts(config.getoption("contracts"))
-    _load_plugins(tuple(config.getoption("subject_plugin") or ()))
-    GateState.repeats = max(1, int(config.getoption("gate_repeats")))
-    GateState.baseline = config.getoption("baseline")
+    contracts = load_contracts(config.getoption("contracts"))
+    plugins = tuple(config.getoption("subject_plugin") or ())
+    config.stash[GATE] = GateSession(
+        contracts=contracts, devices=tuple(selection.planned), repeats=max(1, int(config.getoption("gate_repeats"))),
+        profile=profile, baseline=config.getoption("baseline"), plugins=plugins,
+        plugin_subjects=_load_plugins(plugins))
 
 
 def pytest_report_header(config: Any) -> list[str]:
@@ -147,18 +181,19 @@ def pytest_report_header(config: Any) -> list[str]:
     s = settings()
     seed = config.getoption("hypothesis_seed", default=None)
     seed_text = "derandomized" if s.derandomize else (str(seed) if seed is not None else "random (printed on failure)")
+    gs = gate_of(config)
     devs = []
-    for d in GateState.devices:
+    for d in gs.devices:
         ok, reason = d.availability()
         devs.append(d.id if ok else f"{d.id} (skipped: {reason})")
-    if not any(d.is_gpu and d.available for d in GateState.devices):
+    if not any(d.is_gpu and d.available for d in gs.devices):
         devs.append("no GPU: every GPU test is skipped with its reason")
-    c = GateState.contracts
-    return [f"harness: profile={GateState.profile} (max_examples={s.max_examples}) seed={seed_text} "
-            f"repeats={GateState.repeats}",
+    c = gs.contracts
+    return [f"harness: profile={gs.profile} (max_examples={s.max_examples}) seed={seed_text} "
+            f"repeats={gs.repeats}",
             f"harness: devices={', '.join(devs)}",
             f"harness: contracts={c.path if c else '?'}"
-            + (f" baseline={GateState.baseline}" if GateState.baseline else "")]
+            + (f" baseline={gs.baseline}" if gs.baseline else "")]
 
 
 def pytest_generate_tests(metafunc: Any) -> None:
@@ -166,7 +201,7 @@ def pytest_generate_tests(metafunc: Any) -> None:
     if "device" not in metafunc.fixturenames:
         return
     params = []
-    for d in GateState.devices:
+    for d in gate_of(metafunc.config).devices:
         ok, reason = d.availability()
         marks = [pytest.mark.gpu] if d.is_gpu else []
         if not ok:
@@ -176,10 +211,10 @@ def pytest_generate_tests(metafunc: Any) -> None:
 
 
 @pytest.fixture(scope="session")
-def contracts() -> Contracts:
+def contracts(gate: GateSession) -> Contracts:
     """The contracts file in use."""
-    assert GateState.contracts is not None
-    return GateState.contracts
+    assert gate.contracts is not None
+    return gate.contracts
 
 
 # ---- in-process checks -------------------------------------------------------------------------------------
@@ -192,15 +227,16 @@ def measures_in_process(contracts: Contracts, subject: str, case: Case, device: 
 
     contract = contracts.find(subject, device.kind, context)
     others = [c for c in (getattr(contract, "identical_across", ()) or ()) if c != context]
-    here = measure_here(contracts, subject, case, device, context, repeats or GateState.repeats, contexts=others)
+    here = measure_here(contracts, subject, case, device, context, repeats or _RUNNING.get().repeats,
+                        contexts=others)
     if here.results[0].status == "skipped":
         pytest.skip(here.results[0].skip_reason or "skipped")
     return here.measures
 
 
-def _load_plugins(specs: tuple[str, ...]) -> None:
-    """Load each ``--subject-plugin`` here (this gate runs its subjects in this process); a bad one stops the
-    session with its one-line error."""
+def _load_plugins(specs: tuple[str, ...]) -> frozenset[str]:
+    """Load each ``--subject-plugin`` here (this gate runs its subjects in this process); the names of the
+    subjects they gave. A bad one stops the session with its one-line error."""
     from harness.core.errors import PluginError
     from harness.subjects.registry import load_plugin
 
@@ -210,7 +246,7 @@ def _load_plugins(specs: tuple[str, ...]) -> None:
             names.update(s.name for s in load_plugin(spec, in_process=True))
         except PluginError as exc:
             raise pytest.UsageError(f"--subject-plugin: {exc}") from None
-    GateState.plugins, GateState.plugin_subjects = specs, frozenset(names)
+    return frozenset(names)
 
 
 def _outside_plugins(subject: str) -> str:
@@ -218,7 +254,7 @@ def _outside_plugins(subject: str) -> str:
     harness's own nor from a ``--subject-plugin`` (a pytest plugin or conftest registered it), so a replay would
     run the shipped subject of that name, or none."""
     module = getattr(get_subject(subject).run, "__module__", None) or "?"
-    if module.startswith("harness.") or subject in GateState.plugin_subjects:
+    if module.startswith("harness.") or subject in _RUNNING.get().plugin_subjects:
         return ""
     return (f"{subject} runs code of module {module!r}, which this session registered outside --subject-plugin, "
             f"so a replay would not load it; give it as --subject-plugin {module}:OBJECT")
@@ -239,7 +275,7 @@ def _violations(measures: Sequence[Measure], case: Case, contracts: Contracts) -
     atomic_write(path, case.to_json() + "\n")
     # every command of a dossier (Reproduce, Shrink, Localize) from one finding, with the session's contracts
     # file and plug-ins
-    origin = Origin(CASES_DIR, contracts=contracts_argument(contracts.path), plugins=GateState.plugins)
+    origin = Origin(CASES_DIR, contracts=contracts_argument(contracts.path), plugins=_RUNNING.get().plugins)
     out = []
     for v in found:
         why = _outside_plugins(v.subject)
@@ -337,8 +373,9 @@ def cases_for(subject: str) -> Any:
     bounds = profile_bounds(subj.family)
     if subj.family == "embed" and subject.startswith("espnet."):
         bounds["w_dtypes"] = ("float32",)
-    base = {"embed": strategies.embed_cases, "lstm": strategies.lstm_cases,
-            "pipeline": strategies.pipeline_cases}[subj.family](**bounds)
+    family: dict[str, Callable[..., Any]] = {"embed": strategies.embed_cases, "lstm": strategies.lstm_cases,
+                                             "pipeline": strategies.pipeline_cases}
+    base = family[subj.family](**bounds)
     return base.filter(subj.applies_to)
 
 
@@ -373,4 +410,4 @@ def profile_bounds(family: str) -> dict[str, Any]:
     """The strategy bounds of the active profile for ``family``."""
     from harness.generate.strategies import bounds_for
 
-    return bounds_for(GateState.profile, family)
+    return bounds_for(_RUNNING.get().profile, family)

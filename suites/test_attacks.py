@@ -1,4 +1,4 @@
-"""Attacks on the harness itself (issue 22): hostile plug-ins at load and in ``accepts()``, names that break
+"""Attacks on the harness itself: hostile plug-ins at load and in ``accepts()``, names that break
 figures, ``--keep`` racing a running report, interrupted writes that leave torn lines in the middle of the record
 files, a full disk, a closed pipe, a stray ``SystemExit``. Each ends in one line with exit 2, an error row, or a
 finished report, and loses nothing; none of these asserts on wall-clock time.

@@ -17,12 +17,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.outputs import audit as A
 from harness.core.cases import corpus_digest, load_corpus, write_corpus
-from harness.judge.bitwise import DIGEST_ALGORITHM, digest
-from harness.judge.sketch import SAMPLE, tensor_sketch
-from harness.generate.corpora import anchor_cases
 from harness.core.errors import AuditFileError, InvalidArgument
+from harness.generate.corpora import anchor_cases
+from harness.judge.digest import DIGEST_ALGORITHM, digest
+from harness.judge.sketch import SAMPLE, tensor_sketch
+from harness.outputs import audit as A
 from harness.verbs.compare import CompareOptions, MergeOptions, compare, merge
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -394,7 +394,7 @@ def test_repetitions_that_disagree_are_not_blamed_on_the_environment(work):
     assert v == {"control.deterministic": "identical", "control.nondeterministic": "not reproducible"}
 
 
-# ---- issue 18: audit files validated whole; merge refuses a repeat; escaping in HTML and Markdown ----
+# ---- audit files validated whole; merge refuses a repeat; escaping in HTML and Markdown -------------
 def _base_audit(work: Path, name: str, subject: str = "s", shape=(50,)) -> Path:
     x = np.linspace(-2, 3, int(np.prod(shape)), dtype=np.float32).reshape(shape)
     return _synthetic(work / name, {"gpu": {"available": False}}, [(subject, "ok", {"y": x})])
@@ -498,7 +498,7 @@ def test_hostile_subject_names_are_escaped(work, subject):
         assert "a\\|b c" in Path(paths["md"]).read_text()
 
 
-# ---- issue 21: "changed" says by how much without arrays; issue 24: the oracle apart ------------------------
+# ---- "changed" says by how much without arrays; the oracle apart -------------------------------------------
 def test_audit_entries_carry_a_sketch_per_tensor(whole):
     e = next(e for e in whole[0].entries if e["subject"] == "chainer.NStepLSTM")
     assert e["role"] == "subject"

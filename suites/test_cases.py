@@ -216,9 +216,8 @@ def test_one_profile_definition():
         assert (registered.database is None) == (not p.keep_examples)
 
 
-# ---- issue 18: every malformed case is one CaseError line naming the field and value -----------
-from harness.core.cases import (check_case_size, estimate_case_bytes, load_case_file,  # noqa: E402
-                                max_case_bytes_default)
+# ---- every malformed case is one CaseError line naming the field and value --------------------
+from harness.core.cases import check_case_size, estimate_case_bytes, load_case_file, max_case_bytes_default  # noqa: E402
 from harness.core.errors import CaseError, HarnessError  # noqa: E402
 
 _E18 = {"family": "embed", "seed": 0, "spec": {"vocab": 5, "width": 3, "ids_shape": [4]}}
@@ -330,8 +329,8 @@ def test_size_limit_default_and_env(monkeypatch):
 def test_a_case_the_harness_wrote_reads_back_the_same_without_the_schema_check():
     """The worker reads the campaign's own ``to_json`` with ``from_own_json`` (no second schema check): the same
     case, id and bytes, for every case of the default corpus and the relations' members (explicit arrays)."""
-    from harness.generate.corpora import default_corpus, relation_cases
     from harness.execute.relations import RELATIONS, members
+    from harness.generate.corpora import default_corpus, relation_cases
 
     cases = default_corpus() + relation_cases()
     cases += [m.case for c in relation_cases() for m in members(c, list(RELATIONS.values()))]

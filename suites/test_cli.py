@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.judge import bitwise as compare
 from harness.core.cases import Case, load_corpus, write_corpus
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
+from harness.judge import digest as digests
 from harness.subjects.base import execute
 from harness.subjects.registry import get_subject
 
@@ -92,7 +92,7 @@ def test_replay_reproduces_from_the_json_alone(tmp_path):
     # The digests are those of the same run in this process: the JSON carried everything.
     here = execute(get_subject("chainer.embed_id"), Case.from_json(path.read_text()), CPU, get_context("default"))
     for name, d in printed.items():
-        assert compare.short_digest(compare.digest(here.arrays[name])) == d, name  # names its algorithm
+        assert digests.short_digest(digests.digest(here.arrays[name])) == d, name  # names its algorithm
     assert p.stdout.count("oracle within tolerance") == 3 and "BEYOND TOLERANCE" not in p.stdout
 
 

@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.records import restore_jsonl
-
 from harness.core.cases import Case, write_corpus
 from harness.core.devices import Device
+from harness.core.records import restore_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 120
@@ -440,7 +439,8 @@ def test_replay_contexts_compares_two_contexts_and_exits_1_when_they_differ(tmp_
 
 
 # ---- fuzz: any value of these options is exit 2 with one line, or accepted (never a traceback) ----------
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st
 
 _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
 _NUMBERISH = st.one_of(_TEXT, st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e309", "1", "2/2", "0/0", "1/0",

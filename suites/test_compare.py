@@ -20,17 +20,30 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from harness.core.errors import ComparisonFailure, HarnessError, InvalidArgument
+from harness.judge import bits as B
 from harness.judge import bitwise as C
+from harness.judge import digest as D
+from harness.judge.bits import ULP_MAX, bits, item_path, ulp_distance
 from harness.judge.bitwise import (
-    DIGEST_ALGORITHM, DIGEST_ALGORITHMS, digest_algorithm_of, digest_all, digest_mismatch_reason,
-    same_digest, short_digest,
+    TensorComparison,
+    assert_bit_identical,
+    assert_results_identical,
+    compare_pair,
+    compare_repeats,
+    compare_results,
 )
-from harness.judge.bitwise import (
-    ULP_MAX, TensorComparison, assert_bit_identical, assert_results_identical, bits, compare_pair,
-    compare_repeats, compare_results, digest, item_path, ulp_distance,
+from harness.judge.digest import (
+    DIGEST_ALGORITHM,
+    DIGEST_ALGORITHMS,
+    digest,
+    digest_algorithm_of,
+    digest_all,
+    digest_mismatch_reason,
+    same_digest,
+    short_digest,
 )
 from harness.judge.tolerance import TOLERANCES, OracleError, assert_within_oracle, compare_oracle, gradient_tolerance
-from harness.core.errors import ComparisonFailure, HarnessError, InvalidArgument
 
 FLOATS = [np.float16, np.float32, np.float64]
 UINT_OF = {np.float16: np.uint16, np.float32: np.uint32, np.float64: np.uint64}
@@ -405,7 +418,7 @@ def _large_cases():
     rng = np.random.default_rng(5)
     out = {}
     for dt in (np.float32, np.float64):
-        base = rng.standard_normal(3 * C._BLOCK_BYTES // np.dtype(dt).itemsize + 17).astype(dt)
+        base = rng.standard_normal(3 * D.BLOCK_BYTES // np.dtype(dt).itemsize + 17).astype(dt)
         out[f"{np.dtype(dt).name} plain"] = base
         for where, at in (("first", 3), ("middle", base.size // 2), ("last", base.size - 1)):
             a = base.copy()
@@ -415,8 +428,8 @@ def _large_cases():
         out[f"{np.dtype(dt).name} overflow"] = np.full(base.size, np.finfo(dt).max / 4, dt)  # squares overflow
     out["float32 strided"] = out["float32 nan+inf middle"][::2]
     out["float32 big-endian"] = out["float32 nan+inf last"].astype(">f4")
-    out["float16"] = rng.standard_normal(C._BLOCK_BYTES).astype(np.float16)
-    out["int32"] = np.arange(C._BLOCK_BYTES, dtype=np.int32)
+    out["float16"] = rng.standard_normal(D.BLOCK_BYTES).astype(np.float16)
+    out["int32"] = np.arange(D.BLOCK_BYTES, dtype=np.int32)
     out["float32 small"] = np.array([np.nan, 1.0], np.float32)
     return out
 
@@ -425,9 +438,9 @@ def _large_cases():
 def test_the_one_pass_hash_and_probe_give_what_the_two_calls_give(name):
     a = _large_cases()[name]
     for alg in DIGEST_ALGORITHMS:
-        assert C._digest_counted(a, alg) == (digest(a, alg), C._nonfinite_counts(a))
+        assert D.digest_counted(a, alg) == (digest(a, alg), B.nonfinite_counts(a))
     exact = (int(np.isnan(a).sum()), int(np.isinf(a).sum())) if a.dtype.kind == "f" else (0, 0)
-    assert C._nonfinite_counts(a) == exact
+    assert B.nonfinite_counts(a) == exact
 
 
 def test_large_repetitions_compare_with_their_counts_and_digests_from_one_pass():
@@ -514,14 +527,14 @@ def test_early_exit_gather_and_dense_paths_agree(data, dtype, shape):
     fast = compare_repeats("p", reps)
     slow = compare_repeats("p", reps, early_exit=False)
     assert fast == slow
-    old = C._GATHER_FRACTION
+    old = B.GATHER_FRACTION
     try:
-        C._GATHER_FRACTION = 0.0     # always dense
+        B.GATHER_FRACTION = 0.0     # always dense
         dense = compare_repeats("p", reps)
-        C._GATHER_FRACTION = 2.0     # always gather
+        B.GATHER_FRACTION = 2.0     # always gather
         gather = compare_repeats("p", reps)
     finally:
-        C._GATHER_FRACTION = old
+        B.GATHER_FRACTION = old
     assert dense == gather == fast
     # and an independent recount of n_diff from the bit views
     b0 = bits(reps[0])
@@ -789,7 +802,7 @@ def test_the_batched_nonfinite_counts_are_each_arrays_own():
 
     @settings(max_examples=120, deadline=None, derandomize=True, database=None)
     @given(st.lists(st.tuples(st.sampled_from(["float16", "float32", "float64", "int32", "bool", "complex64"]),
-                              st.sampled_from([0, 1, 7, 300, C._SMALL_BYTES // 4 + 1]),
+                              st.sampled_from([0, 1, 7, 300, B.SMALL_BYTES // 4 + 1]),
                               st.lists(st.sampled_from([math.nan, math.inf, -math.inf]), max_size=3)),
                     min_size=1, max_size=8))
     def run(specs):
@@ -800,8 +813,8 @@ def test_the_batched_nonfinite_counts_are_each_arrays_own():
                 for j, v in enumerate(planted):
                     a[(j * 7919) % n] = v
             arrays.append(a.reshape(-1, 1) if n % 2 else a)
-        assert C.nonfinite_counts_all(arrays) == [C._nonfinite_counts(a) for a in arrays]
-        ran.append(any(c != (0, 0) for c in C.nonfinite_counts_all(arrays)))
+        assert B.nonfinite_counts_all(arrays) == [B.nonfinite_counts(a) for a in arrays]
+        ran.append(any(c != (0, 0) for c in B.nonfinite_counts_all(arrays)))
 
     run()
     assert len(ran) >= 100 and 0 < sum(ran) < len(ran), (len(ran), sum(ran))  # both answers were checked

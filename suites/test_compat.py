@@ -340,7 +340,7 @@ def test_harness_works_where_cupy_is_absent():
     assert out["reason"] and "\n" not in out["reason"] and len(out["reason"]) < 160, out
     import shutil
 
-    if shutil.which("nvidia-smi") is None:  # no NVIDIA GPU at all: that is the reason, not CuPy (issue 24)
+    if shutil.which("nvidia-smi") is None:  # no NVIDIA GPU at all: that is the reason, not CuPy
         assert out["reason"] == "no GPU: nvidia-smi not found", out
     else:
         assert "CuPy" in out["reason"]
@@ -348,9 +348,9 @@ def test_harness_works_where_cupy_is_absent():
 
 def test_env_json_works_where_cupy_is_absent():
     code = blocker_source("cupy", "cupyx") + textwrap.dedent("""
-        import runpy, sys
-        sys.argv = ["harness", "env", "--json"]
-        runpy.run_module("harness", run_name="__main__")
+        import sys
+        from harness.cli import main
+        sys.exit(main(["env", "--json"]))
     """)
     p = run_python(code)
     assert p.returncode == 0, p.stderr

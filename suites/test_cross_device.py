@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.judge import tolerance
 from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
 from harness.generate.edges import with_edge_tags
+from harness.judge import tolerance
 from harness.judge.contracts import load_contracts
 from harness.subjects.base import execute
 from harness.subjects.registry import get_subject

@@ -12,16 +12,14 @@ pytestmark = pytest.mark.gate
 
 
 @pytest.fixture(scope="session")
-def gate_run(tmp_path_factory, contracts):
+def gate_run(tmp_path_factory, contracts, gate):
     """One campaign over the anchor cases and their relations' members: R=2 in a pooled worker, K=1 in a fresh
     one, per context (members in the default context)."""
     from harness.core.contexts import get_context
-    from harness.generate.corpora import anchor_cases
-    from harness.pytest_plugin import GateState
     from harness.execute.campaign import Campaign, CampaignSettings, plan
-    from harness.subjects.registry import subjects_for
-
     from harness.execute.relations import RELATIONS, members
+    from harness.generate.corpora import anchor_cases
+    from harness.subjects.registry import subjects_for
 
     d = str(tmp_path_factory.mktemp("gate") / "run")
     # the anchors, and the members of the relations the contracts claim (a claim that compared nothing is
@@ -31,8 +29,8 @@ def gate_run(tmp_path_factory, contracts):
     cases = cases + [m.case for c in cases for m in members(c, [RELATIONS[r] for r in claimed])]
     contexts = [get_context(c) for c in ("default", "blas1", "blas2", "debug")]
     camp = Campaign(d, CampaignSettings(repeats=2, fresh=1, quiet=True))
-    camp.write_inputs(cases, {"subjects": [], "devices": [dev.id for dev in GateState.devices], "contexts": []})
-    camp.run(plan(cases, subjects_for(None), GateState.devices, contexts, contracts=contracts))
+    camp.write_inputs(cases, {"subjects": [], "devices": [dev.id for dev in gate.devices], "contexts": []})
+    camp.run(plan(cases, subjects_for(None), list(gate.devices), contexts, contracts=contracts))
     return d
 
 

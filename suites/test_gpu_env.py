@@ -163,8 +163,8 @@ def run_pytest(tmp_path: Path, env: dict[str, str | None]) -> subprocess.Complet
 
 @pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_one_gpu_rule_for_env_check_and_the_pytest_plugin(tmp_path, harness):
-    """issue 24: with make GPU=0 on a machine whose GPU CuPy cannot use, `harness env --check` passed and
-    `make test` stopped with a usage error. Both now ask harness.core.devices.gpu_problem."""
+    """With make GPU=0 on a machine whose GPU CuPy cannot use, `harness env --check` and the pytest plug-in
+    agree: both ask harness.core.devices.gpu_problem (one passing while the other stops is the failure)."""
     if _cupy_usable():
         pytest.skip("CuPy is usable here: the stand-in nvidia-smi cannot make the GPU unusable")
     bindir = fake_smi(tmp_path)

@@ -80,8 +80,8 @@ def _report_dir(path: Path, measures: list[dict] | None = None) -> Path:
 
 
 def test_a_report_directory_is_a_baseline(tmp_path):
-    from harness.core import argcheck
     from harness.cli import build_parser
+    from harness.core import argcheck
 
     base = _report_dir(tmp_path / "report")
     assert argcheck.baseline_dir("baseline", str(base)) == str(base)

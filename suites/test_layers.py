@@ -1,8 +1,9 @@
 """The folders are the stages, and imports point only downward (README, "Architecture").
 
 An import is every way a module reaches another: ``import``/``from ... import`` statements (at the top or
-inside a function body, relative ones resolved), ``importlib.import_module("...")``/``__import__("...")``, and a
-module named as a string argument of any call (``importlib.import_module("harness.verbs.export")``).
+inside a function body, relative ones resolved), ``importlib.import_module("...")``/``__import__("...")`` and
+``runpy.run_module("...")`` (bare names too: ``run_module("harness")`` runs ``harness/__main__.py``, the command
+line), and a dotted module name as a string argument of any call (``importlib.import_module("harness.verbs.export")``).
 On that graph: no stage imports a later one, no module of ``harness/`` imports ``tools/``, and no two modules
 import each other through any chain (a circle, inside a stage or across).
 """
@@ -31,7 +32,10 @@ ALLOWED = {
 }
 
 _MODULE_NAME = re.compile(r"^(harness|tools)(\.[A-Za-z_][A-Za-z0-9_]*)+$")
-_IMPORT_CALLS = {"import_module", "__import__"}
+#: Calls whose string argument is a module, dotted or bare; ``run_module`` runs a package's ``__main__``.
+_IMPORT_CALLS = {"import_module", "__import__", "run_module"}
+#: What reaches the command line: the package run as a program, its entry module, the parser, the pytest plug-in.
+COMMAND_LINE = ("harness", "harness.__main__", "harness.cli", "harness.pytest_plugin")
 
 
 def _name_of(path: pathlib.Path) -> str:
@@ -86,9 +90,13 @@ def imports_in(source: str, me: str, is_package: bool = False) -> list[tuple[int
             func = node.func
             fname = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
             for arg in [*node.args, *(k.value for k in node.keywords)]:
-                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and (
-                        fname in _IMPORT_CALLS or _MODULE_NAME.match(arg.value)):
-                    out.append((node.lineno, arg.value))
+                if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+                    continue
+                main = f"{arg.value}.__main__"
+                if fname in _IMPORT_CALLS:
+                    out.append((node.lineno, main if fname == "run_module" and main in ALL else arg.value))
+                elif _MODULE_NAME.match(arg.value) and _resolve(arg.value) != "harness":
+                    out.append((node.lineno, arg.value))  # a dotted name of a module (not a label like it)
     return sorted((line, _resolve(n)) for line, n in out if n.split(".")[0] in ("harness", "tools"))
 
 
@@ -119,10 +127,30 @@ def test_nothing_in_harness_imports_tools() -> None:
     assert not bad, bad
 
 
+def command_line_imports(imports: list[tuple[int, str]]) -> list[int]:
+    """The lines of ``imports`` that reach the command line (:data:`COMMAND_LINE`)."""
+    return [line for line, t in imports if t in COMMAND_LINE]
+
+
 def test_nothing_imports_the_command_line() -> None:
-    bad = [f"{p.relative_to(HARNESS)}:{line}" for p in _modules() for line, t in imports_of(p)
-           if t in ("harness.cli", "harness.pytest_plugin")]
+    bad = [f"{p.relative_to(HARNESS)}:{line}" for p in _modules() for line in command_line_imports(imports_of(p))]
     assert not bad, bad
+
+
+def test_a_bare_name_import_of_the_command_line_is_caught() -> None:
+    """A module that runs or imports the package by its bare name reaches the command line as surely as
+    ``import harness.cli`` does; a planted one is caught on each of its lines."""
+    src = ("import importlib, runpy\n"
+           "def f():\n"
+           "    runpy.run_module('harness', run_name='__main__', alter_sys=True)\n"
+           "    importlib.import_module('harness')\n"
+           "    __import__('harness')\n"
+           "    return runpy.run_module(mod_name='harness')\n"
+           "def g():\n"
+           "    return importlib.import_module('harness.execute.worker')\n")
+    imports = imports_in(src, "harness.execute.probe")
+    assert ("harness.__main__" in {t for _, t in imports}), imports
+    assert command_line_imports(imports) == [3, 4, 5, 6], imports
 
 
 def circles(graph: dict[str, list[str]]) -> list[list[str]]:

@@ -1,4 +1,5 @@
-"""Self-tests of the localizer (harness/localize.py): the hook, alignment, root causes, the CLI.
+"""Self-tests of the localizer (harness/execute/hooks.py, harness/execute/localization.py): the hook,
+alignment, root causes, the CLI.
 
 Positive controls: a pipeline with a node nondeterministic by construction in the middle
 (suites/plugins/pipeline_control.py) must be localized to that node; a float64 one-unit readout
@@ -28,12 +29,10 @@ from harness.core.cases import Case, write_corpus  # noqa: E402
 from harness.core.contexts import get_context  # noqa: E402
 from harness.core.devices import CPU  # noqa: E402
 from harness.core.errors import InvalidArgument  # noqa: E402
-from harness.outputs.localize import (  # noqa: E402
-    ArrayDigest, Event, HashStreamHook, Localization, Stream, align, digest_array, localize, record,
-)
+from harness.execute.hooks import ArrayDigest, Event, HashStreamHook, Stream, digest_array  # noqa: E402
+from harness.execute.localization import Localization, align, localize, record  # noqa: E402
 from harness.subjects.base import execute  # noqa: E402
 from harness.subjects.registry import get_subject, register  # noqa: E402
-
 from suites.plugins import pipeline_control  # noqa: E402
 
 PLUGIN = "suites.plugins.pipeline_control:SUBJECTS"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from harness.core.cases import Case
-from harness.judge.contracts import load_contracts
 from harness.core.devices import CPU
 from harness.core.errors import ContractViolation
+from harness.judge.contracts import load_contracts
 from harness.outputs.gate import assert_no_violations, check_baseline
 from harness.pytest_plugin import contract_violations
 

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.core.records import VERDICT_ORDER
 from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
 from harness.core.errors import ComparisonFailure
+from harness.core.records import VERDICT_ORDER
 from harness.execute.campaign import CampaignSettings
 from harness.execute.driver import run_campaign
 from harness.execute.inprocess import measure_here

@@ -20,14 +20,13 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.core.cases import Case, build_arrays, encode_array, lstm_weight_shapes
 from harness.core.compat import import_chainer
 from harness.core.errors import InvalidArgument
-from harness.subjects.oracle import (
-    GATE_WEIGHTS, ORACLES, embed_oracle, lstm_oracle, pipeline_oracle,
-)
+from harness.subjects.oracle import GATE_WEIGHTS, ORACLES, embed_oracle, lstm_oracle, pipeline_oracle
 
 chainer = import_chainer()
 import chainer.functions as F  # noqa: E402  (after the compat layer)

@@ -131,7 +131,7 @@ def test_a_contract_claiming_an_invariance_that_does_not_hold_fails(run, tmp_pat
 def test_an_invariance_finding_is_localized_to_the_first_node_whose_rows_differ():
     """Sequence 0 alone: the first input GEMM, whose M dimension changed (measured here), is named; a
     permuted embedding batch: the gradient's scatter-add (EmbedIDGrad)."""
-    from harness.outputs.localize import localize_relation
+    from harness.execute.localization import localize_relation
 
     lstm, embed = relation_cases_here()
     alone = localize_relation(lstm, "chainer.NStepLSTM", "alone")

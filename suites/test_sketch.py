@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from harness.judge import sketch as S
-from harness.judge.bitwise import ulp_distance
+from harness.judge.bits import ulp_distance
 
 
 def test_the_doctests_hold():

@@ -14,12 +14,21 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
-from harness.generate import strategies as S
 from harness.core.cases import FAMILIES, Case, build_arrays, corpus_digest
 from harness.core.errors import InvalidArgument
+from harness.generate import strategies as S
 from harness.generate.strategies import (
-    BAD_KINDS, SIZE_BOUNDS, any_case, bad_corpus, bad_inputs, bounds_for, cases, corpus, embed_cases,
-    lstm_cases, pipeline_cases,
+    BAD_KINDS,
+    SIZE_BOUNDS,
+    any_case,
+    bad_corpus,
+    bad_inputs,
+    bounds_for,
+    cases,
+    corpus,
+    embed_cases,
+    lstm_cases,
+    pipeline_cases,
 )
 
 FAST = settings(max_examples=25, deadline=None, database=None,

@@ -1,7 +1,7 @@
 """The subjects (harness/subjects/*): the registry, one CPU run of each, agreement with the oracle,
 the controls, Chainer's nondeterminism declarations, errors, GPU skips, plug-ins, dropout and dtypes.
 
-Oracle tolerance: ``harness.judge.bitwise.gradient_tolerance`` of the subject's dtype with ``n_terms=1``
+Oracle tolerance: ``harness.judge.tolerance.gradient_tolerance`` of the subject's dtype with ``n_terms=1``
 (the strictest setting) for every output and gradient; a disagreement fails with the oracle dossier
 (``OracleError.message()``).
 """
@@ -18,13 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.judge import bitwise as compare
-from harness.judge import tolerance
 from harness.core.cases import Case, build_arrays
 from harness.core.contexts import get_context
 from harness.core.devices import CPU, Device
 from harness.core.errors import PluginError, UnknownSubject
-from harness.subjects.base import Declared, RunResult, Subject, execute
+from harness.judge import bitwise as compare
+from harness.judge import tolerance
+from harness.judge.digest import digest
+from harness.subjects.base import RunResult, Subject, execute
 from harness.subjects.registry import ORACLE_FOR_FAMILY, SUBJECTS, get_subject, load_plugin, register
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,8 +231,8 @@ def test_function_and_link_lstm_agree_bitwise():
 def test_controls_behave_as_stated_over_many_runs():
     nd = [run("control.nondeterministic", COLLISION).arrays for _ in range(10)]
     det = [run("control.deterministic", COLLISION).arrays for _ in range(10)]
-    digests_nd = {compare.digest(a["grad.W"]) for a in nd}
-    digests_det = {compare.digest(a["grad.W"]) for a in det}
+    digests_nd = {digest(a["grad.W"]) for a in nd}
+    digests_det = {digest(a["grad.W"]) for a in det}
     assert len(digests_nd) > 1, "the nondeterministic control repeated itself over 10 runs"
     assert len(digests_det) == 1
     c_nd, c_det = compare.compare_results(nd), compare.compare_results(det)

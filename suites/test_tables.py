@@ -19,19 +19,17 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.execute.campaign import load_tasks
-from harness.core.records import VERDICTS
-from harness.execute.driver import load_run
-from harness.execute.measures import campaign_cases
-from harness.judge.findings import Classification, Origin, loads, with_cause
-from harness.outputs.assemble import campaign_findings
-
-from harness.outputs import tables
 from harness.core.cases import Case, write_corpus
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
 from harness.core.fileio import atomic_npz
-from harness.execute.campaign import Campaign, CampaignSettings, Task, array_file, outcome_of, plan
+from harness.core.records import VERDICTS
+from harness.execute.campaign import Campaign, CampaignSettings, Task, array_file, load_tasks, outcome_of, plan
+from harness.execute.driver import load_run
+from harness.execute.measures import campaign_cases
+from harness.judge.findings import Classification, Origin, loads, with_cause
+from harness.outputs import tables
+from harness.outputs.assemble import campaign_findings
 from harness.subjects.base import ErrorInfo, RunResult
 from harness.subjects.registry import get_subject
 

@@ -69,7 +69,7 @@ def test_the_campaign_goes_on_after_malformed_answers(bad_campaign):
     arrays = load_arrays(str(bad_campaign["dir"]), rec.array_file)
     assert arrays and all(isinstance(a, np.ndarray) and a.size for a in arrays.values())
     # the digests the worker took are the digests of the arrays that came over
-    from harness.judge.bitwise import digest
+    from harness.judge.digest import digest
 
     assert {k: digest(a) for k, a in arrays.items()} == {k: v[0] for k, v in rec.rep_digests.items()}
 

@@ -15,6 +15,8 @@ import argparse
 import collections
 import warnings
 
+from harness.core.vocabulary import FAMILIES
+
 
 def measure(examples: int, seed: int, family: str | None) -> dict[tuple[str, str, str], collections.Counter]:
     from harness.core.contexts import get_context
@@ -44,7 +46,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--examples", type=int, default=300, help="bad cases to draw (default %(default)s)")
     p.add_argument("--seed", type=int, default=5, help="corpus seed (default %(default)s)")
-    p.add_argument("--family", choices=("embed", "lstm", "pipeline"), default=None,
+    p.add_argument("--family", choices=FAMILIES, default=None,
                    help="only this family (default all)")
     args = p.parse_args()
     warnings.simplefilter("ignore")

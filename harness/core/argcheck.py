@@ -15,7 +15,7 @@ import math
 import os
 import stat
 import tempfile
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, cast
 
 from harness.core.errors import InvalidArgument
 from harness.core.schemas import MAX_TIMEOUT
@@ -129,7 +129,7 @@ def converter(name: str, check: Callable[[str, Any], T], parse: Callable[[str], 
 
 def ints(name: str, minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     """``type=`` for an integer >= ``minimum`` (and <= ``maximum`` or :data:`LIMITS`)."""
-    return converter(name, lambda n, v: int_at_least(n, v, minimum, maximum), int, "an integer")
+    return converter(name, lambda n, v: cast(int, int_at_least(n, v, minimum, maximum)), int, "an integer")
 
 
 def seconds(name: str, maximum: float = MAX_TIMEOUT) -> Callable[[str], float]:

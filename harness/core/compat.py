@@ -6,9 +6,8 @@ Chainer's environment check imports, ``numpy.distutils.system_info`` and ``pkg_r
 small stand-ins unless this process imported the real one already: the stand-ins answer exactly
 the calls Chainer makes (``get_info`` on macOS; ``require`` with its version check, and
 ``get_distribution``), the same on every Python, and importing the real ones (distutils,
-setuptools) costs about 0.17 s of CPU in every process that imports Chainer (measured on the
-2-core CI machine, a process that imports Chainer and nothing else: 0.44 s of CPU against
-0.27 s). Files in site-packages are never edited: the patches add attributes to ``numpy`` or
+setuptools) is a large share of the CPU time of every process that imports Chainer (workers, the
+zygote, sandboxed children). Files in site-packages are never edited: the patches add attributes to ``numpy`` or
 insert small stand-in modules into ``sys.modules``.
 
 | patch | why | Chainer file that needs it |
@@ -122,7 +121,7 @@ def apply() -> tuple[str, ...]:
     now: list[str] = []
     if "sctypes" not in numpy.__dict__:
         try:
-            numpy.sctypes  # noqa: B018  (NumPy 1.x: present, nothing to do)
+            getattr(numpy, "sctypes")  # (NumPy 1.x: present, nothing to do)
         except AttributeError:
             numpy.sctypes = _sctypes()  # type: ignore[attr-defined]
             now.append("numpy.sctypes")
@@ -132,10 +131,10 @@ def apply() -> tuple[str, ...]:
         parent = sys.modules.get("numpy.distutils")
         if parent is None:
             parent = types.ModuleType("numpy.distutils")
-            parent.__path__ = []  # type: ignore[attr-defined]
+            parent.__path__ = []
             sys.modules["numpy.distutils"] = parent
         parent.system_info = sys.modules["numpy.distutils.system_info"]  # type: ignore[attr-defined]
-        numpy.distutils = parent  # type: ignore[attr-defined]
+        numpy.distutils = parent
         now.append("numpy.distutils.system_info")
     if "pkg_resources" not in sys.modules:
         sys.modules["pkg_resources"] = _pkg_resources_module()

@@ -10,10 +10,11 @@ harness's own code on data it already holds.
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import threading
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, Generic, Sequence, TypeVar, cast
 
 __all__ = ["fork_safe", "Forked", "map_forked", "BEHIND", "lower_priority"]
 
@@ -42,7 +43,7 @@ def fork_safe() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
-class Forked:
+class Forked(Generic[R]):
     """``fn()`` started in a forked child; :meth:`result` is its pickled return value, or ``fn()`` run here
     where the child could not start or failed. ``nice``: the child runs that much below this process (run
     here, ``fn`` keeps this process's priority)."""
@@ -53,7 +54,7 @@ class Forked:
         self.pid: int | None = None
         self.fd = -1
 
-    def start(self) -> "Forked":
+    def start(self) -> "Forked[R]":
         if not fork_safe():
             return self
         r, w = os.pipe()
@@ -95,7 +96,7 @@ class Forked:
         self.pid = None
         if os.waitstatus_to_exitcode(status) == 0 and chunks:
             try:
-                return pickle.loads(b"".join(chunks))
+                return cast(R, pickle.loads(b"".join(chunks)))
             except Exception:  # noqa: BLE001 - a torn answer: computed again here
                 pass
         return self.fn()
@@ -106,6 +107,6 @@ def map_forked(fn: Callable[[T], R], parts: Sequence[T]) -> list[R]:
     (all of them here where forking is not safe)."""
     if len(parts) <= 1 or not fork_safe():
         return [fn(p) for p in parts]
-    children = [Forked(lambda p=p: fn(p)).start() for p in parts[1:]]
+    children = [Forked(functools.partial(fn, p)).start() for p in parts[1:]]
     first = fn(parts[0])
     return [first, *(c.result() for c in children)]

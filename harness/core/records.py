@@ -19,7 +19,6 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from harness.core.errors import RecordError
 
-
 #: Exact types :func:`_plain` hands back as they are, looked up before any ``isinstance`` (a task record's
 #: sketches hold tens of thousands of them per campaign; an ``isinstance`` against ``Mapping`` costs an ABC check).
 _SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
@@ -161,7 +160,7 @@ class TensorStats:
     def from_dict(cls, d: Mapping[str, Any], where: str = "tensor") -> "TensorStats":
         if not isinstance(d, Mapping):
             raise RecordError(f"{where}: not an object")
-        kw = {f.name: d.get(f.name) for f in fields(cls)}
+        kw: dict[str, Any] = {f.name: d.get(f.name) for f in fields(cls)}
         try:
             kw["shape"] = tuple(int(n) for n in (kw["shape"] or ()))
             for k in ("max_ulp_index", "first_diff_index"):

@@ -27,6 +27,8 @@ import math
 import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from harness.core.vocabulary import COMPUTE_PHASES, FAMILIES, PHASE_SPELLINGS, RELATIONS, ROLES
+
 __all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "InputProblem", "parse_json", "parse_toml", "check", "problem",
            "json_path", "brief", "FAMILIES", "FLOAT_DTYPES", "ID_DTYPES", "ID_KINDS", "GRAD_KINDS", "GRAD_OUTPUTS", "WEIGHT_KINDS", "CASE", "spec_schema", "first_problem", "SPEC_FIELDS", "CONTRACTS", "CONTRACT_FIELDS", "BAD_INPUT_FIELDS",
            "KNOWN_DEFECT_FIELDS", "ORACLE_RULES", "AUDIT", "AUDIT_ENTRY_FIELDS", "AUDIT_TENSOR_FIELDS", "ENVIRONMENT", "CAMPAIGN",
@@ -164,7 +166,9 @@ def parse_json(data: str | bytes, where: str) -> Any:
         raise InputProblem(f"{where}: must be JSON text, got {type(data).__name__}")
     _prescan(data, _JSON_STRING.sub('""', data), where)
     try:
-        return json.loads(data, object_pairs_hook=_unique_keys(where), **_number_hooks(where))
+        hooks = _number_hooks(where)
+        return json.loads(data, object_pairs_hook=_unique_keys(where), parse_int=hooks["parse_int"],
+                          parse_float=hooks["parse_float"], parse_constant=hooks["parse_constant"])
     except json.JSONDecodeError as exc:
         what = "not valid JSON (truncated)" if exc.pos >= len(data.rstrip()) else "not valid JSON"
         raise InputProblem(f"{_at(where, data, exc.pos)}: {what}: {exc.msg} (line {exc.lineno} column "
@@ -186,7 +190,7 @@ def parse_toml(text: str, where: str) -> dict[str, Any]:
     def as_float(s: str) -> float:
         if s.lstrip("+-") in ("inf", "nan"):
             raise InputProblem(f"{where}: holds {s}: only finite numbers mean anything here")
-        return hooks["parse_float"](s)
+        return float(hooks["parse_float"](s))
 
     try:
         return tomllib.loads(text, parse_float=as_float)
@@ -240,7 +244,7 @@ def _must(err: Any) -> str:
         return f"must match {arg}"
     if v == "propertyNames":
         return "has a key that is not allowed"
-    return err.message.split("\n")[0]
+    return str(err.message).split("\n")[0]
 
 
 def _must_type(kinds: Sequence[str], value: Any) -> str:
@@ -314,7 +318,7 @@ _VALIDATORS: dict[int, Any] = {}
 def _validator(key: int, schema: Mapping[str, Any], jsonschema: Any) -> Any:
     if key not in _VALIDATORS:
         # The schemas are this module's constants: suites/core/test_schemas.py checks each against the
-        # Draft 2020-12 meta-schema once, rather than every process paying for it (30-50 ms at start-up).
+        # Draft 2020-12 meta-schema once, rather than every process paying for it at start-up.
         base = jsonschema.Draft202012Validator
         # JSON's integers only: true is not 1 and 2.0 is not 2 (jsonschema accepts 2.0 as an integer).
         types = base.TYPE_CHECKER.redefine(
@@ -352,7 +356,6 @@ def _when(condition: Mapping[str, Any], then: Mapping[str, Any]) -> dict[str, An
 
 
 # ==== the case ================================================================================
-FAMILIES = ("embed", "lstm", "pipeline")
 _FAMILIES = FAMILIES
 _EMBED, _LSTM, _PIPE = ("embed",), ("lstm",), ("pipeline",)
 _IDS = ("embed", "pipeline")
@@ -400,7 +403,7 @@ SPEC_FIELDS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
                            "value": {"anyOf": [NUM, {"enum": ["nan", "inf", "-inf"]}],
                                      "message": "must be a number or 'nan', 'inf', '-inf'"}},
                           ["array", "index", "value"])), _ALL),
-    "relation": (_obj({"name": {"enum": ["alone", "subbatch", "order", "padding", "duplicate"]}, "base": NAME,
+    "relation": (_obj({"name": {"enum": list(RELATIONS)}, "base": NAME,
                        "label": STR, "index": _list(NAT)}, ["name", "base", "label", "index"]), _ALL),
 }
 #: The keys each family's spec must hold.
@@ -442,11 +445,11 @@ CASE: dict[str, Any] = _obj(
 
 
 # ==== the contracts file ======================================================================
-_RELATIONS = ["alone", "subbatch", "order", "padding", "duplicate"]
+_RELATIONS = list(RELATIONS)
 #: The looser oracle acceptances a contract may opt into (``oracle_rules``), defined in
 #: :mod:`harness.judge.tolerance`; every reader takes the names from here.
 ORACLE_RULES: tuple[str, ...] = ("summation_bound", "normwise", "amplification")
-_PHASES = ["forward", "backward", "double-backward", "double_backward"]
+_PHASES = [*COMPUTE_PHASES, *PHASE_SPELLINGS]
 _NAMES = _list(NAME, uniqueItems=True)
 _TOL_PAIR = _list({"type": "number", "minimum": 0}, minItems=2, maxItems=2,
                   message="must be [atol, rtol], two finite numbers >= 0")
@@ -550,7 +553,7 @@ AUDIT_TENSOR_FIELDS: dict[str, Any] = {
 #: The fields of one audit entry (one case x subject x device x context).
 AUDIT_ENTRY_FIELDS: dict[str, Any] = {
     "case_id": NAME, "family": NAME, "subject": NAME, "device": NAME, "context": NAME,
-    "role": {"enum": ["subject", "oracle", "control"]}, "bad_input": BOOL, "status": {"enum": _STATUSES},
+    "role": {"enum": list(ROLES)}, "bad_input": BOOL, "status": {"enum": _STATUSES},
     "error": _null(STR), "skip_reason": _null(STR), "repeats_agreed": _null(BOOL), "array_file": _null(STR),
     "tensors": {"type": "object", "additionalProperties": _obj(AUDIT_TENSOR_FIELDS, ["digest", "dtype", "shape"])},
 }

@@ -15,10 +15,9 @@ __all__ = ["WORKER_ENV_DEFAULTS", "set_worker_defaults"]
 #: pytest plugin puts into its own process's environment (:func:`set_worker_defaults`).
 #:
 #: ``OPENBLAS_THREAD_TIMEOUT``: OpenBLAS's idle threads spin for 2**N cycles after each multithreaded product
-#: before they sleep; its default N = 28 is about a tenth of a second, which in a campaign burns the idle core
-#: after every product (the default corpus in one lane, 2 cores: 10.0-10.2 CPU-s at 28, 8.8 at 16, the same
-#: wall). Two lanes at 4x that corpus took 14.4-15.3 s at 28, 14.7-14.9 s at 16 (tens of microseconds) and
-#: 16.0-16.3 s at 4, its minimum (the threads then sleep between the products of one run). The number of threads
+#: before they sleep; its default N = 28 is a large fraction of a second, which in a campaign burns the idle
+#: core after every product. 16 (tens of microseconds) keeps the wall time of 28 and gives the core back; 4, its
+#: minimum, is slower (the threads then sleep between the products of one run). The number of threads
 #: and how a product is split between them do not change, so neither do the bits (``suites/test_env.py``
 #: checks an NStepLSTM run's digests both ways, on a case whose bits depend on 1 against 2 threads).
 WORKER_ENV_DEFAULTS: dict[str, str] = {"OPENBLAS_THREAD_TIMEOUT": "16"}

@@ -33,17 +33,18 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from harness.judge import bitwise as compare
-from harness.judge.sketch import tensor_sketch
 from harness.core.cases import Case, load_corpus, write_corpus
 from harness.core.contexts import Context, get_context
 from harness.core.devices import Device, parse_device
 from harness.core.errors import InvalidArgument, WorkerError
 from harness.core.fileio import atomic_json, atomic_npz, npz_key, npz_members
 from harness.core.records import TaskRecord, TensorStats, read_tasks, repair_jsonl
-from harness.subjects.base import ErrorInfo, RunResult, Subject
 from harness.execute.settings import CampaignSettings, default_jobs  # re-exported: the settings live apart (no NumPy)
 from harness.execute.worker import Worker, prestart_zygote, tensor_meta
+from harness.judge import bitwise as compare
+from harness.judge.bits import value_text
+from harness.judge.sketch import tensor_sketch
+from harness.subjects.base import ErrorInfo, RunResult, Subject
 from harness.subjects.registry import accepts_error, get_subject, prepare_accepts
 
 __all__ = ["Task", "plan", "Campaign", "CampaignSettings", "WorkerSet", "TaskOutcome", "run_task", "outcome_of", "LocalPool",
@@ -155,7 +156,7 @@ def _with_judges(subjects: Iterable[Subject], contracts: Any, devices: Sequence[
 
 
 #: With ``jobs=0``, a group of tasks gets one lane per this many tasks (and at most :func:`default_jobs`):
-#: a lane costs a pooled worker (a fork of the zygote) and a thread, a default task about 20 ms.
+#: a lane costs a pooled worker (a fork of the zygote) and a thread, which a few short tasks do not repay.
 MIN_TASKS_PER_LANE = 32
 
 
@@ -786,8 +787,8 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
             worst = None
             if not c.bitwise_identical and c.diff_reps:
                 idx = c.max_ulp_index if c.max_ulp_index is not None else c.first_diff_index
-                worst = (compare.value_text(reps[0].get(name), idx),
-                         compare.value_text(reps[c.diff_reps[0]].get(name), idx))
+                worst = (value_text(reps[0].get(name), idx),
+                         value_text(reps[c.diff_reps[0]].get(name), idx))
             tensors[name] = TensorStats.from_comparison(c, worst, sketch=tensor_sketch(reps[0].get(name)))
     return TaskRecord(
         key=task.key, case_id=task.case.id, family=task.case.family, subject=task.subject,

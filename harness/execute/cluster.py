@@ -19,10 +19,9 @@ A Dask worker that dies mid-task is handled by the scheduler: the task is run ag
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
-
-import atexit
 import os
 import re
 import socket

@@ -21,7 +21,8 @@ from harness.core.records import Measure, TaskRecord
 from harness.execute.campaign import Task, outcome_of
 from harness.judge.contracts import Contracts
 from harness.judge.measure import Reference, measure_task
-from harness.subjects.base import RunResult, execute as _execute
+from harness.subjects.base import RunResult
+from harness.subjects.base import execute as _execute
 from harness.subjects.registry import get_subject
 
 __all__ = ["Here", "measure_here", "oracle_arrays"]

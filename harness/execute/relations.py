@@ -31,7 +31,7 @@ import numpy as np
 
 from harness.core.cases import Case, build_arrays, encode_array
 from harness.core.errors import InvalidArgument
-from harness.judge.contracts import RELATION_NAMES
+from harness.core.vocabulary import RELATIONS as RELATION_NAMES
 
 __all__ = ["Relation", "Member", "RELATIONS", "get_relation", "parse_relations", "members", "pairs",
            "relation_of", "MAX_CASE_ELEMENTS"]
@@ -101,7 +101,7 @@ def relation_of(case: Case) -> Mapping[str, Any] | None:
 
 def _batch(case: Case) -> int:
     if case.family == "embed":
-        shape = case.spec.get("ids_shape") or ()
+        shape: Sequence[int] = case.spec.get("ids_shape") or ()
         return int(shape[0]) if len(shape) >= 2 else 0  # a 1-D id vector has no batch rows to reorder
     return len(case.spec.get("lengths") or ())
 

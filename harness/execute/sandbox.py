@@ -1,27 +1,32 @@
-"""A harness verb run in a child process with a timeout, so that subject code never runs in ours.
+"""A named function of the harness run on a JSON request in a child process with a timeout, so that subject
+code never runs in ours.
 
-``localize`` hooks into Chainer's function nodes while a subject runs, which a pooled worker's run protocol does
-not offer; it runs as ``python -m harness VERB ...`` in a child instead (:data:`CHILD_ENV` set), and this module
-turns whatever happens there into a :class:`Sandboxed` result: an answer, a one-line error (exit 2), a crash (a
-signal), a hang (the timeout), or an exit without an answer (a plug-in calling ``sys.exit(0)``). Nothing the
-child does can end, hang or mislabel the parent.
+Localization hooks into Chainer's function nodes while a subject runs, which a pooled worker's run protocol does
+not offer; it runs as a named call instead (:func:`run_call`, the child's side in :mod:`harness.execute.calls`,
+:data:`CHILD_ENV` set there), and this module turns whatever happens there into a :class:`Sandboxed` result: an
+answer, a one-line error (a harness error, or a plug-in ending the process), a crash (a signal), a hang (the
+timeout), or an exit without an answer (a plug-in calling ``os._exit(0)``). Nothing the child does can end, hang
+or mislabel the parent.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Mapping
 
-__all__ = ["CHILD_ENV", "Sandboxed", "run_child", "in_child"]
+from harness.execute.calls import ANSWER, ERROR, name_of
 
-#: Set in the child: "run the verb here" (the parent runs nothing of a subject itself).
+__all__ = ["CHILD_ENV", "Sandboxed", "run_call", "in_child"]
+
+#: Set in the child: "subject code runs here" (the parent runs nothing of a subject itself).
 CHILD_ENV = "HARNESS_SANDBOX_CHILD"
-#: The child's last stdout line when it finished: what tells an answer from an exit before answering.
-DONE = "harness: sandbox: done"
 
 
 def in_child() -> bool:
@@ -30,12 +35,15 @@ def in_child() -> bool:
 
 @dataclass(frozen=True)
 class Sandboxed:
-    """What the child did: ``status`` ok, error (one-line usage or set-up error), crashed, timeout, exited."""
+    """What the child did: ``status`` ok, error (a one-line harness error), crashed, timeout, exited; the
+    function's ``answer`` when ok, the ``error`` line when error."""
 
     status: str
     returncode: int | None
     stdout: str
     stderr: str
+    answer: Any = None
+    error: str = ""
 
     @property
     def ok(self) -> bool:
@@ -45,7 +53,7 @@ class Sandboxed:
         """One line saying why there is no answer."""
         last = next((ln for ln in reversed(self.stderr.strip().splitlines()) if ln.strip()), "")
         if self.status == "error":
-            return last.removeprefix("harness: error: ") or f"exit {self.returncode}"
+            return self.error or f"exit {self.returncode}"
         if self.status == "crashed":
             try:
                 name = signal.Signals(-int(self.returncode or 0)).name
@@ -60,73 +68,53 @@ class Sandboxed:
         return ""
 
 
-def run_child(argv: Sequence[str], timeout: float, *, plugins_env: dict[str, str] | None = None) -> Sandboxed:
-    """Run ``python -m harness *argv`` in a child (its own process group, killed whole on a timeout).
+def run_call(fn: Callable[[Mapping[str, Any]], Any], request: Mapping[str, Any], timeout: float) -> Sandboxed:
+    """``fn(request)`` in a child (its own process group, killed whole on a timeout); ``fn`` is a module-level
+    function of the harness taking and returning JSON data.
 
     The child is forked from the workers' zygote where there is one (NumPy and Chainer imported already: a
     fork, not an interpreter's start), else it is a new interpreter. Either way it is a process of its own."""
-    extra = {CHILD_ENV: "1", **(plugins_env or {})}
     from harness.execute.worker import worker_env, zygote_for
 
-    zygote = zygote_for(worker_env({}))
-    if zygote is not None:
-        try:
-            return _forked_child(zygote, argv, extra, timeout)
-        except (OSError, ValueError, KeyError):
-            pass  # the zygote went away: a new interpreter instead
-    env = {**os.environ, **extra}
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.Popen([sys.executable, "-m", "harness", *argv], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+    name, extra = name_of(fn), {CHILD_ENV: "1"}
+    fds = [*os.pipe(), *os.pipe(), *os.pipe()]  # stdout, stderr, answer: (read, write) each
+    reads, writes = fds[0::2], fds[1::2]
+    proc: Any = None
     try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            proc.kill()
-        out, err = proc.communicate()
-        return Sandboxed("timeout", None, out or "", err or "")
-    rc = proc.returncode
-    status, out = _status(rc, out)
-    return Sandboxed(status, rc, out, err)
+        zygote = zygote_for(worker_env({}))
+        if zygote is not None:
+            from harness.execute.worker import _Forked
 
-
-def _status(rc: int | None, out: str) -> tuple[str, str]:
-    """The :class:`Sandboxed` status of an exit code, and stdout without the done line."""
-    if rc is None or rc < 0:
-        return "crashed", out
-    if rc == 2:
-        return "error", out
-    if rc == 0 and out.rstrip().endswith(DONE):
-        return "ok", out.rstrip()[: -len(DONE)]
-    return "exited", out
-
-
-def _forked_child(zygote: Any, argv: Sequence[str], extra: dict[str, str], timeout: float) -> Sandboxed:
-    import select
-    import time
-
-    from harness.execute.worker import _Forked
-
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    try:
-        pid = zygote.verb(argv, extra, os.getcwd(), out_w, err_w)
+            try:
+                pid = zygote.call(name, dict(request), extra, os.getcwd(), writes)
+                proc = _Forked(pid, zygote)
+            except (OSError, ValueError, KeyError):
+                proc = None  # the zygote went away: a new interpreter instead
+        if proc is None:
+            env = {**os.environ, **extra}
+            root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "harness.execute.calls", name, json.dumps(dict(request)), str(writes[2])],
+                stdin=subprocess.DEVNULL, stdout=writes[0], stderr=writes[1], pass_fds=(writes[2],), env=env,
+                start_new_session=True)
     except BaseException:
-        for fd in (out_r, err_r):
+        for fd in fds:
             os.close(fd)
         raise
-    finally:
-        os.close(out_w)
-        os.close(err_w)
-    proc = _Forked(pid, zygote)
-    chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
-    open_fds = [out_r, err_r]
+    for fd in writes:
+        os.close(fd)
+    return _collect(proc, reads, timeout)
+
+
+def _collect(proc: Any, reads: list[int], timeout: float) -> Sandboxed:
+    """Read the child's stdout, stderr and answer until it ends or ``timeout`` seconds pass (then kill its
+    process group); what it did."""
+    chunks: dict[int, list[bytes]] = {fd: [] for fd in reads}
+    open_fds = list(reads)
     deadline = time.monotonic() + timeout
     timed_out = False
+    rc: int | None = None
     try:
         while open_fds:
             left = deadline - time.monotonic()
@@ -140,23 +128,32 @@ def _forked_child(zygote: Any, argv: Sequence[str], extra: dict[str, str], timeo
                     chunks[fd].append(data)
                 else:
                     open_fds.remove(fd)
-        if not timed_out:  # both pipes closed: the child is ending (or closed them and hangs on)
+        if not timed_out:  # every pipe closed: the child is ending (or closed them and hangs on)
             try:
                 rc = proc.wait(max(deadline - time.monotonic(), 0.0))
             except subprocess.TimeoutExpired:
                 timed_out = True
         if timed_out:
             try:
-                os.killpg(pid, signal.SIGKILL)  # the child and whatever it started
+                os.killpg(proc.pid, signal.SIGKILL)  # the child and whatever it started
             except OSError:
                 proc.kill()
             proc.wait(30)
     finally:
-        for fd in (out_r, err_r):
+        for fd in reads:
             os.close(fd)
-    out = b"".join(chunks[out_r]).decode(errors="replace")
-    err = b"".join(chunks[err_r]).decode(errors="replace")
+    out, err, raw = (b"".join(chunks[fd]) for fd in reads)
+    stdout, stderr = out.decode(errors="replace"), err.decode(errors="replace")
     if timed_out:
-        return Sandboxed("timeout", None, out, err)
-    status, out = _status(rc, out)
-    return Sandboxed(status, rc, out, err)
+        return Sandboxed("timeout", None, stdout, stderr)
+    try:
+        answer = json.loads(raw) if raw else None
+    except ValueError:  # a torn answer: the child died while writing it
+        answer = None
+    if rc is None or rc < 0:
+        return Sandboxed("crashed", rc, stdout, stderr)
+    if isinstance(answer, dict) and rc == 2 and ERROR in answer:
+        return Sandboxed("error", rc, stdout, stderr, error=str(answer[ERROR]))
+    if isinstance(answer, dict) and rc == 0 and ANSWER in answer:
+        return Sandboxed("ok", rc, stdout, stderr, answer=answer[ANSWER])
+    return Sandboxed("exited", rc, stdout, stderr)

@@ -46,6 +46,9 @@ class CampaignSettings:
 
 #: The most lanes ``jobs=0`` gives: each lane holds a pooled worker with Chainer imported (the K fresh ones
 #: are shared by the lanes of an environment).
+#: Runs a localization compares where its reproducer names one device, one context and no relation.
+LOCALIZE_REPEATS = 3
+
 MAX_DEFAULT_JOBS = 4
 
 
@@ -64,7 +67,7 @@ def default_jobs() -> int:
             value = int(text)
         except ValueError:
             raise InvalidArgument(f"{JOBS_ENV}={text!r} must be an integer >= 1") from None
-        return int(argcheck.int_at_least(JOBS_ENV, value, 1, argcheck.LIMITS["jobs"][0]))
+        return int(argcheck.int_at_least(JOBS_ENV, value, 1, argcheck.LIMITS["jobs"][0]) or 1)
     try:
         n = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux

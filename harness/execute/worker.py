@@ -62,7 +62,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from harness.core.errors import WorkerError
-from harness.judge.bitwise import _dtype_name
+from harness.judge.bits import dtype_name as _dtype_name
 from harness.subjects.base import ErrorInfo, RunResult
 
 __all__ = ["Worker", "Answer", "Zygote", "worker_main", "tensor_meta", "worker_env", "zygote_for", "prestart_zygote",
@@ -217,7 +217,8 @@ class Answer:
 
 def tensor_meta(arrays: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
     """Digest, dtype, shape and NaN/Inf counts of each array (in the worker, where the arrays are)."""
-    from harness.judge.bitwise import digest_all, nonfinite_counts_all
+    from harness.judge.bits import nonfinite_counts_all
+    from harness.judge.digest import digest_all
 
     names = list(arrays)
     arrs = [arrays[k] for k in names]
@@ -449,8 +450,8 @@ def _child(argv: list[str]) -> None:
     _apply_memory_limit(int(os.environ.pop(_LIMIT_ENV, "0") or 0) or None)
     worker_main(Connection(read_fd, writable=False), write_fd, plugins, spool)
     # Asked to stop (or its pipe closed): every answer is written and nothing of a run is left to finish.
-    # The interpreter's own finalization (tearing down Chainer's and NumPy's modules) took 60-110 ms that the
-    # campaign waits for at the end of each group of tasks; a zygote's worker leaves the same way.
+    # The interpreter's own finalization (tearing down Chainer's and NumPy's modules) is time the campaign
+    # would wait for at the end of each group of tasks; a zygote's worker leaves the same way.
     _leave(0)
 
 
@@ -482,7 +483,7 @@ def _zygote_main(sock_fd: int) -> None:
         import harness.core.cases  # noqa: F401
         import harness.core.contexts  # noqa: F401
         import harness.core.devices  # noqa: F401
-        import harness.judge.bitwise  # noqa: F401
+        import harness.judge.bitwise  # noqa: F401 - and with it judge.bits and judge.digest
         import harness.subjects.registry  # noqa: F401
     except Exception as exc:  # noqa: BLE001
         sock = socket.socket(fileno=sock_fd)
@@ -531,11 +532,11 @@ def _zygote_main(sock_fd: int) -> None:
             for fd in fds:
                 os.close(fd)
             sock.send(json.dumps({"pid": pid}).encode())
-        elif req["op"] == "verb":
+        elif req["op"] == "call":
             pid = os.fork()
             if pid == 0:
                 sock.close()
-                _verb_child(req, fds)  # never returns
+                _call_child(req, fds)  # never returns
             for fd in fds:
                 os.close(fd)
             sock.send(json.dumps({"pid": pid}).encode())
@@ -553,9 +554,10 @@ def _zygote_main(sock_fd: int) -> None:
             sock.send(json.dumps({"code": codes.pop(pid, None)}).encode())
 
 
-def _verb_child(req: dict[str, Any], fds: list[int]) -> None:
-    """In a process forked by the zygote: ``python -m harness ARGV`` as if just started, in its own session
-    (so a timeout kills its whole group), stdout and stderr on the two pipes passed, then exit."""
+def _call_child(req: dict[str, Any], fds: list[int]) -> None:
+    """In a process forked by the zygote: the named call ``req`` asks for (:func:`harness.execute.calls.serve`),
+    in its own session (so a timeout kills its whole group), stdout and stderr on the first two pipes passed,
+    the answer on the third, then exit."""
     code = 1
     try:
         os.setsid()
@@ -564,25 +566,14 @@ def _verb_child(req: dict[str, Any], fds: list[int]) -> None:
         os.dup2(null, 0)
         os.dup2(fds[0], 1)
         os.dup2(fds[1], 2)
-        for fd in (null, *fds):
+        for fd in (null, fds[0], fds[1]):
             os.close(fd)
         os.chdir(req["cwd"])
         os.environ.update(req["env"])
         np.random.seed()  # not the zygote's global random stream
-        sys.argv = ["python -m harness", *req["argv"]]
-        import runpy
+        from harness.execute.calls import serve
 
-        try:
-            # ``python -m harness`` itself (the program, by name: the workers do not import the command line)
-            runpy.run_module("harness", run_name="__main__", alter_sys=True)
-            code = 0
-        except SystemExit as exc:  # argparse, or a subject ending "the process": as the interpreter would
-            if exc.code is None or isinstance(exc.code, int):
-                code = exc.code or 0
-            else:
-                print(exc.code, file=sys.stderr)
-                code = 1
-        code = code if isinstance(code, int) else 0
+        code = serve(req["function"], req["request"], fds[2])
     except BaseException:  # noqa: BLE001 - as an interpreter would: the traceback, exit 1
         import traceback
 
@@ -653,12 +644,14 @@ class Zygote:
         return int(self._ask({"op": "fork", "plugins": list(plugins), "memory_limit": memory_limit,
                               "spool": spool}, (rx_fd, tx_fd))["pid"])
 
-    def verb(self, argv: Sequence[str], env: Mapping[str, str], cwd: str, stdout_fd: int, stderr_fd: int) -> int:
-        """A new process running ``python -m harness *argv`` (forked: the imports are done) with ``env``
-        added and ``cwd``, writing to the two descriptors; its pid (the leader of its own session)."""
+    def call(self, function: str, request: Mapping[str, Any], env: Mapping[str, str], cwd: str,
+             fds: Sequence[int]) -> int:
+        """A new process running the named call ``function(request)`` (forked: the imports are done) with
+        ``env`` added and ``cwd``, its stdout, stderr and answer on the three descriptors ``fds``; its pid
+        (the leader of its own session)."""
         self.wait_ready()
-        return int(self._ask({"op": "verb", "argv": list(argv), "env": dict(env), "cwd": cwd},
-                             (stdout_fd, stderr_fd))["pid"])
+        return int(self._ask({"op": "call", "function": function, "request": dict(request), "env": dict(env),
+                              "cwd": cwd}, tuple(fds))["pid"])
 
     def exit_code(self, pid: int, wait: float = 5.0) -> int | None:
         """The exit code of worker ``pid`` (negative: the signal), waiting up to ``wait`` s; None if unknown."""

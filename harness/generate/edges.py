@@ -20,7 +20,7 @@ Pure: no Chainer, no CuPy (a corpus can be checked on a machine without them).
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -78,7 +78,7 @@ def _cycles(lengths: Sequence[int]) -> int:
     return longest
 
 
-def _partial_sum_overflows(spec: dict, arrays: dict[str, np.ndarray]) -> bool:
+def _partial_sum_overflows(spec: Mapping[str, Any], arrays: dict[str, np.ndarray]) -> bool:
     """Whether some row of ``grad.W``, summed one id at a time in index order in float16 (what Chainer's
     scatter-add does), passes float16's largest value while the exact sum of the same terms fits: the
     condition of the edge ``float16:partial_sum_overflow``, found in the case's own arrays, so that a drawn case

@@ -61,22 +61,16 @@ from typing import Any, Iterable, Mapping
 from harness.core import schemas
 from harness.core.argcheck import readable_file
 from harness.core.errors import ContractError, InvalidArgument
+from harness.core.vocabulary import phase_name
 
 __all__ = ["Contract", "BadInputRule", "KnownDefect", "Contracts", "load_contracts", "DEFAULT_CONTRACTS", "validate",
-           "RELATIONS", "ORACLE_RULES", "PHASES"]
+           "ORACLE_RULES"]
 
 DEFAULT_CONTRACTS = Path(__file__).resolve().parents[2] / "contracts.toml"
 
-#: The relation names an ``invariant_under`` list may hold (issue 13's invariance relations).
-RELATIONS = ("alone", "subbatch", "order", "padding", "duplicate")
-#: The same names, as harness.execute.relations defines the relations.
-RELATION_NAMES = RELATIONS
 #: The looser oracle rules a contract may opt into (``oracle_rules``); the default for a line
 #: without ``tolerance`` is all of them, for a line with ``tolerance`` none.
 ORACLE_RULES = schemas.ORACLE_RULES
-#: The phases an error can be expected in, as the subjects' Recorder names them (``double_backward`` is read as
-#: ``double-backward``).
-PHASES = ("forward", "backward", "double-backward")
 
 # The schema of the whole file is data in harness.core.schemas (CONTRACTS: CONTRACT_FIELDS, BAD_INPUT_FIELDS,
 # KNOWN_DEFECT_FIELDS, and the rules between keys); this module converts what it accepted.
@@ -96,7 +90,8 @@ class Contract:
     tolerance: Mapping[str, tuple[float, float]]
     reason: str
     line: int = 0
-    #: Invariance relations (names from :data:`RELATIONS`) this line claims hold bit-identically.
+    #: Invariance relations (names from :data:`~harness.core.vocabulary.RELATIONS`) this line claims hold
+    #: bit-identically.
     invariant_under: tuple[str, ...] = ()
     #: Looser oracle rules this line allows (names from :data:`ORACLE_RULES`); empty means the
     #: stated (or default) tolerance is enforced as it is.
@@ -141,7 +136,7 @@ class BadInputRule:
     context: str = "*"
     line: int = 0
     source: str = "contracts.toml"
-    #: Where a ``raises`` error must be raised (one of :data:`PHASES`); empty for the other outcomes.
+    #: Where a ``raises`` error must be raised (one of :data:`~harness.core.vocabulary.COMPUTE_PHASES`); empty for the other outcomes.
     phase: str = ""
 
     def applies(self, subject: str, device_kind: str, tags: Iterable[str], context: str = "default") -> bool:
@@ -275,7 +270,7 @@ def _tuple(v: Any) -> tuple[str, ...]:
 
 
 def _phase(v: str) -> str:
-    return "double-backward" if v == "double_backward" else v
+    return phase_name(v)
 
 
 def _headers(lines: list[str], table: str) -> list[int]:

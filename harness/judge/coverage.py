@@ -42,8 +42,8 @@ def missing_measures(record: TaskRecord, contract: Any, taken: Iterable[Measure]
     if contract is None or role != "subject" or bad or record.status not in ("ok", "partial"):
         return []  # nothing to judge (no line: a "no contract" failure of its own; errors: error rows)
     taken = [m for m in taken if m.verdict != Verdict.SKIPPED.value]
-    key = {"case_id": record.case_id, "subject": record.subject, "device": record.device,
-           "context": record.context}
+    key: dict[str, Any] = {"case_id": record.case_id, "subject": record.subject, "device": record.device,
+                           "context": record.context}
     out = []
     where = f"{getattr(contract, 'source', 'contracts')} line {getattr(contract, 'line', 0)}"
     if getattr(contract, "oracle", None) == "within" and oracle_takes_case and \

@@ -82,8 +82,8 @@ def measure_task(record: TaskRecord, case: Case | None, contract: Any, *, role: 
     compared with; ``oracle`` ``(name, arrays)``; ``order`` ``(reference name, its arrays or None, the
     declaration)`` for a subject that declares its accumulation order.
     """
-    key = {"case_id": record.case_id, "subject": record.subject, "device": record.device,
-           "context": record.context}
+    key: dict[str, Any] = {"case_id": record.case_id, "subject": record.subject, "device": record.device,
+                           "context": record.context}
     if role == "oracle":
         contract = reference_contract(record.subject)
     # An oracle or reference is never on trial for a bad input: it runs only what it has semantics for.
@@ -123,7 +123,7 @@ def measure_task(record: TaskRecord, case: Case | None, contract: Any, *, role: 
             except (TypeError, ValueError):
                 continue  # a dtype with no oracle comparison (strings, complex): nothing to judge
             out.append(verdicts.judge_oracle(contract, key, name, err, tol, oracle[0], known=known_defects))
-    if accepted and oracle is None and role == "subject":
+    if accepted and exp is not None and oracle is None and role == "subject":
         out.append(Measure(kind="oracle", tensor="", verdict=verdicts.NOT_JUDGED, **key,
                            rule=f"bad input must: {exp.describe()}", contract=f"{exp.source}: {exp.reason}",
                            detail="the input was accepted, but the oracle gave no values for it: the documented "
@@ -158,15 +158,16 @@ def _same_outcome(exp: Any, key: Mapping[str, str], record: TaskRecord, case: Ca
                 out.append(verdicts.judge_same_outcome(exp, key, kind, first, verdicts.outcome_text(
                     "ok", (), record.rep_digests, which, bits=bits), other))
     for ref in references:
-        other = ref.record
-        if ref.kind not in ("context", "device") or other is None or other.status == "skipped":
+        theirs_record = ref.record
+        if ref.kind not in ("context", "device") or theirs_record is None or theirs_record.status == "skipped":
             continue
-        theirs_exp = verdicts.expectation_for(ref.rules, case.expect if case is not None else None, other.subject,
-                                              other.device_kind)
+        theirs_exp = verdicts.expectation_for(ref.rules, case.expect if case is not None else None,
+                                              theirs_record.subject, theirs_record.device_kind)
         if theirs_exp is None or theirs_exp.source != exp.source or not theirs_exp.any_outcome:
             continue  # another rule governs there (debug mode's, say): its outcome may differ
         bits = verdicts.pair_required(ref.kind, contract, ref.name)
         mine = verdicts.outcome_text(record.run_status, record.errors, record.rep_digests, bits=bits)
-        theirs = verdicts.outcome_text(other.run_status, other.errors, other.rep_digests, bits=bits)
+        theirs = verdicts.outcome_text(theirs_record.run_status, theirs_record.errors, theirs_record.rep_digests,
+                                       bits=bits)
         out.append(verdicts.judge_same_outcome(exp, key, ref.kind, mine, theirs, ref.name))
     return out

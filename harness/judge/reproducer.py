@@ -30,6 +30,7 @@ VERBS = ("replay", "shrink", "localize", "export")
 
 _ALL = VERBS
 _RUNS = ("replay", "shrink", "export")  # the verbs that judge (they read a contracts file)
+_FINDING = ("shrink", "export")  # the verbs that keep to one finding (its kind, tensor kind and error)
 
 
 @dataclass(frozen=True)
@@ -40,18 +41,24 @@ class Option:
     field: str                 # the Reproducer field it fills
     help: str                  # ("{default}": the verb's default, which the command line fills in)
     check: str = ""            # the value check, by name (cli.py maps it to a type=): file, device, devices,
-                               # context, contexts, relation, run-dir, count>=1, count>=0; "" none
+                               # context, contexts, relation, run-dir, count>=2, count>=1, count>=0; "" none
     verbs: tuple[str, ...] = _ALL
     metavar: str | None = None
     #: How the field is spelled: "value" (one text), "one" (the field's only name), "pair" (its two names,
     #: A,B), "many" (repeatable, each one value), "switch" (present or not), "count" (an integer).
     shape: str = "value"
-    required: bool = False
+    required: tuple[str, ...] = ()   # the verbs that need it
+    #: A verb whose value check differs from ``check``: (verb, check) pairs.
+    check_for: tuple[tuple[str, str], ...] = ()
 
     @property
     def dest(self) -> str:
         """The name argparse gives the parsed value (``--case-id`` -> ``case_id``)."""
         return self.flag.lstrip("-").replace("-", "_")
+
+    def check_of(self, verb: str) -> str:
+        """The value check ``verb`` applies to this option."""
+        return dict(self.check_for).get(verb, self.check)
 
 
 #: Every option of the reproducer, in the order a command prints them.
@@ -59,7 +66,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("case", "case", "a case JSON file, or a JSON-lines corpus (with --case-id)", "file",
            metavar="CASE.json"),
     Option("--case-id", "case_id", "the case to take from a corpus"),
-    Option("--subject", "subject", "registered subject name", required=True),
+    Option("--subject", "subject", "registered subject name", required=_ALL),
     Option("--subject-plugin", "plugins", "load and register subjects from package.module:object (repeatable)",
            metavar="MOD:OBJ", shape="many"),
     Option("--contracts", "contracts", "the contracts TOML the verdicts use (default: the shipped contracts.toml)",
@@ -73,7 +80,8 @@ OPTIONS: tuple[Option, ...] = (
            "(default: the default set; audit: default); replay, shrink, localize and export take two, A,B: B "
            "compared with A (instead of --context)", "contexts", metavar="CONTEXTS", shape="pair"),
     Option("--repeats", "repeats", "repetitions in one process, >= 1 (audit and localize: >= 2) (default "
-           "{default})", "count>=1", verbs=("replay", "localize"), shape="count"),
+           "{default})", "count>=1", verbs=("replay", "localize"), shape="count",
+           check_for=(("localize", "count>=2"), ("audit", "count>=2"))),
     Option("--fresh", "fresh", "runs in fresh worker processes, one each, >= 0 (default {default})", "count>=0",
            verbs=("replay",), shape="count"),
     Option("--relation", "relation", "an invariance relation (alone, subbatch, order, padding, duplicate): run the "
@@ -83,13 +91,13 @@ OPTIONS: tuple[Option, ...] = (
            "refuses it: a baseline holds only its own cases)",
            "run-dir", verbs=("replay", "shrink", "export"), metavar="DIR"),
     Option("--tensor", "tensor", "the tensor kind that must still show the finding (outputs, input gradients, "
-           "parameter gradients)", verbs=("shrink",)),
+           "parameter gradients)", verbs=_FINDING),
     Option("--error", "error", "for an error finding: the error that must still happen, 'Type in phase'",
-           verbs=("shrink",)),
+           verbs=_FINDING),
     Option("--flaky", "flaky", "the subject diverges run to run: keep a step only where the finding shows in "
-           "each of 3 tries of 6 runs", verbs=("shrink",), shape="switch"),
+           "each of 3 tries of 6 runs (export: its claim is tried 20 times)", verbs=_FINDING, shape="switch"),
     Option("--kind", "kind", "the finding kind that must still reproduce (as findings.csv and the dossiers name "
-           "it)", verbs=("shrink",), required=True),
+           "it; export without it: the script checks what replay checks)", verbs=_FINDING, required=("shrink",)),
 )
 #: The options by flag.
 OPTION: dict[str, Option] = {o.flag: o for o in OPTIONS}
@@ -129,7 +137,7 @@ class Reproducer:
         contexts or a relation's members are one run each), so its repeats go elsewhere."""
         _check_verb(verb)
         taken = {o.field for o in OPTIONS if verb in o.verbs} | {"env"}
-        blank = {f.name: f.default for f in fields(self) if f.name not in taken}
+        blank: dict[str, Any] = {f.name: f.default for f in fields(self) if f.name not in taken}
         r = replace(self, **blank)
         if verb == "localize" and (len(r.devices) > 1 or len(r.contexts) > 1 or r.relation):
             r = replace(r, repeats=None)

@@ -28,8 +28,18 @@ import numpy as np
 from harness.core import schemas
 from harness.core.cases import Case, build_arrays
 from harness.core.errors import ComparisonFailure, HarnessError
-from harness.judge.bitwise import (ULP_MAX, _array_text, _index_text, _item_line, _native, _nonfinite_counts,
-                                   _unravel, item_path, ulp_distance, value_text)
+from harness.judge.bits import (
+    ULP_MAX,
+    array_text,
+    index_text,
+    item_line,
+    item_path,
+    native,
+    nonfinite_counts,
+    ulp_distance,
+    unravel,
+    value_text,
+)
 
 __all__ = ["TOLERANCES", "gradient_tolerance", "OracleError", "compare_oracle", "assert_within_oracle",
            "rounding_bounds", "n_terms", "Tolerance", "tolerance_for", "judge_oracle", "ORACLE_RULES",
@@ -133,7 +143,7 @@ class OracleError:
     max_abs: float
     max_rel: float
     max_ulp: int
-    max_abs_index: tuple | None
+    max_abs_index: tuple[int, ...] | None
     atol: float
     rtol: float
     tolerance_source: str
@@ -143,15 +153,15 @@ class OracleError:
     inf_count: int
     oracle_inf_count: int
     shape_mismatch: bool
-    shape: tuple = ()
-    max_rel_index: tuple | None = None
-    max_ulp_index: tuple | None = None
+    shape: tuple[int, ...] = ()
+    max_rel_index: tuple[int, ...] | None = None
+    max_ulp_index: tuple[int, ...] | None = None
     n_mismatch: int = 0
     n_total: int = 0
-    expected_shape: tuple = ()
+    expected_shape: tuple[int, ...] = ()
     #: max over elements of |actual - expected| / allowed (1.0 = at the tolerance), where and the values there.
     error_ratio: float = 0.0
-    error_ratio_index: tuple | None = None
+    error_ratio_index: tuple[int, ...] | None = None
     actual_at: str = ""
     expected_at: str = ""
     allowed_at: float = 0.0
@@ -173,15 +183,15 @@ class OracleError:
             pct = self.n_mismatch / self.n_total if self.n_total else 0.0
             lines += [
                 f"Mismatched elements: {self.n_mismatch} / {self.n_total} ({pct:.1%})",
-                f"Greatest error / allowed: {self.error_ratio:.3g} at index {_index_text(self.error_ratio_index)}: "
+                f"Greatest error / allowed: {self.error_ratio:.3g} at index {index_text(self.error_ratio_index)}: "
                 f"actual {self.actual_at}, expected {self.expected_at} (up to {self.allowed_at:.3g} allowed)",
                 f"Greatest absolute difference: {self.max_abs!r} at index "
-                f"{_index_text(self.max_abs_index)}",
+                f"{index_text(self.max_abs_index)}",
                 f"Greatest relative difference: {self.max_rel!r} at index "
-                f"{_index_text(self.max_rel_index)}",
+                f"{index_text(self.max_rel_index)}",
                 f"Greatest ULP distance (in {self.dtype}): "
                 f"{'NaN vs non-NaN' if self.max_ulp == ULP_MAX else self.max_ulp} at index "
-                f"{_index_text(self.max_ulp_index)}",
+                f"{index_text(self.max_ulp_index)}",
             ]
         lines += [
             f"NaN: actual {self.nan_count}, oracle {self.oracle_nan_count}; "
@@ -194,7 +204,7 @@ class OracleError:
         ]
         if self.within_tolerance:
             return "\n".join(lines + ([f"Item {item_path(self.name)}"] if self.name else []))
-        return "\n".join(lines + _item_line(self.name))
+        return "\n".join(lines + item_line(self.name))
 
 
 def _oracle_cast(expected: np.ndarray, dt: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
@@ -262,7 +272,7 @@ def compare_oracle(
     Raises:
         TypeError: for complex, string or object results.
     """
-    a = _native(np.asarray(actual))
+    a = native(np.asarray(actual))
     dt = a.dtype
     if dt.kind not in "biuf":
         raise TypeError(f"compare_oracle {name!r}: unsupported dtype {dt}")
@@ -281,16 +291,16 @@ def compare_oracle(
                    "(the network's amplification of rounding)")
     atol = d_atol if atol is None else float(atol)
     rtol = d_rtol if rtol is None else float(rtol)
-    nan_count, inf_count = _nonfinite_counts(a)
-    o_nan, o_inf = _nonfinite_counts(e)
-    common = dict(
+    nan_count, inf_count = nonfinite_counts(a)
+    o_nan, o_inf = nonfinite_counts(e)
+    common: dict[str, Any] = dict(
         name=name, dtype=dt.name, shape=tuple(int(n) for n in a.shape), atol=atol, rtol=rtol,
         tolerance_source=source, nan_count=nan_count, oracle_nan_count=o_nan,
         inf_count=inf_count, oracle_inf_count=o_inf, n_total=int(a.size),
         expected_shape=tuple(int(n) for n in e.shape),
         # The printed values cost more than the measures on big tensors: tables pass text=False.
-        expected_text=_array_text(e) if text else "(not rendered)",
-        actual_text=_array_text(a) if text else "(not rendered)",
+        expected_text=array_text(e) if text else "(not rendered)",
+        actual_text=array_text(a) if text else "(not rendered)",
     )
     if a.shape != e.shape:
         return OracleError(
@@ -310,6 +320,7 @@ def compare_oracle(
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         same = a64 == e
         err = np.abs(a64 - e)  # exactly 0 where they are equal numbers
+        finite: Any
         if finite_only:
             finite = True
         else:
@@ -339,13 +350,13 @@ def compare_oracle(
     ia, ir, iu = int(np.argmax(err)), int(np.argmax(rel)), int(np.argmax(ulp))
     iq = int(np.argmax(ratio))
     n_mismatch = int(a.size - np.count_nonzero(ok))
-    q_index = _unravel(iq, a.shape)
+    q_index = unravel(iq, a.shape)
     return OracleError(
         error_ratio=float(ratio.flat[iq]), error_ratio_index=q_index, actual_at=value_text(a, q_index),
         expected_at=repr(float(e.flat[iq])), allowed_at=float(allowed.flat[iq]),
         max_abs=float(err.flat[ia]), max_rel=float(rel.flat[ir]), max_ulp=int(ulp.flat[iu]),
-        max_abs_index=_unravel(ia, a.shape), max_rel_index=_unravel(ir, a.shape),
-        max_ulp_index=_unravel(iu, a.shape), within_tolerance=n_mismatch == 0,
+        max_abs_index=unravel(ia, a.shape), max_rel_index=unravel(ir, a.shape),
+        max_ulp_index=unravel(iu, a.shape), within_tolerance=n_mismatch == 0,
         shape_mismatch=False, n_mismatch=n_mismatch, **common)
 
 
@@ -463,8 +474,8 @@ def tolerance_for(case: Case | None, tensor: str, dtype: str | np.dtype, contrac
     n = n_terms(case, tensor)
     atol, rtol, _ = gradient_tolerance(name, n)
     reason = f"{name} default" + (f", atol x sqrt({n}) for {n} summed terms" if n > 1 else "")
-    rules = getattr(contract, "oracle_rules", None)
-    rules = ORACLE_RULES if rules is None else tuple(rules)
+    listed = getattr(contract, "oracle_rules", None)
+    rules = ORACLE_RULES if listed is None else tuple(listed)
     # The summation bound exists for embedding rows only; normwise error is a gradient's notion.
     rules = tuple(r for r in rules if (r != "normwise" or tensor.startswith("grad."))
                   and (r != "summation_bound" or tensor == "grad.W"))

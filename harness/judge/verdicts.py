@@ -29,7 +29,9 @@ import numpy as np
 
 from harness.core.errors import ContractViolation
 from harness.core.records import VERDICT_ORDER, Measure, TensorStats, Verdict
+from harness.core.vocabulary import PHASES
 from harness.judge import bitwise
+from harness.judge.bits import value_text
 from harness.judge.tolerance import OracleError, Tolerance
 
 if TYPE_CHECKING:
@@ -180,8 +182,8 @@ def judge_pair(kind: str, contract: Any, key: Mapping[str, str], tensor: str, mi
     return Measure(**_base(kind, key, tensor, dtype=c.dtype, shape=tuple(c.shape), identical=same,
                            n_diff=c.n_diff, n_total=c.n_total, max_ulp=int(c.max_ulp),
                            max_ulp_index=None if idx is None else tuple(idx),
-                           actual="" if same else bitwise.value_text(mine, idx),
-                           expected="" if same else bitwise.value_text(other_arrays, idx),
+                           actual="" if same else value_text(mine, idx),
+                           expected="" if same else value_text(other_arrays, idx),
                            verdict=BIT_IDENTICAL if same else _differs(contract, judged, required), **common))
 
 
@@ -260,13 +262,13 @@ def _from_expect(expect: Mapping[str, Any] | None, subject: str, device_kind: st
     if kind == "raises":
         return Expectation(frozenset(expect.get("errors", ())), False, reason, "the case's expect")
     if kind == "either":
-        parts = [_from_expect(sub, subject, device_kind) for sub in expect.get("of", ())]
-        parts = [p for p in parts if p is not None]
+        parts = [p for p in (_from_expect(sub, subject, device_kind) for sub in expect.get("of", ()))
+                 if p is not None]
         if not parts:
             return None
         if any(p.errors is None for p in parts):
             return Expectation(None, True, reason, "the case's expect (either)")
-        return Expectation(frozenset().union(*(p.errors for p in parts)), any(p.no_error_ok for p in parts),
+        return Expectation(frozenset().union(*(p.errors or () for p in parts)), any(p.no_error_ok for p in parts),
                            reason, "the case's expect (either)")
     if kind in ("documented", "propagates"):
         # No error outside debug mode; in it, the documented errors (errors_in_debug) are what it raises.
@@ -317,8 +319,7 @@ def _returned(error: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} ({v})" for k, v in got.items()) or "its outputs"
 
 
-#: The phases in the order a run goes through them (the subjects' Recorder names).
-_PHASE_ORDER = ("setup", "forward", "backward", "double-backward", "transfer")
+_PHASE_ORDER = PHASES
 
 
 def _error_signature(e: Mapping[str, Any]) -> tuple[str, str]:
@@ -445,12 +446,12 @@ def judge_order(key: Mapping[str, str], tensor: str, mine: np.ndarray | None,
                                n_total=c.n_total, max_ulp=0, verdict=BIT_IDENTICAL, **common))
     first = c.first_diff_index
     idx = c.max_ulp_index if c.max_ulp_index is not None else first
-    at = "" if first is None else (f" at index {tuple(first)}: {bitwise.value_text(mine, first)} here, "
-                                   f"{bitwise.value_text(ref, first)} in the declared order")
+    at = "" if first is None else (f" at index {tuple(first)}: {value_text(mine, first)} here, "
+                                   f"{value_text(ref, first)} in the declared order")
     return Measure(**_base("order", key, tensor, dtype=c.dtype, shape=tuple(c.shape), identical=False,
                            n_diff=c.n_diff, n_total=c.n_total, max_ulp=int(c.max_ulp),
                            max_ulp_index=None if idx is None else tuple(idx),
-                           actual=bitwise.value_text(mine, idx), expected=bitwise.value_text(ref, idx),
+                           actual=value_text(mine, idx), expected=value_text(ref, idx),
                            verdict=BROKEN, detail=f"accumulation order differs from the declared one: first "
                                                   f"differing element{at}", **common))
 

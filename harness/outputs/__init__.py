@@ -1,1 +1,1 @@
-"""What people and machines read: tables, report, audit files, localize, the gate verb."""
+"""What people and machines read: tables, report, audit files, the gate verb."""

@@ -71,8 +71,7 @@ def cluster_targets(opts: ClusterOptions) -> Iterator[list[Target]]:
             raise InvalidArgument(f"spread={spread!r} needs --cluster")
         yield [Target()]
         return
-    from harness.execute.cluster import (DaskExecutor, connect, parse_cluster_spec, wait_for_workers,
-                                         worker_fingerprints)
+    from harness.execute.cluster import DaskExecutor, connect, parse_cluster_spec, wait_for_workers, worker_fingerprints
 
     spec = parse_cluster_spec(opts.address)
     n = int(opts.workers or 2)

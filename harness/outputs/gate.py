@@ -177,7 +177,7 @@ def against_baseline(rec: TaskRecord, base: TaskRecord, mine: Mapping[str, Any],
         if b is None or b.digest == t.digest:
             continue
         if b.digest and t.digest:
-            from harness.judge.bitwise import digest_mismatch_reason
+            from harness.judge.digest import digest_mismatch_reason
 
             why = digest_mismatch_reason(b.digest, t.digest)
             if why is not None:  # a baseline of another digest algorithm: every tensor would "change"

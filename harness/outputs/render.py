@@ -765,8 +765,7 @@ def error_ratio_figure(oracle_errors: pd.DataFrame) -> Any:
     for t_ in ax.get_legend().get_texts():
         t_.set_parse_math(False)
     # Fixed margins (the labels are fixed text, the log ticks powers of ten): tight_layout measured every log
-    # tick of both axes first, half of this figure's drawing time (0.25 of 0.55 CPU-seconds at the default
-    # corpus).
+    # tick of both axes first, about half of this figure's drawing time.
     fig.subplots_adjust(left=0.065, right=0.985, bottom=0.11, top=0.925)
     return fig
 

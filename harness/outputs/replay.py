@@ -14,10 +14,10 @@ from typing import Any, Sequence, TextIO
 
 from harness.core.cases import Case
 from harness.core.devices import Device
-from harness.core.records import Measure, Verdict
 from harness.core.errors import InvalidArgument, SetupError
-from harness.judge import bitwise
+from harness.core.records import Measure, Verdict
 from harness.judge.contracts import Contracts
+from harness.judge.digest import short_digest
 
 __all__ = ["replay", "replay_relation", "differs"]
 
@@ -56,11 +56,11 @@ def _lines(record: Any, measures: Sequence[Measure]) -> list[str]:
         out.append(f"  (task) {m.verdict}: {m.rule}" + (f" -- {m.detail or m.actual}" if (m.detail or m.actual) else ""))
     for name, t in record.tensors.items():
         ms = by.get(name, [])
-        digest = bitwise.short_digest(t.digest) if t.digest else ""
+        digest = short_digest(t.digest) if t.digest else ""
         order = ("repeat", "process", "context", "device", "oracle", "baseline")
         parts = [_part(m) for m in sorted(ms, key=lambda m: order.index(m.kind) if m.kind in order else 9)]
         if not any(m.kind == "repeat" for m in ms):
-            parts.insert(0, f"one run" if t.repeats == 1 else f"{'bit-identical' if t.bitwise_identical else 'DIFFERS'}"
+            parts.insert(0, "one run" if t.repeats == 1 else f"{'bit-identical' if t.bitwise_identical else 'DIFFERS'}"
                                                                  f" over {t.repeats}")
         out.append(f"  {name:18s} {t.dtype:8s} {str(tuple(t.shape)):14s} digest {digest}  " + "; ".join(parts))
     # Values the contracts file declares wrong: say which declaration, as a known crash's task line does.

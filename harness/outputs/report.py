@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
-import time
 from typing import Any, Iterator, Mapping, Sequence
 
 from harness.core.errors import InvalidArgument

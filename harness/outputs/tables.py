@@ -31,7 +31,7 @@ import pandas as pd
 from harness.core.cases import Case
 from harness.core.forking import BEHIND, Forked
 from harness.core.records import Measure, TaskRecord
-from harness.judge import bitwise as compare
+from harness.judge.bits import ULP_MAX
 from harness.judge.measure import REFERENCE_CONTEXT, REFERENCE_DEVICE
 from harness.judge.verdicts import worst
 
@@ -403,7 +403,7 @@ def findings_frame(found: Sequence[Any]) -> pd.DataFrame:
         elif m.kind == "oracle" and m.error_ratio is not None:
             detail = f"error / allowed {m.error_ratio:.3g} in {m.tensor}: actual {m.actual}, oracle {m.expected} ({m.allowed})"
         elif m.tensor:
-            ulp = "NaN vs non-NaN" if (m.max_ulp or 0) >= compare.ULP_MAX else m.max_ulp
+            ulp = "NaN vs non-NaN" if (m.max_ulp or 0) >= ULP_MAX else m.max_ulp
             detail = f"{f.n_tensors} tensor(s) differ, worst {m.tensor} {ulp} ULP at {m.max_ulp_index}: {m.actual} vs {m.expected}"
         else:
             detail = m.detail or m.actual

@@ -22,14 +22,10 @@ import numpy as np
 from harness.core.cases import Case
 from harness.core.contexts import Context
 from harness.core.devices import Device
+from harness.core.vocabulary import COMPUTE_PHASES, ROLES
 
-__all__ = ["Subject", "Declared", "RunResult", "ErrorInfo", "Recorder", "execute", "FAMILIES", "PHASES"]
+__all__ = ["Subject", "Declared", "RunResult", "ErrorInfo", "Recorder", "execute"]
 
-FAMILIES = ("embed", "lstm", "pipeline")
-PHASES = ("setup", "forward", "backward", "double-backward", "transfer")
-#: What a subject is for: an implementation under test, a float64 reference, or a control whose behaviour
-#: is known by construction (it proves a check can fail, or can pass).
-ROLES = ("subject", "oracle", "control")
 
 
 @dataclass(frozen=True)
@@ -148,7 +144,7 @@ class RunResult:
     @property
     def subject_seconds(self) -> float:
         """Time the subject itself spent in forward, backward and double backward."""
-        return sum(v for k, v in self.timings.items() if k in ("forward", "backward", "double-backward"))
+        return sum(v for k, v in self.timings.items() if k in COMPUTE_PHASES)
 
     def meta(self) -> dict[str, Any]:
         """Everything but the arrays, as JSON-able data."""
@@ -234,7 +230,7 @@ def _one_line(exc: BaseException) -> str:
 
 def execute(subject: Subject, case: Case, device: Device, context: Context) -> RunResult:
     """Run ``subject`` once on ``case``; any exception becomes an ``error`` result, never a raise."""
-    base = dict(subject=subject.name, case_id=case.id, device=device.id, context=context.name)
+    base: dict[str, Any] = dict(subject=subject.name, case_id=case.id, device=device.id, context=context.name)
     if device.kind not in subject.devices:
         return RunResult(**base, status="skipped", skip_reason=f"{subject.name} does not run on {device.kind}")
     ok, reason = device.availability()

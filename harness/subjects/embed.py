@@ -18,11 +18,10 @@ from __future__ import annotations
 from typing import Any
 
 from harness.core.cases import Case
+from harness.core.env import ESPNET_MODULE  # one name for the module under test
 from harness.subjects import calls
 from harness.subjects.base import Declared, Subject
 from harness.subjects.calling import call_run, espnet_module
-
-from harness.core.env import ESPNET_MODULE  # one name for the module under test
 
 __all__ = ["espnet_module", "espnet_accepts", "SUBJECTS", "sequential_grad_W", "SEQUENTIAL"]
 

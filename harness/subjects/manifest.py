@@ -52,7 +52,8 @@ def load_timeout() -> float:
 
 def _subject_data(s: Any) -> dict[str, Any]:
     """A subject's plain-data manifest, every field checked (a wrong type is a one-line PluginError)."""
-    from harness.subjects.base import FAMILIES, ROLES, Declared, Subject
+    from harness.core.vocabulary import FAMILIES, ROLES
+    from harness.subjects.base import Declared, Subject
 
     if not isinstance(s, Subject):
         raise PluginError(f"gives {type(s).__name__}, not a harness.subjects.Subject")
@@ -301,7 +302,7 @@ def _take(spec: str, cases: list[Any], cases_file: str, timeout: float
 
 def _checked(spec: str, data: Any) -> list[dict[str, Any]]:
     """The child's subject list checked again here (plain data only; the child is not trusted)."""
-    from harness.subjects.base import FAMILIES, ROLES
+    from harness.core.vocabulary import FAMILIES, ROLES
 
     ok = isinstance(data, list) and data and all(
         isinstance(d, dict) and isinstance(d.get("name"), str) and d.get("family") in FAMILIES and

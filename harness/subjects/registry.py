@@ -9,7 +9,6 @@ iterable of them, or a zero-argument callable returning either.
 from __future__ import annotations
 
 import dataclasses
-
 import importlib
 import importlib.metadata
 from typing import Any, Iterable, Mapping, Sequence

@@ -58,7 +58,7 @@ def _coverage(path: str | None) -> int:
     found = load_corpus(path) if path is not None else default_corpus()
     rows = coverage_rows(found)
     print(pd.DataFrame(rows).to_markdown(index=False))
-    missing = [r["edge"] for r in rows if not r["cases"]]
+    missing = [str(r["edge"]) for r in rows if not r["cases"]]
     print(f"\n{len(rows) - len(missing)} of {len(rows)} edge kinds reached by {len(found)} cases"
           + (f"; not reached: {', '.join(missing)}" if missing else ""))
     return 0

@@ -32,7 +32,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from harness.core.cases import Case, build_arrays, load_case_file, receives_gradient
+from harness.core.cases import Case, build_arrays, load_case_file
 from harness.core.contexts import get_context
 from harness.core.devices import CPU, parse_device
 from harness.core.env import ESPNET_MODULE

@@ -71,8 +71,16 @@ def _gate(opts: GateOptions, devices: list) -> int:
     from harness.judge import findings as F
     from harness.judge.contracts import load_contracts, validate
     from harness.outputs.fleet import cluster_targets
-    from harness.outputs.gate import (baseline_measures, belongs, cell_of, control_check, failing_cells, fails,
-                                      gate_findings, write_junit)
+    from harness.outputs.gate import (
+        baseline_measures,
+        belongs,
+        cell_of,
+        control_check,
+        failing_cells,
+        fails,
+        gate_findings,
+        write_junit,
+    )
     from harness.outputs.report import new_run_dir
     from harness.subjects.registry import SUBJECTS, subjects_for
 

@@ -1,21 +1,23 @@
 """``harness localize``: the first Chainer function node whose outputs differ, for a reproducer.
 
-The subject runs in a child process under the recording hooks (:mod:`harness.execute.sandbox`), never in the
-harness's own process; the child runs this same verb and prints the localization.
+The subject runs in a child process under the recording hooks, never in the harness's own process: the child
+answers the reproducer as a request with a :class:`~harness.execute.localization.Localization` record
+(:func:`harness.execute.localization.localize_in_child`), which this verb prints.
 """
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass, replace
+import json
+from dataclasses import dataclass
 
+from harness.execute.settings import LOCALIZE_REPEATS
 from harness.judge.reproducer import Reproducer
 from harness.verbs.common import load_plugins, subject_case
 
 __all__ = ["LocalizeOptions", "localize", "REPEATS"]
 
 #: Runs compared where the reproducer names one device and one context and no relation.
-REPEATS = 3
+REPEATS = LOCALIZE_REPEATS
 
 
 @dataclass(frozen=True)
@@ -34,10 +36,10 @@ class LocalizeOptions:
 
 
 def localize(opts: LocalizeOptions) -> int:
-    """0 when it ran (the localization is printed, also when nothing differed); a usage or set-up error raises."""
+    """0 when it ran (the localization is printed, also when nothing differed); a usage or set-up error raises.
+    A relation's localization is one line of text, also with ``json``."""
     from harness.core.devices import resolve_device
-    from harness.core.errors import SetupError
-    from harness.execute.sandbox import DONE, in_child, run_child
+    from harness.execute.localization import localize_in_child
     from harness.subjects.registry import get_subject
 
     r = opts.reproducer
@@ -45,16 +47,7 @@ def localize(opts: LocalizeOptions) -> int:
     subject = get_subject(r.subject)
     for d in r.devices:  # usable here (the parser checked the names)
         resolve_device(d, "devices" if len(r.devices) > 1 else "device")
-    if in_child():  # the child: the subject runs here, under the hooks, and nowhere else
-        from harness.outputs import localize as run
-
-        rc = run.cmd_localize(r, opts.json)  # reads the case with load_case_file, the one case loader
-        print(DONE)
-        return rc
     subject_case(r, subject, opts.max_case_bytes)  # a bad, foreign or oversized case: one line, before the child
-    child = replace(r, repeats=opts.repeats)  # (the child runs what this process resolved)
-    res = run_child(child.argv("localize", ["--json"] if opts.json else [])[3:], opts.timeout)
-    sys.stdout.write(res.stdout)
-    if not res.ok:
-        raise SetupError(f"localize: {res.reason()}")
+    loc = localize_in_child(r.for_verb("localize"), opts.timeout)  # the subject runs there, and nowhere else
+    print(json.dumps(loc.to_dict(), indent=2, sort_keys=True) if opts.json and not r.relation else loc.message())
     return 0

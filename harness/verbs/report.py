@@ -190,16 +190,15 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
     from harness.core.devices import parse_devices, select_devices
     from harness.core.env import fingerprint
     from harness.core.forking import BEHIND, Forked
-    from harness.execute.campaign import resume_inputs
-    from harness.subjects.registry import subjects_for
     from harness.core.records import compress_jsonl
+    from harness.execute.campaign import resume_inputs
     from harness.execute.driver import run_campaign
     from harness.execute.relations import parse_relations
     from harness.outputs import tables
     from harness.outputs.drawing import FigureServer
     from harness.outputs.fleet import out_for, run_on_cluster
-    from harness.outputs.report import (REPORTS_DIR, point_latest, prune_arrays, read_campaign_meta,
-                                        write_timings)
+    from harness.outputs.report import REPORTS_DIR, point_latest, prune_arrays, read_campaign_meta, write_timings
+    from harness.subjects.registry import subjects_for
 
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
@@ -260,7 +259,7 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
             own = {**timings, "campaign": time.perf_counter() - t0}
             found = _findings(where, run, settings, opts, own)
             t0 = time.perf_counter()
-            env = target.environment or fp.result()
+            env = target.environment or (fp.result() if fp is not None else {})
             frames: dict[str, Any] = {}
 
             def tidy() -> None:  # while the figures are drawn, and before the page lists the files
@@ -292,10 +291,10 @@ def _findings(run_dir: str, run: Any, settings: CampaignSettings, opts: ReportOp
               timings: dict[str, float]) -> list[Any]:
     """The run's findings, shrunk (``shrink_budget``) and localized (unless not ``localize``), each step in
     worker or child processes within its budget; the seconds of each step go into ``timings``."""
+    from harness.execute.localization import localize_findings
     from harness.judge import findings as F
     from harness.judge.contracts import load_contracts
     from harness.outputs.assemble import campaign_findings
-    from harness.outputs.localizing import localize_findings
 
     t0 = time.perf_counter()
     contracts = load_contracts(None)

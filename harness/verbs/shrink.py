@@ -44,7 +44,8 @@ def shrink(opts: ShrinkOptions) -> int:
     from harness.core.devices import resolve_device
     from harness.core.fileio import atomic_write
     from harness.execute.isolated import Runner
-    from harness.execute.shrink import UNSHRINKABLE, Target, case_sizes, reproduces, shrink as run
+    from harness.execute.shrink import UNSHRINKABLE, Target, case_sizes, reproduces
+    from harness.execute.shrink import shrink as run
     from harness.judge.contracts import load_contracts
     from harness.judge.findings import KINDS
     from harness.subjects.registry import get_subject

@@ -185,12 +185,12 @@ def test_the_printed_export_command_without_a_kind_checks_what_replay_checks(pyt
 def test_a_baseline_finding_exports_the_baselines_bits_and_fails_only_where_they_changed(python, tmp_path):
     """A baseline run of chainer.embed_id, then the same baseline with one bit of grad.W flipped (as a changed
     stack would give): the script of the untouched baseline exits 0, that of the changed one exits 1."""
+    import numpy as np
+
     from harness.core.contexts import get_context
     from harness.core.devices import CPU
     from harness.execute.campaign import Campaign, CampaignSettings, load_tasks, plan
     from harness.subjects.registry import subjects_for
-
-    import numpy as np
 
     run = tmp_path / "baseline"
     camp = Campaign(str(run), CampaignSettings(repeats=1, fresh=0, quiet=True))

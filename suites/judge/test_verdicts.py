@@ -9,7 +9,7 @@ import pytest
 from harness.core.records import VERDICT_ORDER, TensorStats, Verdict
 from harness.judge import verdicts as V
 from harness.judge.contracts import Contract
-from harness.judge.tolerance import compare_oracle, Tolerance
+from harness.judge.tolerance import Tolerance, compare_oracle
 
 KEY = {"case_id": "c", "subject": "s", "device": "cpu", "context": "default"}
 

@@ -13,9 +13,9 @@ from tools.bench.common import KIB, MIB, Row, figure, fmt_bytes, log, median, ra
 __all__ = ["comparator_throughput", "bench_comparator", "plot_comparator", "TARGET", "GOAL", "SMALL_TARGET",
            "METHODS"]
 
-#: Issue 17: the comparator on identical 64 MiB float32 at >= 0.5 of array_equal's throughput (goal 0.8).
+#: Target: the comparator on identical 64 MiB float32 at >= 0.5 of array_equal's throughput (goal 0.8).
 TARGET, GOAL = 0.5, 0.8
-#: Issue 25: on identical 1 KiB float32 (most tensors of a campaign are a few KiB) at >= 1/3 of it.
+#: Target: on identical 1 KiB float32 (most tensors of a campaign are a few KiB) at >= 1/3 of it.
 SMALL_TARGET = 1 / 3
 
 #: The methods timed, in order.
@@ -30,12 +30,13 @@ def comparator_throughput(a: np.ndarray, b: np.ndarray, rounds: int = 5, inner: 
     path: two digests, NaN/Inf counts, and for differing arrays the bit comparison, the diff count, the
     max ULP and the first index), ``comparator_forced`` (the same with ``early_exit=False``: the
     element-wise work is done even when the digests agree), ``array_equal`` (:func:`numpy.array_equal`)
-    and ``array_equal+digest`` (``array_equal``, then :func:`harness.judge.bitwise.digest_all` of both).
+    and ``array_equal+digest`` (``array_equal``, then :func:`harness.judge.digest.digest_all` of both).
     Bytes are those of both inputs. Each time is the median over ``rounds`` of the mean over ``inner``
     back-to-back calls (chosen from the size when not given). Returns seconds, bytes/s, the ratios
     against the comparator, and the comparison (a :class:`~harness.judge.bitwise.TensorComparison`).
     """
     from harness.judge import bitwise
+    from harness.judge import digest as digests
 
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
     nbytes = int(a.nbytes + b.nbytes)
@@ -45,7 +46,7 @@ def comparator_throughput(a: np.ndarray, b: np.ndarray, rounds: int = 5, inner: 
         "comparator": lambda: bitwise.compare_repeats("x", [a, b]),
         "comparator_forced": lambda: bitwise.compare_repeats("x", [a, b], early_exit=False),
         "array_equal": lambda: np.array_equal(a, b),
-        "array_equal+digest": lambda: (np.array_equal(a, b), bitwise.digest_all([a, b])),
+        "array_equal+digest": lambda: (np.array_equal(a, b), digests.digest_all([a, b])),
     }
     times: dict[str, list[float]] = {m: [] for m in methods}
     results: dict[str, Any] = {}
@@ -56,7 +57,7 @@ def comparator_throughput(a: np.ndarray, b: np.ndarray, rounds: int = 5, inner: 
             times[m].append(t)
     seconds = {m: median(v) for m, v in times.items()}
     return {
-        "bytes": nbytes, "rounds": rounds, "inner": inner, "seconds": seconds, "algorithm": bitwise.DIGEST_ALGORITHM,
+        "bytes": nbytes, "rounds": rounds, "inner": inner, "seconds": seconds, "algorithm": digests.DIGEST_ALGORITHM,
         "bytes_per_s": {m: nbytes / s if s > 0 else math.inf for m, s in seconds.items()},
         # throughput of the comparator as a fraction of each baseline's (= t_baseline / t_comparator)
         "ratio_vs_array_equal": ratio(seconds["array_equal"], seconds["comparator"]),

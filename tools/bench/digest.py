@@ -21,7 +21,7 @@ def _view(a: np.ndarray) -> memoryview:
 
 def digest_methods(a: np.ndarray, b: np.ndarray) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
     """The methods (each handles both arrays) and, for those that could not be set up, why they are skipped."""
-    from harness.judge import bitwise
+    from harness.judge import digest as digests
 
     ma, mb = _view(a), _view(b)
     methods: dict[str, Callable[[], Any]] = {
@@ -45,7 +45,7 @@ def digest_methods(a: np.ndarray, b: np.ndarray) -> tuple[dict[str, Callable[[],
     except ImportError as exc:
         skipped["xxh3_128"] = f"skipped: xxhash not importable ({exc})"
     # what run records use: the default algorithm with the dtype/shape header, both arrays on threads
-    methods[f"harness digest_all ({bitwise.DIGEST_ALGORITHM})"] = lambda: bitwise.digest_all([a, b])
+    methods[f"harness digest_all ({digests.DIGEST_ALGORITHM})"] = lambda: digests.digest_all([a, b])
     return methods, skipped
 
 
@@ -70,7 +70,7 @@ _ALGORITHM = {"sha256": "sha256", "blake3 (1 thread)": "blake3", "xxh3_128": "xx
 def bench_digest(level: str = "full", rounds: int = 5, quiet: bool = False) -> tuple[list[Row], dict[str, Any]]:
     """Rows: each method's throughput as a fraction of ``array_equal``'s (= t_array_equal / t_method), then the
     pick: the fastest single-thread algorithm (a digest of many arrays is already parallel across arrays)."""
-    from harness.judge.bitwise import DIGEST_ALGORITHM
+    from harness.judge.digest import DIGEST_ALGORITHM
 
     nbytes = {"smoke": 1 * MIB, "quick": 16 * MIB, "full": 64 * MIB}[level]
     a = np.random.default_rng(0).standard_normal(nbytes // 4, dtype=np.float32)
@@ -99,7 +99,7 @@ def bench_digest(level: str = "full", rounds: int = 5, quiet: bool = False) -> t
                     target=f"harness default {DIGEST_ALGORITHM}",
                     status="met" if pick == DIGEST_ALGORITHM else "missed",
                     note=f"measured pick {pick}; harness DIGEST_ALGORITHM {DIGEST_ALGORITHM} (accidental change only, "
-                         "not adversaries: see harness/judge/bitwise.py)"))
+                         "not adversaries: see harness/judge/digest.py)"))
     log(f"digest {size} done", quiet)
     return rows, {"nbytes": nbytes, **{k: v for k, v in res.items() if k != "all"}, "all": res["all"], "pick": pick}
 

@@ -18,7 +18,7 @@ def bench_hook(level: str = "full", rounds: int | None = None, quiet: bool = Fal
     from harness.core.cases import Case
     from harness.core.contexts import get_context
     from harness.core.devices import CPU
-    from harness.outputs.localize import HashStreamHook
+    from harness.execute.hooks import HashStreamHook
     from harness.subjects.base import execute
     from harness.subjects.registry import get_subject
 

@@ -15,10 +15,24 @@ The environment diff and the machine label live beside the fingerprint, in :mod:
 
 from harness.core.env import environment_diff, machine_label
 from harness.core.env import flatten_fingerprint as flatten
-from harness.outputs.audit.compare import (CHANGE_VERDICTS, AuditComparison, compare_audits,
-                                           compare_changed, subject_role, write_compare)
-from harness.outputs.audit.fileformat import (DEFAULT_CORPUS, DIGEST_ALGORITHMS, FORMAT, STATUSES, VERSION, Audit,
-                                              digest_algorithm, load_audit)
+from harness.outputs.audit.compare import (
+                                           CHANGE_VERDICTS,
+                                           AuditComparison,
+                                           compare_audits,
+                                           compare_changed,
+                                           subject_role,
+                                           write_compare,
+)
+from harness.outputs.audit.fileformat import (
+                                           DEFAULT_CORPUS,
+                                           DIGEST_ALGORITHMS,
+                                           FORMAT,
+                                           STATUSES,
+                                           VERSION,
+                                           Audit,
+                                           digest_algorithm,
+                                           load_audit,
+)
 from harness.outputs.audit.merge import MergeResult, merge_audits, write_merge
 from harness.outputs.audit.run import run_audit
 

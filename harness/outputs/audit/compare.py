@@ -25,7 +25,7 @@ from harness.outputs.audit import pages
 from harness.outputs.audit.fileformat import Audit, as_audit, failing, one_digest_algorithm
 
 __all__ = ["CHANGE_VERDICTS", "AuditComparison", "compare_audits", "compare_changed", "write_compare",
-           "cmd_compare", "subject_role"]
+           "subject_role"]
 
 #: Verdicts of :func:`compare_audits` on one subject x device x context (or one subject), most alarming first
 #: (a group takes the first that applies). Not :data:`harness.core.records.VERDICTS`: these judge two audits
@@ -118,12 +118,12 @@ def _measure(name: str, x: np.ndarray | None, y: np.ndarray | None) -> tuple[flo
     """(max ULP, max relative difference, max absolute difference, within tolerance) of two kept arrays:
     B against A under the one tolerance policy (:func:`harness.judge.tolerance.judge_oracle`, A standing in
     for the reference), so an audit's "within tolerance" means what the gate's and the report's mean."""
-    from harness.judge import bitwise, tolerance
+    from harness.judge import bits, bitwise, tolerance
 
     if x is None or y is None or x.shape != y.shape or x.dtype != y.dtype:
         return math.inf, math.inf, math.inf, False
     c = bitwise.compare_pair(name, x, y)
-    ulp = math.inf if c.max_ulp == bitwise.ULP_MAX else float(c.max_ulp)
+    ulp = math.inf if c.max_ulp == bits.ULP_MAX else float(c.max_ulp)
     if c.bitwise_identical:
         return 0.0, 0.0, 0.0, True
     if x.dtype.kind not in "fiub":

@@ -36,9 +36,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from harness.core.env import machine_label
-from harness.core.fileio import npz_key
 from harness.core.errors import AuditFileError, InvalidArgument
-from harness.judge.bitwise import DIGEST_ALGORITHMS as _BITWISE_ALGORITHMS
+from harness.core.fileio import npz_key
+from harness.judge.digest import DIGEST_ALGORITHMS as _BITWISE_ALGORITHMS
 
 __all__ = ["DEFAULT_CORPUS", "FORMAT", "VERSION", "STATUSES", "DIGEST_ALGORITHMS", "DEFAULT_DIGEST", "Audit",
            "load_audit", "as_audit", "digest_algorithm", "one_digest_algorithm", "entry_key", "failing"]

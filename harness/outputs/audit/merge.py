@@ -19,7 +19,7 @@ from harness.core.fileio import atomic_write
 from harness.outputs.audit import pages
 from harness.outputs.audit.fileformat import Audit, as_audit, failing, one_digest_algorithm
 
-__all__ = ["MergeResult", "merge_audits", "write_merge", "cmd_merge"]
+__all__ = ["MergeResult", "merge_audits", "write_merge"]
 
 
 @dataclass

@@ -92,7 +92,7 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
     from harness.execute.campaign import CampaignSettings, load_arrays, parse_shard, plan
     from harness.execute.campaign import shard as shard_cases
     from harness.execute.driver import run_campaign
-    from harness.judge.bitwise import DIGEST_ALGORITHM
+    from harness.judge.digest import DIGEST_ALGORITHM
     from harness.subjects.registry import subjects_for
 
     t_start = time.perf_counter()

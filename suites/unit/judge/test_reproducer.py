@@ -10,14 +10,15 @@ import sys
 import types
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness import cli
 from harness.core.contexts import CONTEXTS
 from harness.core.errors import InvalidArgument
 from harness.core.records import Measure
+from harness.core.vocabulary import RELATIONS
 from harness.judge import findings as F
-from harness.judge.contracts import RELATIONS
 from harness.judge.reproducer import OPTIONS, VERBS, Reproducer, split_command
 
 DEVICES = ("cpu", "gpu", "gpu:0", "gpu:3")
@@ -96,8 +97,10 @@ def test_a_verb_carries_exactly_the_fields_its_options_fill():
     assert r.for_verb("shrink") == dataclasses.replace(r, repeats=None, fresh=None)
     # localize judges nothing (no contracts, no baseline) and compares repeats only without a relation
     assert r.for_verb("localize") == Reproducer("c.json", "s", relation="order")
-    assert r.for_verb("export") == dataclasses.replace(r.for_verb("replay"), repeats=None, fresh=None)
+    # export keeps to the finding as shrink does: its script checks that kind, tensor kind and error
+    assert r.for_verb("export") == r.for_verb("shrink")
     assert "--kind" not in r.argv("replay") and r.argv("shrink")[-2:] == ["--kind", "error"]
+    assert r.argv("export")[-2:] == ["--kind", "error"] and "--flaky" in r.argv("export")
 
 
 def test_a_value_with_a_leading_dash_is_one_word():

@@ -1,0 +1,34 @@
+"""The harness's words, each defined once: case families, run phases, invariance relations, subject roles.
+
+Every module that names one of these imports it from here (the schemas, the contracts, the subjects, the
+relations, the verdicts); a new family, phase, relation or role is one line here and its meaning where it
+is implemented.
+"""
+
+from __future__ import annotations
+
+__all__ = ["FAMILIES", "PHASES", "COMPUTE_PHASES", "PHASE_SPELLINGS", "RELATIONS", "ROLES", "phase_name"]
+
+#: The case families: an embedding lookup, a (bi)LSTM stack, an embedding followed by an LSTM.
+FAMILIES: tuple[str, ...] = ("embed", "lstm", "pipeline")
+
+#: The phases of one run, in the order a run goes through them (the subjects' Recorder names them).
+PHASES: tuple[str, ...] = ("setup", "forward", "backward", "double-backward", "transfer")
+#: The phases that run the subject's arithmetic: where its time is counted and where a contract may expect an
+#: error to be raised.
+COMPUTE_PHASES: tuple[str, ...] = ("forward", "backward", "double-backward")
+#: Other spellings a contracts file may use for a phase, and the phase each one means.
+PHASE_SPELLINGS: dict[str, str] = {"double_backward": "double-backward"}
+
+#: The invariance relations (harness.execute.relations implements each): a batch's outputs are the same
+#: bits whether a sequence runs alone, in a sub-batch, in another order, with padding, or duplicated.
+RELATIONS: tuple[str, ...] = ("alone", "subbatch", "order", "padding", "duplicate")
+
+#: What a subject is for: an implementation under test, a float64 reference, or a control whose behaviour
+#: is known by construction (it proves a check can fail, or can pass).
+ROLES: tuple[str, ...] = ("subject", "oracle", "control")
+
+
+def phase_name(text: str) -> str:
+    """The phase a spelling means (:data:`PHASE_SPELLINGS`), else the text itself."""
+    return PHASE_SPELLINGS.get(text, text)
