@@ -21,13 +21,13 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from harness.core.errors import InvalidArgument
-from harness.core.schemas import FLOAT_DTYPES, brief, json_path, problem
+from harness.core.schemas import NUMBER_DTYPES, brief, json_path, problem
 
 __all__ = ["ARRAY_DTYPES", "lstm_weight_shapes", "array_layout", "check_case_arrays", "decode_array"]
 
 #: The dtypes an explicit array may have: the numbers a case's arrays hold (``encode_array`` writes
 #: ``dtype.name``). An object, void, string, complex or date dtype names nothing a subject takes.
-ARRAY_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", *FLOAT_DTYPES)
+ARRAY_DTYPES = NUMBER_DTYPES
 
 
 def lstm_weight_shapes(n_layers: int, in_size: int, hidden: int, bidirectional: bool
