@@ -452,13 +452,19 @@ _RELATIONS = ["alone", "subbatch", "order", "padding", "duplicate"]
 ORACLE_RULES: tuple[str, ...] = ("summation_bound", "normwise", "amplification")
 _PHASES = ["forward", "backward", "double-backward", "double_backward"]
 _NAMES = _list(NAME, uniqueItems=True)
+#: An exception's name as a run records it (``ValueError``; a dotted path is read as its last part).
+_EXCEPTION = {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
+              "message": "must be an exception's name (e.g. ValueError, InvalidType)"}
 _TOL_PAIR = _list({"type": "number", "minimum": 0}, minItems=2, maxItems=2,
                   message="must be [atol, rtol], two finite numbers >= 0")
 
 #: The keys of a ``[[contract]]`` line.
 CONTRACT_FIELDS: dict[str, Any] = {
     "subject": NAME, "device": {"enum": ["cpu", "gpu"]}, "context": NAME,
-    "reproducible": BOOL, "across_processes": BOOL, "identical_across": _NAMES,
+    "reproducible": BOOL, "across_processes": BOOL,
+    "identical_across": _list({"type": "string", "minLength": 1, "not": {"const": "*"},
+                               "message": "must name a context ('*' is every context, itself included)"},
+                              uniqueItems=True),
     "oracle": {"enum": ["within", "record"]},
     "tolerance": {"type": "object", "minProperties": 1, "propertyNames": {"enum": _FLOAT_DTYPES},
                   "additionalProperties": _TOL_PAIR},
@@ -475,7 +481,10 @@ _CONTRACT = _obj(CONTRACT_FIELDS, ["subject", "device", "reason"], allOf=[
            "required": ["reproducible"]}),
     _when(_FALSE, {"properties": {"identical_across": {"maxItems": 0, "message": "must be [] where reproducible "
                                                        "is false (results that differ run to run cannot be "
-                                                       "identical to another context's)"}}}),
+                                                       "identical to another context's)"},
+                                  "invariant_under": {"maxItems": 0, "message": "must be [] where reproducible "
+                                                      "is false (results that differ run to run cannot be "
+                                                      "bit-identical to a related case's)"}}}),
     _when(_RECORD, {"properties": {
         "tolerance": {"not": {}, "message": "has no meaning with oracle = 'record' (nothing is judged against "
                                             "the oracle): remove it, or say oracle = 'within'"},
@@ -485,7 +494,8 @@ _CONTRACT = _obj(CONTRACT_FIELDS, ["subject", "device", "reason"], allOf=[
 #: The keys of a ``[[bad_input]]`` rule.
 BAD_INPUT_FIELDS: dict[str, Any] = {
     "tag": NAME, "subjects": _NAMES, "device": {"enum": ["cpu", "gpu", "*"]},
-    "outcome": {"enum": ["raises", "no_error", "any"]}, "errors": _NAMES, "reason": NAME, "context": NAME,
+    "outcome": {"enum": ["raises", "no_error", "any"]}, "errors": _list(_EXCEPTION, uniqueItems=True),
+    "reason": NAME, "context": NAME,
     "phase": {"enum": _PHASES},
 }
 _RAISES = {"anyOf": [{"properties": {"outcome": {"const": "raises"}}, "required": ["outcome"]},
@@ -495,13 +505,15 @@ _BAD_INPUT = _obj(BAD_INPUT_FIELDS, ["tag", "reason"], allOf=[
                              "message": "outcome = 'raises' needs errors = [...] and phase = forward, backward or "
                                         "double-backward (where the error must be raised)",
                              "properties": {"errors": {"minItems": 1}}},
-     "else": {"properties": {"phase": {"not": {}, "message": "applies to outcome = 'raises' only"}}}},
+     "else": {"properties": {"phase": {"not": {}, "message": "applies to outcome = 'raises' only"},
+                             "errors": {"not": {}, "message": "applies to outcome = 'raises' only (a no_error or "
+                                                             "any rule judges no error type): remove it"}}}},
 ])
 
 #: The keys of a ``[[known_defect]]`` declaration.
 KNOWN_DEFECT_FIELDS: dict[str, Any] = {
     "subjects": _NAMES, "device": {"enum": ["cpu", "gpu", "*"]}, "context": NAME,
-    "tags": _list(NAME, uniqueItems=True, minItems=1), "error": NAME, "phase": {"enum": _PHASES},
+    "tags": _list(NAME, uniqueItems=True, minItems=1), "error": _EXCEPTION, "phase": {"enum": _PHASES},
     "reason": NAME, "reference": NAME, "wrong": _list(NAME, uniqueItems=True, minItems=1),
 }
 _NOT_WITH_WRONG = {"not": {}, "message": "is for a crash; a declaration with wrong = [...] names tensors whose values "

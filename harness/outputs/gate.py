@@ -17,7 +17,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from harness.core.cases import Case
-from harness.core.errors import InvalidArgument
+from harness.core.errors import ContractError, InvalidArgument
 from harness.core.records import Measure, TaskRecord
 from harness.execute.campaign import load_tasks
 from harness.execute.measures import campaign_cases, load_measures, measure_campaign
@@ -330,10 +330,10 @@ def cmd_gate(args: argparse.Namespace) -> int:
         load_plugin(p)
     contracts = load_contracts(args.contracts)
     problems = validate(contracts, SUBJECTS, CONTEXTS)
-    if problems:
-        for p in problems:
-            print(p, file=sys.stderr)
-        return 2
+    if problems:  # one harness: error: line, before any work (contracts check lists them all)
+        from harness.judge.contract_checks import refusal
+
+        raise ContractError(refusal(problems))
     if args.baseline and not load_tasks(args.baseline):
         raise InvalidArgument(f"baseline={args.baseline!r} holds no tasks.jsonl: not a report directory")
     cases = load_corpus(args.corpus) if args.corpus else gate_corpus(profile=getattr(args, "profile", "ci"))
