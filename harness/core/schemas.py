@@ -54,7 +54,9 @@ def brief(value: Any, limit: int = 60) -> str:
         text = repr(value)
         return text if len(text) <= limit else text[:limit - 4] + "...'"
     try:
-        text = json.dumps(value, sort_keys=True, allow_nan=True, default=str)
+        # a read-only mapping (a Case's frozen fields) is shown as the object it was read from
+        text = json.dumps(value, sort_keys=True, allow_nan=True,
+                          default=lambda o: dict(o) if isinstance(o, Mapping) else str(o))
     except (TypeError, ValueError, RecursionError):
         text = repr(value)
     if len(text) > limit:
