@@ -23,8 +23,9 @@ from harness.execute.campaign import load_tasks
 from harness.execute.measures import campaign_cases, load_measures, measure_campaign
 from harness.judge import findings as F
 from harness.judge import verdicts
-from harness.judge.contracts import Contracts, load_contracts, validate
+from harness.judge.contracts import Contracts, load_contracts
 from harness.judge.verdicts import Violation, assert_no_violations
+from harness.outputs.contract_checks import problems as contract_problems
 
 __all__ = ["Violation", "assert_no_violations", "gate_campaign", "gate_violations", "check_baseline",
            "control_check", "cmd_gate", "cmd_contracts_check", "write_junit", "gate_findings", "baseline_measures",
@@ -299,7 +300,7 @@ def cmd_contracts_check(args: argparse.Namespace) -> int:
     for p in getattr(args, "subject_plugin", None) or ():
         load_plugin(p)
     contracts = load_contracts(args.contracts)
-    problems = validate(contracts, SUBJECTS, CONTEXTS)
+    problems = contract_problems(contracts, SUBJECTS, CONTEXTS)
     for p in problems:
         print(p, file=sys.stderr)
     if problems:
@@ -329,9 +330,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
     for p in args.subject_plugin or ():
         load_plugin(p)
     contracts = load_contracts(args.contracts)
-    problems = validate(contracts, SUBJECTS, CONTEXTS)
+    problems = contract_problems(contracts, SUBJECTS, CONTEXTS)
     if problems:  # one harness: error: line, before any work (contracts check lists them all)
-        from harness.judge.contract_checks import refusal
+        from harness.outputs.contract_checks import refusal
 
         raise ContractError(refusal(problems))
     if args.baseline and not load_tasks(args.baseline):

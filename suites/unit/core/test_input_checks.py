@@ -219,12 +219,13 @@ _FIRST = {("contract", 0), ("contract", 1), ("bad_input", 0), ("bad_input", 3), 
 
 def _contracts_invalid(text: str, where: Path) -> bool:
     from harness.core.contexts import CONTEXTS
-    from harness.judge.contracts import load_contracts, validate
+    from harness.judge.contracts import load_contracts
+    from harness.outputs.contract_checks import problems
     from harness.subjects.registry import SUBJECTS
 
     where.write_text(text)
     try:
-        return bool(validate(load_contracts(where), SUBJECTS, CONTEXTS))
+        return bool(problems(load_contracts(where), SUBJECTS, CONTEXTS))
     except HarnessError:
         return True
 

@@ -1,7 +1,8 @@
 """A contracts file that contradicts itself, or says what the judge can never check, is refused line by line.
 
-:func:`validate <harness.judge.contracts.validate>` calls :func:`contradictions` after its own checks; each
-problem is one ``file:line: field=value reason`` line:
+:func:`problems` is :func:`validate <harness.judge.contracts.validate>`'s problems and then
+:func:`contradictions` (``contracts check`` and ``gate`` call it); each problem is one
+``file:line: field=value reason`` line:
 
 - a ``[[contract]]`` line with ``invariant_under`` for a subject whose own declaration on that device is "not
   reproducible" (results that differ run to run cannot be bit-identical to a related case's);
@@ -22,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
-__all__ = ["OUTPUT_NAMES", "contradictions", "refusal", "output_name_problem"]
+__all__ = ["OUTPUT_NAMES", "problems", "contradictions", "refusal", "output_name_problem"]
 
 _LSTM = r"hy|cy|ys\.\d+|grad\.(xs\.\d+|hx|cx|ws\.\d+\.[0-7]|bs\.\d+\.[0-7])"
 #: The tensor names each family's built-in subjects record (README "Array names are shared").
@@ -81,6 +82,14 @@ def contradictions(contracts: Any, subjects: Mapping[str, Any]) -> list[str]:
             if why is not None:
                 out.append(f"{where}: wrong={list(d.wrong)!r}: {name!r} {why}")
     return out
+
+
+def problems(contracts: Any, subjects: Mapping[str, Any], contexts: Any) -> list[str]:
+    """Every problem of a loaded contracts file: :func:`harness.judge.contracts.validate`'s, then
+    :func:`contradictions` (which needs the generators' tags: a layer above the judge)."""
+    from harness.judge.contracts import validate
+
+    return validate(contracts, subjects, contexts) + contradictions(contracts, subjects)
 
 
 def refusal(problems: Sequence[str]) -> str:

@@ -1,5 +1,5 @@
 """A contracts file that contradicts itself, or names what nothing produces, is refused with its line and the
-reason: by the schema when it is read (ContractError), or by validate (``contracts check``, ``gate``)."""
+reason: by the schema when it is read (ContractError), or by contract_checks.problems (``contracts check``, ``gate``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from harness.core.contexts import CONTEXTS
 from harness.core.errors import ContractError
-from harness.judge.contract_checks import refusal
-from harness.judge.contracts import load_contracts, validate
+from harness.judge.contracts import load_contracts
+from harness.outputs.contract_checks import problems, refusal
 from harness.subjects.registry import SUBJECTS
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -24,7 +24,7 @@ def _problems(tmp_path, text):
     p = tmp_path / "c.toml"
     p.write_text(text)
     try:
-        return validate(load_contracts(p), SUBJECTS, CONTEXTS)
+        return problems(load_contracts(p), SUBJECTS, CONTEXTS)
     except ContractError as exc:
         return [str(exc)]
 
@@ -66,7 +66,7 @@ def test_a_self_contradicting_or_never_applying_contract_is_refused_with_its_lin
 
 
 def test_the_shipped_contracts_have_no_contradiction():
-    assert validate(load_contracts(ROOT / "contracts.toml"), SUBJECTS, CONTEXTS) == []
+    assert problems(load_contracts(ROOT / "contracts.toml"), SUBJECTS, CONTEXTS) == []
 
 
 def test_several_problems_are_one_line_for_a_verb_that_refuses():
