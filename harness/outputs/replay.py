@@ -123,7 +123,7 @@ def replay(contracts: Contracts, case: Case, subject: str, devices: Sequence[Dev
             where = other.context if other.device == rec.device else other.device
             print(f"  ({where}) {other.run_status}: {e.get('type')} in {e.get('phase')}: {e.get('message')}",
                   file=out)
-    _export_line(export if outcome.kind == "differs" else "", out)
+    _export_line(export if outcome.exit_code else "", out)  # something reproduces: a difference or an error
     print(outcome.line, file=out)
     return outcome.exit_code
 
@@ -202,6 +202,6 @@ def replay_relation(contracts: Contracts, case: Case, subject: str, device: Devi
                 print(f"  {m.label:12s} {name:28s} {state}", file=out)
                 judged.append(meas)
     outcome = replay_outcome(records, judged)
-    _export_line(export if outcome.kind == "differs" else "", out)
+    _export_line(export if outcome.exit_code else "", out)  # something reproduces: a difference or an error
     print(outcome.line, file=out)
     return outcome.exit_code
