@@ -488,16 +488,17 @@ def run_one(a: Attack, timeout: float) -> tuple[str, str]:
             if rc == 2 and len(lines) == 1 and lines[0].startswith("harness: error: "):
                 return "clear", lines[0][:160]
             return "silent", f"exit {rc}, {len(lines)} stderr line(s): {(lines or [''])[-1][:120]}"
+        ran = (0, 1, 3) if a.argv[0] == "replay" else (0, 1)  # replay: 3 when every run raised the same way
         if a.expect == "either":  # refused in one line, or it ran: both fine
             if rc == 2:
                 ok = len(lines) == 1 and lines[0].startswith("harness: error: ")
                 return ("clear", lines[0][:160]) if ok else ("silent", f"exit 2, {len(lines)} stderr line(s)")
-            return ("handled", f"exit {rc}") if rc in (0, 1) else ("silent", f"exit {rc}: {(lines or [''])[-1][:120]}")
+            return ("handled", f"exit {rc}") if rc in ran else ("silent", f"exit {rc}: {(lines or [''])[-1][:120]}")
         if a.expect == "raised":  # every run raised the same way: exit 3, never "differs"
             ok = rc == 3 and "comparison(s) differ" not in out
             return ("handled", "exit 3") if ok else ("silent", f"exit {rc}: {(out.splitlines() or [''])[-1][:120]}")
         if a.expect == "finish":
-            return ("handled", f"exit {rc}") if rc in (0, 1) else ("silent", f"exit {rc}: {(lines or [''])[-1][:120]}")
+            return ("handled", f"exit {rc}") if rc in ran else ("silent", f"exit {rc}: {(lines or [''])[-1][:120]}")
         return "handled", f"exit {rc}"
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
