@@ -487,7 +487,9 @@ def build_parser() -> argparse.ArgumentParser:
               "also whether B's results are bit-identical to A's (the command a report prints for a finding).",
               _codes("0  bit-identical over the repeats (and across --contexts/--devices) and within the oracle's "
                      "tolerance (or skipped, said so)",
-                     "1  a difference: DIFFERS between repeats, contexts or devices, or BEYOND TOLERANCE"))
+                     "1  a difference: DIFFERS between repeats, contexts or devices, or BEYOND TOLERANCE, or the "
+                     "runs disagree (some raised, some did not)",
+                     "3  every run raised the same way: an error, not a difference"))
     _add_reproducer(r, "replay", "--timeout", "--max-case-bytes")
     r.set_defaults(func=cmd_replay)
 

@@ -221,3 +221,26 @@ def test_a_reader_that_left_is_not_a_traceback():
     rc = proc.wait(timeout=TIMEOUT)
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert rc != 0  # the listing did not reach its reader: never "success"
+
+
+# ---- inputs checked before work, an error that is not a difference (tools/attacks.py's own attacks) ------------
+_CATEGORIES = ("case-arrays:bits-short:replay", "case-arrays:dtype-object:shrink", "corpus-arrays:inject-names-nothing",
+               "case-lstm:bidirectional-on-uni:replay", "case-lstm:xs-widths-short:localize",
+               "replay-raises:every-run", "audit-field:digest-other-algorithm:merge", "audit-field:version-float:compare",
+               "audit-arrays:pickled", "audit-name:mathtext", "contracts-contradiction:identical-across-itself",
+               "contracts-contradiction:tag-nothing-generates")
+
+
+@pytest.mark.parametrize("name", _CATEGORIES)
+@pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
+def test_an_attack_of_each_input_category_is_refused_in_one_line_or_handled(name):
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import attacks
+    finally:
+        sys.path.pop(0)
+    attack = next(a for a in attacks.attacks() if a.name == name)
+    cls, why = attacks.run_one(attack, TIMEOUT)
+    assert cls in ("clear", "handled"), (name, cls, why)
+    if attack.expect == "error":
+        assert cls == "clear" and why.startswith("harness: error: "), why

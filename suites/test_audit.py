@@ -448,7 +448,10 @@ def test_deep_nesting_and_duplicate_tensor_keys_are_refused(work):
 def test_digest_field_defaults_to_sha256_for_old_files(work):
     p = _base_audit(work, "old.json")
     data = json.loads(p.read_text())
-    data.pop("digest", None)  # a file written before audit files named their algorithm
+    data.pop("digest", None)  # a file written before audit files named their algorithm: plain SHA-256 digests
+    for e in data["entries"]:
+        for t in e["tensors"].values():
+            t["digest"] = "ab" * 32
     p.write_text(json.dumps(data))
     assert A.digest_algorithm(A.load_audit(p)) == "sha256"
 
@@ -457,9 +460,21 @@ def test_changed_shape_is_not_identical(work):
     a = _base_audit(work, "sh-a.json", shape=(50,))
     data = json.loads(a.read_text())
     data["entries"][0]["tensors"]["y"]["shape"] = [5, 10]  # same digest, another shape
+    data["arrays_dir"] = None  # judged by the entry alone
     b = work / "sh-b.json"
     b.write_text(json.dumps(data))
     assert A.compare_audits(a, b).verdicts()["s"] != "identical"
+
+
+def test_kept_arrays_that_disagree_with_their_entry_are_refused_in_one_line(work):
+    a = _base_audit(work, "ka-a.json", shape=(50,))
+    data = json.loads(a.read_text())
+    data["entries"][0]["tensors"]["y"]["shape"] = [5, 10]  # the arrays say [50]
+    b = work / "ka-b.json"
+    b.write_text(json.dumps(data))
+    with pytest.raises(AuditFileError, match=r"holds 'y' as float32 \[50\], the entry says float32 \[5, 10\]") as info:
+        A.compare_audits(a, b)
+    assert "\n" not in str(info.value)
 
 
 def test_merge_refuses_the_same_file_twice(work):
@@ -473,7 +488,7 @@ def test_merge_refuses_the_same_file_twice(work):
         A.merge_audits([a, copy])
 
 
-@pytest.mark.parametrize("subject", ["<script>alert(1)</script>", "a|b\nc"])
+@pytest.mark.parametrize("subject", ["<script>alert(1)</script>", "a|b\nc", "$\\foo{$", "$x^{$"])
 def test_hostile_subject_names_are_escaped(work, subject):
     stem = "x" + str(abs(hash(subject)))
     a = _base_audit(work, stem + "a.json", subject=subject)
@@ -570,3 +585,33 @@ def test_an_oracle_change_is_listed_as_the_reference_not_an_implementation(work,
     assert changed and "3 of 4" in line and "2 of them the reference (oracle)" in line
     html_text = Path(A.write_compare(cmp, str(work / "or-out"))["html"]).read_text()
     assert html_text.index("Reference (oracle)") < html_text.index("reference64") < html_text.index("Per subject,")
+
+
+def _corrupt_zip(p: Path) -> None:
+    p.write_bytes(p.read_bytes()[:40])
+
+
+def _pickled(p: Path) -> None:
+    np.savez(p, y=np.array([{"a": 1}, None], dtype=object), allow_pickle=True)
+
+
+def _bare_npy(p: Path) -> None:
+    with open(p, "wb") as f:
+        np.save(f, np.zeros(50, np.float32))
+
+
+@pytest.mark.parametrize("damage, needle", [(_corrupt_zip, "is not a readable .npz"),
+                                            (_pickled, "pickled object array"), (_bare_npy, "bare .npy")])
+@pytest.mark.parametrize("verb", ["compare", "merge"])
+def test_an_array_file_that_is_not_an_npz_of_plain_arrays_is_one_line(work, damage, needle, verb):
+    stem = f"{verb}-{damage.__name__}"
+    a = _base_audit(work, stem + "-a.json")
+    b = _base_audit(work, stem + "-b.json", shape=(5, 10))
+    damage(Path(json.loads(a.read_text())["arrays_dir"]) / "0.npz")
+    with pytest.raises(AuditFileError, match=needle) as info:
+        if verb == "compare":
+            A.compare_audits(a, b)
+        else:
+            A.write_merge(A.merge_audits([a, b]), str(work / (stem + "-out")))
+            A.compare_audits(b, a)  # merge reads digests only: compare is where arrays are loaded
+    assert "\n" not in str(info.value) and str(a) in str(info.value)

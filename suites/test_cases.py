@@ -254,10 +254,9 @@ def test_malformed_case_json_is_one_case_error(text, message):
     assert "\n" not in str(info.value)
 
 
-def test_inject_into_missing_array_is_one_line():
-    c = Case.from_json(_variant(_E18, inject=[{"array": "nope", "index": 0, "value": "nan"}]))
-    with pytest.raises(CaseError, match="inject array='nope'") as info:
-        build_arrays(c)
+def test_inject_into_missing_array_is_refused_when_the_case_is_read():
+    with pytest.raises(CaseError, match=r"\$\.spec\.inject\[0\]\.array='nope' names no array") as info:
+        Case.from_json(_variant(_E18, inject=[{"array": "nope", "index": 0, "value": "nan"}]))
     assert "\n" not in str(info.value)
 
 

@@ -391,7 +391,7 @@ def audits(tmp_path_factory, corpus) -> tuple[Path, Path]:
     entry = next(e for e in data["entries"] if e["tensors"])
     name = sorted(entry["tensors"])[0]
     old = entry["tensors"][name]["digest"]
-    entry["tensors"][name]["digest"] = ("0" if old[0] != "0" else "1") + old[1:]
+    entry["tensors"][name]["digest"] = old[:-1] + ("0" if old[-1] != "0" else "1")  # (the hex, not the name)
     b = d / "B.json"
     b.write_text(json.dumps(data, indent=1, sort_keys=True))
     return a, b

@@ -1,6 +1,7 @@
 """replay, localize and shrink run every subject call in worker or child processes: a subject that segfaults,
 hangs, or ends its process (``sys.exit(0)``, ``os._exit(3)``) is a row or a one-line error with the right exit
-code, never the verb's own death, and never exit 0 ("nothing differs") for a run that did not finish."""
+code, never the verb's own death, never exit 0 ("nothing differs") for a run that did not finish, and never
+counted as a difference (every run raising the same way is exit 3)."""
 
 from __future__ import annotations
 
@@ -31,11 +32,14 @@ def _no_traceback(r) -> None:
     ("exits.os_exit_3", (), "crashed"),
 ])
 @pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
-def test_replay_of_a_subject_that_dies_is_exit_1_with_the_row(harness, case_file, subject, extra, shows):
+def test_replay_of_a_subject_that_dies_in_every_run_is_exit_3_never_a_difference(harness, case_file, subject, extra,
+                                                                               shows):
     r = harness("replay", case_file, "--subject", subject, "--repeats", "1", *PLUGINS, *extra)
     _no_traceback(r)
-    assert r.returncode == 1, (r.returncode, r.stdout[-1500:], r.stderr[-1500:])
-    assert shows in r.stdout and r.stdout.splitlines()[-1].endswith("comparison(s) differ")
+    assert r.returncode == 3, (r.returncode, r.stdout[-1500:], r.stderr[-1500:])
+    last = r.stdout.splitlines()[-1]
+    assert shows in r.stdout and last.startswith("every run raised the same way") and "differ" not in last.split(":")[0]
+    assert "comparison(s) differ" not in r.stdout
 
 
 @pytest.mark.parametrize("subject,why", [
@@ -68,4 +72,4 @@ def test_shrink_of_a_crash_keeps_the_crash(harness, tmp_path, case_file):
     mini = Case.from_json((tmp_path / "min.json").read_text())
     assert mini.spec["ids_shape"][0] < 6 and mini.spec["width"] < 3  # it crashes on any case: the smallest
     again = harness("replay", str(tmp_path / "min.json"), "--subject", "misbehaving.segfault", *PLUGINS)
-    assert again.returncode == 1 and "SIGSEGV" in again.stdout
+    assert again.returncode == 3 and "SIGSEGV" in again.stdout  # the crash reproduced: every run, one way

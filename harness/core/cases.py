@@ -26,11 +26,12 @@ import zlib
 from collections import OrderedDict
 from dataclasses import InitVar, dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from harness.core import schemas
+from harness.core import case_arrays, schemas
+from harness.core.case_arrays import check_case_arrays, lstm_weight_shapes
 from harness.core.errors import CaseError, HarnessError, InvalidArgument
 from harness.core.vocabulary import FAMILIES
 
@@ -104,16 +105,14 @@ def encode_array(a: np.ndarray) -> dict[str, Any]:
 
 
 def decode_array(spec: Mapping[str, Any]) -> np.ndarray:
-    """Inverse of :func:`encode_array`."""
+    """Inverse of :func:`encode_array` (:func:`harness.core.case_arrays.decode_array`, as a :class:`CaseError`)."""
+    problem = schemas.check(_thaw(spec), schemas.CASE["properties"]["arrays"]["additionalProperties"])
+    if problem is not None:
+        raise CaseError(f"explicit array: {problem}")
     try:
-        dtype = np.dtype(spec["dtype"])
-        shape = tuple(int(s) for s in spec["shape"])
-        if "data" in spec:
-            return np.array(list(spec["data"]), dtype=dtype).reshape(shape)
-        raw = base64.b64decode(spec["bits"])
-        return np.frombuffer(raw, dtype=dtype.newbyteorder("<")).astype(dtype).reshape(shape)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CaseError(f"explicit array {dict(spec)!r} cannot be decoded: {exc}") from exc
+        return case_arrays.decode_array("array", spec)
+    except InvalidArgument as exc:
+        raise CaseError(str(exc)) from exc
 
 
 @dataclass(frozen=True)
@@ -239,6 +238,8 @@ def _validate(case: "Case", schema: bool = True) -> None:
     if problem is not None:
         raise InvalidArgument(problem)
     _validate_spec(case.family, case.spec, bad=case.expect is not None)
+    # the arrays and the fields that must agree with each other, decoded once here (build_arrays copies them)
+    object.__setattr__(case, "_decoded", check_case_arrays(case.family, case.spec, case.arrays, case.expect is not None))
 
 
 def _validate_spec(family: str, spec: Mapping[str, Any], bad: bool) -> None:
@@ -255,20 +256,6 @@ def _validate_spec(family: str, spec: Mapping[str, Any], bad: bool) -> None:
 def array_rng(seed: int, name: str) -> np.random.Generator:
     """The private generator of one named array of a case."""
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, zlib.crc32(name.encode())])))
-
-
-def lstm_weight_shapes(n_layers: int, in_size: int, hidden: int, bidirectional: bool
-                       ) -> Iterator[tuple[str, tuple[int, ...]]]:
-    """Names and shapes of Chainer's NStepLSTM weights: w0..w3 input-to-hidden, w4..w7 hidden-to-hidden."""
-    dirs = 2 if bidirectional else 1
-    for layer in range(n_layers):
-        for d in range(dirs):
-            k = layer * dirs + d
-            width = in_size if layer == 0 else hidden * dirs
-            for j in range(8):
-                yield f"ws.{k}.{j}", (hidden, width if j < 4 else hidden)
-            for j in range(8):
-                yield f"bs.{k}.{j}", (hidden,)
 
 
 def _grad(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, kind: str) -> np.ndarray:
@@ -534,8 +521,8 @@ def _build_arrays(case: Case) -> dict[str, np.ndarray]:
             _lstm_arrays(s, seed, width, lengths, out, with_xs=False)
     except (KeyError, TypeError, ValueError, OverflowError, IndexError, MemoryError) as exc:
         raise CaseError(f"case {case.id}: arrays cannot be rebuilt: {type(exc).__name__}: {exc}") from exc
-    for name, enc in case.arrays.items():
-        out[name] = decode_array(enc)
+    for name, a in case._decoded.items():  # type: ignore[attr-defined]  # set by _validate
+        out[name] = a.copy()
     try:
         _inject(case, out)
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
@@ -545,10 +532,8 @@ def _build_arrays(case: Case) -> dict[str, np.ndarray]:
 
 def _inject(case: Case, out: dict[str, np.ndarray]) -> None:
     s = case.spec
-    for inj in s.get("inject", ()):  # bad inputs: NaN / Inf planted at given flat positions
-        if inj["array"] not in out:
-            raise CaseError(f"case {case.id}: inject array={inj['array']!r} is not an array of this case "
-                            f"(arrays: {', '.join(sorted(out))})")
+    for inj in s.get("inject", ()):  # bad inputs: NaN / Inf planted at given flat positions (names checked
+        # when the case was made: harness.core.case_arrays)
         arr = out[inj["array"]]
         if arr.size:
             arr.ravel()[int(inj["index"]) % arr.size] = float(inj["value"])

@@ -31,7 +31,7 @@ from harness.core.vocabulary import COMPUTE_PHASES, FAMILIES, PHASE_SPELLINGS, R
 
 __all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "InputProblem", "parse_json", "parse_toml", "check", "problem",
            "json_path", "brief", "FAMILIES", "FLOAT_DTYPES", "ID_DTYPES", "ID_KINDS", "GRAD_KINDS", "GRAD_OUTPUTS", "WEIGHT_KINDS", "CASE", "spec_schema", "first_problem", "SPEC_FIELDS", "CONTRACTS", "CONTRACT_FIELDS", "BAD_INPUT_FIELDS",
-           "KNOWN_DEFECT_FIELDS", "ORACLE_RULES", "AUDIT", "AUDIT_ENTRY_FIELDS", "AUDIT_TENSOR_FIELDS", "ENVIRONMENT", "CAMPAIGN",
+           "KNOWN_DEFECT_FIELDS", "ORACLE_RULES", "NUMBER_DTYPES", "TENSOR_DTYPES", "AUDIT", "AUDIT_ENTRY_FIELDS", "AUDIT_TENSOR_FIELDS", "ENVIRONMENT", "CAMPAIGN",
            "CAMPAIGN_FIELDS", "MAX_TIMEOUT"]
 
 #: Deepest nesting of objects and arrays any input may have (the deepest real one, an audit file's
@@ -56,7 +56,9 @@ def brief(value: Any, limit: int = 60) -> str:
         text = repr(value)
         return text if len(text) <= limit else text[:limit - 4] + "...'"
     try:
-        text = json.dumps(value, sort_keys=True, allow_nan=True, default=str)
+        # a read-only mapping (a Case's frozen fields) is shown as the object it was read from
+        text = json.dumps(value, sort_keys=True, allow_nan=True,
+                          default=lambda o: dict(o) if isinstance(o, Mapping) else str(o))
     except (TypeError, ValueError, RecursionError):
         text = repr(value)
     if len(text) > limit:
@@ -362,6 +364,10 @@ _IDS = ("embed", "pipeline")
 _RNN = ("lstm", "pipeline")
 _ALL = _FAMILIES
 FLOAT_DTYPES = ("float16", "float32", "float64")
+#: The dtypes of the numbers a case's explicit array may hold (what ``encode_array`` writes: ``dtype.name``).
+NUMBER_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", *FLOAT_DTYPES)
+#: The dtypes an audit's tensor may have: a subject's outputs are numbers (complex ones included).
+TENSOR_DTYPES = (*NUMBER_DTYPES, "complex64", "complex128")
 ID_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32")
 ID_KINDS = ("uniform", "collision", "all_equal", "sorted", "explicit")
 GRAD_KINDS = ("random", "ones", "zeros", "large", "cancel")
@@ -435,7 +441,7 @@ _ARRAY = _obj({"dtype": NAME, "shape": _list(NAT, maxItems=8), "data": {"type": 
 
 #: A case (harness.core.cases.Case.to_dict, and a line of a corpus).
 CASE: dict[str, Any] = _obj(
-    {"version": {"const": 1, "message": "is not supported (this harness reads version 1)"},
+    {"version": {"type": "integer", "const": 1, "message": "is not supported (this harness reads version 1)"},
      "family": {"enum": list(_FAMILIES)}, "seed": NAT, "spec": {"type": "object"},
      "arrays": {"type": "object", "additionalProperties": _ARRAY}, "expect": _null(_EXPECT),
      "tags": _list(STR), "id": STR},
@@ -451,13 +457,19 @@ _RELATIONS = list(RELATIONS)
 ORACLE_RULES: tuple[str, ...] = ("summation_bound", "normwise", "amplification")
 _PHASES = [*COMPUTE_PHASES, *PHASE_SPELLINGS]
 _NAMES = _list(NAME, uniqueItems=True)
+#: An exception's name as a run records it (``ValueError``; a dotted path is read as its last part).
+_EXCEPTION = {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$",
+              "message": "must be an exception's name (e.g. ValueError, InvalidType)"}
 _TOL_PAIR = _list({"type": "number", "minimum": 0}, minItems=2, maxItems=2,
                   message="must be [atol, rtol], two finite numbers >= 0")
 
 #: The keys of a ``[[contract]]`` line.
 CONTRACT_FIELDS: dict[str, Any] = {
     "subject": NAME, "device": {"enum": ["cpu", "gpu"]}, "context": NAME,
-    "reproducible": BOOL, "across_processes": BOOL, "identical_across": _NAMES,
+    "reproducible": BOOL, "across_processes": BOOL,
+    "identical_across": _list({"type": "string", "minLength": 1, "not": {"const": "*"},
+                               "message": "must name a context ('*' is every context, itself included)"},
+                              uniqueItems=True),
     "oracle": {"enum": ["within", "record"]},
     "tolerance": {"type": "object", "minProperties": 1, "propertyNames": {"enum": _FLOAT_DTYPES},
                   "additionalProperties": _TOL_PAIR},
@@ -474,7 +486,10 @@ _CONTRACT = _obj(CONTRACT_FIELDS, ["subject", "device", "reason"], allOf=[
            "required": ["reproducible"]}),
     _when(_FALSE, {"properties": {"identical_across": {"maxItems": 0, "message": "must be [] where reproducible "
                                                        "is false (results that differ run to run cannot be "
-                                                       "identical to another context's)"}}}),
+                                                       "identical to another context's)"},
+                                  "invariant_under": {"maxItems": 0, "message": "must be [] where reproducible "
+                                                      "is false (results that differ run to run cannot be "
+                                                      "bit-identical to a related case's)"}}}),
     _when(_RECORD, {"properties": {
         "tolerance": {"not": {}, "message": "has no meaning with oracle = 'record' (nothing is judged against "
                                             "the oracle): remove it, or say oracle = 'within'"},
@@ -484,7 +499,8 @@ _CONTRACT = _obj(CONTRACT_FIELDS, ["subject", "device", "reason"], allOf=[
 #: The keys of a ``[[bad_input]]`` rule.
 BAD_INPUT_FIELDS: dict[str, Any] = {
     "tag": NAME, "subjects": _NAMES, "device": {"enum": ["cpu", "gpu", "*"]},
-    "outcome": {"enum": ["raises", "no_error", "any"]}, "errors": _NAMES, "reason": NAME, "context": NAME,
+    "outcome": {"enum": ["raises", "no_error", "any"]}, "errors": _list(_EXCEPTION, uniqueItems=True),
+    "reason": NAME, "context": NAME,
     "phase": {"enum": _PHASES},
 }
 _RAISES = {"anyOf": [{"properties": {"outcome": {"const": "raises"}}, "required": ["outcome"]},
@@ -494,13 +510,15 @@ _BAD_INPUT = _obj(BAD_INPUT_FIELDS, ["tag", "reason"], allOf=[
                              "message": "outcome = 'raises' needs errors = [...] and phase = forward, backward or "
                                         "double-backward (where the error must be raised)",
                              "properties": {"errors": {"minItems": 1}}},
-     "else": {"properties": {"phase": {"not": {}, "message": "applies to outcome = 'raises' only"}}}},
+     "else": {"properties": {"phase": {"not": {}, "message": "applies to outcome = 'raises' only"},
+                             "errors": {"not": {}, "message": "applies to outcome = 'raises' only (a no_error or "
+                                                             "any rule judges no error type): remove it"}}}},
 ])
 
 #: The keys of a ``[[known_defect]]`` declaration.
 KNOWN_DEFECT_FIELDS: dict[str, Any] = {
     "subjects": _NAMES, "device": {"enum": ["cpu", "gpu", "*"]}, "context": NAME,
-    "tags": _list(NAME, uniqueItems=True, minItems=1), "error": NAME, "phase": {"enum": _PHASES},
+    "tags": _list(NAME, uniqueItems=True, minItems=1), "error": _EXCEPTION, "phase": {"enum": _PHASES},
     "reason": NAME, "reference": NAME, "wrong": _list(NAME, uniqueItems=True, minItems=1),
 }
 _NOT_WITH_WRONG = {"not": {}, "message": "is for a crash; a declaration with wrong = [...] names tensors whose values "
@@ -515,7 +533,7 @@ _KNOWN_DEFECT = _obj(KNOWN_DEFECT_FIELDS, ["subjects", "tags", "reason", "refere
 
 #: The contracts file (TOML, read as data).
 CONTRACTS: dict[str, Any] = _obj(
-    {"version": {"const": 1, "message": "is not supported (expected 1)"},
+    {"version": {"type": "integer", "const": 1, "message": "is not supported (expected the integer 1)"},
      "contract": _list(_CONTRACT, minItems=1, message="must be an array of tables [[contract]] (at least one: "
                                                       "every subject x device x context needs a line)"),
      "bad_input": _list(_BAD_INPUT), "known_defect": _list(_KNOWN_DEFECT)},
@@ -545,30 +563,41 @@ _SHARD = {"type": "string", "pattern": r"^[1-9][0-9]*/[1-9][0-9]*$", "message": 
 SKETCH = _obj({"n": NAT, "l2": _null(NUM), "max_abs": NUM, "nan": NAT, "inf": NAT, "index": _list(NAT),
                "bits": _list({"type": "string", "pattern": "^[0-9a-fA-F]+$", "message": "must be a hex string"})},
               ["n", "l2", "max_abs", "nan", "inf", "index", "bits"], closed=False)
-#: The fields of one tensor of an audit entry.
+_DEVICE = {"type": "string", "pattern": r"^(cpu|gpu(:[0-9]+)?)$", "message": "must be cpu, gpu or gpu:N"}
+#: The fields of one tensor of an audit entry (a digest's algorithm is checked against the file's $.digest by
+#: harness.outputs.audit.fileformat, which knows the algorithms).
 AUDIT_TENSOR_FIELDS: dict[str, Any] = {
-    "digest": STR, "dtype": NAME, "shape": _list(NAT), "repeats_agreed": BOOL,
+    "digest": {"type": "string", "pattern": "^([a-z0-9_]+:)?[0-9a-f]+$|^missing$",
+               "message": "must be '<algorithm>:<hex>' (what the audit wrote)"},
+    "dtype": {"enum": list(TENSOR_DTYPES), "message": "must name a number dtype: " + ", ".join(TENSOR_DTYPES)},
+    "shape": _list(NAT, maxItems=32), "repeats_agreed": BOOL,
     "sketch": _null(SKETCH),
 }
 #: The fields of one audit entry (one case x subject x device x context).
 AUDIT_ENTRY_FIELDS: dict[str, Any] = {
-    "case_id": NAME, "family": NAME, "subject": NAME, "device": NAME, "context": NAME,
+    "case_id": NAME, "family": {"enum": list(FAMILIES)}, "subject": NAME, "device": _DEVICE, "context": NAME,
     "role": {"enum": list(ROLES)}, "bad_input": BOOL, "status": {"enum": _STATUSES},
-    "error": _null(STR), "skip_reason": _null(STR), "repeats_agreed": _null(BOOL), "array_file": _null(STR),
+    "error": _null(STR), "skip_reason": _null(STR), "repeats_agreed": _null(BOOL),
+    "array_file": _null({"type": "string", "pattern": r"^(?!\.\.?$)[^/\\\x00]+$",
+                         "message": "must be a file name in the audit's arrays_dir (no folder)"}),
     "tensors": {"type": "object", "additionalProperties": _obj(AUDIT_TENSOR_FIELDS, ["digest", "dtype", "shape"])},
 }
-#: An audit file (harness.outputs.audit); the top level is open: ``extra`` fields (cluster) and later ones.
+#: An audit file (harness.outputs.audit): every field known (``cluster`` is what ``--cluster`` adds); the
+#: environment fingerprint alone is open (a newer harness records more of the machine).
 AUDIT: dict[str, Any] = _obj({
     "format": {"const": "harness-audit", "message": "is not 'harness-audit' (not an audit file)"},
-    "version": {"const": 1, "message": "is not supported (this harness reads version 1)"},
+    "version": {"type": "integer", "const": 1, "message": "is not supported (this harness reads version 1)"},
     "id": STR, "created": STR, "digest": NAME,
     "environment": ENVIRONMENT,
     "corpus": _obj({"digest": _null(STR), "cases": NAT, "path": _null(STR), "shard": _null(_SHARD),
-                    "full_digest": _null(STR), "full_cases": _null(NAT)}, ["digest", "cases"], closed=False),
-    "settings": {"type": "object"}, "arrays_dir": _null(STR), "seconds": {"type": "number", "minimum": 0},
+                    "full_digest": _null(STR), "full_cases": _null(NAT)}, ["digest", "cases"]),
+    "settings": _obj({"repeats": POS, "fresh": NAT, "timeout": {"type": "number", "exclusiveMinimum": 0},
+                      "devices": _list(_DEVICE), "contexts": _list(NAME), "subjects": _list(NAME),
+                      "plugins": _list(NAME), "keep_arrays": BOOL}),
+    "arrays_dir": _null(STR), "seconds": {"type": "number", "minimum": 0}, "cluster": {"type": "object"},
     "entries": _list(_obj(AUDIT_ENTRY_FIELDS, ["case_id", "family", "subject", "device", "context", "status",
-                                               "tensors"], closed=False)),
-}, ["format", "version", "created", "environment", "corpus", "settings", "entries"], closed=False)
+                                               "tensors"])),
+}, ["format", "version", "created", "environment", "corpus", "settings", "entries"])
 
 
 # ==== campaign.json ===========================================================================

@@ -11,7 +11,7 @@ crash, a hang past the timeout or an exit in a worker is a row, as in a campaign
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from harness.core.cases import Case
@@ -75,6 +75,8 @@ class Isolated:
     record: TaskRecord
     measures: list[Measure]
     arrays: dict[str, Any]
+    #: The records of the runs it was compared with (other contexts, other devices), in that order.
+    others: list[TaskRecord] = field(default_factory=list)
 
 
 def _results(outcome: TaskOutcome) -> list[RunResult]:
@@ -139,4 +141,5 @@ def measure_isolated(runner: Runner, contracts: Contracts, subject: str, case: C
     measures = measure_task(record, case, contract, role=subj.role, bad_rules=rules, arrays=arrays,
                             references=refs, oracle=oracle_pair, order=order,
                             known_defects=contracts.known_defects_for(subject, device.kind, case.tags, context))
-    return Isolated(_results(main), record, measures, dict(arrays or {}))
+    return Isolated(_results(main), record, measures, dict(arrays or {}),
+                    [r.record for r in refs if r.record is not None])

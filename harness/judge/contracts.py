@@ -414,17 +414,18 @@ def validate(contracts: Contracts, subjects: Mapping[str, Any], contexts: Iterab
         where = f"{contracts.path}:{r.line}"
         for s in r.subjects:
             if s != "*" and s not in subjects:
-                problems.append(f"{where}: subject={s!r} is not registered")
+                problems.append(f"{where}: subjects={list(r.subjects)!r}: subject={s!r} is not registered")
         if ":" not in r.tag:
             problems.append(f"{where}: tag={r.tag!r} is not a case tag (kind:value, e.g. bad:float_ids or ids:empty)")
     for d in contracts.known_defects:
         where = f"{contracts.path}:{d.line}"
         for s in d.subjects:
             if s != "*" and s not in subjects:
-                problems.append(f"{where}: subject={s!r} is not registered")
+                problems.append(f"{where}: subjects={list(d.subjects)!r}: subject={s!r} is not registered")
         for t in d.tags:
             if ":" not in t:
-                problems.append(f"{where}: tag={t!r} is not a case tag (kind:value, e.g. ids:empty)")
+                problems.append(f"{where}: tags={list(d.tags)!r}: tag={t!r} is not a case tag (kind:value, e.g. "
+                                f"ids:empty)")
         if d.context != "*" and d.context not in known_contexts:
             try:
                 get_context(d.context)

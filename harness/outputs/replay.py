@@ -2,9 +2,11 @@
 
 One context and device: R runs, measured run to run and against the oracle. Two contexts
 (``--contexts A,B``) or two devices (``--devices A,B``): B is measured against A as well, so a cross-context
-or cross-device finding of a report reproduces from its printed command. Exit codes: 0 when every
-comparison is bit-identical and within tolerance (or the only run was skipped), 1 when any differs or is
-beyond tolerance, 2 for bad arguments.
+or cross-device finding of a report reproduces from its printed command. Exit codes, by
+:func:`harness.judge.outcomes.replay_outcome` (the one rule): 0 when every comparison is bit-identical and
+within tolerance (or the only run was skipped), 1 when any differs or is beyond tolerance or the runs disagree
+(some raised, some did not), 3 when every run raised the same way (an error, not a difference), 2 for bad
+arguments and set-up errors.
 """
 
 from __future__ import annotations
@@ -18,18 +20,14 @@ from harness.core.errors import InvalidArgument, SetupError
 from harness.core.records import Measure, Verdict
 from harness.judge.contracts import Contracts
 from harness.judge.digest import short_digest
+from harness.judge.outcomes import is_difference, replay_outcome
 
 __all__ = ["replay", "replay_relation", "differs"]
 
 
 def differs(m: Measure) -> bool:
-    """A measure that found a difference: bits that differ, or an error beyond its tolerance (unless the
-    contracts file declares those values a known defect), or a bad verdict of a task."""
-    if m.kind == "oracle":
-        return m.within is False and m.verdict != Verdict.KNOWN_DEFECT
-    if m.kind == "task":
-        return m.verdict in ("broken", "error")
-    return m.identical is False
+    """A measure that found a difference (:func:`harness.judge.outcomes.is_difference`): never a run's error."""
+    return is_difference(m)
 
 
 def _part(m: Measure) -> str:
@@ -81,9 +79,10 @@ def _check_importable(subject: str) -> None:
 def replay(contracts: Contracts, case: Case, subject: str, devices: Sequence[Device], contexts: Sequence[str],
            repeats: int, out: TextIO = sys.stdout, *, fresh: int = 0, baseline: str | None = None,
            plugins: Sequence[str] = (), timeout: float = 120.0, export: str = "") -> int:
-    """Run in worker processes and print; returns the exit code (0 nothing differs, 1 something does; a
-    set-up failure raises :class:`SetupError`, exit 2). ``export``: the command that exports what differs as a
-    standalone script, printed before the last line where something does."""
+    """Run in worker processes and print; returns the exit code of
+    :func:`harness.judge.outcomes.replay_outcome` (0 nothing differs, 1 something does, 3 every run raised the
+    same way; a set-up failure raises :class:`SetupError`, exit 2). ``export``: the command that exports what
+    differs as a standalone script, printed before the last line where something does."""
     from harness.execute.isolated import Runner, measure_isolated, setup_failure
 
     _check_importable(subject)
@@ -103,9 +102,10 @@ def replay(contracts: Contracts, case: Case, subject: str, devices: Sequence[Dev
           + (f"; compared with {', '.join([*contexts[:-1], *(d.id for d in devices[:-1])])}"
              if len(contexts) > 1 or len(devices) > 1 else "")
           + (f"; against the baseline {baseline}" if baseline else ""), file=out)
+    outcome = replay_outcome([rec, *here.others], measures)
     if rec.status == "skipped":
         print(f"skipped: {rec.skip_reason}", file=out)
-        return 0
+        return outcome.exit_code
     statuses = dict(rec.statuses)
     print(f"statuses: {', '.join(f'{s} x{n}' for s, n in sorted(statuses.items()))}; "
           f"chainer declared nondeterminism: {', '.join(rec.declared_warnings) or 'none'}", file=out)
@@ -117,10 +117,15 @@ def replay(contracts: Contracts, case: Case, subject: str, devices: Sequence[Dev
               "e.g. explicit out-of-range ids or dropout)", file=out)
     for line in _lines(rec, measures):
         print(line, file=out)
-    found = [m for m in measures if differs(m)]
-    _export_line(export if found else "", out)
-    print(f"{len(found)} comparison(s) differ" if found else "nothing differs", file=out)
-    return 1 if found else 0
+    for other in here.others:  # a compared run that gave no values: what it raised (no comparison was made)
+        if not other.ok_runs and other.first_error is not None:
+            e = other.first_error
+            where = other.context if other.device == rec.device else other.device
+            print(f"  ({where}) {other.run_status}: {e.get('type')} in {e.get('phase')}: {e.get('message')}",
+                  file=out)
+    _export_line(export if outcome.exit_code else "", out)  # something reproduces: a difference or an error
+    print(outcome.line, file=out)
+    return outcome.exit_code
 
 
 def _export_line(export: str, out: TextIO) -> None:
@@ -170,23 +175,24 @@ def replay_relation(contracts: Contracts, case: Case, subject: str, device: Devi
             raise SetupError(f"no run of {subject} could start here: {why}")
         print(f"case {case.id} ({case.family}), subject {subject}, device {device.id}, context {context}: relation "
               f"{relation} ({rel.description}), {len(related)} member(s), in worker processes", file=out)
-        if base.record.status == "skipped":
-            print(f"skipped: {base.record.skip_reason}", file=out)
-            return 0
-        if not base.arrays:
-            print(f"the base case did not run: {base.record.first_error}", file=out)
-            return 1
+        if base.record.status == "skipped" or not base.arrays:
+            outcome = replay_outcome([base.record], [])
+            print(f"skipped: {base.record.skip_reason}" if outcome.kind == "skipped" else
+                  f"the base case gave no values: {outcome.line}", file=out)
+            return outcome.exit_code
         if not related:
             print("no member: the relation does not apply to this case (family, batch of one, size or dropout)",
                   file=out)
             return 0
         key = {"case_id": case.id, "subject": subject, "device": device.id, "context": context}
-        found = 0
+        records, judged = [base.record], []
         for m in related:
             r = runner.run(m.case, subject, device, context)
+            records.append(r.record)
             if not r.arrays:
-                print(f"  {m.label}: the member did not run: {r.record.first_error}", file=out)
-                found += 1
+                e = r.record.first_error or {}
+                print(f"  {m.label}: the member gave no values ({r.record.run_status}: {e.get('type')} in "
+                      f"{e.get('phase')}: {e.get('message')})", file=out)
                 continue
             for name, b, a in pairs(case.family, relation, m.index, base.arrays, r.arrays):
                 meas = judge_pair("relation", contract, key, name, b, a, f"{relation}:{m.label}", relation=relation)
@@ -194,7 +200,8 @@ def replay_relation(contracts: Contracts, case: Case, subject: str, device: Devi
                     f"DIFFERS ({meas.n_diff}/{meas.n_total}, max ULP {meas.max_ulp} at {meas.max_ulp_index}: "
                     f"{meas.actual} vs {meas.expected})")
                 print(f"  {m.label:12s} {name:28s} {state}", file=out)
-                found += int(meas.identical is False)
-    _export_line(export if found else "", out)
-    print(f"{found} comparison(s) differ" if found else "nothing differs", file=out)
-    return 1 if found else 0
+                judged.append(meas)
+    outcome = replay_outcome(records, judged)
+    _export_line(export if outcome.exit_code else "", out)  # something reproduces: a difference or an error
+    print(outcome.line, file=out)
+    return outcome.exit_code

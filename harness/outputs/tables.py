@@ -33,6 +33,7 @@ from harness.core.forking import BEHIND, Forked
 from harness.core.records import Measure, TaskRecord
 from harness.judge.bits import ULP_MAX
 from harness.judge.measure import REFERENCE_CONTEXT, REFERENCE_DEVICE
+from harness.judge.outcomes import BITWISE_KINDS, is_difference
 from harness.judge.verdicts import worst
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ NO_DATA = "no data"
 _GROUP_ORDER = (OBSERVED_NOT_DECLARED, DECLARED_AND_OBSERVED, DECLARED_NOT_OBSERVED, REPRODUCIBLE)
 
 _GROUP_KEYS = ["subject", "device", "context"]
-_BITWISE_KINDS = ("repeat", "process", "context", "device", "baseline", "relation")
+_BITWISE_KINDS = tuple(sorted(BITWISE_KINDS))
 
 
 # --------------------------------------------------------------------------- small helpers
@@ -364,7 +365,7 @@ def cells_frame(measures: Sequence[Measure], tasks: Mapping[str, TaskRecord] | N
     rows = []
     for (subject, device, context, relation), ms in sorted(groups.items()):
         role, _, _ = _subject_info(subject, "gpu" if device.startswith("gpu") else "cpu")
-        diff = [m for m in ms if m.kind in _BITWISE_KINDS and m.identical is False]
+        diff = [m for m in ms if m.kind in _BITWISE_KINDS and is_difference(m)]  # never a run's error
         tensors = {(m.case_id, m.tensor) for m in ms if m.tensor}
         oracle = [m for m in ms if m.kind == "oracle" and m.error_ratio is not None]
         top = max(oracle, key=lambda m: m.error_ratio) if oracle else None

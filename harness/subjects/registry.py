@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from harness.core.cases import Case, build_arrays
 from harness.core.contexts import Context
 from harness.core.devices import Device
-from harness.core.errors import PluginError, UnknownSubject
+from harness.core.errors import CaseError, PluginError, UnknownSubject
 from harness.subjects import controls, embed, lstm, pipeline
 from harness.subjects.base import Declared, Recorder, Subject
 
@@ -274,6 +274,18 @@ def check_case_for_subject(case: Case, subject: Subject) -> None:
     from harness.core.cases import check_case_family
 
     check_case_family(case, subject.family, subject.name)
+    if not subject.applies_to(case):  # a campaign plans no such task; replay, shrink and localize refuse it
+        raise CaseError(f"case {case.id} ({_case_traits(case)}): subject={subject.name!r} does not take it (its "
+                        f"accepts() is false)")
+
+
+def _case_traits(case: Case) -> str:
+    """The spec fields subjects' ``accepts()`` look at, as the refusal shows them."""
+    from harness.core.schemas import brief
+
+    keys = ("bidirectional", "dtype", "w_dtype", "id_dtype")
+    shown = [f"$.spec.{k}={brief(case.spec[k])}" for k in keys if k in case.spec]
+    return ", ".join(shown + ["a bad input" if case.bad else "a valid case"])
 
 
 def load_case_for_subject(path: str, case_id: str | None, subject: Subject, max_bytes: int | None) -> Case:
@@ -283,6 +295,9 @@ def load_case_for_subject(path: str, case_id: str | None, subject: Subject, max_
     from harness.core.cases import check_case_size, load_case_file
 
     case = load_case_file(path, case_id)
-    check_case_for_subject(case, subject)
+    try:
+        check_case_for_subject(case, subject)
+    except CaseError as exc:
+        raise CaseError(f"{path}: {exc}") from None
     check_case_size(case, max_bytes)
     return case

@@ -19,12 +19,13 @@ class ContractsCheckOptions:
 def check(opts: ContractsCheckOptions) -> int:
     """0 when valid, 1 with one line per bad line (on stderr)."""
     from harness.core.contexts import CONTEXTS
-    from harness.judge.contracts import load_contracts, validate
+    from harness.judge.contracts import load_contracts
+    from harness.outputs.contract_checks import problems as contract_problems
     from harness.subjects.registry import SUBJECTS
 
     load_plugins(opts.plugins)
     contracts = load_contracts(opts.contracts)
-    problems = validate(contracts, SUBJECTS, CONTEXTS)
+    problems = contract_problems(contracts, SUBJECTS, CONTEXTS)
     for p in problems:
         print(p, file=sys.stderr)
     if problems:

@@ -9,7 +9,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from harness.core.errors import InvalidArgument
+from harness.core.errors import ContractError, InvalidArgument
 from harness.execute.settings import CampaignSettings
 from harness.outputs.fleet import ClusterOptions
 from harness.verbs.common import load_plugins, note
@@ -69,7 +69,8 @@ def _gate(opts: GateOptions, devices: list) -> int:
     from harness.execute.relations import RELATIONS
     from harness.generate.corpora import gate_corpus
     from harness.judge import findings as F
-    from harness.judge.contracts import load_contracts, validate
+    from harness.judge.contracts import load_contracts
+    from harness.outputs.contract_checks import problems as contract_problems
     from harness.outputs.fleet import cluster_targets
     from harness.outputs.gate import (
         baseline_measures,
@@ -86,11 +87,11 @@ def _gate(opts: GateOptions, devices: list) -> int:
 
     t0 = time.perf_counter()
     contracts = load_contracts(opts.contracts)
-    problems = validate(contracts, SUBJECTS, CONTEXTS)
-    if problems:
-        for p in problems:
-            print(p, file=sys.stderr)
-        return 2
+    problems = contract_problems(contracts, SUBJECTS, CONTEXTS)
+    if problems:  # one harness: error: line, before any work (contracts check lists them all)
+        from harness.outputs.contract_checks import refusal
+
+        raise ContractError(refusal(problems))
     if opts.baseline and not load_tasks(opts.baseline):
         raise InvalidArgument(f"baseline={opts.baseline!r} holds no tasks.jsonl: not a report directory")
     cases = load_corpus(opts.corpus) if opts.corpus else gate_corpus(profile=opts.profile)

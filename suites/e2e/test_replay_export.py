@@ -1,4 +1,4 @@
-"""``replay`` offers the export command where a difference reproduces: the command it prints, read back as the
+"""``replay`` offers the export command where a difference or an error reproduces: the command it prints, read back as the
 command line reads it, is the reproducer replay itself ran."""
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ PLUGIN = "suites.plugins.misbehaving:SUBJECTS"
 
 
 @pytest.mark.slow  # a whole harness process tree
-def test_replay_prints_the_export_command_of_what_differs(harness, tmp_path):
+def test_replay_prints_the_export_command_of_what_reproduces(harness, tmp_path):
     case = tmp_path / "case.json"
     case.write_text(CASE.to_json())
     argv = ["replay", str(case), "--subject", "misbehaving.segfault", "--subject-plugin", PLUGIN, "--repeats", "1",
             "--context", "blas1"]
     r = harness(*argv)
-    assert r.returncode == 1, r.stderr[-1500:]
+    assert r.returncode == 3, r.stderr[-1500:]  # every run crashed the same way: an error, not a difference
     lines = r.stdout.splitlines()
-    assert lines[-1].endswith("comparison(s) differ")  # the verdict stays the last line
+    assert lines[-1].startswith("every run raised the same way")  # the verdict stays the last line
     exports = [ln.removeprefix("export: ") for ln in lines if ln.startswith("export: ")]
     assert len(exports) == 1, r.stdout
     env, words = split_command(exports[0])

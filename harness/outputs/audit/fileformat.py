@@ -39,6 +39,7 @@ from harness.core.env import machine_label
 from harness.core.errors import AuditFileError, InvalidArgument
 from harness.core.fileio import npz_key
 from harness.judge.digest import DIGEST_ALGORITHMS as _BITWISE_ALGORITHMS
+from harness.judge.digest import digest_algorithm_of
 
 __all__ = ["DEFAULT_CORPUS", "FORMAT", "VERSION", "STATUSES", "DIGEST_ALGORITHMS", "DEFAULT_DIGEST", "Audit",
            "load_audit", "as_audit", "digest_algorithm", "one_digest_algorithm", "entry_key", "failing"]
@@ -120,9 +121,43 @@ class Audit:
         path = os.path.join(d, fname)
         if not os.path.exists(path):
             return None
+        stored = _load_npz(self.path, path)
+        out = {}
+        for name, t in entry["tensors"].items():
+            a = stored.get(npz_key(name))
+            if a is None:
+                continue
+            if a.dtype.name != t["dtype"] or list(a.shape) != list(t["shape"]):
+                raise AuditFileError(f"audit file {self.path!r}: array file {path!r} holds {name!r} as {a.dtype.name} "
+                                     f"{list(a.shape)}, the entry says {t['dtype']} {list(t['shape'])}: not the "
+                                     f"arrays of this audit")
+            out[name] = a
+        return out
+
+
+def _load_npz(audit_path: str, path: str) -> dict[str, np.ndarray]:
+    """Every member of an audit's ``.npz`` array file, read with ``allow_pickle=False``; a file that is not an
+    npz of plain arrays (a corrupt zip, a pickled object array, a bare ``.npy``, a directory) is one
+    :class:`AuditFileError` line naming the audit and the array file."""
+    import zipfile
+
+    where = f"audit file {audit_path!r}: array file {path!r}"
+    try:
         with np.load(path, allow_pickle=False) as z:
-            stored = {k: z[k] for k in z.files}
-        return {name: stored[npz_key(name)] for name in entry["tensors"] if npz_key(name) in stored}
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise AuditFileError(f"{where} is a bare .npy array, not the .npz of an entry's tensors")
+            return {k: z[k] for k in z.files}
+    except AuditFileError:
+        raise
+    except TypeError:  # np.load gives a bare .npy as an array, which has no context manager
+        raise AuditFileError(f"{where} is a bare .npy array, not the .npz of an entry's tensors") from None
+    except ValueError as exc:
+        what = ("holds a pickled object array (never unpickled: it could run code)" if "pickle" in str(exc)
+                else f"cannot be read as .npz: {' '.join(str(exc).split())[:160]}")
+        raise AuditFileError(f"{where} {what}") from None
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError) as exc:
+        raise AuditFileError(f"{where} is not a readable .npz ({type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())[:120]})") from None
 
 
 def entry_key(e: Mapping[str, Any]) -> tuple[str, str, str, str]:
@@ -192,6 +227,15 @@ def _validate(path: str, data: Mapping[str, Any]) -> None:
                       f"device {key[2]}, context {key[3]})")
         seen[key] = i
         for name, t in e["tensors"].items():
+            tw = f"{where}.tensors[{json.dumps(name)}]"
+            if t["digest"] != "missing":
+                try:
+                    t_algo = digest_algorithm_of(t["digest"])
+                except ValueError:
+                    raise bad(f"{tw}.digest={t['digest'][:80]!r} is no {algo} digest") from None
+                if t_algo != algo:
+                    raise bad(f"{tw}.digest={t['digest'][:80]!r} is a {t_algo} digest in a file of $.digest={algo!r}: "
+                              f"it would compare as changed whatever the tensor")
             s = t.get("sketch")
             if s is None:
                 continue

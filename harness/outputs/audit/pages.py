@@ -66,8 +66,11 @@ def png(fig: Any) -> str:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)
+    import matplotlib
+
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    with matplotlib.rc_context({"text.usetex": False}):  # a user's matplotlibrc must not hand names to TeX
+        fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     return base64.b64encode(buf.getvalue()).decode()
 
 
@@ -91,6 +94,9 @@ def changed_heatmap(rows: Any) -> str:
                     color="white" if v > 0.6 * max(1, int(piv.values.max())) else "black")
     ax.set_title("tensors with a changed digest (A vs B)")
     fig.colorbar(im, ax=ax, shrink=0.8)
+    # names are drawn as text: a subject or context named "$\\foo{$" is not mathtext (nor TeX)
+    for t in [*ax.get_xticklabels(), *ax.get_yticklabels(), *ax.texts, ax.title]:
+        t.set_parse_math(False)
     return png(fig)
 
 
