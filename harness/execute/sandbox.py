@@ -16,6 +16,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from harness.core import lifeline
+
 __all__ = ["CHILD_ENV", "Sandboxed", "run_child", "in_child"]
 
 #: Set in the child: "run the verb here" (the parent runs nothing of a subject itself).
@@ -77,7 +79,7 @@ def run_child(argv: Sequence[str], timeout: float, *, plugins_env: dict[str, str
     env = {**os.environ, **extra}
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    proc = subprocess.Popen([sys.executable, "-m", "harness", *argv], stdin=subprocess.DEVNULL,
+    proc = lifeline.popen([sys.executable, "-m", "harness", *argv], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
     try:

@@ -61,6 +61,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from harness.core import lifeline
 from harness.core.errors import WorkerError
 from harness.judge.bitwise import _dtype_name
 from harness.subjects.base import ErrorInfo, RunResult
@@ -515,7 +516,7 @@ def _zygote_main(sock_fd: int) -> None:
             return  # the parent is gone: so is the zygote (its workers see their pipes close)
         req = json.loads(data)
         if req["op"] == "fork":
-            pid = os.fork()
+            pid = lifeline.fork()
             if pid == 0:
                 code = 0
                 try:
@@ -532,7 +533,7 @@ def _zygote_main(sock_fd: int) -> None:
                 os.close(fd)
             sock.send(json.dumps({"pid": pid}).encode())
         elif req["op"] == "verb":
-            pid = os.fork()
+            pid = lifeline.fork()
             if pid == 0:
                 sock.close()
                 _verb_child(req, fds)  # never returns
@@ -607,7 +608,7 @@ class Zygote:
         self.ready = False
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         quiet = os.environ.get("HARNESS_WORKER_STDERR") != "1"
-        self.proc = subprocess.Popen(
+        self.proc = lifeline.popen(
             [sys.executable, "-m", "harness.execute.worker", "--zygote", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),), env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL if quiet else None, close_fds=True)
@@ -792,6 +793,7 @@ class _Forked:
 
 
 _SPOOL_PREFIX = "harness-spool-"
+_pid_alive = lifeline.pid_alive
 _swept: set[str] = set()
 
 
@@ -809,25 +811,8 @@ def _spool_base() -> str:
         pass
     if base not in _swept:
         _swept.add(base)
-        try:
-            names = os.listdir(base)
-        except OSError:
-            names = []
-        for name in names:
-            owner = name[len(_SPOOL_PREFIX):].split("-", 1)[0]
-            if name.startswith(_SPOOL_PREFIX) and owner.isdigit() and not _pid_alive(int(owner)):
-                shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        lifeline.sweep(base, _SPOOL_PREFIX)
     return base
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # someone else's process: alive, and not ours to judge
-    return True
 
 
 class Worker:
@@ -869,7 +854,7 @@ class Worker:
         subject prints cannot corrupt them."""
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
-        self.spool = tempfile.mkdtemp(prefix=f"{_SPOOL_PREFIX}{os.getpid()}-", dir=_spool_base())
+        self.spool = tempfile.mkdtemp(prefix=lifeline.owned_prefix(_SPOOL_PREFIX), dir=_spool_base())
         self.started_at = time.perf_counter()
         env = worker_env(self.env)
         zygote = zygote_for(env) if self.fork else None
@@ -885,7 +870,7 @@ class Worker:
             if self.memory_limit is not None:
                 env[_LIMIT_ENV] = str(self.memory_limit)
             quiet = os.environ.get("HARNESS_WORKER_STDERR") != "1"
-            self.proc = subprocess.Popen(
+            self.proc = lifeline.popen(
                 [sys.executable, "-m", "harness.execute.worker", str(req_r), str(resp_w),
                  json.dumps(list(self.plugins)), self.spool],
                 pass_fds=(req_r, resp_w), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -1049,6 +1034,7 @@ class Worker:
 
 
 if __name__ == "__main__":
+    lifeline.adopt()  # dies with the process that started it
     if sys.argv[1:2] == ["--zygote"]:
         _zygote_main(int(sys.argv[2]))
     else:
