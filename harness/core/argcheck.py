@@ -22,7 +22,8 @@ from harness.core.schemas import MAX_TIMEOUT
 
 __all__ = ["positive_seconds", "int_at_least", "name_list", "readable_file", "writable_dir", "writable_file",
            "run_dir_for_output", "baseline_dir", "jsonl_records", "shard", "device_list", "converter", "ints",
-           "seconds", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus", "name_pair"]
+           "seconds", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus", "name_pair", "same_file", "outputs_apart",
+           "verb_outputs_apart", "VERB_FILES"]
 
 T = TypeVar("T")
 
@@ -282,3 +283,68 @@ def baseline_dir(name: str, path: str) -> str:
     if jsonl_records(name, tasks, ("key", "subject", "device", "context", "status")) == 0:
         raise InvalidArgument(f"{name}={path!r}: tasks.jsonl holds no task records")
     return path
+
+
+# ---- an output is never one of the inputs ------------------------------------------------------
+#: Per verb: its output options (``dest``: None for a file, else the names the verb writes into that directory),
+#: and its input options (files, or directories whose every file is an input). One table, read by
+#: :func:`outputs_apart`; a verb that is not here has no output file.
+VERB_FILES: dict[str, tuple[dict[str, tuple[str, ...] | None], tuple[str, ...]]] = {
+    "cases": ({"out": None}, ("corpus",)),
+    "report": ({"out": ("corpus.jsonl", "campaign.json", "tasks.jsonl", "tasks.jsonl.gz", "measures.jsonl.gz",
+                        "runs.jsonl.gz", "environment.json", "timings.json", "summary.html", "summary.md",
+                        "cells.csv", "findings.csv", "summary.csv", "results.csv.gz")}, ("corpus", "resume")),
+    "gate": ({"out": (), "junit": None}, ("contracts", "corpus", "baseline")),
+    "shrink": ({"out": None}, ("case", "contracts")),
+    "audit": ({"out": None, "keep_arrays": ()}, ("corpus",)),
+    "compare": ({"out": ("compare.md", "compare.csv", "compare.html")}, ("a", "b")),
+    "merge": ({"out": ("merge.md", "merge.csv", "merge.html")}, ("files",)),
+}
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file (device and inode, after links): False where either does not exist."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except (OSError, ValueError):
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def _input_files(path: str) -> list[str]:
+    """An input option's files: the file itself, or every file under a directory (a baseline, a resumed run)."""
+    if not os.path.isdir(path):
+        return [path]
+    out = []
+    for root, _dirs, files in os.walk(path):
+        out.extend(os.path.join(root, f) for f in files)
+    return out
+
+
+def outputs_apart(outputs: dict[str, tuple[str | None, tuple[str, ...] | None]],
+                  inputs: dict[str, Any]) -> None:
+    """Refuse an output that is one of the inputs (same file by device and inode, hard and symbolic links
+    included). ``outputs``: name -> (path, None for a file or the names written into that directory);
+    ``inputs``: name -> a path, a list of paths or None (a directory input stands for every file in it)."""
+    files: list[tuple[str, str]] = []
+    for name, value in inputs.items():
+        for path in ([value] if isinstance(value, str) else list(value or ())):
+            if path and path != "-":
+                files.extend((name, f) for f in _input_files(path))
+    for out_name, (path, writes) in outputs.items():
+        if not path or path == "-":
+            continue
+        targets = [path] if writes is None else [os.path.join(path, w) for w in writes]
+        for target in targets:
+            for in_name, f in files:
+                if same_file(target, f):
+                    where = "" if target == path else f" (it writes {os.path.basename(target)} there)"
+                    raise InvalidArgument(f"{out_name}={path!r} would overwrite the input {in_name}={f!r}{where}: "
+                                          f"write the output somewhere else")
+
+
+def verb_outputs_apart(verb: str, values: dict[str, Any]) -> None:
+    """:func:`outputs_apart` for ``verb`` over its option values (``vars`` of the parsed command line, or a
+    verb's options record as a dict), read through :data:`VERB_FILES`."""
+    outs, ins = VERB_FILES.get(verb, ({}, ()))
+    outputs_apart({k: (values.get(k), w) for k, w in outs.items()}, {k: values.get(k) for k in ins})
