@@ -337,6 +337,7 @@ def _check_combinations(args: argparse.Namespace) -> None:
     """The checks that need two options (each value alone was checked by its type=)."""
     given = getattr(args, "_given", set())
     argcheck.verb_outputs_apart(args.verb, vars(args))
+    argcheck.mode_ignores(args.verb, vars(args), given)
     if getattr(args, "corpus", None) is not None and args.verb == "report":
         ignored = [f"--{k}" for k in ("examples", "seed") if k in given]
         if ignored:

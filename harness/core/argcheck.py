@@ -23,7 +23,8 @@ from harness.core.schemas import MAX_TIMEOUT
 __all__ = ["positive_seconds", "int_at_least", "name_list", "readable_file", "writable_dir", "writable_file",
            "run_dir_for_output", "baseline_dir", "jsonl_records", "shard", "device_list", "converter", "ints",
            "seconds", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus", "name_pair", "same_file", "outputs_apart",
-           "verb_outputs_apart", "VERB_FILES"]
+           "verb_outputs_apart", "VERB_FILES", "MODE_IGNORES",
+           "mode_ignores"]
 
 T = TypeVar("T")
 
@@ -162,6 +163,8 @@ def name_pair(text: str | None, what: str) -> list[str] | None:
 def readable_file(name: str, path: str) -> str:
     """An existing regular file this process can open for reading. A directory, a FIFO (reading it would wait
     for a writer forever), a device (``/dev/zero`` never ends) or a socket is refused before anything is read."""
+    if not path:
+        raise InvalidArgument(f"{name}='' names no file: give a path, or leave the option out")
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -192,6 +195,34 @@ def _nearest_existing(path: str) -> str:
     return p
 
 
+def _short(path: str) -> str:
+    return repr(path) if len(path) <= 80 else repr(path[:80]) + "..."
+
+
+def _fits(name: str, path: str, room: int = 0) -> None:
+    """A path the system can name: not empty, no component over the file system's name limit (255 bytes on most),
+    the whole (absolute, with ``room`` bytes more for the names written inside it) under ``PATH_MAX``."""
+    if not path:
+        raise InvalidArgument(f"{name}='' names no file: give a path, or leave the option out")
+    if "\0" in path:
+        raise InvalidArgument(f"{name}={path[:80]!r} holds a NUL byte: no file has that name")
+    full = os.path.abspath(path)
+    base = _nearest_existing(os.path.dirname(full))
+    try:
+        name_max = os.pathconf(base if os.path.isdir(base) else "/", "PC_NAME_MAX")
+        path_max = os.pathconf("/", "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    for part in full.split(os.sep):
+        if len(os.fsencode(part)) > name_max:
+            raise InvalidArgument(f"{name}={_short(path)}: the name {part[:40]!r}... is {len(os.fsencode(part))} "
+                                  f"bytes, more than the {name_max} this file system allows")
+    if len(os.fsencode(full)) + room >= path_max:
+        raise InvalidArgument(f"{name}={_short(path)}: the path is {len(os.fsencode(full))} bytes"
+                              + (f" (and {room} more for the files inside)" if room else "")
+                              + f", more than the {path_max} the system allows")
+
+
 def _probe(name: str, path: str, directory: str) -> None:
     # os.access is fooled by root, read-only mounts and ACLs; a real create-and-remove is not.
     try:
@@ -203,7 +234,9 @@ def _probe(name: str, path: str, directory: str) -> None:
 
 
 def writable_dir(name: str, path: str) -> str:
-    """A directory that exists and is writable, or that can be created (nothing is created here)."""
+    """A directory that exists and is writable, or that can be created (nothing is created here), with room
+    under ``PATH_MAX`` for the longest name a file inside it may have."""
+    _fits(name, path, room=256)
     if os.path.exists(path) and not os.path.isdir(path):
         raise InvalidArgument(f"{name}={path!r} is an existing file, not a directory")
     base = _nearest_existing(path)
@@ -215,6 +248,7 @@ def writable_dir(name: str, path: str) -> str:
 
 def writable_file(name: str, path: str) -> str:
     """A file path that can be written: not a directory, its directory exists-and-is-writable or can be made."""
+    _fits(name, path)
     if os.path.isdir(path):
         raise InvalidArgument(f"{name}={path!r} is a directory, not a file")
     parent = os.path.dirname(os.path.abspath(path))
@@ -348,3 +382,20 @@ def verb_outputs_apart(verb: str, values: dict[str, Any]) -> None:
     verb's options record as a dict), read through :data:`VERB_FILES`."""
     outs, ins = VERB_FILES.get(verb, ({}, ()))
     outputs_apart({k: (values.get(k), w) for k, w in outs.items()}, {k: values.get(k) for k in ins})
+
+
+#: Per verb and mode (an option that switches what the verb does): the options that mode does not read. Given
+#: with it, each is refused, so nobody believes it was used.
+MODE_IGNORES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("cases", "coverage"): ("out", "examples", "family", "seed", "profile"),
+}
+
+
+def mode_ignores(verb: str, values: dict[str, Any], given: set[str]) -> None:
+    """Refuse an option the chosen mode ignores (:data:`MODE_IGNORES`), in one line naming both."""
+    for (v, mode), ignored in MODE_IGNORES.items():
+        if v == verb and values.get(mode):
+            extra = [f"--{k.replace('_', '-')}" for k in ignored if k in given]
+            if extra:
+                raise InvalidArgument(f"{mode}: --{mode} ignores {', '.join(extra)}; leave "
+                                      f"{'them' if len(extra) > 1 else 'it'} out")

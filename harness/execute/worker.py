@@ -67,7 +67,8 @@ from harness.judge.bitwise import _dtype_name
 from harness.subjects.base import ErrorInfo, RunResult
 
 __all__ = ["Worker", "Answer", "Zygote", "worker_main", "tensor_meta", "worker_env", "zygote_for", "prestart_zygote",
-           "close_zygotes", "MEMORY_ENV", "default_memory_limit", "parse_memory_limit", "MAX_ANSWER_BYTES"]
+           "close_zygotes", "MEMORY_ENV", "default_memory_limit", "parse_memory_limit", "MAX_ANSWER_BYTES",
+           "OUTPUT_ENV", "output_limit"]
 
 #: Environment variable for the workers' default memory limit (bytes; 0 or "none": no limit).
 MEMORY_ENV = "HARNESS_WORKER_MEMORY"
@@ -97,6 +98,21 @@ def parse_memory_limit(text: str, name: str = MEMORY_ENV) -> int | None:
     if value < 0:
         raise InvalidArgument(f"{name}={text!r} must be a number of bytes, or 0/none for no limit")
     return value
+
+
+#: Environment variable for the most bytes of arrays this process takes from one run (0 or "none": no limit).
+OUTPUT_ENV = "HARNESS_MAX_OUTPUT_BYTES"
+
+
+def output_limit() -> int | None:
+    """``$HARNESS_MAX_OUTPUT_BYTES``, else an eighth of the RAM: the harness holds every repetition's outputs and
+    measures them in its own process, so one run's outputs larger than that would end the harness, not the run."""
+    if OUTPUT_ENV in os.environ:
+        return parse_memory_limit(os.environ[OUTPUT_ENV], OUTPUT_ENV)
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")) // 8
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def default_memory_limit() -> int | None:
@@ -280,18 +296,18 @@ def _check(cond: bool, what: str) -> None:
         raise _Malformed(what)
 
 
-def _decode_answer(payload: bytearray, base: dict[str, str], path: str) -> Answer:
+def _decode_answer(payload: bytearray, base: dict[str, str], path: str, limit: int | None = None) -> Answer:
     """The answer in ``payload`` (its arrays viewed in it, or mapped from ``path``); :class:`_Malformed` for
     anything else, whatever it held: the worker's fault is a row, never the campaign's end."""
     try:
-        return _decode(payload, base, path)
+        return _decode(payload, base, path, limit)
     except _Malformed:
         raise
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError, MemoryError) as exc:
         raise _Malformed(f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
-def _decode(payload: bytearray, base: dict[str, str], path: str) -> Answer:
+def _decode(payload: bytearray, base: dict[str, str], path: str, limit: int | None = None) -> Answer:
     _check(len(payload) >= _JSON_LEN.size, "the answer is empty")
     (n,) = _JSON_LEN.unpack_from(payload)
     _check(_JSON_LEN.size + n <= len(payload), "the answer's meta runs past its end")
@@ -324,6 +340,11 @@ def _decode(payload: bytearray, base: dict[str, str], path: str) -> Answer:
     tensors: dict[str, dict[str, Any]] = {}
     layout = msg["arrays"]
     spooled = bool(layout) and msg.get("inline") is not True
+    total = sum(t.get("nbytes", 0) for t in layout if type(t) is dict and type(t.get("nbytes")) is int)
+    if limit is not None and total > limit:  # a row of its own, before anything of it is mapped or measured
+        return Answer(RunResult(**base, status="error", error=ErrorInfo(
+            "OutputTooLarge", f"the run's outputs hold {total:,} bytes, more than the {limit:,} the harness takes "
+            f"from one run ({OUTPUT_ENV})", "transfer")), {}, spooled)
     if layout:
         start = _JSON_LEN.size + n
         arrays, tensors = _view_arrays(layout, _map_file(path) if spooled else memoryview(payload)[start:])
@@ -834,6 +855,7 @@ class Worker:
 
             raise InvalidArgument(f"memory_limit={memory_limit!r} must be a positive int (bytes) or None")
         self.memory_limit: int | None = memory_limit
+        self.output_limit = output_limit()  # (a bad $HARNESS_MAX_OUTPUT_BYTES: one line, before the worker starts)
         self.plugins = tuple(plugins)
         self.label = label
         self.start_timeout = start_timeout
@@ -950,7 +972,7 @@ class Worker:
             spooled = True  # until the answer says it came whole in the frame: a file may be there
             try:
                 payload = _read_frame(self._rx_fd, time.monotonic() + timeout)
-                answer = _decode_answer(payload, base, path)
+                answer = _decode_answer(payload, base, path, self.output_limit)
                 spooled = answer.spooled
             except _NoAnswer:
                 self.kill()

@@ -47,6 +47,16 @@ def test_a_file_inside_an_input_directory_is_an_input(tmp_path) -> None:
         argcheck.outputs_apart({"junit": (str(base / "arrays" / "t.npz"), None)}, {"baseline": str(base)})
 
 
+def _exit(argv) -> int:
+    """``python -m harness *argv``'s exit code, run in this process (argparse's refusals end in SystemExit)."""
+    from harness.cli import main
+
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
 def _verbs(corpus, tmp_path):
     """(verb argv, the input the output names) for every verb with an output option."""
     os.symlink(corpus, tmp_path / "link.jsonl")
@@ -69,13 +79,73 @@ def _verbs(corpus, tmp_path):
 
 @pytest.mark.parametrize("verb", ["cases", "gate-junit", "gate-contracts", "shrink", "audit", "compare", "merge"])
 def test_every_verb_refuses_an_output_over_its_input(verb, corpus, tmp_path, capsys) -> None:
-    from harness.cli import main
-
     argv = _verbs(corpus, tmp_path)[verb]
     if verb == "merge":
         os.link(corpus, tmp_path / "merge.md")
     before = corpus.read_bytes()
-    assert main(argv) == 2
+    assert _exit(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "would overwrite the input" in err[0], err
     assert corpus.read_bytes() == before
+
+
+# ---- names and sizes at the system's limits ---------------------------------------------------
+LONG = "x" * 300
+
+
+@pytest.mark.parametrize("argv", [
+    ["cases", "--out", "{tmp}/" + LONG],
+    ["cases", "--out", "{tmp}/" + LONG + "/c.jsonl"],
+    ["audit", "--out", "{tmp}/" + LONG],
+    ["gate", "--junit", "{tmp}/" + LONG],
+    ["compare", "{corpus}", "{corpus}", "--out", "{tmp}/" + LONG],
+    ["merge", "{corpus}", "--out", "{tmp}/" + LONG],
+    ["report", "--out", "{tmp}/" + LONG],
+    ["shrink", "{corpus}", "--subject", "chainer.embed_id", "--kind", "repeat", "--out", "{tmp}/" + LONG],
+    ["cases", "--out", "{tmp}/" + "/".join(["d" * 200] * 21)],  # every name fits, the whole path does not
+    ["cases", "--out", ""],
+    ["replay", "", "--subject", "chainer.embed_id"],
+    ["cases", "--coverage", "--out", "{tmp}/c.jsonl"],
+    ["cases", "--coverage", "--examples", "3"],
+    ["cases", "--coverage", "--family", "embed"],
+], ids=lambda a: " ".join(a)[:40])
+def test_a_path_the_system_cannot_name_or_an_ignored_option_is_one_line(argv, corpus, tmp_path, capsys) -> None:
+    argv = [a.replace("{tmp}", str(tmp_path)).replace("{corpus}", str(corpus)) for a in argv]
+    assert _exit(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("harness: error:"), err
+    assert not any(p.name.startswith("x" * 10) or p.name.startswith("d" * 10) for p in tmp_path.iterdir())
+
+
+@pytest.fixture
+def read_only(tmp_path):
+    """A folder nobody can write into: mode 0555, or (root ignores modes) the immutable attribute."""
+    import shutil
+    import subprocess
+
+    d = tmp_path / "ro"
+    d.mkdir()
+    write_corpus([CASE], str(d / "corpus.jsonl"))
+    if os.geteuid() != 0:
+        d.chmod(0o555)
+        undo = lambda: d.chmod(0o755)  # noqa: E731
+    elif shutil.which("chattr") and subprocess.run(["chattr", "+i", str(d)], capture_output=True).returncode == 0:
+        undo = lambda: subprocess.run(["chattr", "-i", str(d)], check=True)  # noqa: E731
+    else:
+        pytest.skip("root, and no immutable attribute here: no folder this process cannot write")
+    yield d
+    undo()
+
+
+@pytest.mark.parametrize("verb", ["shrink-beside", "shrink-out", "cases", "compare", "audit"])
+def test_a_read_only_output_folder_is_refused_before_work(verb, read_only, capsys) -> None:
+    c = str(read_only / "corpus.jsonl")
+    argv = {"shrink-beside": ["shrink", c, "--case-id", CASE.id, "--subject", "chainer.embed_id", "--kind", "repeat"],
+            "shrink-out": ["shrink", c, "--case-id", CASE.id, "--subject", "chainer.embed_id", "--kind", "repeat",
+                           "--out", str(read_only / "min.json")],
+            "cases": ["cases", "--out", str(read_only / "new.jsonl")],
+            "compare": ["compare", c, c, "--out", str(read_only / "cmp")],
+            "audit": ["audit", "--corpus", c, "--out", str(read_only / "a.json")]}[verb]
+    assert _exit(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot be written" in err[0], err
