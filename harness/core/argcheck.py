@@ -17,7 +17,7 @@ import stat
 import tempfile
 from typing import Any, Callable, TypeVar
 
-from harness.core.errors import InvalidArgument
+from harness.core.errors import InvalidArgument, RecordError
 from harness.core.schemas import MAX_TIMEOUT
 
 __all__ = ["positive_seconds", "int_at_least", "name_list", "readable_file", "writable_dir", "writable_file",
@@ -280,7 +280,7 @@ def jsonl_records(name: str, path: str, required: tuple[str, ...] = ()) -> int:
     n = 0
     try:
         lines = record_lines(path)
-    except (OSError, EOFError, UnicodeDecodeError) as exc:  # gzip.BadGzipFile is an OSError
+    except (OSError, EOFError, UnicodeDecodeError, RecordError) as exc:  # gzip.BadGzipFile is an OSError
         raise InvalidArgument(f"{name}={path!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
     for i, raw in enumerate(lines):
@@ -316,6 +316,9 @@ def baseline_dir(name: str, path: str) -> str:
         raise InvalidArgument(f"{name}={path!r} holds no tasks.jsonl (or tasks.jsonl.gz): not a report directory")
     if jsonl_records(name, tasks, ("key", "subject", "device", "context", "status")) == 0:
         raise InvalidArgument(f"{name}={path!r}: tasks.jsonl holds no task records")
+    from harness.core.rundir import check_baseline
+
+    check_baseline(path, name)  # every file the baseline check reads, read whole before the campaign
     return path
 
 
