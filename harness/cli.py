@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, Callable, NoReturn, Sequence
 
-from harness.core import argcheck
+from harness.core import argcheck, rundir
 from harness.core.errors import HarnessError, InvalidArgument, SetupError
 from harness.judge.reproducer import OPTION, OPTIONS, Option, Reproducer
 from harness.outputs.fleet import add_cluster_options
@@ -361,7 +361,7 @@ def _value_type(check: str, name: str) -> Callable[[str], Any] | None:
     return {"file": lambda: _checked(name, argcheck.readable_file), "device": lambda: _checked(name, _one_device),
             "devices": lambda: _checked(name, argcheck.device_list), "context": lambda: _checked(name, _one_context),
             "contexts": lambda: _checked(name, _contexts), "relation": lambda: _checked(name, _one_relation),
-            "run-dir": lambda: _checked(name, argcheck.baseline_dir), "count>=1": lambda: argcheck.ints(name, 1),
+            "run-dir": lambda: _checked(name, rundir.baseline_dir), "count>=1": lambda: argcheck.ints(name, 1),
             "count>=0": lambda: argcheck.ints(name, 0)}[check]()
 
 
@@ -534,7 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
               "contracts, and (with --baseline) the digests against a stored run.",
               _codes("0  every check passed", "1  a contract broken (the dossiers are on stderr)"))
     _add_contracts(g)
-    g.add_argument("--baseline", metavar="DIR", type=_checked("baseline", argcheck.baseline_dir),
+    g.add_argument("--baseline", metavar="DIR", type=_checked("baseline", rundir.baseline_dir),
                    help="a stored run directory (tasks.jsonl[.gz], corpus.jsonl, "
                                                      "campaign.json) to compare digests with")
     g.add_argument("--devices", default="all", type=_checked("devices", argcheck.device_list), help="cpu, gpu, gpu:N or all (default all; a GPU named here must "

@@ -316,9 +316,6 @@ def baseline_dir(name: str, path: str) -> str:
         raise InvalidArgument(f"{name}={path!r} holds no tasks.jsonl (or tasks.jsonl.gz): not a report directory")
     if jsonl_records(name, tasks, ("key", "subject", "device", "context", "status")) == 0:
         raise InvalidArgument(f"{name}={path!r}: tasks.jsonl holds no task records")
-    from harness.core.rundir import check_baseline
-
-    check_baseline(path, name)  # every file the baseline check reads, read whole before the campaign
     return path
 
 
@@ -332,7 +329,8 @@ VERB_FILES: dict[str, tuple[dict[str, tuple[str, ...] | None], tuple[str, ...]]]
                         "runs.jsonl.gz", "environment.json", "timings.json", "summary.html", "summary.md",
                         "cells.csv", "findings.csv", "summary.csv", "results.csv.gz")}, ("corpus", "resume")),
     "gate": ({"out": (), "junit": None}, ("contracts", "corpus", "baseline")),
-    "shrink": ({"out": None}, ("case", "contracts")),
+    "shrink": ({"out": None}, ("case", "contracts", "baseline")),
+    "export": ({"out": None, "markdown": None}, ("case", "contracts", "baseline")),
     "audit": ({"out": None, "keep_arrays": ()}, ("corpus",)),
     "compare": ({"out": ("compare.md", "compare.csv", "compare.html")}, ("a", "b")),
     "merge": ({"out": ("merge.md", "merge.csv", "merge.html")}, ("files",)),

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from harness.core.errors import HarnessError, InvalidArgument, RecordError
 
-__all__ = ["check_resume", "check_baseline", "corpus_stamp", "npz_sound", "record_notes", "runs_short"]
+__all__ = ["baseline_dir", "check_resume", "check_baseline", "corpus_stamp", "npz_sound", "record_notes", "runs_short"]
 
 
 def corpus_stamp(cases: Iterable[Any]) -> dict[str, Any]:
@@ -166,6 +166,16 @@ def check_resume(run_dir: str, meta: dict[str, Any], what: str = "resume") -> li
             if os.path.exists(path) and not npz_sound(path):
                 notes.append(f"{path}: damaged (it does not read whole): task {rec.key} runs again")
     return notes
+
+
+def baseline_dir(name: str, path: str) -> str:
+    """The command line's check of a baseline: a report directory (:func:`harness.core.argcheck.baseline_dir`)
+    whose every file the baseline check reads, reads whole (:func:`check_baseline`), before the campaign."""
+    from harness.core.argcheck import baseline_dir as report_dir
+
+    report_dir(name, path)
+    check_baseline(path, name)
+    return path
 
 
 def runs_short(tasks: Iterable[Any], run_lines: Iterable[Any]) -> set[str]:

@@ -72,12 +72,16 @@ def _verbs(corpus, tmp_path):
         "shrink": ["shrink", c, "--case-id", CASE.id, "--subject", "chainer.embed_id", "--kind", "repeat",
                    "--out", hard],
         "audit": ["audit", "--corpus", c, "--out", link],
+        "export": ["export", c, "--case-id", CASE.id, "--subject", "chainer.embed_id", "--out", hard],
+        "export-markdown": ["export", c, "--case-id", CASE.id, "--subject", "chainer.embed_id", "--out",
+                            str(tmp_path / "x.py"), "--markdown", link],
         "compare": ["compare", str(audit), c, "--out", str(tmp_path)],
         "merge": ["merge", c, str(tmp_path / "merge.md"), "--out", str(tmp_path)],
     }
 
 
-@pytest.mark.parametrize("verb", ["cases", "gate-junit", "gate-contracts", "shrink", "audit", "compare", "merge"])
+@pytest.mark.parametrize("verb", ["cases", "gate-junit", "gate-contracts", "shrink", "audit", "compare", "merge",
+                                  "export", "export-markdown"])
 def test_every_verb_refuses_an_output_over_its_input(verb, corpus, tmp_path, capsys) -> None:
     argv = _verbs(corpus, tmp_path)[verb]
     if verb == "merge":
