@@ -2,6 +2,10 @@
 
 import sys
 
-from harness.cli import main
+from harness.core.lifeline import adopt
+
+adopt()  # a harness started by a harness (sandboxed verbs) dies with it
+
+from harness.cli import main  # noqa: E402
 
 sys.exit(main())

@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
-from harness.core import argcheck
+from harness.core import argcheck, rundir
 from harness.core.errors import HarnessError, InvalidArgument
 from harness.judge.reproducer import OPTION, OPTIONS, Option, Reproducer
 
@@ -243,6 +243,8 @@ def _profiles() -> list[str]:
 def _check_combinations(args: argparse.Namespace) -> None:
     """The checks that need two options (each value alone was checked by its type=)."""
     given = args._given
+    argcheck.verb_outputs_apart(args.verb, vars(args))
+    argcheck.mode_ignores(args.verb, vars(args), given)
     if "profile" in given and args.verb in ("gate", "audit"):  # (a report's record checks its own)
         argcheck.profile_or_corpus(args.profile, getattr(args, "corpus", None))
     if hasattr(args, "cluster") and args.cluster is None:
@@ -415,7 +417,7 @@ def _value_type(check: str, name: str) -> Callable[[str], Any] | None:
     return {"file": lambda: _checked(name, argcheck.readable_file), "device": lambda: _checked(name, _one_device),
             "devices": lambda: _checked(name, argcheck.device_list), "context": lambda: _checked(name, _one_context),
             "contexts": lambda: _checked(name, _contexts), "relation": lambda: _checked(name, _one_relation),
-            "run-dir": lambda: _checked(name, argcheck.baseline_dir), "count>=2": lambda: argcheck.ints(name, 2),
+            "run-dir": lambda: _checked(name, rundir.baseline_dir), "count>=2": lambda: argcheck.ints(name, 2),
             "count>=1": lambda: argcheck.ints(name, 1), "count>=0": lambda: argcheck.ints(name, 0)}[check]()
 
 

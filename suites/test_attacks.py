@@ -244,3 +244,17 @@ def test_an_attack_of_each_input_category_is_refused_in_one_line_or_handled(name
     assert cls in ("clear", "handled"), (name, cls, why)
     if attack.expect == "error":
         assert cls == "clear" and why.startswith("harness: error: "), why
+
+
+# ---- the files around a verb (tools/attacks_files.py): each attack refused in one line, nothing overwritten ----
+@pytest.mark.slow
+@pytest.mark.parametrize("group", ["output-over-input", "os-limit", "mode-ignores", "output-limit"])
+def test_the_attacks_on_outputs_and_limits_are_each_refused_or_handled(group):
+    sys.path.insert(0, str(ROOT))
+    from tools.attacks import attacks, run_one
+
+    todo = [a for a in attacks() if a.name.startswith(group + ":")]
+    assert todo
+    outcomes = {a.name: run_one(a, TIMEOUT) for a in todo}
+    bad = {k: v for k, v in outcomes.items() if v[0] not in ("clear", "handled")}
+    assert not bad, bad

@@ -73,6 +73,10 @@ def _report_dir(path: Path, measures: list[dict] | None = None) -> Path:
     """A finished report's directory: its record files gzipped, as report.py leaves them."""
     path.mkdir()
     (path / "tasks.jsonl.gz").write_bytes(gzip.compress((json.dumps(TASK) + "\n").encode()))
+    (path / "campaign.json").write_text(json.dumps({"subjects": [TASK["subject"]], "devices": ["cpu"],
+                                                    "contexts": ["default"], "repeats": 1, "fresh": 0,
+                                                    "timeout": 60.0}))
+    (path / "environment.json").write_text(json.dumps({"python": "3.12"}))
     if measures is not None:
         text = "".join(json.dumps(m) + "\n" for m in measures)
         (path / "measures.jsonl.gz").write_bytes(gzip.compress(text.encode()))

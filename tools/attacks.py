@@ -9,9 +9,13 @@
 - ``silent``: exit 0 (or another code) where a refusal was due, or an answer that is not one line;
 - ``loss``: a file or record that existed before is gone;
 - ``hang``: still running after ``--timeout`` seconds (killed);
-- ``crash``: ended by a signal.
+- ``crash``: ended by a signal;
+- ``orphan``: a process the harness started still alive after the harness was killed (SIGKILL) while a plug-in
+  hung (the ``killed:`` attacks).
 
-It prints one line per attack that is not ``clear``/``handled``, then the counts. The target is 0 in the last five.
+It prints one line per attack that is not ``clear``/``handled``, then the counts. The target is 0 in the last six.
+The attacks on files (outputs over inputs, the system's limits, damaged run directories and baselines) and the
+killed harness are in ``tools/attacks_files.py``.
 """
 
 from __future__ import annotations
@@ -25,13 +29,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = "suites.plugins.attacks"
-CLASSES = ("clear", "handled", "traceback", "silent", "loss", "hang", "crash")
+CLASSES = ("clear", "handled", "traceback", "silent", "loss", "hang", "crash", "orphan")
 SMALL = ["--devices", "cpu", "--contexts", "default", "--fresh", "0", "--repeats", "1", "--examples", "1",
          "--relations", "none", "--no-shrink", "--no-localize", "--quiet"]
 CASE = json.dumps({"family": "embed", "seed": 0, "spec": {"vocab": 5, "width": 3, "ids_shape": [4]}})
@@ -161,6 +167,12 @@ def attacks() -> list[Attack]:
                                                                   "chainer.embed_id"]):
         out.append(Attack(f"closed-stdout:{' '.join(verb[:2])}", verb, expect="any", stdout_closed=True,
                           setup=_write("case.json", CASE)))
+    try:
+        from tools import attacks_files as files
+    except ImportError:  # run as a script: tools/ is the path's first folder
+        import attacks_files as files  # type: ignore[no-redef]
+    for group in (files.output_over_input, files.system_limits, files.run_records, files.killed):
+        out += group(Attack)
     return out
 
 
@@ -453,12 +465,62 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_PLUGIN_TIMEOUT": "10", "HARNESS_PROFILE": "ci", **extra}
 
 
+_TAG = "HARNESS_ATTACK_TAG"
+
+
+def _tagged(tag: str) -> list[int]:
+    """The processes whose environment carries ``tag`` (every process a harness started inherits it)."""
+    needle = f"{_TAG}={tag}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    found.append(int(name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _run_killed(a: Attack, argv: list[str], tmp: Path, timeout: float) -> tuple[str, str]:
+    """Start the harness, SIGKILL it once the plug-in hangs, and look for what it leaves alive."""
+    tag, mark = uuid.uuid4().hex, tmp / "hung"
+    env = _env({**a.env, _TAG: tag, "HARNESS_TEST_HANG_MARK": str(mark)})
+    proc = subprocess.Popen([sys.executable, "-m", "harness", *argv], cwd=tmp, env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None and not (mark.exists() and mark.read_text().strip()):
+        time.sleep(0.2)
+    if proc.poll() is not None:
+        err = proc.stderr.read() if proc.stderr else ""
+        proc.stderr.close()
+        if "Traceback" in err:
+            return "traceback", err.strip().splitlines()[-1][:160]
+        return "handled", f"ended (exit {proc.returncode}) before the plug-in hung: nothing to kill"
+    os.kill(proc.pid, 9)
+    proc.wait()
+    proc.stderr.close()
+    end = time.monotonic() + 60
+    while _tagged(tag) and time.monotonic() < end:
+        time.sleep(0.2)
+    left = _tagged(tag)
+    for pid in left:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+    return ("orphan", f"{len(left)} process(es) alive 60 s after the harness was killed") if left else \
+        ("handled", "nothing left")
+
+
 def run_one(a: Attack, timeout: float) -> tuple[str, str]:
     tmp = Path(tempfile.mkdtemp(prefix="attack-"))
     try:
         if a.setup:
             a.setup(tmp)
         argv = [x.replace("{tmp}", str(tmp)) for x in a.argv]
+        if a.expect == "killed":
+            return _run_killed(a, argv, tmp, timeout)
         proc = subprocess.Popen([sys.executable, "-m", "harness", *argv], cwd=tmp, env=_env(a.env), text=True,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
@@ -501,6 +563,11 @@ def run_one(a: Attack, timeout: float) -> tuple[str, str]:
             return ("handled", f"exit {rc}") if rc in ran else ("silent", f"exit {rc}: {(lines or [''])[-1][:120]}")
         return "handled", f"exit {rc}"
     finally:
+        try:
+            from tools.attacks_files import undo_read_only
+        except ImportError:
+            from attacks_files import undo_read_only  # type: ignore[no-redef]
+        undo_read_only(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

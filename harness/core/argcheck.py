@@ -17,12 +17,14 @@ import stat
 import tempfile
 from typing import Any, Callable, TypeVar, cast
 
-from harness.core.errors import InvalidArgument
+from harness.core.errors import InvalidArgument, RecordError
 from harness.core.schemas import MAX_TIMEOUT
 
 __all__ = ["positive_seconds", "int_at_least", "name_list", "readable_file", "writable_dir", "writable_file",
            "run_dir_for_output", "baseline_dir", "jsonl_records", "shard", "device_list", "converter", "ints",
-           "seconds", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus", "name_pair"]
+           "seconds", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus", "name_pair", "same_file", "outputs_apart",
+           "verb_outputs_apart", "VERB_FILES", "MODE_IGNORES",
+           "mode_ignores"]
 
 T = TypeVar("T")
 
@@ -161,6 +163,8 @@ def name_pair(text: str | None, what: str) -> list[str] | None:
 def readable_file(name: str, path: str) -> str:
     """An existing regular file this process can open for reading. A directory, a FIFO (reading it would wait
     for a writer forever), a device (``/dev/zero`` never ends) or a socket is refused before anything is read."""
+    if not path:
+        raise InvalidArgument(f"{name}='' names no file: give a path, or leave the option out")
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -191,6 +195,34 @@ def _nearest_existing(path: str) -> str:
     return p
 
 
+def _short(path: str) -> str:
+    return repr(path) if len(path) <= 80 else repr(path[:80]) + "..."
+
+
+def _fits(name: str, path: str, room: int = 0) -> None:
+    """A path the system can name: not empty, no component over the file system's name limit (255 bytes on most),
+    the whole (absolute, with ``room`` bytes more for the names written inside it) under ``PATH_MAX``."""
+    if not path:
+        raise InvalidArgument(f"{name}='' names no file: give a path, or leave the option out")
+    if "\0" in path:
+        raise InvalidArgument(f"{name}={path[:80]!r} holds a NUL byte: no file has that name")
+    full = os.path.abspath(path)
+    base = _nearest_existing(os.path.dirname(full))
+    try:
+        name_max = os.pathconf(base if os.path.isdir(base) else "/", "PC_NAME_MAX")
+        path_max = os.pathconf("/", "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    for part in full.split(os.sep):
+        if len(os.fsencode(part)) > name_max:
+            raise InvalidArgument(f"{name}={_short(path)}: the name {part[:40]!r}... is {len(os.fsencode(part))} "
+                                  f"bytes, more than the {name_max} this file system allows")
+    if len(os.fsencode(full)) + room >= path_max:
+        raise InvalidArgument(f"{name}={_short(path)}: the path is {len(os.fsencode(full))} bytes"
+                              + (f" (and {room} more for the files inside)" if room else "")
+                              + f", more than the {path_max} the system allows")
+
+
 def _probe(name: str, path: str, directory: str) -> None:
     # os.access is fooled by root, read-only mounts and ACLs; a real create-and-remove is not.
     try:
@@ -202,7 +234,9 @@ def _probe(name: str, path: str, directory: str) -> None:
 
 
 def writable_dir(name: str, path: str) -> str:
-    """A directory that exists and is writable, or that can be created (nothing is created here)."""
+    """A directory that exists and is writable, or that can be created (nothing is created here), with room
+    under ``PATH_MAX`` for the longest name a file inside it may have."""
+    _fits(name, path, room=256)
     if os.path.exists(path) and not os.path.isdir(path):
         raise InvalidArgument(f"{name}={path!r} is an existing file, not a directory")
     base = _nearest_existing(path)
@@ -214,6 +248,7 @@ def writable_dir(name: str, path: str) -> str:
 
 def writable_file(name: str, path: str) -> str:
     """A file path that can be written: not a directory, its directory exists-and-is-writable or can be made."""
+    _fits(name, path)
     if os.path.isdir(path):
         raise InvalidArgument(f"{name}={path!r} is a directory, not a file")
     parent = os.path.dirname(os.path.abspath(path))
@@ -245,7 +280,7 @@ def jsonl_records(name: str, path: str, required: tuple[str, ...] = ()) -> int:
     n = 0
     try:
         lines = record_lines(path)
-    except (OSError, EOFError, UnicodeDecodeError) as exc:  # gzip.BadGzipFile is an OSError
+    except (OSError, EOFError, UnicodeDecodeError, RecordError) as exc:  # gzip.BadGzipFile is an OSError
         raise InvalidArgument(f"{name}={path!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
     for i, raw in enumerate(lines):
@@ -282,3 +317,86 @@ def baseline_dir(name: str, path: str) -> str:
     if jsonl_records(name, tasks, ("key", "subject", "device", "context", "status")) == 0:
         raise InvalidArgument(f"{name}={path!r}: tasks.jsonl holds no task records")
     return path
+
+
+# ---- an output is never one of the inputs ------------------------------------------------------
+#: Per verb: its output options (``dest``: None for a file, else the names the verb writes into that directory),
+#: and its input options (files, or directories whose every file is an input). One table, read by
+#: :func:`outputs_apart`; a verb that is not here has no output file.
+VERB_FILES: dict[str, tuple[dict[str, tuple[str, ...] | None], tuple[str, ...]]] = {
+    "cases": ({"out": None}, ("corpus",)),
+    "report": ({"out": ("corpus.jsonl", "campaign.json", "tasks.jsonl", "tasks.jsonl.gz", "measures.jsonl.gz",
+                        "runs.jsonl.gz", "environment.json", "timings.json", "summary.html", "summary.md",
+                        "cells.csv", "findings.csv", "summary.csv", "results.csv.gz")}, ("corpus", "resume")),
+    "gate": ({"out": (), "junit": None}, ("contracts", "corpus", "baseline")),
+    "shrink": ({"out": None}, ("case", "contracts", "baseline")),
+    "export": ({"out": None, "markdown": None}, ("case", "contracts", "baseline")),
+    "audit": ({"out": None, "keep_arrays": ()}, ("corpus",)),
+    "compare": ({"out": ("compare.md", "compare.csv", "compare.html")}, ("a", "b")),
+    "merge": ({"out": ("merge.md", "merge.csv", "merge.html")}, ("files",)),
+}
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file (device and inode, after links): False where either does not exist."""
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except (OSError, ValueError):
+        return False
+    return (sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+
+
+def _input_files(path: str) -> list[str]:
+    """An input option's files: the file itself, or every file under a directory (a baseline, a resumed run)."""
+    if not os.path.isdir(path):
+        return [path]
+    out: list[str] = []
+    for root, _dirs, files in os.walk(path):
+        out.extend(os.path.join(root, f) for f in files)
+    return out
+
+
+def outputs_apart(outputs: dict[str, tuple[str | None, tuple[str, ...] | None]],
+                  inputs: dict[str, Any]) -> None:
+    """Refuse an output that is one of the inputs (same file by device and inode, hard and symbolic links
+    included). ``outputs``: name -> (path, None for a file or the names written into that directory);
+    ``inputs``: name -> a path, a list of paths or None (a directory input stands for every file in it)."""
+    files: list[tuple[str, str]] = []
+    for name, value in inputs.items():
+        for path in ([value] if isinstance(value, str) else list(value or ())):
+            if path and path != "-":
+                files.extend((name, f) for f in _input_files(path))
+    for out_name, (path, writes) in outputs.items():
+        if not path or path == "-":
+            continue
+        targets = [path] if writes is None else [os.path.join(path, w) for w in writes]
+        for target in targets:
+            for in_name, f in files:
+                if same_file(target, f):
+                    where = "" if target == path else f" (it writes {os.path.basename(target)} there)"
+                    raise InvalidArgument(f"{out_name}={path!r} would overwrite the input {in_name}={f!r}{where}: "
+                                          f"write the output somewhere else")
+
+
+def verb_outputs_apart(verb: str, values: dict[str, Any]) -> None:
+    """:func:`outputs_apart` for ``verb`` over its option values (``vars`` of the parsed command line, or a
+    verb's options record as a dict), read through :data:`VERB_FILES`."""
+    outs, ins = VERB_FILES.get(verb, ({}, ()))
+    outputs_apart({k: (values.get(k), w) for k, w in outs.items()}, {k: values.get(k) for k in ins})
+
+
+#: Per verb and mode (an option that switches what the verb does): the options that mode does not read. Given
+#: with it, each is refused, so nobody believes it was used.
+MODE_IGNORES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("cases", "coverage"): ("out", "examples", "family", "seed", "profile"),
+}
+
+
+def mode_ignores(verb: str, values: dict[str, Any], given: set[str]) -> None:
+    """Refuse an option the chosen mode ignores (:data:`MODE_IGNORES`), in one line naming both."""
+    for (v, mode), ignored in MODE_IGNORES.items():
+        if v == verb and values.get(mode):
+            extra = [f"--{k.replace('_', '-')}" for k in ignored if k in given]
+            if extra:
+                raise InvalidArgument(f"{mode}: --{mode} ignores {', '.join(extra)}; leave "
+                                      f"{'them' if len(extra) > 1 else 'it'} out")

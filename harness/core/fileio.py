@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import zipfile
 from typing import Any, Mapping
 
 import numpy as np
@@ -106,5 +107,5 @@ def npz_members(path: str) -> set[str] | None:
     try:
         with np.load(path, allow_pickle=False) as z:
             return set(z.files)
-    except (OSError, ValueError, EOFError):
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):  # not a zip, or its directory damaged
         return None

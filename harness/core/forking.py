@@ -16,6 +16,8 @@ import pickle
 import threading
 from typing import Callable, Generic, Sequence, TypeVar, cast
 
+from harness.core import lifeline
+
 __all__ = ["fork_safe", "Forked", "map_forked", "BEHIND", "lower_priority"]
 
 #: How far below this process a child that is not on its critical path runs (``os.nice``): the figures, the
@@ -40,7 +42,7 @@ R = TypeVar("R")
 def fork_safe() -> bool:
     """Whether this process may fork a child that runs Python: it has ``os.fork`` and no other thread (a fork
     copies only the calling thread; a lock another thread holds would stay locked in the child)."""
-    return hasattr(os, "fork") and threading.active_count() == 1
+    return hasattr(os, "fork") and threading.active_count() - lifeline.helper_threads() == 1
 
 
 class Forked(Generic[R]):
@@ -59,7 +61,7 @@ class Forked(Generic[R]):
             return self
         r, w = os.pipe()
         try:
-            pid = os.fork()
+            pid = lifeline.fork()  # the child dies with this process
         except OSError:
             os.close(r)
             os.close(w)

@@ -14,6 +14,7 @@ import enum
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Iterator, Mapping
 
@@ -56,7 +57,7 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 __all__ = ["Verdict", "TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "VERDICTS", "VERDICT_ORDER",
            "read_records", "repair_jsonl", "read_tasks", "read_measures", "jsonl_line", "write_jsonl",
-           "compress_jsonl", "restore_jsonl", "device_kind_of"]
+           "compress_jsonl", "restore_jsonl", "device_kind_of", "gunzip_parts", "gunzip_record"]
 
 #: What a measure compares: repetitions in one process, fresh processes, another context, another device,
 #: the float64 oracle, a stored baseline, a related case (invariance), a reference summed in the order the subject
@@ -388,12 +389,35 @@ def record_lines(path: str) -> list[str]:
     if found is None:
         return []
     if found.endswith(".gz"):
-        import gzip
-
-        with gzip.open(found, "rt", encoding="utf-8", errors="strict") as f:
-            return f.readlines()
+        return gunzip_record(found).decode("utf-8", errors="strict").splitlines(keepends=True)
     with open(found, encoding="utf-8", errors="strict") as f:
         return f.readlines()
+
+
+def gunzip_parts(path: str) -> tuple[bytes, bool]:
+    """``(text, cut)`` of a gzipped record file: one cut short (an interrupted copy, a full disk) gives the text
+    up to the cut and ``cut`` True (its last line is then torn: its task runs again); a file that is not gzip, has
+    a bad checksum or data after its end is a :class:`RecordError` naming it (its content cannot be trusted)."""
+    import zlib
+
+    with open(path, "rb") as f:
+        raw = f.read()
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        data = d.decompress(raw)
+    except zlib.error as exc:
+        raise RecordError(f"{path}: not a readable gzip file ({exc}): damaged, not cut short") from None
+    if d.eof and d.unused_data:
+        raise RecordError(f"{path}: {len(d.unused_data)} bytes after the end of its gzip data: damaged")
+    return data, not d.eof
+
+
+def gunzip_record(path: str) -> bytes:
+    """The text of a gzipped record file that must be whole (:func:`gunzip_parts`; cut short: RecordError)."""
+    data, cut = gunzip_parts(path)
+    if cut:
+        raise RecordError(f"{path}: the gzip data is cut short: damaged")
+    return data
 
 
 def _raw_lines(path: str) -> list[bytes] | None:
@@ -401,29 +425,62 @@ def _raw_lines(path: str) -> list[bytes] | None:
     found = record_file(path)
     if found is None:
         return None
-    if found.endswith(".gz"):
-        import gzip
-
-        with gzip.open(found, "rb") as f:
-            return f.read().split(b"\n")
+    if found.endswith(".gz"):  # cut short: the lines up to the cut (the last one torn: its task reruns)
+        return gunzip_parts(found)[0].split(b"\n")
     with open(found, "rb") as f:
         return f.read().split(b"\n")
+
+
+_NUMBER_START = re.compile(r"-?[0-9]*(\.[0-9]*)?([eE][+-]?[0-9]*)?")
+_NUMBER_TAIL = re.compile(r"\.|[eE][+-]?")
+
+
+def _cut_short(text: bytes) -> bool:
+    """Whether ``text`` is a JSON object cut short by an interrupted write: it starts with ``{``, it is UTF-8 up
+    to a character cut at its very end, and the parser ran out of text (inside a string, a literal, a number,
+    an escape, or between tokens) rather than meeting a wrong byte. Nesting too deep is never a cut line."""
+    if not text.startswith(b"{"):
+        return False
+    try:
+        s = text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason != "unexpected end of data" or exc.end != len(text):
+            return False
+        s = text[:exc.start].decode("utf-8", errors="replace")
+    try:
+        json.loads(s)
+    except RecursionError:
+        return False
+    except json.JSONDecodeError as exc:
+        rest = s[exc.pos:]
+        return (exc.pos >= len(s) or exc.msg.startswith("Unterminated string")
+                or (exc.msg.startswith("Expecting value")
+                    and (any(w.startswith(rest) for w in ("true", "false", "null"))
+                         or _NUMBER_START.fullmatch(rest) is not None))
+                or (exc.msg.startswith("Expecting ','") and _NUMBER_TAIL.fullmatch(rest) is not None)
+                or (exc.msg.startswith("Invalid \\uXXXX escape") and len(rest) < 6))
+    except ValueError:
+        return False
+    return False
 
 
 def _parse_line(raw: bytes) -> tuple[str, Any]:
     """``("ok", obj)``, ``("blank", None)``, ``("torn", None)`` or ``("bad", reason)`` for one line.
 
-    Torn: an object cut short by an interrupted write (it starts with ``{`` and does not parse, also when cut
-    inside a multi-byte character or right after a nested ``}``). A resumed campaign ends such a line and writes
-    on, so after two interruptions a torn line can sit anywhere in the file, not only last."""
+    Torn: an object cut short by an interrupted write (:func:`_cut_short`: also when cut inside a multi-byte
+    character or right after a nested ``}``). A resumed campaign ends such a line and writes on, so after two
+    interruptions a torn line can sit anywhere in the file, not only last. Anything else that does not parse
+    (bytes that are not UTF-8, nesting too deep, garbage after ``{``) is bad: the file was damaged, not cut."""
     text = raw.strip()
     if not text:
         return "blank", None
     try:
         return "ok", json.loads(text.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        if text.startswith(b"{"):
+        if _cut_short(text):
             return "torn", None
+        if isinstance(exc, RecursionError):
+            return "bad", "nested too deep"
         return "bad", str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
@@ -505,14 +562,12 @@ def compress_jsonl(path: str) -> str | None:
 
 def restore_jsonl(path: str) -> None:
     """Undo :func:`compress_jsonl` (a resumed campaign appends to the plain file)."""
-    import gzip
 
     from harness.core.fileio import atomic_write
 
     if os.path.exists(path) or not os.path.exists(path + ".gz"):
         return
-    with gzip.open(path + ".gz", "rb") as f:
-        atomic_write(path, f.read())
+    atomic_write(path, gunzip_parts(path + ".gz")[0])  # (cut short: its last line is torn, and reruns)
     os.remove(path + ".gz")
 
 

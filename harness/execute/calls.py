@@ -70,4 +70,7 @@ def serve(name: str, request: Mapping[str, Any], answer_fd: int) -> int:
 
 
 if __name__ == "__main__":  # python -m harness.execute.calls NAME REQUEST_JSON ANSWER_FD
+    from harness.core.lifeline import adopt
+
+    adopt()  # dies with the process that asked
     sys.exit(serve(sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])))

@@ -38,7 +38,8 @@ from harness.core.contexts import Context, get_context
 from harness.core.devices import Device, parse_device
 from harness.core.errors import InvalidArgument, WorkerError
 from harness.core.fileio import atomic_json, atomic_npz, npz_key, npz_members
-from harness.core.records import TaskRecord, TensorStats, read_tasks, repair_jsonl
+from harness.core.records import TaskRecord, TensorStats, read_records, read_tasks, repair_jsonl
+from harness.core.rundir import corpus_stamp, npz_sound, runs_short
 from harness.execute.settings import CampaignSettings, default_jobs  # re-exported: the settings live apart (no NumPy)
 from harness.execute.worker import Worker, prestart_zygote, tensor_meta
 from harness.judge import bitwise as compare
@@ -695,7 +696,7 @@ class Campaign:
     def write_inputs(self, cases: Sequence[Case], meta: dict[str, Any]) -> None:
         """Record the corpus and the settings (for replay and ``--resume``)."""
         write_corpus(cases, os.path.join(self.dir, "corpus.jsonl"))
-        meta = {**meta, "repeats": self.settings.repeats, "fresh": self.settings.fresh,
+        meta = {**meta, "corpus": corpus_stamp(cases), "repeats": self.settings.repeats, "fresh": self.settings.fresh,
                 "timeout": self.settings.timeout, "plugins": list(self.settings.plugins)}
         atomic_json(os.path.join(self.dir, "campaign.json"), meta)
 
@@ -731,6 +732,7 @@ class Campaign:
         # worst tensors: harness.outputs.report.prune_arrays) runs again: measured without them, its verdicts
         # would say "not judged" where the first report judged.
         lost = {k for k, r in done.items() if not arrays_complete(self.dir, r)}
+        lost |= runs_short(done.values(), (obj for _, obj in read_records(os.path.join(self.dir, "runs.jsonl"))))
         if lost:
             repair_jsonl(tasks_path, keep=lambda line: isinstance(line, dict) and line.get("key") not in lost)
             done = {k: r for k, r in done.items() if k not in lost}
@@ -812,7 +814,8 @@ def arrays_complete(directory: str, rec: TaskRecord) -> bool:
     for the first successful repetition); True for a task that kept no arrays."""
     if not rec.array_file:
         return True
-    members = npz_members(os.path.join(directory, "arrays", rec.array_file))
+    path = os.path.join(directory, "arrays", rec.array_file)
+    members = npz_members(path) if npz_sound(path) else None  # damaged: the task runs again
     if members is None:
         return False
     return all(npz_key(k) in members for k, d in rec.rep_digests.items() if d and d[0] is not None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 from typing import Any, Sequence
 
 from harness.core.devices import Device
@@ -12,8 +13,12 @@ __all__ = ["Contention", "busy_loop"]
 _CTX = mp.get_context("spawn")
 
 
-def busy_loop(index: int, stop: Any, ready: Any, size: int = 4096) -> None:
-    """Run float32 GEMMs and scatter-adds on GPU ``index`` until ``stop`` is set (runs in the child)."""
+def busy_loop(index: int, stop: Any, ready: Any, size: int = 4096, parent: int | None = None) -> None:
+    """Run float32 GEMMs and scatter-adds on GPU ``index`` until ``stop`` is set (runs in the child, which dies
+    with ``parent``)."""
+    from harness.core.lifeline import die_with_parent
+
+    die_with_parent(parent)
     import cupy as cp
 
     with cp.cuda.Device(index):
@@ -40,7 +45,8 @@ class Contention:
     def start(self) -> "Contention":
         for d in self.devices:
             ready = _CTX.Event()
-            p = _CTX.Process(target=busy_loop, args=(d.index, self.stop_event, ready), daemon=True)
+            p = _CTX.Process(target=busy_loop, args=(d.index, self.stop_event, ready, 4096, os.getpid()),
+                             daemon=True)
             p.start()
             ready.wait(120)
             self.procs.append(p)

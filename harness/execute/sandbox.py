@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from harness.core import lifeline
 from harness.execute.calls import ANSWER, ERROR, name_of
 
 __all__ = ["CHILD_ENV", "Sandboxed", "run_call", "in_child"]
@@ -94,7 +95,7 @@ def run_call(fn: Callable[[Mapping[str, Any]], Any], request: Mapping[str, Any],
             env = {**os.environ, **extra}
             root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
             env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-            proc = subprocess.Popen(
+            proc = lifeline.popen(
                 [sys.executable, "-m", "harness.execute.calls", name, json.dumps(dict(request)), str(writes[2])],
                 stdin=subprocess.DEVNULL, stdout=writes[0], stderr=writes[1], pass_fds=(writes[2],), env=env,
                 start_new_session=True)

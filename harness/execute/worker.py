@@ -61,12 +61,14 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from harness.core import lifeline
 from harness.core.errors import WorkerError
 from harness.judge.bits import dtype_name as _dtype_name
 from harness.subjects.base import ErrorInfo, RunResult
 
 __all__ = ["Worker", "Answer", "Zygote", "worker_main", "tensor_meta", "worker_env", "zygote_for", "prestart_zygote",
-           "close_zygotes", "MEMORY_ENV", "default_memory_limit", "parse_memory_limit", "MAX_ANSWER_BYTES"]
+           "close_zygotes", "MEMORY_ENV", "default_memory_limit", "parse_memory_limit", "MAX_ANSWER_BYTES",
+           "OUTPUT_ENV", "output_limit"]
 
 #: Environment variable for the workers' default memory limit (bytes; 0 or "none": no limit).
 MEMORY_ENV = "HARNESS_WORKER_MEMORY"
@@ -96,6 +98,21 @@ def parse_memory_limit(text: str, name: str = MEMORY_ENV) -> int | None:
     if value < 0:
         raise InvalidArgument(f"{name}={text!r} must be a number of bytes, or 0/none for no limit")
     return value
+
+
+#: Environment variable for the most bytes of arrays this process takes from one run (0 or "none": no limit).
+OUTPUT_ENV = "HARNESS_MAX_OUTPUT_BYTES"
+
+
+def output_limit() -> int | None:
+    """``$HARNESS_MAX_OUTPUT_BYTES``, else an eighth of the RAM: the harness holds every repetition's outputs and
+    measures them in its own process, so one run's outputs larger than that would end the harness, not the run."""
+    if OUTPUT_ENV in os.environ:
+        return parse_memory_limit(os.environ[OUTPUT_ENV], OUTPUT_ENV)
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")) // 8
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def default_memory_limit() -> int | None:
@@ -280,18 +297,18 @@ def _check(cond: bool, what: str) -> None:
         raise _Malformed(what)
 
 
-def _decode_answer(payload: bytearray, base: dict[str, str], path: str) -> Answer:
+def _decode_answer(payload: bytearray, base: dict[str, str], path: str, limit: int | None = None) -> Answer:
     """The answer in ``payload`` (its arrays viewed in it, or mapped from ``path``); :class:`_Malformed` for
     anything else, whatever it held: the worker's fault is a row, never the campaign's end."""
     try:
-        return _decode(payload, base, path)
+        return _decode(payload, base, path, limit)
     except _Malformed:
         raise
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError, MemoryError) as exc:
         raise _Malformed(f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
-def _decode(payload: bytearray, base: dict[str, str], path: str) -> Answer:
+def _decode(payload: bytearray, base: dict[str, str], path: str, limit: int | None = None) -> Answer:
     _check(len(payload) >= _JSON_LEN.size, "the answer is empty")
     (n,) = _JSON_LEN.unpack_from(payload)
     _check(_JSON_LEN.size + n <= len(payload), "the answer's meta runs past its end")
@@ -324,6 +341,11 @@ def _decode(payload: bytearray, base: dict[str, str], path: str) -> Answer:
     tensors: dict[str, dict[str, Any]] = {}
     layout = msg["arrays"]
     spooled = bool(layout) and msg.get("inline") is not True
+    total = sum(t.get("nbytes", 0) for t in layout if type(t) is dict and type(t.get("nbytes")) is int)
+    if limit is not None and total > limit:  # a row of its own, before anything of it is mapped or measured
+        return Answer(RunResult(**base, status="error", error=ErrorInfo(
+            "OutputTooLarge", f"the run's outputs hold {total:,} bytes, more than the {limit:,} the harness takes "
+            f"from one run ({OUTPUT_ENV})", "transfer")), {}, spooled)
     if layout:
         start = _JSON_LEN.size + n
         arrays, tensors = _view_arrays(layout, _map_file(path) if spooled else memoryview(payload)[start:])
@@ -516,7 +538,7 @@ def _zygote_main(sock_fd: int) -> None:
             return  # the parent is gone: so is the zygote (its workers see their pipes close)
         req = json.loads(data)
         if req["op"] == "fork":
-            pid = os.fork()
+            pid = lifeline.fork()
             if pid == 0:
                 code = 0
                 try:
@@ -533,7 +555,7 @@ def _zygote_main(sock_fd: int) -> None:
                 os.close(fd)
             sock.send(json.dumps({"pid": pid}).encode())
         elif req["op"] == "call":
-            pid = os.fork()
+            pid = lifeline.fork()
             if pid == 0:
                 sock.close()
                 _call_child(req, fds)  # never returns
@@ -598,7 +620,7 @@ class Zygote:
         self.ready = False
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         quiet = os.environ.get("HARNESS_WORKER_STDERR") != "1"
-        self.proc = subprocess.Popen(
+        self.proc = lifeline.popen(
             [sys.executable, "-m", "harness.execute.worker", "--zygote", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),), env=self.env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL if quiet else None, close_fds=True)
@@ -785,6 +807,7 @@ class _Forked:
 
 
 _SPOOL_PREFIX = "harness-spool-"
+_pid_alive = lifeline.pid_alive
 _swept: set[str] = set()
 
 
@@ -802,25 +825,8 @@ def _spool_base() -> str:
         pass
     if base not in _swept:
         _swept.add(base)
-        try:
-            names = os.listdir(base)
-        except OSError:
-            names = []
-        for name in names:
-            owner = name[len(_SPOOL_PREFIX):].split("-", 1)[0]
-            if name.startswith(_SPOOL_PREFIX) and owner.isdigit() and not _pid_alive(int(owner)):
-                shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+        lifeline.sweep(base, _SPOOL_PREFIX)
     return base
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # someone else's process: alive, and not ours to judge
-    return True
 
 
 class Worker:
@@ -842,6 +848,7 @@ class Worker:
 
             raise InvalidArgument(f"memory_limit={memory_limit!r} must be a positive int (bytes) or None")
         self.memory_limit: int | None = memory_limit
+        self.output_limit = output_limit()  # (a bad $HARNESS_MAX_OUTPUT_BYTES: one line, before the worker starts)
         self.plugins = tuple(plugins)
         self.label = label
         self.start_timeout = start_timeout
@@ -862,7 +869,7 @@ class Worker:
         subject prints cannot corrupt them."""
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
-        self.spool = tempfile.mkdtemp(prefix=f"{_SPOOL_PREFIX}{os.getpid()}-", dir=_spool_base())
+        self.spool = tempfile.mkdtemp(prefix=lifeline.owned_prefix(_SPOOL_PREFIX), dir=_spool_base())
         self.started_at = time.perf_counter()
         env = worker_env(self.env)
         zygote = zygote_for(env) if self.fork else None
@@ -878,7 +885,7 @@ class Worker:
             if self.memory_limit is not None:
                 env[_LIMIT_ENV] = str(self.memory_limit)
             quiet = os.environ.get("HARNESS_WORKER_STDERR") != "1"
-            self.proc = subprocess.Popen(
+            self.proc = lifeline.popen(
                 [sys.executable, "-m", "harness.execute.worker", str(req_r), str(resp_w),
                  json.dumps(list(self.plugins)), self.spool],
                 pass_fds=(req_r, resp_w), env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -958,7 +965,7 @@ class Worker:
             spooled = True  # until the answer says it came whole in the frame: a file may be there
             try:
                 payload = _read_frame(self._rx_fd, time.monotonic() + timeout)
-                answer = _decode_answer(payload, base, path)
+                answer = _decode_answer(payload, base, path, self.output_limit)
                 spooled = answer.spooled
             except _NoAnswer:
                 self.kill()
@@ -1042,6 +1049,7 @@ class Worker:
 
 
 if __name__ == "__main__":
+    lifeline.adopt()  # dies with the process that started it
     if sys.argv[1:2] == ["--zygote"]:
         _zygote_main(int(sys.argv[2]))
     else:

@@ -16,6 +16,7 @@ import signal
 import struct
 from typing import Any, Callable, Sequence
 
+from harness.core import lifeline
 from harness.core.forking import BEHIND, Forked, fork_safe, lower_priority
 
 __all__ = ["DRAWERS", "Job", "draw", "draw_all", "draw_forked", "FigureServer"]
@@ -99,7 +100,7 @@ class FigureServer:
         req_r, req_w = os.pipe()
         ans_r, ans_w = os.pipe()
         try:
-            pid = os.fork()
+            pid = lifeline.fork()  # the server dies with this process
         except OSError:
             for fd in (req_r, req_w, ans_r, ans_w):
                 os.close(fd)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import os
+import sys
 from typing import Any, Iterator, Mapping, Sequence
 
 from harness.core.errors import InvalidArgument
@@ -90,15 +91,12 @@ def read_campaign_meta(run_dir: str, name: str = "resume") -> dict[str, Any]:
     problem = schemas.check(meta, schemas.CAMPAIGN)
     if problem is not None:
         raise InvalidArgument(f"{name}: {path}: {problem}")
-    from harness.core.errors import RecordError
-    from harness.core.records import read_tasks
-
-    try:  # every line a task record; torn lines (anywhere: interrupted writes) are tasks that rerun
-        read_tasks(os.path.join(run_dir, "tasks.jsonl"))
-    except RecordError as exc:
-        raise InvalidArgument(f"{name}: {exc}") from None
     if not os.path.exists(os.path.join(run_dir, "corpus.jsonl")):
         raise InvalidArgument(f"{name}={run_dir!r} holds no corpus.jsonl: nothing to resume")
+    from harness.core.rundir import check_resume
+
+    for note in check_resume(run_dir, meta, name):  # every record file read whole; what reruns, said
+        print(f"harness: note: {name}: {note}", file=sys.stderr)
     return meta
 
 

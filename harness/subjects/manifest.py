@@ -23,6 +23,7 @@ import tempfile
 import time
 from typing import Any, Iterable, Sequence
 
+from harness.core import lifeline
 from harness.core.errors import PluginError
 
 __all__ = ["take_manifest", "TIMEOUT_ENV", "load_timeout", "MAX_SUBJECTS"]
@@ -33,6 +34,8 @@ TIMEOUT_ENV = "HARNESS_PLUGIN_TIMEOUT"
 MAX_SUBJECTS = 1000
 #: The child's answer lines start with this (on its own pipe; the plug-in's prints go to stderr).
 _TAG = "harness-manifest "
+#: The cases file a manifest child reads (its owner's pid follows: one left by a killed harness is swept).
+_MANIFEST_PREFIX = "harness-manifest-"
 #: After this many child deaths in ``accepts()`` (or one hang), the remaining cases are not tried again.
 _MAX_RESTARTS = 3
 
@@ -175,7 +178,7 @@ class _Child:
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         env = {**os.environ, "PYTHONPATH": root + (os.pathsep + os.environ["PYTHONPATH"]
                                                    if os.environ.get("PYTHONPATH") else "")}
-        self.proc = subprocess.Popen([sys.executable, "-m", "harness.subjects.manifest", spec, cases_file, str(start)],
+        self.proc = lifeline.popen([sys.executable, "-m", "harness.subjects.manifest", spec, cases_file, str(start)],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env=env, start_new_session=True)
         self.buf = b""
@@ -245,7 +248,8 @@ def take_manifest(spec: str, cases: Sequence[Any] = (), timeout: float | None = 
     per (subject name, case id) True/False, or the one-line error ``accepts()`` gave for that case (a raise, a
     crash, a hang, an exit). A plug-in that cannot be loaded is a :class:`PluginError`."""
     timeout = load_timeout() if timeout is None else timeout
-    fd, cases_file = tempfile.mkstemp(prefix="harness-manifest-", suffix=".jsonl")
+    lifeline.sweep(tempfile.gettempdir(), _MANIFEST_PREFIX)  # those of harness processes killed before
+    fd, cases_file = tempfile.mkstemp(prefix=lifeline.owned_prefix(_MANIFEST_PREFIX), suffix=".jsonl")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             for c in cases:
@@ -315,4 +319,5 @@ def _checked(spec: str, data: Any) -> list[dict[str, Any]]:
 
 
 if __name__ == "__main__":
+    lifeline.adopt()  # dies with the process that started it
     _child(sys.argv[1], sys.argv[2], int(sys.argv[3]))

@@ -6,7 +6,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from harness.core.argcheck import int_at_least, positive_seconds
+from harness.core.argcheck import int_at_least, positive_seconds, same_file, writable_dir
 from harness.core.errors import InvalidArgument
 from harness.execute.settings import CampaignSettings
 from harness.judge.reproducer import Reproducer
@@ -51,6 +51,8 @@ def shrink(opts: ShrinkOptions) -> int:
     from harness.subjects.registry import get_subject
 
     r = opts.reproducer
+    if opts.out is None:  # the minimal case goes beside CASE.json: that folder must take it, known before work
+        writable_dir("out (default: beside CASE.json)", os.path.dirname(os.path.abspath(r.case)))
     load_plugins(r.plugins)
     contracts = load_contracts(r.contracts or None)
     subject = get_subject(r.subject)
@@ -87,6 +89,8 @@ def shrink(opts: ShrinkOptions) -> int:
             return 1
         res = run(runner, contracts, case, target, budget=opts.budget, max_runs=opts.max_runs, log=log)
     out = opts.out or os.path.join(os.path.dirname(os.path.abspath(r.case)), f"{res.case.id}.json")
+    if opts.out is None and same_file(out, r.case):  # nothing shrank, and the input has that name: keep it
+        out = out[:-len(".json")] + ".min.json"
     atomic_write(out, res.case.to_json() + "\n")
     print(f"shrink: {target.describe()}: case {case.id} {case_sizes(case)} -> {res.case.id} "
           f"{case_sizes(res.case)} in {res.runs} runs, {res.seconds:.1f} s"

@@ -35,8 +35,11 @@ def files(tmp_path_factory):
     (d / "contracts.toml").write_text("")
     base = d / "base run"
     base.mkdir()
-    (base / "tasks.jsonl").write_text(json.dumps({"key": "k", "subject": "s", "device": "cpu", "context": "default",
-                                                  "status": "ok"}) + "\n")
+    (base / "tasks.jsonl").write_text(json.dumps({"key": "k", "case_id": "c", "subject": "s", "device": "cpu",
+                                                  "context": "default", "status": "ok"}) + "\n")
+    (base / "campaign.json").write_text(json.dumps({"subjects": ["s"], "devices": ["cpu"], "contexts": ["default"],
+                                                    "repeats": 1, "fresh": 0, "timeout": 60.0}))
+    (base / "environment.json").write_text("{}")
     return types.SimpleNamespace(cases=cases, contracts=str(d / "contracts.toml"), baseline=str(base),
                                  out=str(d / "out.py"))
 
