@@ -1,0 +1,188 @@
+"""What a case will cost before it runs: the peak memory of one run and its work, from the case's shapes alone.
+
+:func:`estimate` reads a case's spec (nothing is allocated, integer arithmetic) and returns a :class:`Cost`:
+
+- ``inputs``: the bytes of the input arrays (:func:`harness.core.cases.estimate_case_bytes`, the draws included);
+- ``subject``: the subject's working set for its forward and backward beyond its inputs. For NStepLSTM /
+  NStepBiLSTM (Chainer without cuDNN, on CPU and on CuPy alike) that is dominated by what every step of every
+  layer and direction keeps for backward: ``_lstm`` stacks the four input and four hidden weight matrices into
+  a ``(4H, in + H)`` pair at every step (``chainer/functions/rnn/n_step_lstm.py::_stack_weight``), the linear
+  functions retain them, and backward holds a gradient of each until the step's node is done. For ESPnet's
+  deterministic ``EmbedIDGrad`` on the GPU it is the one-hot matrix ``ids x vocab`` (float32) its backward
+  multiplies;
+- ``oracle``: the float64 oracle's working set (:mod:`harness.subjects.oracle`: the padded batch, the tape of
+  every step, its float64 run kept while the run in the case's dtype measures the noise);
+- ``flops``: the floating-point work of the subject's forward and backward (the GEMMs);
+- ``loops``: the Python-level iterations of a run (LSTM steps per layer and direction, the CPU embedding
+  backward's row loop): what a run costs where the arrays are small.
+
+:func:`run_timeout` turns a cost into the seconds one run may take (the one rule: base + work x rate).
+Numpy only; nothing here imports Chainer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from harness.core.cases import Case, estimate_case_bytes
+
+__all__ = ["Cost", "estimate", "run_timeout", "BASE_TIMEOUT", "SECONDS_PER_FLOP", "SECONDS_PER_LOOP",
+           "PROCESS_BYTES", "STEP_BYTES", "ORACLE_PREFIXES", "gib"]
+
+#: Resident bytes of a worker process before it builds a case (the interpreter, NumPy, Chainer, ESPnet):
+#: part of every run's peak, so a limit compared with :attr:`Cost.peak` compares like with like.
+PROCESS_BYTES = 128 << 20
+
+#: The run timeout's parts (:func:`run_timeout`): a floor for any case (start-up, a busy machine), then seconds
+#: per floating-point operation and per Python-level loop iteration, set for a busy shared machine (a few
+#: times slower than a quiet one), so that a timeout is a hang, not a slow run.
+BASE_TIMEOUT = 120.0
+#: The first part of the names of the subjects that hold the oracle's working set (the float64 oracles and the
+#: sequential references run beside them).
+ORACLE_PREFIXES = ("oracle", "reference")
+SECONDS_PER_FLOP = 4e-9
+SECONDS_PER_LOOP = 5e-3
+#: Bytes of Python objects (function nodes, variables, their retained tuples) one step of one layer and
+#: direction of Chainer's NStepLSTM keeps until backward is done, whatever its widths: what a long sequence of
+#: small steps costs.
+STEP_BYTES = 24 << 10
+
+
+def gib(n: int) -> str:
+    """Bytes as the messages say them: ``4.5 GiB``, ``310 MiB``."""
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{max(n, 0) / (1 << 20):.0f} MiB"
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The estimated cost of one run of a case (bytes and operations; see the module doc)."""
+
+    inputs: int
+    subject: int
+    oracle: int
+    flops: int
+    loops: int
+
+    @property
+    def peak(self) -> int:
+        """Peak resident bytes of the process that runs the case: the process itself, the inputs, and the larger
+        of the subject's and the oracle's working sets (a worker runs one of them at a time)."""
+        return PROCESS_BYTES + self.inputs + max(self.subject, self.oracle)
+
+    def peak_of(self, subject: str) -> int:
+        """Peak resident bytes of the process that runs ``subject`` alone on the case (an oracle's name, one
+        starting ``oracle.`` or ``reference.``, holds the oracle's working set; any other the subject's)."""
+        held = self.oracle if subject.split(".")[0] in ORACLE_PREFIXES else self.subject
+        return PROCESS_BYTES + self.inputs + held
+
+    @property
+    def work(self) -> float:
+        """The run's work in seconds at the rates of :func:`run_timeout` (without its base)."""
+        return self.flops * SECONDS_PER_FLOP + self.loops * SECONDS_PER_LOOP
+
+
+def run_timeout(cost: Cost, explicit: float | None = None) -> float:
+    """Seconds one run of a case may take before its worker is killed: ``explicit`` (a user's ``--timeout``)
+    where given, else ``BASE_TIMEOUT + work`` (:attr:`Cost.work`)."""
+    if explicit is not None:
+        return float(explicit)
+    return BASE_TIMEOUT + cost.work
+
+
+def _size(dtype: Any, default: int = 4) -> int:
+    try:
+        return max(int(np.dtype(dtype).itemsize), 1)
+    except TypeError:
+        return default
+
+
+def _prod(shape: Any) -> int:
+    n = 1
+    for d in shape:
+        n *= max(int(d), 0)
+    return n
+
+
+def _one_hot(subject: str | None, device: str) -> bool:
+    """Whether the run multiplies ESPnet's one-hot matrix (its GPU backward; the CPU one loops)."""
+    return device != "cpu" and (subject is None or "espnet" in subject)
+
+
+def _lstm_cost(spec: Mapping[str, Any], in_size: int) -> tuple[int, int, int, int]:
+    """(subject bytes, oracle bytes, flops, loops) of the (bi)LSTM part of a case whose inputs are ``in_size``
+    wide."""
+    lengths = [max(int(n), 0) for n in spec["lengths"]]
+    hidden, n_layers = int(spec["hidden"]), int(spec["n_layers"])
+    dirs = 2 if spec.get("bidirectional", False) else 1
+    size = _size(spec.get("dtype", "float32"))
+    steps, t_max, batch = sum(lengths), max(lengths + [0]), len(lengths)
+    subject = oracle = flops = params = 0
+    # Layer 0 reads the inputs, every later layer (the same shapes: closed form, so a case naming a huge number
+    # of layers costs nothing to estimate) the previous layer's outputs.
+    for width, layers in ((in_size, 1), (hidden * dirs, n_layers - 1)):
+        if layers <= 0:
+            continue
+        stacked = 4 * hidden * (width + hidden)  # the (4H, in) and (4H, H) matrices stacked at every step
+        # Every step keeps its stacked weights for backward, and backward holds their gradients (x 2); per active
+        # row: the two linear outputs and their sum (4H each), the cell's c and h, the split and concatenated
+        # states and the input row, again with their gradients; and each step's Python objects.
+        subject += layers * dirs * (2 * t_max * stacked * size + 2 * steps * (14 * hidden + width) * size
+                                    + t_max * STEP_BYTES)
+        # The oracle's tape: per active row its input, h_prev, c_prev, four gates and tanh(c) (float64); and the
+        # padded layer input and outputs with their gradients.
+        oracle += layers * (dirs * steps * (width + 7 * hidden) + 2 * batch * t_max * (width + hidden * dirs)) * 8
+        flops += layers * dirs * 3 * 2 * steps * stacked
+        params += layers * dirs * 4 * hidden * (width + hidden + 2)  # w0..w7 and b0..b7
+    subject += 2 * params * size  # the parameters' gradients and the weights as Variables
+    oracle += 3 * params * 8  # float64 copies, stacked copies, gradients
+    # The oracle runs twice for a float16/float32 case (float64, then the case's dtype for the noise, while the
+    # float64 results are kept): half as much again.
+    if size < 8:
+        oracle = oracle * 3 // 2
+    loops = n_layers * dirs * t_max
+    return subject, oracle, flops, loops
+
+
+def _embed_cost(n_ids: int, vocab: int, width: int, size: int, subject: str | None, device: str,
+                double: bool = True) -> tuple[int, int, int, int]:
+    """(subject bytes, oracle bytes, flops, loops) of an embedding of ``n_ids`` ids into ``vocab x width``."""
+    rows, table = n_ids * width, vocab * width
+    # y, its gradient, grad.W; for the double backward grad.W * ggW and ggy.
+    held = (2 * rows + table) * size + ((table + rows) * size if double else 0)
+    flops = 3 * rows + table
+    loops = n_ids if device == "cpu" else 0  # the CPU backward adds one row at a time in Python
+    if _one_hot(subject, device):
+        held += n_ids * vocab * 4 + n_ids * 8  # the float32 one-hot matrix and its flat index
+        flops += 2 * n_ids * vocab * width
+    # The oracle (float64): the float64 copies of its inputs (W, ggW, gy) made twice (the oracle subject casts
+    # every input, the oracle casts what it reads), grad.W; y, ggy, the masked and sorted rows of the scatter.
+    oracle = (5 * table + 8 * rows) * 8 + n_ids * 24
+    return held, oracle, flops, loops
+
+
+def estimate(case: Case, *, device: str = "cpu", subject: str | None = None) -> Cost:
+    """The cost of one run of ``case`` on ``device`` (``cpu`` or ``gpu``/``gpu:N``) by ``subject`` (a subject's
+    name; None: the costliest subject of the case's family there). Shapes only: nothing is allocated."""
+    s = case.spec
+    device = "cpu" if device == "cpu" else "gpu"
+    inputs = estimate_case_bytes(case)
+    if case.family == "embed":
+        shape = [int(n) for n in s["ids_shape"]]
+        w_shape = [int(n) for n in s.get("w_shape", (s["vocab"], s["width"]))]
+        vocab, width = int(s["vocab"]), int(w_shape[-1]) if w_shape else int(s["width"])
+        held, oracle, flops, loops = _embed_cost(_prod(shape), vocab, width, _size(s.get("w_dtype", "float32")),
+                                                 subject, device)
+    elif case.family == "lstm":
+        held, oracle, flops, loops = _lstm_cost(s, int(s["in_size"]))
+    else:  # pipeline: padded ids (batch, max_len) through the embedding into the LSTM
+        lengths = [max(int(n), 0) for n in s["lengths"]]
+        width = int(s["width"])
+        held, oracle, flops, loops = _lstm_cost(s, width)
+        e_held, e_oracle, e_flops, e_loops = _embed_cost(len(lengths) * max(lengths + [0]), int(s["vocab"]), width,
+                                                         _size(s.get("dtype", "float32")), subject, device,
+                                                         double=False)
+        held, oracle, flops, loops = held + e_held, oracle + e_oracle, flops + e_flops, loops + e_loops
+    return Cost(inputs=int(inputs), subject=int(held), oracle=int(oracle), flops=int(flops), loops=int(loops))
