@@ -448,7 +448,8 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR", type=_checked("out", argcheck.writable_dir), help="a new (absent or empty) output directory (default reports/<run-id>)")
     _add_plugin(p)
     p.add_argument("--timeout", type=argcheck.seconds("timeout"), default=_settings_default("timeout"),
-                   help="seconds per run before the worker is killed, > 0 (default %(default)s)")
+                   help="seconds per run before the worker is killed, > 0 (default: scaled with the "
+                                                         "case's estimated work)")
     p.add_argument("--resume", metavar="DIR", help="continue an interrupted campaign in DIR (flags given must "
                                                    "agree with its campaign.json)")
     p.add_argument("--shard", metavar="I/N", type=_checked("shard", argcheck.shard),
@@ -502,7 +503,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "1  a difference: DIFFERS between repeats, contexts or devices, or BEYOND TOLERANCE"))
     _add_reproducer(r, "replay")
     r.add_argument("--timeout", type=argcheck.seconds("timeout"), default=_settings_default("timeout"), help="seconds per run before the worker is killed "
-                                                               "(default %(default)s)")
+                                                               "(default: scaled with the case's estimated work)")
     _add_max_case_bytes(r)
     r.set_defaults(func=cmd_replay)
 
@@ -563,7 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
     sh.add_argument("--budget", type=argcheck.seconds("budget"), default=120.0, help="seconds to spend at most (default %(default)s)")
     sh.add_argument("--max-runs", type=argcheck.ints("max-runs", 1), default=400, help="worker runs to spend at most (default %(default)s)")
     sh.add_argument("--timeout", type=argcheck.seconds("timeout"), default=_settings_default("timeout"), help="seconds per run before the worker is killed "
-                                                                "(default %(default)s)")
+                                                                "(default: scaled with the case's estimated work)")
     sh.add_argument("--out", metavar="FILE", type=_checked("out", argcheck.writable_file), help="where to write the minimal case (default: beside CASE.json, "
                                                   "named by its id)")
     sh.add_argument("--quiet", action="store_true", help="do not print each step")

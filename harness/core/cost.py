@@ -22,15 +22,19 @@ Numpy only; nothing here imports Chainer.
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
 
-from harness.core.cases import Case, estimate_case_bytes
+from harness.core.cases import MAX_CASE_BYTES_ENV, Case, estimate_case_bytes, max_case_bytes_default
+from harness.core.errors import CaseError
 
 __all__ = ["Cost", "estimate", "run_timeout", "BASE_TIMEOUT", "SECONDS_PER_FLOP", "SECONDS_PER_LOOP",
-           "PROCESS_BYTES", "STEP_BYTES", "ORACLE_PREFIXES", "gib"]
+           "PROCESS_BYTES", "STEP_BYTES", "ORACLE_PREFIXES", "gib", "machine_memory", "device_memory",
+           "memory_limit", "over_limit", "check_case_cost"]
 
 #: Resident bytes of a worker process before it builds a case (the interpreter, NumPy, Chainer, ESPnet):
 #: part of every run's peak, so a limit compared with :attr:`Cost.peak` compares like with like.
@@ -186,3 +190,67 @@ def estimate(case: Case, *, device: str = "cpu", subject: str | None = None) -> 
                                                          double=False)
         held, oracle, flops, loops = held + e_held, oracle + e_oracle, flops + e_flops, loops + e_loops
     return Cost(inputs=int(inputs), subject=int(held), oracle=int(oracle), flops=int(flops), loops=int(loops))
+
+
+# ---- the limit a case's peak is held to --------------------------------------------------------------
+def machine_memory() -> int:
+    """This machine's physical memory in bytes (16 GiB where the system does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return 16 << 30
+
+
+@functools.lru_cache(maxsize=None)
+def device_memory(device: str) -> int | None:
+    """The memory of GPU ``gpu:N`` in bytes as ``nvidia-smi`` reports it; None where it does not answer."""
+    from harness.core.nvsmi import query_gpus
+
+    index = int(device.split(":")[1]) if ":" in device else 0
+    for gpu in query_gpus().get("gpus") or ():
+        if gpu.get("index") == index and gpu.get("memory_total_mib"):
+            return int(gpu["memory_total_mib"]) << 20
+    return None
+
+
+def memory_limit(device: str = "cpu", explicit: int | None = None) -> tuple[int, str]:
+    """The one rule for the bytes a run of one case may need at its peak, and what sets it: ``explicit`` (a
+    user's ``--max-case-bytes``), else :func:`harness.core.cases.max_case_bytes_default` (``$HARNESS_MAX_CASE_BYTES``,
+    else what one worker may use: half this machine's memory); on a GPU, at most the device's memory."""
+    if explicit is not None:
+        limit, what = int(explicit), "--max-case-bytes"
+    else:
+        limit = max_case_bytes_default()
+        what = MAX_CASE_BYTES_ENV if os.environ.get(MAX_CASE_BYTES_ENV, "").strip() else "half this machine's memory"
+    if device != "cpu":
+        on_device = device_memory(device)
+        if on_device is not None and on_device < limit:
+            limit, what = on_device, f"{device}'s memory"
+    return limit, what
+
+
+def over_limit(case: Case, *, device: str = "cpu", subject: str | None = None,
+               explicit: int | None = None) -> str | None:
+    """Why ``case`` cannot run on ``device`` (by ``subject``; None: the subject or its oracle, whichever needs
+    more): one line naming the case, the estimate and the limit; None when it fits. A case whose shapes cannot
+    even be estimated is not refused here (building it says what is wrong)."""
+    try:
+        cost = estimate(case, device=device, subject=subject)
+    except (KeyError, TypeError, ValueError, IndexError, OverflowError):
+        return None
+    peak = cost.peak if subject is None else cost.peak_of(subject)
+    limit, what = memory_limit(device, explicit)
+    if peak <= limit:
+        return None
+    return (f"case {case.id} needs about {gib(peak)} at its peak ({peak:,} bytes: inputs {gib(cost.inputs)}, "
+            f"working set {gib(peak - cost.inputs - PROCESS_BYTES)}), over the limit of {limit:,} bytes "
+            f"({gib(limit)}: {what}; --max-case-bytes or ${MAX_CASE_BYTES_ENV} sets it)")
+
+
+def check_case_cost(case: Case, *, device: str = "cpu", subject: str | None = None,
+                    explicit: int | None = None) -> None:
+    """Refuse ``case`` in one line (:class:`CaseError`) when :func:`over_limit` says it cannot run: before any
+    worker starts."""
+    why = over_limit(case, device=device, subject=subject, explicit=explicit)
+    if why is not None:
+        raise CaseError(why)

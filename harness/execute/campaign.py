@@ -42,6 +42,7 @@ from harness.core.errors import InvalidArgument, WorkerError
 from harness.core.fileio import atomic_json, atomic_npz, npz_key, npz_members
 from harness.core.records import TaskRecord, TensorStats, read_tasks, repair_jsonl
 from harness.subjects.base import ErrorInfo, RunResult, Subject
+from harness.execute import admission
 from harness.execute.settings import CampaignSettings, default_jobs  # re-exported: the settings live apart (no NumPy)
 from harness.execute.worker import Worker, prestart_zygote, tensor_meta
 from harness.subjects.registry import accepts_error, get_subject, prepare_accepts
@@ -393,7 +394,8 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
     Pure of files: the caller (a :class:`Campaign`, or a cluster worker sending the outcome back) writes it.
     """
     device = parse_device(task.device)
-    ok, reason = device.availability()
+    ok, reason = admission.availability(device, task.case, task.subject)  # a case too large: "needs N GiB"
+    timeout = admission.timeout(task.case, task.subject, task.device, settings.timeout)
     refused = accepts_error(task.subject, task.case.id)
     if refused is not None:  # a plug-in's accepts() raised, crashed or hung on this case: its row says so
         res = RunResult(task.subject, task.case.id, task.device, task.context, "error",
@@ -449,7 +451,7 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
                 with workers.use("pool") as (slot, w):
                     pid = w.pid
                     for answer in w.run_answers(case_json, task.subject, task.device, task.context,
-                                                settings.timeout, n, case_id=task.case.id):
+                                                timeout, n, case_id=task.case.id):
                         now = time.perf_counter()  # the worker ran this one while the last was taken in
                         go = record(slot, pid, answer.result, answer.tensors, now - t0)
                         t0 = now
@@ -466,7 +468,7 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
             try:
                 with workers.use(want, used) as (slot, w):  # marks the fresh worker it takes as used
                     pid = w.pid
-                    answer = w.run_answer(case_json, task.subject, task.device, task.context, settings.timeout,
+                    answer = w.run_answer(case_json, task.subject, task.device, task.context, timeout,
                                           case_id=task.case.id)
                 res, meta = answer.result, answer.tensors  # digests and NaN/Inf counts taken in the worker
             except WorkerError as exc:
@@ -605,6 +607,7 @@ class _Lanes:
         #: tasks on a usable GPU: only lane 0 takes them
         self.gpu = [parse_device(t.device).kind == "gpu" and parse_device(t.device).available for t in tasks]
         self.taken = [False] * len(tasks)
+        self.memory = admission.MemoryBudget()  # tasks that together would not fit this machine wait
         self.head = 0  # the next task handed back
         self.done: dict[int, TaskOutcome] = {}
         self.error: BaseException | None = None
@@ -618,7 +621,9 @@ class _Lanes:
                       if not self.taken[j] and (lane == 0 or not self.gpu[j])), None)
             if j is None:
                 return None
-            if j - self.head < self.window:
+            task = self.tasks[j]
+            if j - self.head < self.window and self.memory.take(j, admission.host_bytes(task.case, task.subject,
+                                                                                        task.device)):
                 self.taken[j] = True
                 return j
             self.cond.wait()
@@ -635,6 +640,7 @@ class _Lanes:
                     return
                 outcome = run_task(self.tasks[j], ws, self.settings)
                 with self.cond:
+                    self.memory.give(j)
                     self.done[j] = outcome
                     self.cond.notify_all()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread by outcomes()
