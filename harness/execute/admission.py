@@ -18,7 +18,7 @@ from harness.core.cases import Case
 from harness.core.cost import BASE_TIMEOUT, estimate, machine_memory, over_limit, run_timeout
 from harness.core.devices import Device
 
-__all__ = ["availability", "timeout", "host_bytes", "MemoryBudget", "time_bound"]
+__all__ = ["availability", "timeout", "host_bytes", "MemoryBudget", "time_bound", "weights", "RUN_SECONDS"]
 
 _ESTIMATE_ERRORS = (KeyError, TypeError, ValueError, IndexError, OverflowError)
 
@@ -76,6 +76,23 @@ class MemoryBudget:
         """Release what ``key`` held."""
         with self._lock:
             self.held.pop(key, None)
+
+
+#: Seconds one run costs whatever its case (a worker's answer, the digests): what the smallest task weighs.
+RUN_SECONDS = 0.05
+
+
+def weights(tasks: Any, repeats: int, fresh: int) -> dict[str, float]:
+    """Each task's estimated seconds (task key -> runs x (:data:`RUN_SECONDS` + the case's work)): what the
+    progress line weights the measured time by."""
+    out: dict[str, float] = {}
+    for t in tasks:
+        try:
+            work = estimate(t.case, device=t.device, subject=t.subject).work
+        except _ESTIMATE_ERRORS:
+            work = 0.0
+        out[t.key] = (repeats + fresh) * (RUN_SECONDS + work)
+    return out
 
 
 def time_bound(case: Case, subject: str, device: str, runs: int, explicit: float | None) -> str:
