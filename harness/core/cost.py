@@ -135,11 +135,14 @@ def _lstm_cost(spec: Mapping[str, Any], in_size: int) -> tuple[int, int, int, in
         # states and the input row, again with their gradients; and each step's Python objects.
         subject += layers * dirs * (2 * t_max * stacked * size + 2 * steps * (14 * hidden + width) * size
                                     + t_max * STEP_BYTES)
-        # The oracle's tape: per active row its input, h_prev, c_prev, four gates and tanh(c) (float64); and the
-        # padded layer input and outputs with their gradients.
-        oracle += layers * (dirs * steps * (width + 7 * hidden) + 2 * batch * t_max * (width + hidden * dirs)) * 8
+        # The oracle's tape: per active row c_prev, four gates and tanh(c), per padded position h_prev (float64);
+        # the padded layer input and outputs with their gradients.
+        oracle += layers * (dirs * (steps * 6 * hidden + batch * t_max * hidden)
+                            + 2 * batch * t_max * (width + hidden * dirs)) * 8
         flops += layers * dirs * 3 * 2 * steps * stacked
         params += layers * dirs * 4 * hidden * (width + hidden + 2)  # w0..w7 and b0..b7
+    # One direction at a time: its input projections, then its gate gradients, at every padded position.
+    oracle += batch * t_max * 4 * hidden * 8
     subject += 2 * params * size  # the parameters' gradients and the weights as Variables
     oracle += 3 * params * 8  # float64 copies, stacked copies, gradients
     # The oracle runs twice for a float16/float32 case (float64, then the case's dtype for the noise, while the

@@ -32,7 +32,7 @@ def _oracle_run(family: str):
     def run(case: Case, device: Device, context: Context, rec: Recorder) -> None:
         from harness.subjects.oracle import ORACLES
 
-        arrays = {k: (v.astype("float64") if v.dtype.kind == "f" else v) for k, v in build_arrays(case).items()}
+        arrays = build_arrays(case)  # the oracle reads every float array as float64 itself
         with rec.phase("forward"):
             out = ORACLES[family](case.spec, arrays)
         rec.outputs(out)
