@@ -141,7 +141,7 @@ def _scatter_rows(ids: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
         # The longer segments, a chunk at a time (bounded memory: the limbs hold several copies of a chunk).
         m_starts, m_counts = starts[many], counts[many]
         chunk = (np.cumsum(m_counts) - m_counts) // max(1, _CHUNK // width)
-        for c in np.unique(chunk).tolist():
+        for c in sorted(set(chunk.tolist())):
             c_starts, c_counts = m_starts[chunk == c], m_counts[chunk == c]
             offsets = np.cumsum(c_counts) - c_counts  # where each segment starts within the chunk's block
             take = np.repeat(c_starts - offsets, c_counts) + np.arange(int(c_counts.sum()))
