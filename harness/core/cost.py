@@ -34,7 +34,7 @@ from harness.core.errors import CaseError
 
 __all__ = ["Cost", "estimate", "run_timeout", "BASE_TIMEOUT", "SECONDS_PER_FLOP", "SECONDS_PER_LOOP",
            "PROCESS_BYTES", "STEP_BYTES", "ORACLE_PREFIXES", "gib", "machine_memory", "device_memory",
-           "memory_limit", "over_limit", "check_case_cost"]
+           "memory_limit", "over_limit", "check_case_cost", "refused_by_cost"]
 
 #: Resident bytes of a worker process before it builds a case (the interpreter, NumPy, Chainer, ESPnet):
 #: part of every run's peak, so a limit compared with :attr:`Cost.peak` compares like with like.
@@ -246,8 +246,18 @@ def over_limit(case: Case, *, device: str = "cpu", subject: str | None = None,
     if peak <= limit:
         return None
     return (f"case {case.id} needs about {gib(peak)} at its peak ({peak:,} bytes: inputs {gib(cost.inputs)}, "
-            f"working set {gib(peak - cost.inputs - PROCESS_BYTES)}), over the limit of {limit:,} bytes "
+            f"working set {gib(peak - cost.inputs - PROCESS_BYTES)}){_OVER} {limit:,} bytes "
             f"({gib(limit)}: {what}; --max-case-bytes or ${MAX_CASE_BYTES_ENV} sets it)")
+
+
+#: The words that mark a refusal by :func:`over_limit` (a skip reason that says it is "not judged", not "skipped").
+_OVER = ", over the limit of"
+
+
+def refused_by_cost(reason: str | None) -> bool:
+    """Whether a task's skip reason is :func:`over_limit`'s: the check did not run because the case needs more
+    memory than it may use, which is "not judged" (it fails the gate), unlike a device that is absent here."""
+    return bool(reason) and _OVER in str(reason) and "needs about" in str(reason)
 
 
 def check_case_cost(case: Case, *, device: str = "cpu", subject: str | None = None,

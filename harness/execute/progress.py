@@ -137,6 +137,9 @@ class Progress:
             self.done += 1
             now = time.perf_counter()
             w = self.weight(label)
+            if rec.status == "skipped":  # decided before anything ran: no measure of the rate, no work left
+                self.total_weight -= w
+                w = 0.0
             self.done_weight += w
             if self.first is None:
                 self.first, self.first_weight = now, w

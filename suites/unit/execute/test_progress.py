@@ -61,3 +61,12 @@ def test_tick_follows_the_environment_and_refuses_nonsense(monkeypatch):
     for bad in ("x", "-1", "0", "nan"):
         monkeypatch.setenv("HARNESS_PROGRESS_SECONDS", bad)
         assert tick_seconds(False) == 10.0 and tick_seconds(True) == 1.0
+
+
+def test_a_skipped_task_neither_measures_the_rate_nor_counts_as_work_left():
+    p = Progress(4, quiet=True, weights={"a": 1.0, "big": 100.0, "b": 1.0, "c": 1.0})
+    ok, skipped = (SimpleNamespace(status=s, bad_input=False, tensors={}) for s in ("ok", "skipped"))
+    for key, rec in (("a", ok), ("big", skipped), ("b", ok), ("c", ok)):
+        p.step(rec, key)
+    assert p.total_weight == pytest.approx(3.0) and p.done_weight == pytest.approx(3.0)
+    assert p.left(p.last_done) == pytest.approx(0.0)
