@@ -61,13 +61,19 @@ def _need_array(arrays: Mapping[str, np.ndarray], name: str) -> np.ndarray:
     return np.asarray(arrays[name])
 
 
-def _float(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...]) -> np.ndarray:
+def _real(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The array ``name``, checked to be real numbers of ``shape``, in its own dtype (every value of a float16,
+    float32 or integer array is exact in float64: cast what is read, not the whole table)."""
     a = _need_array(arrays, name)
     if a.dtype.kind not in "fiu":
         raise InvalidArgument(f"{name} has dtype={a.dtype.name}; a real floating array is needed")
     if tuple(a.shape) != tuple(shape):
         raise InvalidArgument(f"{name} has shape={tuple(a.shape)}; expected {tuple(shape)}")
-    return a.astype(_F64, copy=False)  # read only here: no copy of an input already in float64
+    return a
+
+
+def _float(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...]) -> np.ndarray:
+    return _real(arrays, name, shape).astype(_F64, copy=False)  # read only here: no copy of a float64 input
 
 
 def _ids_as_int64(x: np.ndarray, name: str) -> np.ndarray:
@@ -118,7 +124,8 @@ def _exact_sum(values: list[float]) -> float:
 def _scatter_rows(ids: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
     """``out[r] = sum of rows[p] with ids[p] == r``, each sum correctly rounded in float64.
 
-    ``ids`` is 1-D (already filtered of ignored positions), ``rows`` is ``(len(ids), D)`` float64.
+    ``ids`` is 1-D (already filtered of ignored positions), ``rows`` is ``(len(ids), D)`` of a float dtype (its
+    values are read as float64: exactly).
     A single term or a pair is one IEEE operation (already correctly rounded); longer segments are summed
     exactly (:func:`_exact_segment_sums`, whole arrays at once; :func:`math.fsum` column by column where the
     values span more exponents than that handles). The result does not depend on the order of the positions.
@@ -135,7 +142,7 @@ def _scatter_rows(ids: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
     counts = ends - starts
     one, two = starts[counts == 1], starts[counts == 2]
     out[sid[one]] = rows[order[one]]
-    out[sid[two]] = rows[order[two]] + rows[order[two + 1]]
+    out[sid[two]] = rows[order[two]].astype(_F64) + rows[order[two + 1]]
     many = counts > 2
     if many.any():
         # The longer segments, a chunk at a time (bounded memory: the limbs hold several copies of a chunk).
@@ -145,8 +152,8 @@ def _scatter_rows(ids: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
             c_starts, c_counts = m_starts[chunk == c], m_counts[chunk == c]
             offsets = np.cumsum(c_counts) - c_counts  # where each segment starts within the chunk's block
             take = np.repeat(c_starts - offsets, c_counts) + np.arange(int(c_counts.sum()))
-            block = rows[order[take]]
-            sums = _exact_segment_sums(block, offsets)
+            block = rows[order[take]].astype(_F64)
+            sums = _exact_segment_sums(block, offsets, np.finfo(rows.dtype).nmant + 1)
             if sums is None:  # too wide a range of exponents for the limbs: column by column
                 ends = (offsets + c_counts).tolist()
                 sums = _with_special(block, offsets, np.array(
@@ -172,13 +179,16 @@ def _with_special(block: np.ndarray, seg_starts: np.ndarray, sums: np.ndarray) -
     return sums
 
 
-def _exact_segment_sums(block: np.ndarray, seg_starts: np.ndarray) -> np.ndarray | None:
+def _exact_segment_sums(block: np.ndarray, seg_starts: np.ndarray, bits: int = 53) -> np.ndarray | None:
     """The correctly rounded float64 sum of each segment (rows ``seg_starts[g]`` up to the next start) of
     ``block``, column by column, computed exactly with integers: every finite value is an integer multiple of
     ``2^E`` (E from the smallest exponent present), split into 32-bit limbs of that integer, the limbs summed per
     segment in int64 (exact), carried, and the exact total rounded once (to nearest, ties to even) to float64.
-    None where the values span too many binary orders of magnitude for that (the caller sums with fsum)."""
+    ``bits``: the significant bits the values came with (24 from float32). None where the values span too many binary orders of magnitude for that (the caller sums with fsum)."""
     finite = np.isfinite(block)
+    easy = _fits_53_bits(np.where(finite, block, 0.0), seg_starts, bits)
+    if easy is not None:
+        return _with_special(block, seg_starts, easy)
     a = np.where(finite, np.abs(block), 0.0)
     nonzero = a[a > 0]
     n_seg, width = len(seg_starts), block.shape[1]
@@ -229,6 +239,27 @@ def _exact_segment_sums(block: np.ndarray, seg_starts: np.ndarray) -> np.ndarray
     return _with_special(block, seg_starts, result)
 
 
+def _fits_53_bits(block: np.ndarray, seg_starts: np.ndarray, bits: int = 53) -> np.ndarray | None:
+    """The plain float64 sums of the segments where every one of them is exact, else None: a segment's sum is
+    exact when its values' bits, from the lowest set bit of any to the top of the largest, plus the bits the
+    count adds, fit a 53-bit significand (then no partial sum rounds, in any order). Values that came from
+    float32 (24 significant bits, ``bits``), as the subjects' gradients do, nearly always fit."""
+    mant, exp = np.frexp(block)
+    zero = mant == 0
+    if bits < 53:  # a value of ``bits`` significant bits is a multiple of 2^(exp - bits)
+        lowest = -bits
+    else:  # the trailing zero bits of the significand as an integer below 2^53
+        ints = np.ldexp(np.abs(mant), 53).astype(np.int64)
+        lowest = np.frexp((ints & -ints).astype(_F64))[1] - 1 - 53
+    hi = np.where(zero, -(1 << 20), exp)  # |value| < 2^exp
+    lo = np.where(zero, 1 << 20, exp + lowest)  # the value is a multiple of 2^lo
+    counts = np.diff(np.r_[seg_starts, len(block)])
+    room = np.maximum.reduceat(hi, seg_starts, axis=0) - np.minimum.reduceat(lo, seg_starts, axis=0)
+    if (room + np.ceil(np.log2(counts + 1)).astype(np.int64)[:, None] > 53).any():
+        return None
+    return np.add.reduceat(block, seg_starts, axis=0)
+
+
 def _carry(limbs: np.ndarray) -> None:
     """Carry every limb but the last into ``[0, 2^32)``, in place (the last keeps the sign)."""
     for j in range(limbs.shape[0] - 1):
@@ -256,15 +287,17 @@ def embed_oracle(spec: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> d
     if W_raw.ndim != 2:
         raise InvalidArgument(f"W has shape={tuple(W_raw.shape)}; expected (vocab, width)")
     vocab, width = (int(n) for n in W_raw.shape)
-    W = _float(arrays, "W", (vocab, width))
-    gy = _float(arrays, "gy", tuple(x.shape) + (width,))
-    ggW = _float(arrays, "ggW", (vocab, width))
+    W = _real(arrays, "W", (vocab, width))
+    gy = _real(arrays, "gy", tuple(x.shape) + (width,))
+    if gy.dtype.kind != "f":
+        gy = gy.astype(_F64)
+    ggW = _real(arrays, "ggW", (vocab, width))
     keep = np.ones(x.shape, dtype=bool) if ignore_label is None else x != ignore_label
     x = np.where(keep & (x < 0) & (x >= -vocab), x + vocab, x)  # negative ids wrap (NumPy indexing)
     _check_ids(x, keep, vocab, ignore_label, "x")
 
     safe = np.where(keep, x, 0)
-    y, ggy = W[safe], ggW[safe]
+    y, ggy = W[safe].astype(_F64, copy=False), ggW[safe].astype(_F64, copy=False)
     if not keep.all():  # ignored positions read nothing
         y[~keep] = 0.0
         ggy[~keep] = 0.0
