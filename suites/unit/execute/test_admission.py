@@ -96,3 +96,11 @@ def test_run_timeout_follows_the_work_and_an_explicit_one_wins():
 @pytest.mark.parametrize("settings_timeout", [None, 30.0])
 def test_campaign_settings_take_no_timeout_as_scaled(settings_timeout):
     assert CampaignSettings(timeout=settings_timeout).timeout == settings_timeout
+
+
+def test_the_in_process_gate_refuses_a_case_by_its_cost_without_running_it(monkeypatch):
+    from harness.execute.inprocess import execute
+
+    monkeypatch.setenv("HARNESS_MAX_CASE_BYTES", str(1 << 30))
+    res = execute(get_subject("chainer.NStepBiLSTM"), BIG, CPU, get_context("default"))
+    assert res.status == "skipped" and "needs about" in res.skip_reason and not res.arrays
