@@ -41,14 +41,14 @@ __all__ = ["Cost", "estimate", "run_timeout", "BASE_TIMEOUT", "SECONDS_PER_FLOP"
 PROCESS_BYTES = 128 << 20
 
 #: The run timeout's parts (:func:`run_timeout`): a floor for any case (start-up, a busy machine), then seconds
-#: per floating-point operation and per Python-level loop iteration, set for a busy shared machine (a few
-#: times slower than a quiet one), so that a timeout is a hang, not a slow run.
+#: per floating-point operation and per Python-level loop iteration, set for a machine whose cores are shared by
+#: many processes (an order of magnitude slower than a quiet one), so that a timeout is a hang, not a slow run.
 BASE_TIMEOUT = 120.0
+SECONDS_PER_FLOP = 2e-8
+SECONDS_PER_LOOP = 5e-3
 #: The first part of the names of the subjects that hold the oracle's working set (the float64 oracles and the
 #: sequential references run beside them).
 ORACLE_PREFIXES = ("oracle", "reference")
-SECONDS_PER_FLOP = 4e-9
-SECONDS_PER_LOOP = 5e-3
 #: Bytes of Python objects (function nodes, variables, their retained tuples) one step of one layer and
 #: direction of Chainer's NStepLSTM keeps until backward is done, whatever its widths: what a long sequence of
 #: small steps costs.
