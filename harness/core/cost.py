@@ -164,9 +164,9 @@ def _embed_cost(n_ids: int, vocab: int, width: int, size: int, subject: str | No
     if _one_hot(subject, device):
         held += n_ids * vocab * 4 + n_ids * 8  # the float32 one-hot matrix and its flat index
         flops += 2 * n_ids * vocab * width
-    # The oracle (float64): the float64 copies of its inputs (W, ggW, gy) made twice (the oracle subject casts
-    # every input, the oracle casts what it reads), grad.W; y, ggy, the masked and sorted rows of the scatter.
-    oracle = (5 * table + 8 * rows) * 8 + n_ids * 24
+    # The oracle (float64): grad.W; y and ggy gathered, the rows of the scatter's sums and their gathers (the
+    # tables are read in their own dtype: only what is gathered is cast).
+    oracle = (table + 5 * rows) * 8 + n_ids * 24
     return held, oracle, flops, loops
 
 
