@@ -88,3 +88,21 @@ def test_run_timeout_scales_with_work_and_an_explicit_one_wins():
     assert run_timeout(large) > run_timeout(small) + 60
     assert run_timeout(large, explicit=5.0) == 5.0
     assert isinstance(small, Cost) and small.flops < large.flops
+
+
+def test_a_gpu_case_is_held_to_the_devices_memory(monkeypatch):
+    from harness.core import cost, nvsmi
+
+    monkeypatch.delenv("HARNESS_MAX_CASE_BYTES", raising=False)
+    monkeypatch.setattr(nvsmi, "query_gpus", lambda timeout=15.0: {"gpus": [{"index": 0, "memory_total_mib": 1024}]})
+    cost.device_memory.cache_clear()
+    try:
+        limit, what = cost.memory_limit("gpu:0")
+        assert limit == 1 << 30 and what == "gpu:0's memory"
+        assert cost.memory_limit("cpu")[0] > 1 << 30  # the host's limit is the machine's
+        # ESPnet's one-hot matrix on the GPU: 30 x 150 ids x 65,000 columns of float32 do not fit 1 GiB
+        case = _embed(65000, 8, (30, 150))
+        assert "gpu:0's memory" in cost.over_limit(case, device="gpu:0", subject="espnet.embed_id")
+        assert cost.over_limit(case, device="cpu", subject="espnet.embed_id") is None
+    finally:
+        cost.device_memory.cache_clear()
