@@ -349,7 +349,8 @@ def _options() -> dict[str, _Opt]:
 
 
 #: What a None default reads as in --help.
-_NONE_SAYS = {"examples": "the corpus's own", "profile": "the audit corpus file"}
+_NONE_SAYS = {"examples": "the corpus's own", "profile": "the audit corpus file",
+              "timeout": "scaled with the case's estimated work"}
 
 
 def _defaults(verb: str) -> dict[str, Any]:

@@ -95,7 +95,7 @@ def test_smoke_writes_markdown_plots_and_json(smoke: dict) -> None:
     assert md.count("| item") == len(bench.SECTIONS)  # one table per section
     pngs = sorted(os.path.basename(p) for p in glob.glob(os.path.join(out, "*.png")))
     assert pngs == sorted(["overhead.png", "scaling.png", "comparator_throughput.png", "digest.png",
-                           "oracle_cost.png", "determinism.png"])
+                           "oracle_cost.png", "sizes.png", "determinism.png"])
     for p in pngs:
         with open(os.path.join(out, p), "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"

@@ -591,7 +591,7 @@ AUDIT: dict[str, Any] = _obj({
     "environment": ENVIRONMENT,
     "corpus": _obj({"digest": _null(STR), "cases": NAT, "path": _null(STR), "shard": _null(_SHARD),
                     "full_digest": _null(STR), "full_cases": _null(NAT)}, ["digest", "cases"]),
-    "settings": _obj({"repeats": POS, "fresh": NAT, "timeout": {"type": "number", "exclusiveMinimum": 0},
+    "settings": _obj({"repeats": POS, "fresh": NAT, "timeout": _null({"type": "number", "exclusiveMinimum": 0}),
                       "devices": _list(_DEVICE), "contexts": _list(NAME), "subjects": _list(NAME),
                       "plugins": _list(NAME), "keep_arrays": BOOL}),
     "arrays_dir": _null(STR), "seconds": {"type": "number", "minimum": 0}, "cluster": {"type": "object"},
@@ -609,7 +609,7 @@ CAMPAIGN_FIELDS: dict[str, Any] = {
     "contexts": _list(NAME, minItems=1, message="must name at least one context"),
     "relations": _list({"enum": _RELATIONS}),
     "repeats": POS, "fresh": NAT,
-    "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
+    "timeout": _null({"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT}),
     "plugins": _list(NAME), "shard": _null(_SHARD), "cluster": {"type": "object"},
     "profile": {"enum": ["ci", "dev", "audit"]},
 }

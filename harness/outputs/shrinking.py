@@ -34,7 +34,7 @@ def target_of(f: F.Finding) -> Target:
 
 
 def shrink_findings(found: Sequence[F.Finding], contracts: Contracts, *, budget: float = 60.0,
-                    timeout: float = 120.0, log: Any = None, parallel: int = 0) -> list[F.Finding]:
+                    timeout: float | None = None, log: Any = None, parallel: int = 0) -> list[F.Finding]:
     """``found`` with each shrinkable finding's minimal case, until ``budget`` seconds (wall) are spent.
 
     Findings go to ``parallel`` lanes (0: :func:`~harness.execute.settings.default_jobs`), each its own

@@ -369,7 +369,8 @@ def cells_frame(measures: Sequence[Measure], tasks: Mapping[str, TaskRecord] | N
         tensors = {(m.case_id, m.tensor) for m in ms if m.tensor}
         oracle = [m for m in ms if m.kind == "oracle" and m.error_ratio is not None]
         top = max(oracle, key=lambda m: m.error_ratio) if oracle else None
-        reasons = sorted({m.detail for m in ms if m.kind == "task" and m.verdict in ("skipped", "error") and m.detail})
+        reasons = sorted({m.detail for m in ms if m.kind == "task" and m.verdict in ("skipped", "error", "not judged")
+                          and m.detail})
         ulps = [m.max_ulp for m in diff if m.max_ulp is not None]
         rows.append({
             "subject": subject, "role": role, "device": device, "context": context, "relation": relation,

@@ -25,7 +25,7 @@ class ReplayOptions:
     """``harness replay``: the reproducer, and how long one run may take."""
 
     reproducer: Reproducer
-    timeout: float = CampaignSettings.timeout
+    timeout: float | None = CampaignSettings.timeout  # None: scaled with the case's estimated work
     max_case_bytes: int | None = None    # None: $HARNESS_MAX_CASE_BYTES or a quarter of the memory
 
     @property

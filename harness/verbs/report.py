@@ -166,7 +166,7 @@ def _resume_conflicts(opts: ReportOptions, meta: dict[str, Any], cases: list[Cas
     if opts.fresh is not None:
         differ("--fresh", opts.fresh, meta["fresh"])
     if opts.timeout is not None:
-        differ("--timeout", float(opts.timeout), float(meta["timeout"]))
+        differ("--timeout", float(opts.timeout), meta["timeout"] and float(meta["timeout"]))  # None: scaled
     if opts.shard is not None:
         differ("--shard", opts.shard, meta.get("shard"))
     if opts.relations is not None:

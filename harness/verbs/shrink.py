@@ -23,7 +23,7 @@ class ShrinkOptions:
     reproducer: Reproducer
     budget: float = 120.0                 # seconds at most
     max_runs: int = 400                   # worker runs at most
-    timeout: float = CampaignSettings.timeout
+    timeout: float | None = CampaignSettings.timeout  # None: scaled with the case's estimated work
     out: str | None = None                # the minimal case's file (None: beside the case, named by its id)
     quiet: bool = False
     max_case_bytes: int | None = None

@@ -87,7 +87,7 @@ def test_a_verb_with_an_options_record_takes_its_defaults_from_the_record(verb, 
     args, given = _parse(verb, str(case), "--subject", "s", *extra)
     assert getattr(args, dest) is None and dest not in given  # the record, not the parser, holds the default
     text = cli.build_parser()._subparsers._group_actions[0].choices[verb].format_help()
-    assert f"(default {cli._defaults(verb)[dest]})" in " ".join(text.split())
+    assert cli._help("(default {default})", cli._defaults(verb)[dest], dest) in " ".join(text.split())
 
 
 def _argparse_users(root: pathlib.Path) -> list[str]:
