@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.pytest_plugin import assert_contract, check_every_example, contract_violations, subjects_of
+from harness.pytest_plugin import (assert_contract, check_every_example, check_real_scale, contract_violations,
+                                   subjects_of)
 
 pytestmark = pytest.mark.gate
 
@@ -29,3 +30,10 @@ def test_lstm_contexts(subject, context, device, contracts):
     assert anchors, f"no LSTM anchor applies to {subject}: the corpus lost its anchors"
     for case in anchors:
         assert_contract(contract_violations(contracts, subject, case, device, context=context, repeats=2))
+
+
+@pytest.mark.parametrize("subject", subjects_of("lstm"))
+def test_lstm_real_scale(subject, device, contracts):
+    """The real-scale cases every default gate runs keep the subject's contract: hidden 256 over
+    200 steps (bidirectional: 100), 83 features wide."""
+    assert check_real_scale(contracts, subject, device) >= 1
