@@ -109,15 +109,15 @@ def cmd_subjects(args: argparse.Namespace) -> int:
 # ---- cases --------------------------------------------------------------------------------------
 def cmd_cases(args: argparse.Namespace) -> int:
     from harness.core.cases import write_corpus
-    from harness.generate.strategies import corpus
+    from harness.generate.corpora import profile_corpus
 
     if args.coverage:
-        return _coverage(args.corpus)
+        return _coverage(args.corpus, args.profile)
     if args.corpus is not None:
         raise InvalidArgument(f"corpus={args.corpus!r} is read only with --coverage")
 
     to_stdout = args.out in (None, "-")
-    cases = corpus(args.family, examples=args.examples, seed=args.seed, profile=args.profile)
+    cases = profile_corpus(args.family, examples=args.examples, seed=args.seed, profile=args.profile)
     if to_stdout:
         for c in cases:
             print(c.to_json())
@@ -127,23 +127,18 @@ def cmd_cases(args: argparse.Namespace) -> int:
     return 0
 
 
-def _coverage(path: str | None) -> int:
-    """``cases --coverage``: the edge kinds a corpus reaches, one row each; exit 0 (a kind no case reaches is a
-    row with 0, so the table says what is missing)."""
-    import pandas as pd
-
+def _coverage(path: str | None, profile: str = "ci") -> int:
+    """``cases --coverage``: the edge kinds, size boundaries and recipe configurations a corpus reaches (the
+    ``profile``'s default corpus, or --corpus FILE), one row each; exit 0 (a kind no case reaches is a row with
+    0, a size boundary says what it would need, so the tables say what is missing)."""
     from harness.core.cases import load_corpus
     from harness.generate.corpora import default_corpus
-    from harness.generate.edges import coverage_rows
+    from harness.generate.sizing import coverage_text
 
     if path is not None:
         argcheck.readable_file("corpus", path)
-    cases = load_corpus(path) if path is not None else default_corpus()
-    rows = coverage_rows(cases)
-    print(pd.DataFrame(rows).to_markdown(index=False))
-    missing = [r["edge"] for r in rows if not r["cases"]]
-    print(f"\n{len(rows) - len(missing)} of {len(rows)} edge kinds reached by {len(cases)} cases"
-          + (f"; not reached: {', '.join(missing)}" if missing else ""))
+    cases = load_corpus(path) if path is not None else default_corpus(profile=profile)
+    print(coverage_text(cases))
     return 0
 
 
@@ -422,7 +417,8 @@ def _add_plugin(p: argparse.ArgumentParser) -> None:
 def _add_profile(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", default="ci", choices=_profiles(),
                    help="sizes and counts of the generated cases, the pytest profiles' names: ci (the default "
-                        "corpus), dev, audit (more and larger cases; not with --corpus) (default %(default)s)")
+                        "corpus), dev, audit (more and larger cases), realistic (real model shapes from published "
+                        "recipes; fewer repeats); not with --corpus (default %(default)s)")
 
 
 def _add_shrink_options(p: argparse.ArgumentParser, budget: float) -> None:
@@ -505,9 +501,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="examples per family, >= 1 (default %(default)s)")
     c.add_argument("--seed", type=argcheck.ints("seed", 0), default=0, help="the generator seed (default %(default)s)")
     c.add_argument("--profile", default="ci", choices=_profiles(),
-                   help="size profile of the generated cases (default %(default)s)")
+                   help="size profile of the generated cases (realistic: drawn around published recipes' "
+                        "configurations); with --coverage, the profile's default corpus (default %(default)s)")
     c.add_argument("--out", metavar="FILE", type=_checked("out", _out_file), help="the corpus file to write (default or '-': stdout)")
-    c.add_argument("--coverage", action="store_true", help="print which edge kinds a corpus reaches (the default "
+    c.add_argument("--coverage", action="store_true", help="print which edge kinds, size boundaries and recipe "
+                                                           "configurations a corpus reaches (the profile's default "
                                                            "corpus, or --corpus FILE) instead of writing cases")
     c.add_argument("--corpus", metavar="FILE", type=_checked("corpus", argcheck.readable_file),
                    help="with --coverage: the corpus .jsonl to read")
@@ -646,7 +644,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_plugin(a)
     a.add_argument("--quiet", action="store_true", help="no progress bar")
     a.add_argument("--profile", choices=_profiles(), help="audit the default corpus generated at this profile's "
-                   "sizes (the pytest profiles' names: ci, dev, audit) instead of the audit corpus file; not with "
+                   "sizes (the pytest profiles' names: ci, dev, audit, realistic) instead of the audit corpus file; not with "
                    "--corpus (default: the file)")
     add_cluster_options(a)
     a.set_defaults(func=_lazy("harness.outputs.audit", "cmd_audit"))

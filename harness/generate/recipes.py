@@ -104,7 +104,8 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("chainer.padded_decoder", ("embed", "pipeline"), "chainer", in_size=(), hidden=(300, 1024),
            layers=(1, 2), bidirectional=False, vocab=(50, 5100), batch=(20, 30), max_len=(40, 150),
            source="the ESPnet decoder's sizes under Chainer's own convention: ids padded with -1 and "
-                  "L.EmbedID(..., ignore_label=-1), the label F.softmax_cross_entropy ignores by default"),
+                  "L.EmbedID(..., ignore_label=-1) (chainer/links/connection/embed_id.py), the label "
+                  "chainer/functions/loss/softmax_cross_entropy.py ignores by default (ignore_label=-1)"),
 )
 SCALES = ("slice", "full")
 #: Sequences of a ``slice``-scale LSTM or pipeline batch (a real batch's longest ones).
@@ -175,7 +176,7 @@ def draw_recipe_case(src: _Source, recipe: Recipe, family: str, scale: str = "sl
     layers = src.integer(r.layers[0], r.layers[1] if full else min(r.layers[1], max(r.layers[0], SLICE_LAYERS)))
     if not full:
         layers = min(layers, SLICE_LAYERS)
-    batch = src.integer(*r.batch) if full or family == "embed" else src.integer(1, min(SLICE_BATCH, r.batch[1]))
+    batch = src.integer(*r.batch) if full or family == "embed" else src.integer(2, min(SLICE_BATCH, r.batch[1]))
     tags = [f"recipe:{r.name}", f"convention:{r.convention}", f"scale:{scale}"]
     if family == "lstm":
         in_size = src.choice(r.in_size)

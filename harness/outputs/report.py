@@ -257,8 +257,8 @@ def _run_report(args: argparse.Namespace, default_corpus: Callable[..., list[Cas
         t0 = time.perf_counter()
         cases = _fresh_cases(args, default_corpus)
         timings["case_building"] = time.perf_counter() - t0
-        settings = CampaignSettings(repeats=_or(args.repeats, "repeats"), fresh=_or(args.fresh,
-                                    "fresh"), timeout=_or(args.timeout, "timeout"),
+        settings = CampaignSettings(repeats=_profile_or(args, "repeats"), fresh=_profile_or(args, "fresh"),
+                                    timeout=_or(args.timeout, "timeout"),
                                     plugins=tuple(args.subject_plugin), quiet=args.quiet,
                                     jobs=_or(getattr(args, "jobs", None), "jobs"))
     if not cases:
@@ -362,6 +362,18 @@ def prune_arrays(run_dir: str, records: Mapping[str, TaskRecord], measures: Sequ
             arrays = {k: z[k] for k in z.files if k in keep}
         atomic_npz(path, arrays)
     return gone
+
+
+def _profile_or(args: argparse.Namespace, key: str) -> Any:
+    """A campaign setting: the command line's where it gave one, else the profile's own
+    (:data:`harness.generate.corpora.PROFILE_CAMPAIGN`: the realistic profile's runs take seconds), else the
+    settings' default."""
+    from harness.generate.corpora import PROFILE_CAMPAIGN
+
+    own = PROFILE_CAMPAIGN.get(getattr(args, "profile", None) or "ci", {}).get(key)
+    if own is not None and not _given(args, key):
+        return own
+    return _or(getattr(args, key, None), key)
 
 
 def _or(value: Any, key: str) -> Any:
