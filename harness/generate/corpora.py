@@ -104,7 +104,7 @@ def real_scale_cases() -> list[Case]:
 #: Random cases per family of each profile's default corpus (``--profile``), at that profile's sizes; the
 #: ``realistic`` profile's are drawn around the recipes' configurations (:func:`profile_corpus`).
 PROFILE_EXAMPLES: dict[str, int | dict[str, int] | None] = {
-    "ci": None, "dev": 12, "audit": 30, "realistic": {"embed": 5, "lstm": 2, "pipeline": 5}}
+    "ci": None, "dev": 12, "audit": 30, "realistic": {"embed": 5, "lstm": 2, "pipeline": 3}}
 #: The campaign settings a profile changes where the command line does not give them (``harness report``): a
 #: realistic case runs for seconds, so fewer repeats and fresh workers.
 PROFILE_CAMPAIGN: dict[str, dict[str, int]] = {"realistic": {"repeats": 2, "fresh": 1}}

@@ -113,8 +113,9 @@ SLICE_BATCH = 3
 #: Layers of a ``slice``-scale case (blstmp runs one per call anyway).
 SLICE_LAYERS = 1
 #: The most elements of stacked step weights (:func:`step_weights`) of one ``slice``-scale run (hidden 320 over
-#: 150 steps, bidirectional): the lengths (not below 100 steps), then the hidden size give way until a case fits.
-SLICE_STEP_WEIGHTS = 160_000_000
+#: 100 steps, bidirectional, 83 features): the lengths (not below 100 steps), then the hidden size give way
+#: until a case fits.
+SLICE_STEP_WEIGHTS = 105_000_000
 #: The most elements of a ``slice``-scale embedding table: a 65,000 x 1,000 table (the word LM's) is a minute and
 #: 6 GB per run on a CPU; the width gives way, the vocabulary never.
 SLICE_TABLE = 1 << 23
