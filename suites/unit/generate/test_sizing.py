@@ -53,3 +53,12 @@ def test_the_default_corpus_coverage_shows_its_real_scale_configurations():
     word = [line for line in text.splitlines() if line.startswith("| espnet1.lm.word ") and "| embed " in line]
     assert word and "vocab 65,000" in word[0]
     assert "reached" in _row(text, "lengths:hundreds") and "reached" in _row(text, "pileup:row>=1000")
+
+
+@pytest.mark.slow  # seconds of a harness process (pandas, the corpus): CI runs it, `make test` leaves it out
+def test_cases_coverage_of_the_realistic_profile_names_configurations_and_boundaries(harness):
+    r = harness("cases", "--profile", "realistic", "--coverage", timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    for name in [*SIZE_EDGES, *(rec.name for rec in RECIPES)]:
+        assert f"| {name} " in r.stdout
+    assert "reached" in r.stdout and re.search(r"needs [\d.]+ GiB \(has [\d.]+ GiB\)", r.stdout)
