@@ -40,7 +40,7 @@ run)
     echo "$name rc=$rc $((SECONDS - t0))s" | tee -a "$W/summary.txt"
   }
   # GPU_STEPS picks the steps and their order (a rerun with what the first run could not finish).
-  for s in ${GPU_STEPS:-env smoke report suites audit}; do
+  for s in ${GPU_STEPS:-env smoke report suites audit export}; do
     case $s in
       env) step env 30 python3 -m harness env --json ;;
       smoke) step smoke 60 python3 .ci/gpu_smoke.py ;;
@@ -49,6 +49,8 @@ run)
       suites) step suites "${GPU_SUITES_S:-100}" python3 -m pytest -p no:cacheprovider -q -rfEs --durations=15 \
                 -m gpu --device gpu -n 4 suites/ ;;
       audit) step audit "${GPU_AUDIT_S:-45}" python3 -m harness audit --devices all --out "$W/audit-gpu.json" --quiet ;;
+      # The exported standalone scripts kept beside the GPU reports (exit 1 while their defect is there).
+      export) for f in reports/gpu/*/export-*.py; do step "export-$(basename "$f" .py)" 60 python3 "$f"; done ;;
       *) echo "GPU_STEPS: unknown step '$s'" | tee -a "$W/summary.txt" ;;
     esac
   done

@@ -16,6 +16,7 @@ from typing import Any, Callable, NoReturn, Sequence
 
 from harness.core import argcheck
 from harness.core.errors import HarnessError, InvalidArgument, SetupError
+from harness.judge.reproducer import OPTION, OPTIONS, Option, Reproducer
 from harness.outputs.fleet import add_cluster_options
 
 __all__ = ["main", "build_parser"]
@@ -48,15 +49,15 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _load_plugins(specs: Sequence[str] | None) -> None:
-    from harness.subjects.registry import load_entry_points, load_plugin
+    from harness.verbs.common import load_plugins
 
-    load_entry_points()
-    for s in specs or ():
-        load_plugin(s)
+    load_plugins(specs)
 
 
 def _note(text: str) -> None:
-    print(f"harness: note: {text}", file=sys.stderr)
+    from harness.verbs.common import note
+
+    note(text)
 
 
 def _check_corpus(path: str | None) -> None:
@@ -142,61 +143,45 @@ def _coverage(path: str | None, profile: str = "ci") -> int:
     return 0
 
 
-def _subject_case(args: argparse.Namespace, subject: Any) -> Any:
-    """The case of replay, localize and shrink (file or ``--case-id``), refused in one line before any work."""
-    from harness.subjects.registry import load_case_for_subject
-
-    return load_case_for_subject(args.case, args.case_id, subject, args.max_case_bytes)
-
-
 def _add_max_case_bytes(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-case-bytes", type=argcheck.ints("max-case-bytes", 1), metavar="BYTES",
                    help="refuse a case whose inputs need more (default $HARNESS_MAX_CASE_BYTES or a quarter of "
                         "this machine's memory)")
 
 
-# ---- replay --------------------------------------------------------------------------------------
+# ---- replay, shrink, localize, export: the verbs of one reproducer -------------------------------------
+def _reproducer(verb: str, args: argparse.Namespace) -> Reproducer:
+    return Reproducer.from_options(verb, vars(args))
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
-    """0: every comparison bit-identical and within the oracle's tolerance (or the run was skipped, said so);
-    1: a difference reproduced."""
-    from harness.core.contexts import get_context
-    from harness.core.devices import resolve_device
-    from harness.judge.contracts import load_contracts
-    from harness.outputs.replay import replay
-    from harness.subjects.registry import get_subject
+    from harness.verbs.replay import ReplayOptions, replay
 
-    _load_plugins(args.subject_plugin)
-    subject = get_subject(args.subject)
-    if args.contexts is not None:
-        if args.context is not None:
-            raise InvalidArgument(f"context={args.context!r} and contexts={args.contexts!r}: give one of them")
-        names = argcheck.name_list("contexts", args.contexts) or []
-        if len(names) != 2:
-            raise InvalidArgument(f"contexts={args.contexts!r} must name two contexts, A,B")
-    else:
-        names = [args.context or "default"]
-    contexts = [get_context(n).name for n in names]
-    if args.devices is not None:
-        if args.device not in (None, "cpu"):
-            raise InvalidArgument(f"device={args.device!r} and devices={args.devices!r}: give one of them")
-        dev_names = argcheck.name_list("devices", args.devices) or []
-        if len(dev_names) != 2:
-            raise InvalidArgument(f"devices={args.devices!r} must name two devices, A,B")
-        devices = [resolve_device(n, "devices") for n in dev_names]
-    else:
-        devices = [resolve_device(args.device or "cpu")]
-    contracts = load_contracts(args.contracts)
-    case = _subject_case(args, subject)
-    if args.relation is not None:
-        from harness.outputs.replay import replay_relation
+    return replay(ReplayOptions(_reproducer("replay", args), timeout=args.timeout,
+                                max_case_bytes=args.max_case_bytes))
 
-        if len(devices) > 1 or len(contexts) > 1:
-            raise InvalidArgument(f"relation={args.relation!r} compares related cases in one device and context: "
-                                  f"leave out --devices/--contexts")
-        return replay_relation(contracts, case, subject.name, devices[0], contexts[0], args.relation,
-                               plugins=args.subject_plugin or (), timeout=args.timeout)
-    return replay(contracts, case, subject.name, devices, contexts, args.repeats, fresh=args.fresh,
-                  baseline=args.baseline, plugins=args.subject_plugin or (), timeout=args.timeout)
+
+def cmd_shrink(args: argparse.Namespace) -> int:
+    from harness.verbs.shrink import ShrinkOptions, shrink
+
+    return shrink(ShrinkOptions(_reproducer("shrink", args), budget=args.budget, max_runs=args.max_runs,
+                                timeout=args.timeout, out=args.out, quiet=args.quiet,
+                                max_case_bytes=args.max_case_bytes))
+
+
+def cmd_localize(args: argparse.Namespace) -> int:
+    from harness.verbs.localize import LocalizeOptions, localize
+
+    return localize(LocalizeOptions(_reproducer("localize", args), json=args.json, timeout=args.timeout,
+                                    max_case_bytes=args.max_case_bytes))
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    import importlib
+
+    export = importlib.import_module("harness.verbs.export")  # (written beside this verb's parser)
+    return int(export.export(export.ExportOptions(_reproducer("export", args), out=args.out,
+                                                  markdown=args.markdown)) or 0)
 
 
 # ---- report ----------------------------------------------------------------------------------------
@@ -239,46 +224,6 @@ def _lazy(module: str, func: str) -> Callable[[argparse.Namespace], int]:
         return int(getattr(importlib.import_module(module), func)(args) or 0)
 
     return run
-
-
-def cmd_localize(args: argparse.Namespace) -> int:
-    from harness.core.argcheck import name_pair
-    from harness.core.devices import resolve_device
-    from harness.subjects.registry import get_subject
-
-    _load_plugins(args.subject_plugin)
-
-    subject = get_subject(args.subject)
-    resolve_device(args.device)  # usable here (the parser checked the names)
-    if args.devices is not None:
-        for d in name_pair(args.devices, "devices") or ():
-            resolve_device(d, "devices")
-    if args.contexts is not None:
-        name_pair(args.contexts, "contexts")  # two of them
-    from harness.execute.sandbox import DONE, in_child, run_child
-
-    if in_child():  # the child: the subject runs here, under the hooks, and nowhere else
-        from harness.outputs import localize
-
-        rc = localize.cmd_localize(args)  # reads the case with load_case_file, the one case loader
-        print(DONE)
-        return rc
-    _subject_case(args, subject)  # a bad, foreign or oversized case: one line, before the child starts
-    res = run_child(args.argv, args.timeout)
-    sys.stdout.write(res.stdout)
-    if not res.ok:
-        raise SetupError(f"localize: {res.reason()}")
-    return 0
-
-
-def cmd_shrink(args: argparse.Namespace) -> int:
-    from harness.outputs.shrinking import cmd_shrink as run
-
-    _load_plugins(args.subject_plugin)
-    if args.baseline is not None:
-        raise InvalidArgument(f"baseline={args.baseline!r}: a baseline finding cannot shrink (the baseline holds "
-                              f"digests of its own cases only); replay it with --baseline instead")
-    return run(args)
 
 
 # ---- the argument vocabulary: every single value is checked while the command line is read ----------
@@ -402,7 +347,38 @@ def _check_combinations(args: argparse.Namespace) -> None:
 
 
 # ---- the parser -------------------------------------------------------------------------------------
-_PLUGIN_HELP = "load and register subjects from package.module:object (repeatable)"
+def _value_type(check: str, name: str) -> Callable[[str], Any] | None:
+    """The ``type=`` of a reproducer option's value check (:attr:`harness.judge.reproducer.Option.check`)."""
+    if not check:
+        return None
+    return {"file": lambda: _checked(name, argcheck.readable_file), "device": lambda: _checked(name, _one_device),
+            "devices": lambda: _checked(name, argcheck.device_list), "context": lambda: _checked(name, _one_context),
+            "contexts": lambda: _checked(name, _contexts), "relation": lambda: _checked(name, _one_relation),
+            "run-dir": lambda: _checked(name, argcheck.baseline_dir), "count>=1": lambda: argcheck.ints(name, 1),
+            "count>=0": lambda: argcheck.ints(name, 0)}[check]()
+
+
+def _add_option(p: argparse.ArgumentParser, o: Option) -> None:
+    """One option of the reproducer's table on a parser (a value the command line leaves out is None)."""
+    kw: dict[str, Any] = {"help": o.help}
+    if o.metavar:
+        kw["metavar"] = o.metavar
+    if o.shape == "many":
+        kw.update(action="append", default=[])
+    elif o.shape == "switch":
+        kw["action"] = "store_true"
+    else:
+        kw["type"] = _value_type(o.check, o.dest.replace("_", "-"))
+    if o.required:
+        kw["required"] = True
+    p.add_argument(o.flag, **kw)
+
+
+def _add_reproducer(p: argparse.ArgumentParser, verb: str) -> None:
+    """The options of the reproducer that ``verb`` takes, in the table's order."""
+    for o in OPTIONS:
+        if verb in o.verbs:
+            _add_option(p, o)
 
 
 def _verb(sub: Any, name: str, help: str, description: str, codes: str) -> argparse.ArgumentParser:
@@ -411,7 +387,11 @@ def _verb(sub: Any, name: str, help: str, description: str, codes: str) -> argpa
 
 
 def _add_plugin(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ", help=_PLUGIN_HELP)
+    _add_option(p, OPTION["--subject-plugin"])
+
+
+def _add_contracts(p: argparse.ArgumentParser) -> None:
+    _add_option(p, OPTION["--contracts"])
 
 
 def _add_profile(p: argparse.ArgumentParser) -> None:
@@ -464,7 +444,8 @@ def _add_campaign_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR", type=_checked("out", argcheck.writable_dir), help="a new (absent or empty) output directory (default reports/<run-id>)")
     _add_plugin(p)
     p.add_argument("--timeout", type=argcheck.seconds("timeout"), default=_settings_default("timeout"),
-                   help="seconds per run before the worker is killed, > 0 (default %(default)s)")
+                   help="seconds per run before the worker is killed, > 0 (default: scaled with the "
+                                                         "case's estimated work)")
     p.add_argument("--resume", metavar="DIR", help="continue an interrupted campaign in DIR (flags given must "
                                                    "agree with its campaign.json)")
     p.add_argument("--shard", metavar="I/N", type=_checked("shard", argcheck.shard),
@@ -518,30 +499,10 @@ def build_parser() -> argparse.ArgumentParser:
               _codes("0  bit-identical over the repeats (and across --contexts/--devices) and within the oracle's "
                      "tolerance (or skipped, said so)",
                      "1  a difference: DIFFERS between repeats, contexts or devices, or BEYOND TOLERANCE"))
-    r.add_argument("case", metavar="CASE.json", type=_checked("case", argcheck.readable_file),
-                   help="a case JSON file, or a JSON-lines corpus (with --case-id)")
-    r.add_argument("--case-id", help="the case to take from a corpus")
-    r.add_argument("--subject", required=True, help="registered subject name")
-    r.add_argument("--device", default="cpu", type=_checked("device", _one_device), help="cpu, gpu or gpu:N; must be usable here (default cpu)")
-    r.add_argument("--devices", metavar="A,B", type=_checked("devices", argcheck.device_list), help="run on B and compare it with A too (instead of --device)")
-    r.add_argument("--context", type=_checked("context", _one_context), help="execution context name (default: "
-                                                                            "default)")
-    r.add_argument("--contexts", metavar="A,B", type=_checked("contexts", _contexts), help="run under B and compare it with A too (instead of "
-                                                     "--context)")
-    r.add_argument("--repeats", type=argcheck.ints("repeats", 1), default=5, help="repetitions to compare, >= 1 (default %(default)s)")
-    r.add_argument("--fresh", type=argcheck.ints("fresh", 0), default=0, help="runs in fresh worker processes too, >= 0 (default "
-                                                       "%(default)s)")
-    r.add_argument("--baseline", metavar="DIR", type=_checked("baseline", argcheck.baseline_dir),
-                   help="a stored run directory: compare this run's digests with "
-                                                     "its task of the same case, subject, device and context")
+    _add_reproducer(r, "replay")
     r.add_argument("--timeout", type=argcheck.seconds("timeout"), default=_settings_default("timeout"), help="seconds per run before the worker is killed "
-                                                               "(default %(default)s)")
-    r.add_argument("--contracts", metavar="FILE", type=_checked("contracts", argcheck.readable_file),
-                   help="contracts file the verdicts use (default: contracts.toml)")
-    r.add_argument("--relation", metavar="NAME", type=_checked("relation", _one_relation), help="run the case and its members under this invariance relation "
-                                                      "(alone, subbatch, order, padding, duplicate) and compare them")
+                                                               "(default: scaled with the case's estimated work)")
     _add_max_case_bytes(r)
-    _add_plugin(r)
     r.set_defaults(func=cmd_replay)
 
     rep = _verb(sub, "report", "run a campaign and write the report tables",
@@ -561,7 +522,7 @@ def build_parser() -> argparse.ArgumentParser:
     ct_sub = ct.add_subparsers(dest="contracts_verb", required=True, metavar="ACTION")
     chk = _verb(ct_sub, "check", "validate a contracts file", "Validate a contracts file against the registered "
                 "subjects and contexts.", _codes("0  valid", "1  problems, one line each"))
-    chk.add_argument("--contracts", metavar="FILE", type=_checked("contracts", argcheck.readable_file), help="contracts TOML (default: the shipped contracts.toml)")
+    _add_contracts(chk)
     _add_plugin(chk)
     chk.set_defaults(func=_lazy("harness.outputs.gate", "cmd_contracts_check"))
 
@@ -569,7 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
               "Run the gate campaign in worker processes and check every task against the determinism "
               "contracts, and (with --baseline) the digests against a stored run.",
               _codes("0  every check passed", "1  a contract broken (the dossiers are on stderr)"))
-    g.add_argument("--contracts", metavar="FILE", type=_checked("contracts", argcheck.readable_file), help="contracts TOML (default: the shipped contracts.toml)")
+    _add_contracts(g)
     g.add_argument("--baseline", metavar="DIR", type=_checked("baseline", argcheck.baseline_dir),
                    help="a stored run directory (tasks.jsonl[.gz], corpus.jsonl, "
                                                      "campaign.json) to compare digests with")
@@ -597,33 +558,15 @@ def build_parser() -> argparse.ArgumentParser:
                "reproduces. Every run is in worker processes. The findings' dossiers print this command.",
                _codes("0  a minimal case was written (or the case was already minimal)",
                       "1  the finding does not reproduce on the case given"))
-    sh.add_argument("case", metavar="CASE.json", type=_checked("case", argcheck.readable_file), help="a case JSON file, or a JSON-lines corpus (with --case-id)")
-    sh.add_argument("--case-id", help="the case to take from a corpus")
-    sh.add_argument("--subject", required=True, help="registered subject name")
-    sh.add_argument("--kind", required=True, help="the finding kind that must still reproduce (as findings.csv "
-                                                   "and the dossiers name it)")
-    sh.add_argument("--tensor", help="the tensor kind that must still show it (e.g. 'ys.*', 'grad.W')")
-    sh.add_argument("--error", help="for an error finding: the error that must still happen, 'Type in phase'")
-    sh.add_argument("--flaky", action="store_true", help="the subject diverges run to run: keep a step only where "
-                                                         "the finding shows in each of 3 tries of 6 runs")
-    sh.add_argument("--device", type=_checked("device", _one_device), help="cpu, gpu or gpu:N (default cpu)")
-    sh.add_argument("--devices", metavar="A,B", type=_checked("devices", argcheck.device_list), help="a cross-device finding: B compared with A")
-    sh.add_argument("--context", type=_checked("context", _one_context),
-                    help="execution context name (default: default)")
-    sh.add_argument("--contexts", metavar="A,B", type=_checked("contexts", _contexts), help="a cross-context finding: B compared with A")
-    sh.add_argument("--relation", metavar="NAME", type=_checked("relation", _one_relation), help="an invariance finding: its relation")
-    sh.add_argument("--baseline", metavar="DIR", help="a baseline finding (refused: a baseline holds only its own "
-                                                      "cases)")
-    sh.add_argument("--contracts", metavar="FILE", type=_checked("contracts", argcheck.readable_file), help="contracts file the verdicts use (default: contracts.toml)")
+    _add_reproducer(sh, "shrink")
     sh.add_argument("--budget", type=argcheck.seconds("budget"), default=120.0, help="seconds to spend at most (default %(default)s)")
     sh.add_argument("--max-runs", type=argcheck.ints("max-runs", 1), default=400, help="worker runs to spend at most (default %(default)s)")
     sh.add_argument("--timeout", type=argcheck.seconds("timeout"), default=_settings_default("timeout"), help="seconds per run before the worker is killed "
-                                                                "(default %(default)s)")
+                                                                "(default: scaled with the case's estimated work)")
     sh.add_argument("--out", metavar="FILE", type=_checked("out", argcheck.writable_file), help="where to write the minimal case (default: beside CASE.json, "
                                                   "named by its id)")
     sh.add_argument("--quiet", action="store_true", help="do not print each step")
     _add_max_case_bytes(sh)
-    _add_plugin(sh)
     sh.set_defaults(func=cmd_shrink)
 
     a = _verb(sub, "audit", "digest every subject on a corpus into an audit file",
@@ -673,23 +616,24 @@ def build_parser() -> argparse.ArgumentParser:
                "Record a digest of every Chainer function node's inputs and outputs over two runs (repeats, two "
                "contexts or two devices) and name the first node whose outputs differ while its inputs matched.",
                _codes("0  it ran (the localization is printed, also when nothing differed)"))
-    lo.add_argument("case", metavar="CASE.json", type=_checked("case", argcheck.readable_file), help="a case JSON file, or a JSON-lines corpus (with --case-id)")
-    lo.add_argument("--case-id", help="the case to take from a corpus")
-    lo.add_argument("--subject", required=True, help="registered subject name")
-    lo.add_argument("--device", default="cpu", type=_checked("device", _one_device), help="cpu, gpu or gpu:N; must be usable here (default cpu)")
-    lo.add_argument("--contexts", metavar="A,B", type=_checked("contexts", _contexts), help="two contexts to compare (one run each)")
-    lo.add_argument("--devices", metavar="A,B", type=_checked("devices", argcheck.device_list), help="two devices to compare (one run each)")
-    lo.add_argument("--context", default="default", type=_checked("context", _one_context), help="the context for repeats / --devices (default: default)")
-    lo.add_argument("--repeats", type=argcheck.ints("repeats", 2), default=3, help="runs to compare when neither --contexts nor --devices, "
-                                                           ">= 2 (default 3)")
-    lo.add_argument("--relation", metavar="NAME", type=_checked("relation", _one_relation), help="compare the case with its members under this invariance "
-                                                       "relation instead (the first node whose output rows differ)")
-    _add_plugin(lo)
+    _add_reproducer(lo, "localize")
     lo.add_argument("--json", action="store_true", help="print the localization as JSON")
     _add_max_case_bytes(lo)
     lo.add_argument("--timeout", type=argcheck.seconds("timeout"), default=300.0, help="seconds before the localizing process is killed "
                                                                "(default %(default)s)")
     lo.set_defaults(func=cmd_localize)
+
+    ex = _verb(sub, "export", "write a standalone script that reproduces a finding",
+               "Write one self-contained Python file that reproduces a finding without the harness: it rebuilds "
+               "the case's inputs, calls the library as the subject does, checks the finding's claim and exits 1 "
+               "while the defect is there. Every finding prints this command beside its replay command.",
+               _codes("0  the script was written"))
+    _add_reproducer(ex, "export")
+    ex.add_argument("--out", metavar="FILE", required=True, type=_checked("out", argcheck.writable_file),
+                    help="the script to write")
+    ex.add_argument("--markdown", metavar="FILE", type=_checked("markdown", argcheck.writable_file),
+                    help="also write the text of an upstream bug report (title, environment, script, output)")
+    ex.set_defaults(func=cmd_export)
     _track_given(p)
     return p
 

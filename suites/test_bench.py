@@ -72,7 +72,8 @@ def test_smoke_scaling_and_digest_rows(smoke: dict) -> None:
     frame = pd.read_csv(os.path.join(smoke["dir"], "bench.csv"))
     items = set(frame["item"])
     assert {"1x: overhead ratio", "2x: overhead ratio", "1x: seconds per task", "2x: seconds per task"} <= items
-    for item in ("cost per task, largest / smallest size", "harness cost per task, largest / smallest size"):
+    for item in ("cost per task, largest / smallest size",
+                 "harness cost per task, largest / smallest size (one lane)"):
         fit = frame[frame["item"] == item]["note"].iloc[0]
         assert fit.split(":")[0] in ("linear", "superlinear", "sublinear"), item
     raw = json.load(open(os.path.join(smoke["dir"], "bench.json"), encoding="utf-8"))["raw"]
@@ -94,7 +95,7 @@ def test_smoke_writes_markdown_plots_and_json(smoke: dict) -> None:
     assert md.count("| item") == len(bench.SECTIONS)  # one table per section
     pngs = sorted(os.path.basename(p) for p in glob.glob(os.path.join(out, "*.png")))
     assert pngs == sorted(["overhead.png", "scaling.png", "comparator_throughput.png", "digest.png",
-                           "oracle_cost.png", "determinism.png"])
+                           "oracle_cost.png", "sizes.png", "determinism.png"])
     for p in pngs:
         with open(os.path.join(out, p), "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
@@ -227,6 +228,34 @@ def test_scaling_pairs_each_round_in_lanes_with_one_in_one_lane_and_keeps_the_pa
     assert ratio_rows["4x: overhead ratio"].rounds == 3 and ratio_rows["16x: overhead ratio"].rounds == 1
     assert "30.00 s / 10.00 s = 3.00, 20.00 s / 16.00 s = 1.25, 25.00 s / 25.00 s = 1.00" in \
         ratio_rows["4x: overhead ratio"].note
+
+
+def test_every_scaling_row_is_a_non_negative_ratio_of_its_own_numerator_and_denominator(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rounds in lanes sum the subjects' seconds over lanes that ran side by side, so that sum can exceed the
+    wall: the harness's own seconds come from the one-lane rounds alone, where they are never negative, and each
+    row's ratio is its numerator over its denominator. Canned rounds whose lanes' subject sum exceeds the wall."""
+    from tools.bench import overhead
+
+    def fake_round(factor, quick, repeats, fresh, fresh_interpreter=True, report=True, jobs=0):
+        point = {k_: 0.1 for k_, _ in driver.PARTS}
+        wall = 3.0 * factor if jobs == 0 else 5.0 * factor
+        point.update(total=wall, subject=(5.5 if jobs == 0 else 4.0) * factor, oracle=0.5 * factor,
+                     tasks=100.0 * factor, runs=500.0 * factor, cases=10.0 * factor, campaign=wall - 0.5,
+                     jobs=2.0 if jobs == 0 else 1.0)
+        return point
+
+    monkeypatch.setattr(scaling, "campaign_round", fake_round)
+    monkeypatch.setattr(overhead, "campaign_round", fake_round)
+    rows, _ = scaling.bench_scaling("quick", factors=(1, 4, 16), quiet=True)
+    for r in rows:
+        if isinstance(r.numerator_value, float) and isinstance(r.denominator_value, float) and r.denominator_value:
+            assert r.numerator_value >= 0 and r.denominator_value > 0, r.item
+            assert r.ratio == pytest.approx(r.numerator_value / r.denominator_value), r.item
+    own = {r.item: r for r in rows if "harness" in r.item}
+    assert set(own) == {"1x: harness seconds per task, one lane", "4x: harness seconds per task, one lane",
+                        "harness cost per task, largest / smallest size (one lane)"}
+    assert own["1x: harness seconds per task, one lane"].numerator_value == pytest.approx(5.0 - 4.0)
 
 
 def test_the_overhead_section_takes_its_denominator_from_the_one_lane_round_beside_each_round(

@@ -317,7 +317,7 @@ def test_size_estimate_bounds_the_real_arrays():
 def test_size_limit_default_and_env(monkeypatch):
     ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     monkeypatch.delenv("HARNESS_MAX_CASE_BYTES", raising=False)
-    assert max_case_bytes_default() == ram // 4
+    assert max_case_bytes_default() == ram // 2
     monkeypatch.setenv("HARNESS_MAX_CASE_BYTES", "100")
     assert max_case_bytes_default() == 100
     with pytest.raises(CaseError, match="over the limit of 100 bytes"):

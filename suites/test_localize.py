@@ -346,7 +346,7 @@ def test_cli_single_case_and_corpus(tmp_path, harness):
 
 @pytest.mark.parametrize("argv_tail,names", [
     (["--subject", "no.such.subject"], "no.such.subject"),
-    (["--subject", "chainer.embed_id", "--contexts", "blas1"], "--contexts='blas1'"),
+    (["--subject", "chainer.embed_id", "--contexts", "blas1"], "contexts='blas1'"),
     (["--subject", "chainer.embed_id", "--device", "tpu"], "device='tpu'"),
     (["--subject", "chainer.embed_id", "--subject-plugin", "nope"], "nope"),
     (["--repeats", "2"], "--subject"),  # --subject missing

@@ -431,14 +431,3 @@ def test_old_run_directories_are_pruned_and_nothing_else(tmp_path):
     assert sorted(os.listdir(base)) == sorted(["README.md", "baselines", "latest", runs[0], *runs[3:]])
     with pytest.raises(Exception, match="keep=-1"):
         render.prune_reports(str(base), keep=-1)
-
-
-def test_the_progress_bar_estimates_time_left_only_from_tasks_finished_after_the_first():
-    from harness.execute.campaign import _Progress
-
-    p = _Progress(100, quiet=True)
-    p.t0, p.first, p.done = 0.0, 60.0, 1        # the first task paid a minute of worker start-up
-    assert p.left(61.0) is None and "time left: after a few tasks" in p.line(61.0)
-    p.done = _Progress.MIN_FOR_ETA               # then two more tasks, one second each
-    assert p.left(62.0) == pytest.approx(2.0 / 2 * 97) and "~97s left" in p.line(62.0)
-    assert f"{p.done}/100 tasks" in p.line(62.0)

@@ -430,10 +430,10 @@ def estimate_case_bytes(case: Case) -> int:
 
 
 def max_case_bytes_default() -> int:
-    """The default per-case limit: ``$HARNESS_MAX_CASE_BYTES``, else a quarter of the machine's RAM.
-
-    A quarter because a run holds the inputs, the outputs, the gradients and the oracle's
-    float64 copies at once, and the machine is shared with other workers.
+    """The default per-case limit: ``$HARNESS_MAX_CASE_BYTES``, else half the machine's RAM (what one worker may
+    use). It bounds a run's estimated peak (:func:`harness.core.cost.over_limit`: inputs, the subject's or the
+    oracle's working set, the process), checked before any work; building the arrays checks their bytes
+    against it again.
     """
     env = os.environ.get(MAX_CASE_BYTES_ENV, "").strip()
     if env:
@@ -446,9 +446,9 @@ def max_case_bytes_default() -> int:
         return value
     try:
         ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):  # not POSIX: assume 16 GiB, so 4 GiB
+    except (AttributeError, ValueError, OSError):  # not POSIX: assume 16 GiB, so 8 GiB
         ram = 16 << 30
-    return max(int(ram) // 4, 1 << 20)
+    return max(int(ram) // 2, 1 << 20)
 
 
 def check_case_size(case: Case, limit: int | None = None) -> int:

@@ -584,7 +584,7 @@ CAMPAIGN_FIELDS: dict[str, Any] = {
     "contexts": _list(NAME, minItems=1, message="must name at least one context"),
     "relations": _list({"enum": _RELATIONS}),
     "repeats": POS, "fresh": NAT,
-    "timeout": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT},
+    "timeout": _null({"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT}),
     "plugins": _list(NAME), "shard": _null(_SHARD), "cluster": {"type": "object"},
     "profile": {"enum": ["ci", "dev", "audit", "realistic"]},
 }

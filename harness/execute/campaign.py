@@ -24,7 +24,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -42,6 +41,8 @@ from harness.core.errors import InvalidArgument, WorkerError
 from harness.core.fileio import atomic_json, atomic_npz, npz_key, npz_members
 from harness.core.records import TaskRecord, TensorStats, read_tasks, repair_jsonl
 from harness.subjects.base import ErrorInfo, RunResult, Subject
+from harness.execute import admission
+from harness.execute.progress import RUNNING, Progress
 from harness.execute.settings import CampaignSettings, default_jobs  # re-exported: the settings live apart (no NumPy)
 from harness.execute.worker import Worker, prestart_zygote, tensor_meta
 from harness.subjects.registry import accepts_error, get_subject, prepare_accepts
@@ -163,60 +164,6 @@ def _tensor_meta(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
     """What a run record says of each array (digest, dtype, shape, NaN/Inf counts): for results that did not
     come from a worker's answer, which carries the same, taken in the worker by the same function."""
     return tensor_meta(arrays)
-
-
-class _Progress:
-    """A one-line progress bar on stderr: tasks done of the tasks this run has to do (relation members and
-    oracle tasks included: the one count of tasks a campaign shows), what was seen so far, time left.
-
-    It says what the runs showed, not verdicts (those come from the measure pass): tasks whose repetitions
-    diverged, errors of valid inputs, and errors of bad inputs (mostly expected: the contracts decide).
-    Time left is estimated from the tasks finished after the first one (the first pays the workers'
-    start-up), and only once :attr:`MIN_FOR_ETA` have finished."""
-
-    MIN_FOR_ETA = 3
-
-    def __init__(self, total: int, quiet: bool) -> None:
-        self.total, self.quiet = total, quiet or not total
-        self.done = self.diverged = self.errors = self.bad_errors = 0
-        self.t0 = time.perf_counter()
-        self.first: float | None = None
-        self.last = 0.0
-        self.tty = sys.stderr.isatty()
-
-    def left(self, now: float) -> float | None:
-        """Seconds left, from the rate of the tasks finished since the first; None until enough finished."""
-        if self.first is None or self.done < self.MIN_FOR_ETA:
-            return None
-        return (now - self.first) / (self.done - 1) * (self.total - self.done)
-
-    def line(self, now: float) -> str:
-        el = now - self.t0
-        left = self.left(now)
-        width = 24
-        fill = int(width * self.done / self.total)
-        eta = f"~{left:.0f}s left" if left is not None else "time left: after a few tasks"
-        return (f"[{'#' * fill}{'.' * (width - fill)}] {self.done}/{self.total} tasks, {self.diverged} diverging, "
-                f"{self.errors} errors, {self.bad_errors} bad-input errors, {el:4.0f}s, {eta}")
-
-    def step(self, rec: TaskRecord, label: str) -> None:
-        self.done += 1
-        now = time.perf_counter()
-        if self.first is None:
-            self.first = now
-        failed = rec.status not in ("ok", "skipped")
-        self.bad_errors += int(failed and rec.bad_input)
-        self.errors += int(failed and not rec.bad_input)
-        self.diverged += int(any(not t.bitwise_identical for t in rec.tensors.values()))
-        if self.quiet:
-            return
-        if self.done != self.total and now - self.last < (0.2 if self.tty else 10.0):
-            return
-        self.last = now
-        sys.stderr.write(("\r" if self.tty else "") + self.line(now) + ("" if self.tty else "\n"))
-        if self.done == self.total and self.tty:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 def load_tasks(directory: str) -> dict[str, TaskRecord]:
@@ -393,7 +340,8 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
     Pure of files: the caller (a :class:`Campaign`, or a cluster worker sending the outcome back) writes it.
     """
     device = parse_device(task.device)
-    ok, reason = device.availability()
+    ok, reason = admission.availability(device, task.case, task.subject)  # a case too large: "needs N GiB"
+    timeout = admission.timeout(task.case, task.subject, task.device, settings.timeout)
     refused = accepts_error(task.subject, task.case.id)
     if refused is not None:  # a plug-in's accepts() raised, crashed or hung on this case: its row says so
         res = RunResult(task.subject, task.case.id, task.device, task.context, "error",
@@ -449,7 +397,7 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
                 with workers.use("pool") as (slot, w):
                     pid = w.pid
                     for answer in w.run_answers(case_json, task.subject, task.device, task.context,
-                                                settings.timeout, n, case_id=task.case.id):
+                                                timeout, n, case_id=task.case.id):
                         now = time.perf_counter()  # the worker ran this one while the last was taken in
                         go = record(slot, pid, answer.result, answer.tensors, now - t0)
                         t0 = now
@@ -466,7 +414,7 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
             try:
                 with workers.use(want, used) as (slot, w):  # marks the fresh worker it takes as used
                     pid = w.pid
-                    answer = w.run_answer(case_json, task.subject, task.device, task.context, settings.timeout,
+                    answer = w.run_answer(case_json, task.subject, task.device, task.context, timeout,
                                           case_id=task.case.id)
                 res, meta = answer.result, answer.tensors  # digests and NaN/Inf counts taken in the worker
             except WorkerError as exc:
@@ -579,7 +527,9 @@ class LocalPool:
                 if needs_workers:
                     sets[0].start()
                 for task in ctx_tasks:
-                    yield task, run_task(task, sets[0], settings)
+                    with RUNNING.track(task):  # the progress line shows it while it runs
+                        outcome = run_task(task, sets[0], settings)
+                    yield task, outcome
             else:
                 yield from _Lanes(ctx_tasks, sets, needs_workers, settings, self.WINDOW).outcomes()
         finally:
@@ -605,6 +555,7 @@ class _Lanes:
         #: tasks on a usable GPU: only lane 0 takes them
         self.gpu = [parse_device(t.device).kind == "gpu" and parse_device(t.device).available for t in tasks]
         self.taken = [False] * len(tasks)
+        self.memory = admission.MemoryBudget()  # tasks that together would not fit this machine wait
         self.head = 0  # the next task handed back
         self.done: dict[int, TaskOutcome] = {}
         self.error: BaseException | None = None
@@ -618,7 +569,9 @@ class _Lanes:
                       if not self.taken[j] and (lane == 0 or not self.gpu[j])), None)
             if j is None:
                 return None
-            if j - self.head < self.window:
+            task = self.tasks[j]
+            if j - self.head < self.window and self.memory.take(j, admission.host_bytes(task.case, task.subject,
+                                                                                        task.device)):
                 self.taken[j] = True
                 return j
             self.cond.wait()
@@ -633,8 +586,10 @@ class _Lanes:
                     j = self._take(lane)
                 if j is None:
                     return
-                outcome = run_task(self.tasks[j], ws, self.settings)
+                with RUNNING.track(self.tasks[j]):  # the progress line shows it while it runs
+                    outcome = run_task(self.tasks[j], ws, self.settings)
                 with self.cond:
+                    self.memory.give(j)
                     self.done[j] = outcome
                     self.cond.notify_all()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread by outcomes()
@@ -704,7 +659,8 @@ class Campaign:
         outcome as it arrives: its runs to ``runs.jsonl``, its record to ``tasks.jsonl``, its arrays."""
         done = self.repair()
         todo = [t for t in tasks if t.key not in done]
-        progress = _Progress(len(todo), self.settings.quiet)
+        progress = Progress(len(todo), self.settings.quiet,  # weighted by what each task will cost
+                            admission.weights(todo, self.settings.repeats, self.settings.fresh)).start()
         executor = executor if executor is not None else LocalPool()
         with open(os.path.join(self.dir, "runs.jsonl"), "a", encoding="utf-8") as runs_f, \
                 open(os.path.join(self.dir, "tasks.jsonl"), "a", encoding="utf-8") as tasks_f:
@@ -714,6 +670,7 @@ class Campaign:
                     done[task.key] = rec
                     progress.step(rec, task.key)
             finally:
+                progress.stop()
                 for k, v in getattr(executor, "stats", {}).items():
                     self.stats[k] = self.stats.get(k, 0.0) + v
         return done

@@ -51,6 +51,11 @@ def execute(subject: Any, case: Case, device: Device, context: Any) -> RunResult
     half as long again. Everything a context applies (Chainer's configuration is per thread) it applies inside
     the run, so on that thread."""
     global _RUNNER
+    from harness.core.cost import over_limit
+
+    too_large = over_limit(case, device=device.id, subject=subject.name)
+    if too_large is not None:  # refused by what it would cost, as a campaign refuses it: "not judged"
+        return RunResult(subject.name, case.id, device.id, context.name, "skipped", skip_reason=too_large)
     if threading.current_thread().name.startswith(_RUNNER_NAME):
         return _execute(subject, case, device, context)  # a run that asks for a run: already on the thread
     if _RUNNER is None or _RUNNER[0] != os.getpid():

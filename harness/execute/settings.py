@@ -21,7 +21,9 @@ class CampaignSettings:
 
     repeats: int = 5
     fresh: int = 2
-    timeout: float = 120.0
+    #: Seconds one run may take before its worker is killed; None: scaled with each case's estimated work
+    #: (:func:`harness.execute.admission.timeout`).
+    timeout: float | None = None
     plugins: tuple[str, ...] = ()
     quiet: bool = False
     #: Lanes run on this machine at once, each with its own workers (0: :func:`default_jobs`). They change
@@ -36,7 +38,8 @@ class CampaignSettings:
 
         argcheck.int_at_least("repeats", self.repeats, 1)
         argcheck.int_at_least("fresh", self.fresh, 0)
-        argcheck.positive_seconds("timeout", self.timeout)
+        if self.timeout is not None:
+            argcheck.positive_seconds("timeout", self.timeout)
         argcheck.int_at_least("jobs", self.jobs, 0)
 
     def lanes(self) -> int:

@@ -9,9 +9,9 @@ finding is built here, from the record, and nowhere else:
 - :func:`classify`: contract broken, new library defect, not judged, known library defect, allowed
   divergence, expected error, control (:class:`Classification`, in order of severity);
 - :func:`group`: measures -> findings (the worst measure, the cases, the counts, the smallest case);
-- :func:`replay_argv`, :func:`localize_argv`, :func:`shrink_argv`, :func:`command`: the commands that
-  reproduce, localize and shrink a finding (plug-ins, contracts file, relation, contexts, devices, baseline and
-  the environment that differs included);
+- :func:`reproducer_of`: the :class:`~harness.judge.reproducer.Reproducer` each verb's command (replay,
+  localize, shrink, export) reproduces a finding from (plug-ins, contracts file, relation, contexts, devices,
+  baseline and the environment that differs included); the record renders the command;
 - :meth:`Finding.dossier`: the failure as a reader needs it, at most :data:`DOSSIER_LINES` lines.
 
 Pure: measures, task records and plain data in; no file is read and nothing runs here.
@@ -32,15 +32,15 @@ import hashlib
 import json
 import os
 import re
-import shlex
-import sys
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from harness.core.records import VERDICT_ORDER, Measure, TaskRecord, Verdict
+from harness.judge.reproducer import Reproducer, command, export_path, harness_argv
 
 __all__ = ["Classification", "FindingKind", "KINDS", "Origin", "Shrunk", "Finding", "kind_of", "tensor_kind",
-           "classify", "group", "replay_argv", "localize_argv", "shrink_argv", "command", "harness_argv",
+           "classify", "group", "reproducer_of", "replay_argv", "localize_argv", "shrink_argv",
+           "command", "harness_argv",
            "DOSSIER_LINES", "env_for_reproducer", "library_frame", "sort_findings", "summary_line", "dumps",
            "loads", "with_cause", "with_shrunk"]
 
@@ -278,17 +278,26 @@ class Finding:
         """The case the reproducer runs: the minimal one where shrinking found it, else the smallest."""
         return self.shrunk.case_id if self.shrunk is not None else self.case_id
 
+    def reproducer(self, verb: str = "replay") -> Reproducer | None:
+        """The record of ``verb``'s command (:func:`reproducer_of`)."""
+        return reproducer_of(self, verb)
+
+    def _command(self, verb: str, extra: Sequence[str] = ()) -> str:
+        r = reproducer_of(self, verb)
+        return "" if r is None else r.command(verb, extra)
+
     def replay(self) -> str:
-        argv = replay_argv(self)
-        return command(argv, self.origin.env) if argv else ""
+        return self._command("replay")
 
     def localize(self) -> str:
-        argv = localize_argv(self)
-        return command(argv, self.origin.env) if argv else ""
+        return self._command("localize")
 
     def shrink(self) -> str:
-        argv = shrink_argv(self)
-        return command(argv, self.origin.env) if argv else ""
+        return self._command("shrink")
+
+    def export(self) -> str:
+        """The command that writes a standalone script reproducing the finding (``--out reproduce-<id>.py``)."""
+        return self._command("export", ["--out", export_path(self.id)])
 
     def headline(self) -> str:
         """One line: class, subject(s), device, context or relation, kind, rule, tensor kind."""
@@ -342,6 +351,8 @@ class Finding:
             lines.append(f"Starts at: {self.cause}")
         if self.replay():
             lines.append(f"Reproduce: {self.replay()}")
+        if self.export():
+            lines.append(f"Export: {self.export()}")
         if self.localize() and not self.cause:
             lines.append(f"Localize: {self.localize()}")
         if self.shrunk is None and self.shrink():
@@ -357,6 +368,7 @@ class Finding:
         d["shrunk"] = None if self.shrunk is None else {**asdict(self.shrunk), "sizes": dict(self.shrunk.sizes),
                                                        "original_sizes": dict(self.shrunk.original_sizes)}
         d["replay"], d["localize"], d["shrink"] = self.replay(), self.localize(), self.shrink()
+        d["export"] = self.export()
         return d
 
     @classmethod
@@ -376,18 +388,6 @@ class Finding:
 # --------------------------------------------------------------------------- commands
 
 
-def harness_argv() -> list[str]:
-    """How to call the harness in a printed command: the interpreter running now, relative to the working
-    directory where it lies below it (``.venv/bin/python``), else ``python``."""
-    exe = sys.executable or "python"
-    try:
-        rel = os.path.relpath(exe)
-    except ValueError:
-        rel = exe
-    python = rel if not rel.startswith("..") and os.path.isabs(exe) else "python"
-    return [python, "-m", "harness"]
-
-
 def contracts_argument(path: str | os.PathLike[str] | None) -> str:
     """What a reproducer's ``--contracts`` must be to judge as the run did (:attr:`Origin.contracts`): the file
     the run used, or empty for the shipped one (which every verb reads when given none)."""
@@ -398,96 +398,52 @@ def contracts_argument(path: str | os.PathLike[str] | None) -> str:
     return "" if os.path.realpath(path) == os.path.realpath(DEFAULT_CONTRACTS) else os.fspath(path)
 
 
-def _common(f: Finding, contracts: bool = True) -> list[str]:
-    argv: list[str] = []
-    for p in f.origin.plugins:
-        argv += ["--subject-plugin", p]
-    if f.origin.contracts and contracts:  # (localize judges nothing: it takes no contracts file)
-        argv += ["--contracts", f.origin.contracts]
-    return argv
+def reproducer_of(f: Finding, verb: str = "replay") -> Reproducer | None:
+    """The record ``verb``'s command reproduces ``f`` from; None where ``verb`` offers none for it (replay and
+    export: a check with no case; localize: a kind no function node can show; shrink: a kind no smaller case
+    can show: a baseline's, an expected error, not judged, no contract line, a check with no case).
+
+    Replay, localize and export run the reproducer's case (the minimal one where shrinking found it); shrink
+    starts from the smallest case of the group. A finding of a subject that diverges run to run (or of that
+    kind) compares 20 runs: a minimal case may diverge in only a third of its runs (three colliding ids summed
+    in another order), and 20 runs miss that 1 time in 3,000."""
+    how = f.kind_row.replay
+    if verb in ("replay", "export") and (how == "none" or not f.repro_case):
+        return None
+    if verb == "localize" and not f.kind_row.localizable:
+        return None
+    if verb == "shrink" and (how == "none" or not f.case_id or f.kind in (
+            "baseline changed", "expected error", "not judged", "no contract line")):
+        return None
+    return Reproducer(
+        case=f.origin.case_file(f.case_id if verb == "shrink" else f.repro_case), subject=f.subject,
+        devices=(f.other, f.device) if how == "devices" else (f.device,),
+        contexts=(f.other, f.context) if how == "contexts" else (f.context,),
+        relation=f.relation if how == "relation" else "", baseline=f.origin.baseline if how == "baseline" else "",
+        plugins=f.origin.plugins, contracts=f.origin.contracts, env=f.origin.env,
+        repeats=20 if how == "repeats" or f.flaky else None,
+        fresh=2 if f.kind == "not reproducible across processes" else None,
+        kind=f.kind, tensor=f.tensor_kind, error=f.error.split(":", 1)[0] if f.error else "",
+        flaky=f.flaky and how != "repeats")
 
 
 def replay_argv(f: Finding, case_file: str | None = None) -> list[str]:
     """``harness replay`` arguments that reproduce ``f`` (exit 1 when it does); ``[]`` for a check with no case."""
-    if f.kind_row.replay == "none" or not f.repro_case:
-        return []
-    path = case_file or f.origin.case_file(f.repro_case)
-    argv = harness_argv() + ["replay", path, "--subject", f.subject] + _common(f)
-    how = f.kind_row.replay
-    if how == "contexts":
-        argv += ["--device", f.device, "--contexts", f"{f.other},{f.context}"]
-    elif how == "devices":
-        argv += ["--devices", f"{f.other},{f.device}", "--context", f.context]
-    else:
-        argv += ["--device", f.device, "--context", f.context]
-    if how != "repeats" and f.flaky:
-        argv += ["--repeats", "20"]
-    if how == "repeats":
-        # enough runs that a divergence seen in a campaign shows again: a minimal case may diverge in only a
-        # third of its runs (three colliding ids summed in another order), and 20 runs miss that 1 time in 3,000
-        argv += ["--repeats", "20"] + (["--fresh", "2"] if f.kind == "not reproducible across processes" else [])
-    elif how == "relation":
-        argv += ["--relation", f.relation]
-    elif how == "baseline":
-        argv += ["--baseline", f.origin.baseline]
-    return argv
+    r = reproducer_of(f, "replay")
+    return [] if r is None else (replace(r, case=case_file) if case_file else r).argv("replay")
 
 
 def localize_argv(f: Finding) -> list[str]:
     """``harness localize`` arguments for a localizable finding; ``[]`` for the others."""
-    if not f.kind_row.localizable:
-        return []
-    argv = harness_argv() + ["localize", f.origin.case_file(f.repro_case), "--subject", f.subject] + \
-        _common(f, contracts=False)
-    how = f.kind_row.replay
-    if how == "contexts":
-        argv += ["--device", f.device, "--contexts", f"{f.other},{f.context}"]
-    elif how == "devices":
-        argv += ["--devices", f"{f.other},{f.device}"]
-    elif how == "relation":
-        argv += ["--device", f.device, "--context", f.context, "--relation", f.relation]
-    else:
-        argv += ["--device", f.device, "--context", f.context]
-        if how == "repeats" or f.flaky:  # compare enough runs to catch a divergence seen in some runs only
-            argv += ["--repeats", "20"]
-    return argv
+    r = reproducer_of(f, "localize")
+    return [] if r is None else r.argv("localize")
 
 
 def shrink_argv(f: Finding) -> list[str]:
     """``harness shrink`` arguments that reduce ``f``'s smallest case while the same finding reproduces; ``[]``
-    where no smaller case can show it (a baseline's, an expected error, a check with no case)."""
-    if f.kind_row.replay == "none" or not f.case_id or f.kind in ("baseline changed", "expected error",
-                                                                   "not judged", "no contract line"):
-        return []
-    argv = harness_argv() + ["shrink", f.origin.case_file(f.case_id), "--subject", f.subject] + _common(f)
-    how = f.kind_row.replay
-    argv += ["--devices", f"{f.other},{f.device}"] if how == "devices" else ["--device", f.device]
-    if how == "contexts":
-        argv += ["--contexts", f"{f.other},{f.context}"]
-    else:
-        argv += ["--context", f.context]
-    if how == "relation":
-        argv += ["--relation", f.relation]
-    elif how == "baseline":
-        argv += ["--baseline", f.origin.baseline]
-    if f.tensor_kind:
-        argv += ["--tensor", f.tensor_kind]
-    if f.error:
-        argv += ["--error", f.error.split(":", 1)[0]]
-    if f.flaky and f.kind_row.replay != "repeats":
-        argv += ["--flaky"]
-    argv += ["--kind", f.kind]
-    return argv
-
-
-def command(argv: Sequence[str], env: Sequence[tuple[str, str | None]] = ()) -> str:
-    """A shell command line: ``env NAME=value ...`` first where the finding needs an environment."""
-    prefix: list[str] = []
-    if env:
-        prefix = ["env"]
-        for name, value in env:
-            prefix += ["-u", name] if value is None else [f"{name}={value}"]
-    return shlex.join([*prefix, *argv])
+    where no smaller case can show it."""
+    r = reproducer_of(f, "shrink")
+    return [] if r is None else r.argv("shrink")
 
 
 _BLAS_VARS = {"openblas": "OPENBLAS_NUM_THREADS", "mkl": "MKL_NUM_THREADS", "blis": "BLIS_NUM_THREADS"}

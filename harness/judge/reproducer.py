@@ -2,19 +2,98 @@
 
 A :class:`Reproducer` names the case, the subject, the device or devices, the context or contexts, the
 relation, the baseline, the plug-ins, the contracts file and the environment a finding needs. Every printed
-command of the harness (``replay``, ``shrink``, ``localize``, ``export``) is rendered from one, and the
-command line parses the same options back into one: ``parse(render(r)) == r``.
+command of the harness (``replay``, ``shrink``, ``localize``, ``export``) is rendered from one
+(:meth:`Reproducer.argv`, :meth:`Reproducer.command`), and the command line declares the same options from
+:data:`OPTIONS` and builds one back from the parsed values (:meth:`Reproducer.from_options`):
+``from_options(parse(r.argv(verb))) == r.for_verb(verb)``.
+
+The table names each option's value check by a word (``file``, ``device``, ...): the checks themselves need the
+registries above this stage, so ``harness/cli.py`` maps each word to its ``type=``.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+import os
+import shlex
+import sys
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Mapping, Sequence
 
-__all__ = ["Reproducer", "VERBS"]
+from harness.core.argcheck import name_list
+from harness.core.errors import InvalidArgument
+
+__all__ = ["Reproducer", "VERBS", "Option", "OPTIONS", "OPTION", "harness_argv", "command", "split_command",
+           "export_path"]
 
 #: The verbs a reproducer renders a command for.
 VERBS = ("replay", "shrink", "localize", "export")
+
+_ALL = VERBS
+_RUNS = ("replay", "shrink", "export")  # the verbs that judge (they read a contracts file)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of the reproducer: how the command line spells it and which field of the record it fills."""
+
+    flag: str                  # "--devices"; "case" for the positional case file
+    field: str                 # the Reproducer field it fills
+    help: str
+    check: str = ""            # the value check, by name (cli.py maps it to a type=): file, device, devices,
+                               # context, contexts, relation, run-dir, count>=1, count>=0; "" none
+    verbs: tuple[str, ...] = _ALL
+    metavar: str | None = None
+    #: How the field is spelled: "value" (one text), "one" (the field's only name), "pair" (its two names,
+    #: A,B), "many" (repeatable, each one value), "switch" (present or not), "count" (an integer).
+    shape: str = "value"
+    required: bool = False
+
+    @property
+    def dest(self) -> str:
+        """The name argparse gives the parsed value (``--case-id`` -> ``case_id``)."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+#: Every option of the reproducer, in the order a command prints them.
+OPTIONS: tuple[Option, ...] = (
+    Option("case", "case", "a case JSON file, or a JSON-lines corpus (with --case-id)", "file",
+           metavar="CASE.json"),
+    Option("--case-id", "case_id", "the case to take from a corpus"),
+    Option("--subject", "subject", "registered subject name", required=True),
+    Option("--subject-plugin", "plugins", "load and register subjects from package.module:object (repeatable)",
+           metavar="MOD:OBJ", shape="many"),
+    Option("--contracts", "contracts", "the contracts TOML the verdicts use (default: the shipped contracts.toml)",
+           "file", verbs=_RUNS, metavar="FILE"),
+    Option("--device", "devices", "cpu, gpu or gpu:N; must be usable here (default cpu)", "device", shape="one"),
+    Option("--devices", "devices", "two devices A,B: run on B and compare it with A too (instead of --device)",
+           "devices", metavar="A,B", shape="pair"),
+    Option("--context", "contexts", "execution context name (default: default)", "context", shape="one"),
+    Option("--contexts", "contexts", "two contexts A,B: run under B and compare it with A too (instead of "
+           "--context)", "contexts", metavar="A,B", shape="pair"),
+    Option("--repeats", "repeats", "runs to compare on one device and context, >= 1 (default: replay 5; localize "
+           "3, and at least 2)", "count>=1", verbs=("replay", "localize"), shape="count"),
+    Option("--fresh", "fresh", "runs in fresh worker processes too, >= 0 (default 0)", "count>=0",
+           verbs=("replay",), shape="count"),
+    Option("--relation", "relation", "an invariance relation (alone, subbatch, order, padding, duplicate): run the "
+           "case and its members under it and compare them", "relation", metavar="NAME"),
+    Option("--baseline", "baseline", "a stored run directory: compare this run's digests with its task of the "
+           "same case, subject, device and context (shrink refuses it: a baseline holds only its own cases)",
+           "run-dir", verbs=("replay", "shrink", "export"), metavar="DIR"),
+    Option("--tensor", "tensor", "the tensor kind that must still show the finding (outputs, input gradients, "
+           "parameter gradients)", verbs=("shrink",)),
+    Option("--error", "error", "for an error finding: the error that must still happen, 'Type in phase'",
+           verbs=("shrink",)),
+    Option("--flaky", "flaky", "the subject diverges run to run: keep a step only where the finding shows in "
+           "each of 3 tries of 6 runs", verbs=("shrink",), shape="switch"),
+    Option("--kind", "kind", "the finding kind that must still reproduce (as findings.csv and the dossiers name "
+           "it)", verbs=("shrink",), required=True),
+)
+#: The options by flag.
+OPTION: dict[str, Option] = {o.flag: o for o in OPTIONS}
+
+#: What the record holds where a command says nothing.
+_DEFAULT_DEVICES = ("cpu",)
+_DEFAULT_CONTEXTS = ("default",)
 
 
 @dataclass(frozen=True)
@@ -24,8 +103,8 @@ class Reproducer:
     case: str                                   # a case JSON file, or a JSON-lines corpus with case_id
     subject: str
     case_id: str = ""
-    devices: tuple[str, ...] = ("cpu",)         # one device, or (A, B)
-    contexts: tuple[str, ...] = ("default",)    # one context, or (A, B)
+    devices: tuple[str, ...] = _DEFAULT_DEVICES  # one device, or (A, B)
+    contexts: tuple[str, ...] = _DEFAULT_CONTEXTS  # one context, or (A, B)
     relation: str = ""                          # an invariance relation's name
     baseline: str = ""                          # a baseline run directory
     plugins: tuple[str, ...] = ()               # --subject-plugin MOD:OBJ, each
@@ -40,6 +119,74 @@ class Reproducer:
     error: str = ""
     flaky: bool = False
 
+    # ---- the verbs' views ------------------------------------------------------------------------
+    def for_verb(self, verb: str) -> "Reproducer":
+        """The record as ``verb`` takes it: the fields no option of ``verb`` carries at their defaults.
+        ``localize`` compares repeats only on one device and context without a relation (two devices, two
+        contexts or a relation's members are one run each), so its repeats go elsewhere."""
+        _check_verb(verb)
+        taken = {o.field for o in OPTIONS if verb in o.verbs} | {"env"}
+        blank = {f.name: f.default for f in fields(self) if f.name not in taken}
+        r = replace(self, **blank)
+        if verb == "localize" and (len(r.devices) > 1 or len(r.contexts) > 1 or r.relation):
+            r = replace(r, repeats=None)
+        return r
+
+    def argv(self, verb: str, extra: Sequence[str] = ()) -> list[str]:
+        """``python -m harness VERB ...``: the command that runs ``verb`` on this record (``extra``: the verb's
+        own options, as ``export``'s ``--out FILE``)."""
+        r = self.for_verb(verb)
+        out = [*harness_argv(), verb]
+        for o in OPTIONS:
+            if verb in o.verbs:
+                out += _render(o, getattr(r, o.field))
+        return out + list(extra)
+
+    def command(self, verb: str, extra: Sequence[str] = ()) -> str:
+        """:meth:`argv` as one shell line, ``env NAME=value -u NAME ...`` first where the record needs an
+        environment."""
+        return command(self.argv(verb, extra), self.env)
+
+    @classmethod
+    def from_options(cls, verb: str, values: Mapping[str, Any],
+                     env: Sequence[tuple[str, str | None]] = ()) -> "Reproducer":
+        """The record from the parsed values of ``verb``'s options (by :attr:`Option.dest`; an absent or None
+        value is an option not given). Checks what needs two options: ``--device`` with ``--devices``,
+        ``--context`` with ``--contexts``, a pair that is not two names, a relation with two devices or
+        contexts, and localize's repeats (two at least)."""
+        _check_verb(verb)
+        given = {o.flag: values.get(o.dest) for o in OPTIONS if verb in o.verbs}
+        kw: dict[str, Any] = {}
+        for o in OPTIONS:
+            v = given.get(o.flag)
+            if v is None or o.shape == "pair":
+                continue
+            if o.shape == "one":
+                kw[o.field] = (v,)
+            elif o.shape == "many":
+                kw[o.field] = tuple(v)
+            elif o.shape == "switch":
+                kw[o.field] = bool(v)
+            else:
+                kw[o.field] = v
+        for one, pair, what in (("--device", "--devices", "devices"), ("--context", "--contexts", "contexts")):
+            if given.get(pair) is None:
+                continue
+            if given.get(one) is not None:
+                raise InvalidArgument(f"{one[2:]}={given[one]!r} and {pair[2:]}={given[pair]!r}: give one of them")
+            names = name_list(pair[2:], given[pair]) or []
+            if len(names) != 2:
+                raise InvalidArgument(f"{pair[2:]}={given[pair]!r} must name two {what}, A,B")
+            kw[OPTION[pair].field] = tuple(names)
+        r = cls(**kw, env=tuple(env))
+        if r.relation and (len(r.devices) > 1 or len(r.contexts) > 1):
+            raise InvalidArgument(f"relation={r.relation!r} compares related cases in one device and context: "
+                                  f"leave out --devices/--contexts")
+        if verb == "localize" and r.repeats is not None and r.repeats < 2:
+            raise InvalidArgument(f"repeats={r.repeats} must be >= 2 for localize (two runs to compare)")
+        return r
+
+    # ---- as data -----------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["env"] = [list(e) for e in self.env]
@@ -47,7 +194,83 @@ class Reproducer:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Reproducer":
-        return cls(**{**d, "devices": tuple(d.get("devices", ("cpu",))),
-                      "contexts": tuple(d.get("contexts", ("default",))),
+        return cls(**{**d, "devices": tuple(d.get("devices", _DEFAULT_DEVICES)),
+                      "contexts": tuple(d.get("contexts", _DEFAULT_CONTEXTS)),
                       "plugins": tuple(d.get("plugins", ())),
                       "env": tuple((str(k), v) for k, v in d.get("env", ()))})
+
+
+def _check_verb(verb: str) -> None:
+    if verb not in VERBS:
+        raise InvalidArgument(f"verb={verb!r} renders no reproducer: one of {', '.join(VERBS)}")
+
+
+def _render(o: Option, value: Any) -> list[str]:
+    """One option of a command: nothing where the field says nothing to this spelling."""
+    if o.flag == "case":
+        return [value]
+    if o.shape == "one":
+        return _words(o.flag, value[0]) if len(value) == 1 else []
+    if o.shape == "pair":
+        return _words(o.flag, ",".join(value)) if len(value) == 2 else []
+    if o.shape == "many":
+        return [w for v in value for w in _words(o.flag, v)]
+    if o.shape == "switch":
+        return [o.flag] if value else []
+    return [] if value is None or value == "" else _words(o.flag, str(value))
+
+
+def _words(flag: str, text: str) -> list[str]:
+    """``--flag value``; ``--flag=value`` where argparse would read the value as an option (a leading dash)."""
+    return [f"{flag}={text}"] if text.startswith("-") else [flag, text]
+
+
+# ---- command lines -------------------------------------------------------------------------------------
+def harness_argv() -> list[str]:
+    """How to call the harness in a printed command: the interpreter running now, relative to the working
+    directory where it lies below it (``.venv/bin/python``), else ``python``."""
+    exe = sys.executable or "python"
+    try:
+        rel = os.path.relpath(exe)
+    except ValueError:
+        rel = exe
+    python = rel if not rel.startswith("..") and os.path.isabs(exe) else "python"
+    return [python, "-m", "harness"]
+
+
+def command(argv: Sequence[str], env: Sequence[tuple[str, str | None]] = ()) -> str:
+    """A shell command line: ``env NAME=value -u NAME ...`` first where the finding needs an environment."""
+    prefix: list[str] = []
+    if env:
+        prefix = ["env"]
+        for name, value in env:
+            prefix += ["-u", name] if value is None else [f"{name}={value}"]
+    return shlex.join([*prefix, *argv])
+
+
+def export_path(name: str) -> str:
+    """Where a printed ``export`` command writes its script: ``reproduce-<name>.py`` in the working directory
+    (``name``: a finding's id, a case id, or a case file whose stem names it)."""
+    return f"reproduce-{os.path.splitext(os.path.basename(name))[0]}.py"
+
+
+def split_command(line: str) -> tuple[tuple[tuple[str, str | None], ...], list[str]]:
+    """:func:`command` read back: the environment it sets (in order) and the argv after ``python -m harness``."""
+    words = shlex.split(line)
+    env: list[tuple[str, str | None]] = []
+    if words and words[0] == "env":
+        i = 1
+        while i < len(words):
+            if words[i] == "-u":
+                env.append((words[i + 1], None))
+                i += 2
+            elif "=" in words[i] and not words[i].startswith("-"):
+                name, _, value = words[i].partition("=")
+                env.append((name, value))
+                i += 1
+            else:
+                break
+        words = words[i:]
+    if words[1:3] != ["-m", "harness"]:
+        raise InvalidArgument(f"command={line!r} does not run python -m harness")
+    return tuple(env), words[3:]

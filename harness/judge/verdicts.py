@@ -465,8 +465,10 @@ def judge_task(contract: Any, key: Mapping[str, str], status: str, run_status: s
     every run failed with the error a ``[[known_defect]]`` declares: ``known``), a crash or timeout, or no
     contract line; None for a task whose runs all succeeded under a contract."""
     if status == "skipped":
-        return Measure(**_base("task", key, "", verdict=SKIPPED, rule="not run", detail=skip_reason or "",
-                               contract=_describe(contract)))
+        from harness.core.cost import refused_by_cost  # a case too large to run here is "not judged"
+
+        return Measure(**_base("task", key, "", verdict=NOT_JUDGED if refused_by_cost(skip_reason) else SKIPPED,
+                               rule="not run", detail=skip_reason or "", contract=_describe(contract)))
     if status != "ok":
         got = "" if error is None else f"{error.get('type')} in {error.get('phase')}: {error.get('message')}"
         defect = _known(known, error)
@@ -551,7 +553,7 @@ class Violation:
         lines = self.finding().dossier().splitlines()
         if self.no_replay:
             lines = [f"No command reproduces it: {self.no_replay}" if ln.startswith("Reproduce: ") else ln
-                     for ln in lines if not ln.startswith(("Shrink: ", "Localize: "))]
+                     for ln in lines if not ln.startswith(("Shrink: ", "Localize: ", "Export: "))]
         elif self.replay:  # the command the caller built from the same finding (a gate's, with its plug-ins)
             lines = [f"Reproduce: {self.replay}" if ln.startswith("Reproduce: ") else ln for ln in lines]
         return "\n".join([self.headline(), *lines[1:]])

@@ -42,7 +42,6 @@ bits either way. Without the hook installed nothing here costs anything.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import weakref
@@ -53,6 +52,7 @@ import numpy as np
 
 from harness.core.cases import Case, load_case_file
 from harness.judge import bitwise
+from harness.judge.reproducer import Reproducer
 from harness.core.compat import import_chainer
 from harness.core.contexts import Context, get_context
 from harness.core.devices import CPU, Device, parse_device
@@ -691,23 +691,25 @@ def localize(case: Case, subject: str | Subject, *, device: str | Device = "cpu"
 
 
 # ---- command line ------------------------------------------------------------------------------
-def cmd_localize(args: argparse.Namespace, case: Case | None = None) -> int:
-    """Run the localization the parsed ``args`` of ``python -m harness localize`` ask for on ``case`` (default:
-    read with :func:`harness.core.cases.load_case_file`, the one case loader) and print it; HarnessError
-    propagates. 0 when it ran."""
-    from harness.core.argcheck import name_pair
+def cmd_localize(r: Reproducer, as_json: bool = False, case: Case | None = None) -> int:
+    """Run the localization reproducer ``r`` asks for on ``case`` (default: read with
+    :func:`harness.core.cases.load_case_file`, the one case loader) and print it (``as_json``: as JSON);
+    HarnessError propagates. 0 when it ran."""
     from harness.subjects.registry import load_plugin
 
-    for spec in args.subject_plugin:
+    for spec in r.plugins:
         load_plugin(spec)
     if case is None:
-        case = load_case_file(args.case, args.case_id)
-    if getattr(args, "relation", None):
-        print(localize_relation(case, args.subject, args.relation, device=args.device, context=args.context))
+        case = load_case_file(r.case, r.case_id or None)
+    device, context = r.devices[-1], r.contexts[-1]
+    if r.relation:
+        print(localize_relation(case, r.subject, r.relation, device=device, context=context))
         return 0
-    loc = localize(case, args.subject, device=args.device, contexts=name_pair(args.contexts, "contexts"),
-                   devices=name_pair(args.devices, "devices"), repeats=args.repeats, context=args.context)
-    if args.json:
+    two_devices, two_contexts = len(r.devices) == 2, len(r.contexts) == 2
+    runs = {} if r.repeats is None else {"repeats": r.repeats}  # (None: localize's own default)
+    loc = localize(case, r.subject, device=device, contexts=list(r.contexts) if two_contexts else None,
+                   devices=list(r.devices) if two_devices else None, context=context, **runs)
+    if as_json:
         print(json.dumps(loc.to_dict(), indent=2, sort_keys=True))
     else:
         print(loc.message())

@@ -452,7 +452,7 @@ def _finding_items(view: ReportView) -> list[dict[str, Any]]:
         if f.other and f.kind in ("cross-context difference", "cross-device difference"):
             where = f"{f.other} vs {f.context if f.kind == 'cross-context difference' else f.device}"
         items.append({"f": f, "anchor": f"finding-{f.id}", "where": where, "size": size_lines(f),
-                      "replay": f.replay(), "replay_note": _replay_note(f), "links": links, "also": [s for s in f.subjects if s != f.subject]})
+                      "replay": f.replay(), "replay_note": _replay_note(f), "export": f.export(), "links": links, "also": [s for s in f.subjects if s != f.subject]})
     return items
 
 

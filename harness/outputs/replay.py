@@ -80,13 +80,18 @@ def _check_importable(subject: str) -> None:
 
 def replay(contracts: Contracts, case: Case, subject: str, devices: Sequence[Device], contexts: Sequence[str],
            repeats: int, out: TextIO = sys.stdout, *, fresh: int = 0, baseline: str | None = None,
-           plugins: Sequence[str] = (), timeout: float = 120.0) -> int:
+           plugins: Sequence[str] = (), timeout: float | None = None, export: str = "") -> int:
     """Run in worker processes and print; returns the exit code (0 nothing differs, 1 something does; a
-    set-up failure raises :class:`SetupError`, exit 2)."""
+    set-up failure raises :class:`SetupError`, exit 2). ``export``: the command that exports what differs as a
+    standalone script, printed before the last line where something does."""
     from harness.execute.isolated import Runner, measure_isolated, setup_failure
 
     _check_importable(subject)
     device, context = devices[-1], contexts[-1]
+    from harness.execute.admission import time_bound
+
+    print(time_bound(case, subject, device.id, (repeats + fresh) * (len(contexts) + len(devices) - 1), timeout),
+          file=sys.stderr)
     with Runner(plugins=plugins, timeout=timeout, fresh=fresh) as runner:
         here = measure_isolated(runner, contracts, subject, case, device, context, repeats, fresh,
                                 contexts=list(contexts[:-1]), devices=list(devices[:-1]))
@@ -117,8 +122,14 @@ def replay(contracts: Contracts, case: Case, subject: str, devices: Sequence[Dev
     for line in _lines(rec, measures):
         print(line, file=out)
     found = [m for m in measures if differs(m)]
+    _export_line(export if found else "", out)
     print(f"{len(found)} comparison(s) differ" if found else "nothing differs", file=out)
     return 1 if found else 0
+
+
+def _export_line(export: str, out: TextIO) -> None:
+    if export:
+        print(f"export: {export}", file=out)
 
 
 def _against_baseline(contracts: Contracts, rec: Any, arrays: Any, baseline: str) -> list[Measure]:
@@ -143,10 +154,11 @@ def _against_baseline(contracts: Contracts, rec: Any, arrays: Any, baseline: str
 
 
 def replay_relation(contracts: Contracts, case: Case, subject: str, device: Device, context: str, relation: str,
-                    out: TextIO = sys.stdout, *, plugins: Sequence[str] = (), timeout: float = 120.0) -> int:
+                    out: TextIO = sys.stdout, *, plugins: Sequence[str] = (), timeout: float | None = None,
+                    export: str = "") -> int:
     """Run ``case`` and every member of ``relation`` in worker processes, once each, and judge each member's
     tensors against the base case's (as the campaign's measure pass does); 0 when every pair is bit-identical,
-    1 otherwise."""
+    1 otherwise (``export`` as :func:`replay`'s)."""
     from harness.execute.isolated import Runner, setup_failure
     from harness.execute.relations import get_relation, members, pairs
     from harness.judge.verdicts import judge_pair
@@ -187,5 +199,6 @@ def replay_relation(contracts: Contracts, case: Case, subject: str, device: Devi
                     f"{meas.actual} vs {meas.expected})")
                 print(f"  {m.label:12s} {name:28s} {state}", file=out)
                 found += int(meas.identical is False)
+    _export_line(export if found else "", out)
     print(f"{found} comparison(s) differ" if found else "nothing differs", file=out)
     return 1 if found else 0

@@ -141,7 +141,7 @@ def _resume_conflicts(args: argparse.Namespace, meta: dict[str, Any], cases: lis
     if _given(args, "fresh"):
         differ("--fresh", args.fresh, meta["fresh"])
     if _given(args, "timeout"):
-        differ("--timeout", float(args.timeout), float(meta["timeout"]))
+        differ("--timeout", args.timeout, meta["timeout"])  # None: scaled with each case's work
     if _given(args, "shard"):
         differ("--shard", args.shard, meta.get("shard"))
     if _given(args, "relations"):

@@ -1,4 +1,4 @@
-"""Shrink findings (the report's and the gate's) and the ``harness shrink`` verb.
+"""Shrink findings (the report's and the gate's); the ``harness shrink`` verb is :mod:`harness.verbs.shrink`.
 
 Each finding's smallest case is reduced by :func:`harness.execute.shrink.shrink` within a share of the budget,
 in worker processes; the minimal case is written beside the original under ``cases/`` and the finding keeps both
@@ -7,7 +7,6 @@ in worker processes; the minimal case is written beside the original under ``cas
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import threading
@@ -23,7 +22,7 @@ from harness.execute.shrink import UNSHRINKABLE, Target, case_sizes, reproduces,
 from harness.judge import findings as F
 from harness.judge.contracts import Contracts, load_contracts
 
-__all__ = ["target_of", "shrink_findings", "cmd_shrink"]
+__all__ = ["target_of", "shrink_findings"]
 
 
 def target_of(f: F.Finding) -> Target:
@@ -37,7 +36,7 @@ def target_of(f: F.Finding) -> Target:
 
 
 def shrink_findings(found: Sequence[F.Finding], contracts: Contracts, *, budget: float = 60.0,
-                    timeout: float = 120.0, log: Any = None, parallel: int = 0) -> list[F.Finding]:
+                    timeout: float | None = None, log: Any = None, parallel: int = 0) -> list[F.Finding]:
     """``found`` with each shrinkable finding's minimal case, until ``budget`` seconds (wall) are spent.
 
     Findings go to ``parallel`` lanes (0: :func:`~harness.execute.settings.default_jobs`), each its own
@@ -121,62 +120,3 @@ def shrink_findings(found: Sequence[F.Finding], contracts: Contracts, *, budget:
     if errors:
         raise errors[0]
     return out
-
-
-def cmd_shrink(args: argparse.Namespace) -> int:
-    """``harness shrink``: 0 a minimal case was written (or the case is already minimal), 1 the finding does not
-    reproduce on the case given, 2 usage or set-up error."""
-    from harness.core.contexts import get_context
-    from harness.core.argcheck import int_at_least, name_list, positive_seconds
-    from harness.subjects.registry import get_subject, load_case_for_subject
-
-    contracts = load_contracts(args.contracts)
-    subject = get_subject(args.subject)
-    case = load_case_for_subject(args.case, args.case_id, subject, args.max_case_bytes)
-    positive_seconds("budget", args.budget)
-    int_at_least("max-runs", args.max_runs, 1)
-    kind = args.kind
-    known = [k.name for k in F.KINDS]
-    if kind not in known:
-        raise InvalidArgument(f"kind={kind!r} is not one of {', '.join(known)}")
-    if kind in UNSHRINKABLE:
-        raise InvalidArgument(f"kind={kind!r} cannot shrink: no smaller case shows it")
-    other, others = "", ()
-    if args.contexts is not None:
-        names = name_list("contexts", args.contexts) or []
-        if len(names) != 2:
-            raise InvalidArgument(f"contexts={args.contexts!r} must name two contexts, A,B")
-        other, context = get_context(names[0]).name, get_context(names[1]).name
-    else:
-        context = get_context(args.context or "default").name
-    if args.devices is not None:
-        names = name_list("devices", args.devices) or []
-        if len(names) != 2:
-            raise InvalidArgument(f"devices={args.devices!r} must name two devices, A,B")
-        others = (resolve_device(names[0], "devices"),)
-        device = resolve_device(names[1], "devices")
-        other = others[0].id
-    else:
-        device = resolve_device(args.device or "cpu")
-    error = ""
-    if kind in ("error", "known library defect"):
-        error = args.error or ""
-        if not error:
-            raise InvalidArgument("kind='error' needs --error 'Type in phase' (the error that must still happen)")
-    target = Target(kind=kind, subject=subject.name, device=device, context=context, other=other,
-                    relation=args.relation or "", tensor_kind=args.tensor or "", error=error, others=others,
-                    flaky=bool(getattr(args, "flaky", False)))
-    log = None if args.quiet else (lambda s: print(s, file=sys.stderr))
-    with Runner(plugins=args.subject_plugin or (), timeout=args.timeout, fresh=2) as runner:
-        if not reproduces(runner, contracts, case, target):
-            print(f"shrink: {target.describe()} does not reproduce on case {case.id}: nothing to shrink",
-                  file=sys.stderr)
-            return 1
-        res = shrink(runner, contracts, case, target, budget=args.budget, max_runs=args.max_runs, log=log)
-    out = args.out or os.path.join(os.path.dirname(os.path.abspath(args.case)), f"{res.case.id}.json")
-    atomic_write(out, res.case.to_json() + "\n")
-    print(f"shrink: {target.describe()}: case {case.id} {case_sizes(case)} -> {res.case.id} "
-          f"{case_sizes(res.case)} in {res.runs} runs, {res.seconds:.1f} s"
-          + ("" if res.complete else " (budget spent before every pass ran)"))
-    print(f"minimal case: {out}")
-    return 0

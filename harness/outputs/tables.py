@@ -82,8 +82,8 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
 FINDING_COLUMNS: tuple[str, ...] = (
     "id", "classification", "kind", "verdict", "subject", "subjects", "device", "context", "other", "relation",
     "rule", "tensor_kind", "n_cases", "tensors_differing", "worst_tensor", "worst_ulp", "worst_abs", "worst_rel",
-    "error_ratio", "actual", "expected", "detail", "case_id", "minimal_case", "replay", "localize", "shrink",
-    "root_cause", "role",
+    "error_ratio", "actual", "expected", "detail", "case_id", "minimal_case", "replay", "export", "localize",
+    "shrink", "root_cause", "role",
 )
 
 #: The columns of :func:`cells_frame`, in order.
@@ -368,7 +368,8 @@ def cells_frame(measures: Sequence[Measure], tasks: Mapping[str, TaskRecord] | N
         tensors = {(m.case_id, m.tensor) for m in ms if m.tensor}
         oracle = [m for m in ms if m.kind == "oracle" and m.error_ratio is not None]
         top = max(oracle, key=lambda m: m.error_ratio) if oracle else None
-        reasons = sorted({m.detail for m in ms if m.kind == "task" and m.verdict in ("skipped", "error") and m.detail})
+        reasons = sorted({m.detail for m in ms if m.kind == "task" and m.verdict in ("skipped", "error", "not judged")
+                          and m.detail})
         ulps = [m.max_ulp for m in diff if m.max_ulp is not None]
         rows.append({
             "subject": subject, "role": role, "device": device, "context": context, "relation": relation,
@@ -416,7 +417,7 @@ def findings_frame(found: Sequence[Any]) -> pd.DataFrame:
             "worst_abs": _abs_diff(m), "worst_rel": m.max_rel, "error_ratio": m.error_ratio,
             "actual": m.actual, "expected": m.expected, "detail": detail, "case_id": f.case_id,
             "minimal_case": f.shrunk.case_id if f.shrunk is not None else "", "replay": f.replay(),
-            "localize": f.localize(), "shrink": f.shrink(), "root_cause": f.cause, "role": f.role})
+            "export": f.export(), "localize": f.localize(), "shrink": f.shrink(), "root_cause": f.cause, "role": f.role})
     df = pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
     df["worst_ulp"] = _uint64(r["worst_ulp"] for r in rows)
     for c in ("worst_abs", "worst_rel", "error_ratio"):

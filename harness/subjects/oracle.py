@@ -61,13 +61,19 @@ def _need_array(arrays: Mapping[str, np.ndarray], name: str) -> np.ndarray:
     return np.asarray(arrays[name])
 
 
-def _float(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...]) -> np.ndarray:
+def _real(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The array ``name``, checked to be real numbers of ``shape``, in its own dtype (every value of a float16,
+    float32 or integer array is exact in float64: cast what is read, not the whole table)."""
     a = _need_array(arrays, name)
     if a.dtype.kind not in "fiu":
         raise InvalidArgument(f"{name} has dtype={a.dtype.name}; a real floating array is needed")
     if tuple(a.shape) != tuple(shape):
         raise InvalidArgument(f"{name} has shape={tuple(a.shape)}; expected {tuple(shape)}")
-    return a.astype(_F64)
+    return a
+
+
+def _float(arrays: Mapping[str, np.ndarray], name: str, shape: tuple[int, ...]) -> np.ndarray:
+    return _real(arrays, name, shape).astype(_F64, copy=False)  # read only here: no copy of a float64 input
 
 
 def _ids_as_int64(x: np.ndarray, name: str) -> np.ndarray:
@@ -112,15 +118,17 @@ def _exact_sum(values: list[float]) -> float:
         try:
             return float(exact)
         except OverflowError:
-            return math.copysign(math.inf, exact)
+            return math.inf if exact > 0 else -math.inf
 
 
 def _scatter_rows(ids: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
     """``out[r] = sum of rows[p] with ids[p] == r``, each sum correctly rounded in float64.
 
-    ``ids`` is 1-D (already filtered of ignored positions), ``rows`` is ``(len(ids), D)`` float64.
-    A single term or a pair is one IEEE operation (already correctly rounded); longer segments go
-    through :func:`math.fsum`. The result does not depend on the order of the positions.
+    ``ids`` is 1-D (already filtered of ignored positions), ``rows`` is ``(len(ids), D)`` of a float dtype (its
+    values are read as float64: exactly).
+    A single term or a pair is one IEEE operation (already correctly rounded); longer segments are summed
+    exactly (:func:`_exact_segment_sums`, whole arrays at once; :func:`math.fsum` column by column where the
+    values span more exponents than that handles). The result does not depend on the order of the positions.
     """
     width = rows.shape[1]
     out = np.zeros((n_rows, width), dtype=_F64)
@@ -128,20 +136,136 @@ def _scatter_rows(ids: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
     if n == 0 or width == 0:
         return out
     order = np.argsort(ids, kind="stable")
-    sid, sv = ids[order], rows[order]
+    sid = ids[order]
     starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
     ends = np.r_[starts[1:], n]
     counts = ends - starts
     one, two = starts[counts == 1], starts[counts == 2]
-    out[sid[one]] = sv[one]
-    out[sid[two]] = sv[two] + sv[two + 1]
-    for s, e in zip(starts[counts > 2].tolist(), ends[counts > 2].tolist()):
-        block = sv[s:e]
-        finite = np.isfinite(block).all(axis=0)
-        cols = block.T
-        out[sid[s]] = [_exact_sum(cols[j].tolist()) if finite[j] else _special_sum(cols[j])
-                       for j in range(width)]
+    out[sid[one]] = rows[order[one]]
+    out[sid[two]] = rows[order[two]].astype(_F64) + rows[order[two + 1]]
+    many = counts > 2
+    if many.any():
+        # The longer segments, a chunk at a time (bounded memory: the limbs hold several copies of a chunk).
+        m_starts, m_counts = starts[many], counts[many]
+        chunk = (np.cumsum(m_counts) - m_counts) // max(1, _CHUNK // width)
+        for c in sorted(set(chunk.tolist())):
+            c_starts, c_counts = m_starts[chunk == c], m_counts[chunk == c]
+            offsets = np.cumsum(c_counts) - c_counts  # where each segment starts within the chunk's block
+            take = np.repeat(c_starts - offsets, c_counts) + np.arange(int(c_counts.sum()))
+            block = rows[order[take]].astype(_F64)
+            sums = _exact_segment_sums(block, offsets, np.finfo(rows.dtype).nmant + 1)
+            if sums is None:  # too wide a range of exponents for the limbs: column by column
+                ends = (offsets + c_counts).tolist()
+                sums = _with_special(block, offsets, np.array(
+                    [[_exact_sum(col.tolist()) if np.isfinite(col).all() else 0.0 for col in block[s0:s1].T]
+                     for s0, s1 in zip(offsets.tolist(), ends)], dtype=_F64).reshape(len(offsets), width))
+            out[sid[c_starts]] = sums
     return out
+
+
+#: Bits per limb of the exact sums (:func:`_exact_segment_sums`): a limb of a value is below 2^32, so a segment
+#: of up to 2^31 values sums its limbs in int64 without overflow.
+_LIMB = 32
+#: Values per chunk of :func:`_scatter_rows`'s longer segments.
+_CHUNK = 1 << 21
+
+
+def _with_special(block: np.ndarray, seg_starts: np.ndarray, sums: np.ndarray) -> np.ndarray:
+    """``sums`` with the (segment, column) entries whose values hold a NaN or an infinity set to their IEEE sum."""
+    bad = np.add.reduceat((~np.isfinite(block)).astype(np.int64), seg_starts, axis=0) > 0
+    ends = np.r_[seg_starts[1:], len(block)]
+    for g, j in zip(*np.nonzero(bad)):
+        sums[g, j] = _special_sum(block[seg_starts[g]:ends[g], j])
+    return sums
+
+
+def _exact_segment_sums(block: np.ndarray, seg_starts: np.ndarray, bits: int = 53) -> np.ndarray | None:
+    """The correctly rounded float64 sum of each segment (rows ``seg_starts[g]`` up to the next start) of
+    ``block``, column by column, computed exactly with integers: every finite value is an integer multiple of
+    ``2^E`` (E from the smallest exponent present), split into 32-bit limbs of that integer, the limbs summed per
+    segment in int64 (exact), carried, and the exact total rounded once (to nearest, ties to even) to float64.
+    ``bits``: the significant bits the values came with (24 from float32). None where the values span too many binary orders of magnitude for that (the caller sums with fsum)."""
+    finite = np.isfinite(block)
+    easy = _fits_53_bits(np.where(finite, block, 0.0), seg_starts, bits)
+    if easy is not None:
+        return _with_special(block, seg_starts, easy)
+    a = np.where(finite, np.abs(block), 0.0)
+    nonzero = a[a > 0]
+    n_seg, width = len(seg_starts), block.shape[1]
+    if nonzero.size == 0:
+        return _with_special(block, seg_starts, np.zeros((n_seg, width), dtype=_F64))
+    exps = np.frexp(nonzero)[1]
+    low, high = int(exps.min()) - 53, int(exps.max())  # every value is k * 2^low with |value| < 2^high
+    longest = int(np.diff(np.r_[seg_starts, len(block)]).max())
+    if high - low > 960 or longest >= 1 << 31:
+        return None
+    n_limbs = (high - low + longest.bit_length() + 1) // _LIMB + 3  # room for the carries and the sign
+    sign = np.sign(np.where(finite, block, 0.0)).astype(np.int64)
+    limbs = np.zeros((n_limbs + 2, n_seg, width), dtype=np.int64)  # two zero limbs below, for the rounding
+    base = float(1 << _LIMB)
+    for j in range(n_limbs):
+        q = np.floor(np.ldexp(a, -(low + _LIMB * j)))  # exact: a power-of-two scaling, then dropping bits
+        if not q.any():
+            break
+        limb = (q - np.floor(q / base) * base).astype(np.int64)  # q mod 2^32, exact
+        limbs[j + 2] = np.add.reduceat(limb * sign, seg_starts, axis=0)
+    _carry(limbs)
+    negative = limbs[-1] < 0
+    limbs[:, negative] *= -1
+    _carry(limbs)
+    # The highest limb that is not zero, its bit length, and a 63-bit window starting at its top bit.
+    nz = limbs != 0
+    top = limbs.shape[0] - 1 - np.argmax(nz[::-1], axis=0)
+    zero = ~nz.any(axis=0)
+    top = np.where(zero, 2, np.maximum(top, 2))
+    g = np.take_along_axis
+    hi = g(limbs, top[None], 0)[0]
+    mid = g(limbs, (top - 1)[None], 0)[0]
+    lo = g(limbs, (top - 2)[None], 0)[0]
+    bits = np.where(hi > 0, np.frexp(hi.astype(_F64))[1], 1).astype(np.int64)  # 1..32
+    window = (hi << (63 - bits)) | np.where(bits <= 31, mid << np.maximum(31 - bits, 0), mid >> 1) | (lo >> (bits + 1))
+    lost = ((bits == 32) & ((mid & 1) != 0)) | ((lo & ((np.int64(1) << (bits + 1)) - 1)) != 0)
+    bottom = np.argmax(nz, axis=0)  # the lowest limb that is not zero: below the window, the sticky bit
+    lost |= bottom < top - 2
+    # Bits 0..8 of the window lie below the rounding bit of a 53-bit significand: a sticky 1 there rounds right.
+    value = (window | lost.astype(np.int64)).astype(_F64)  # one rounding, to nearest even
+    exponent = low + _LIMB * (top - 2 - 2) + bits + 1
+    with np.errstate(over="ignore"):
+        result = np.ldexp(value, exponent)
+    tiny = (result != 0) & (np.abs(result) < np.ldexp(1.0, -1021))
+    if tiny.any():  # a subnormal total would round twice: leave it to fsum
+        return None
+    result = np.where(zero, 0.0, np.where(negative, -result, result))
+    return _with_special(block, seg_starts, result)
+
+
+def _fits_53_bits(block: np.ndarray, seg_starts: np.ndarray, bits: int = 53) -> np.ndarray | None:
+    """The plain float64 sums of the segments where every one of them is exact, else None: a segment's sum is
+    exact when its values' bits, from the lowest set bit of any to the top of the largest, plus the bits the
+    count adds, fit a 53-bit significand (then no partial sum rounds, in any order). Values that came from
+    float32 (24 significant bits, ``bits``), as the subjects' gradients do, nearly always fit."""
+    mant, exp = np.frexp(block)
+    zero = mant == 0
+    if bits < 53:  # a value of ``bits`` significant bits is a multiple of 2^(exp - bits)
+        lowest = -bits
+    else:  # the trailing zero bits of the significand as an integer below 2^53
+        ints = np.ldexp(np.abs(mant), 53).astype(np.int64)
+        lowest = np.frexp((ints & -ints).astype(_F64))[1] - 1 - 53
+    hi = np.where(zero, -(1 << 20), exp)  # |value| < 2^exp
+    lo = np.where(zero, 1 << 20, exp + lowest)  # the value is a multiple of 2^lo
+    counts = np.diff(np.r_[seg_starts, len(block)])
+    room = np.maximum.reduceat(hi, seg_starts, axis=0) - np.minimum.reduceat(lo, seg_starts, axis=0)
+    if (room + np.ceil(np.log2(counts + 1)).astype(np.int64)[:, None] > 53).any():
+        return None
+    return np.add.reduceat(block, seg_starts, axis=0)
+
+
+def _carry(limbs: np.ndarray) -> None:
+    """Carry every limb but the last into ``[0, 2^32)``, in place (the last keeps the sign)."""
+    for j in range(limbs.shape[0] - 1):
+        c = limbs[j] >> _LIMB  # floor division: an arithmetic shift
+        limbs[j] -= c << _LIMB
+        limbs[j + 1] += c
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -163,16 +287,20 @@ def embed_oracle(spec: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> d
     if W_raw.ndim != 2:
         raise InvalidArgument(f"W has shape={tuple(W_raw.shape)}; expected (vocab, width)")
     vocab, width = (int(n) for n in W_raw.shape)
-    W = _float(arrays, "W", (vocab, width))
-    gy = _float(arrays, "gy", tuple(x.shape) + (width,))
-    ggW = _float(arrays, "ggW", (vocab, width))
+    W = _real(arrays, "W", (vocab, width))
+    gy = _real(arrays, "gy", tuple(x.shape) + (width,))
+    if gy.dtype.kind != "f":
+        gy = gy.astype(_F64)
+    ggW = _real(arrays, "ggW", (vocab, width))
     keep = np.ones(x.shape, dtype=bool) if ignore_label is None else x != ignore_label
     x = np.where(keep & (x < 0) & (x >= -vocab), x + vocab, x)  # negative ids wrap (NumPy indexing)
     _check_ids(x, keep, vocab, ignore_label, "x")
 
     safe = np.where(keep, x, 0)
-    y = np.where(keep[..., None], W[safe], 0.0)
-    ggy = np.where(keep[..., None], ggW[safe], 0.0)
+    y, ggy = W[safe].astype(_F64, copy=False), ggW[safe].astype(_F64, copy=False)
+    if not keep.all():  # ignored positions read nothing
+        y[~keep] = 0.0
+        ggy[~keep] = 0.0
     flat_keep = keep.ravel()
     gW = _scatter_rows(x.ravel()[flat_keep], gy.reshape(-1, width)[flat_keep], vocab)
     return {"y": y, "grad.W": gW, "grad2.gy": ggy}
@@ -194,52 +322,59 @@ def _lstm_settings(spec: Mapping[str, Any]) -> tuple[int, int, int, list[int]]:
 
 def _direction_forward(X: np.ndarray, lengths: np.ndarray, Wx: np.ndarray, Wh: np.ndarray,
                        b: np.ndarray, h0: np.ndarray, c0: np.ndarray, reverse: bool
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[np.ndarray, ...]]]:
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
     """One direction of one layer over a padded batch ``X`` (B, T, in).
 
     ``Wx`` (4, H, in), ``Wh`` (4, H, H), ``b`` (4, H) in gate order (i, f, a, o). At step s the
     active sequences are those with ``s < length``; a forward one reads time s, a backward one
     time ``length - 1 - s``. Returns the outputs (B, T, H; zero at padding), the final h and c,
     and the tape for :func:`_direction_backward`.
+
+    The input projections ``W_x x`` of every step are one product over all valid positions (they do not depend
+    on the recurrence); only the recurrent part loops over the steps.
     """
     B, T, _ = X.shape
     H = Wh.shape[1]
     h, c = h0.copy(), c0.copy()
     out = np.zeros((B, T, H), dtype=X.dtype)
     Wx2, Wh2 = Wx.reshape(4 * H, -1), Wh.reshape(4 * H, H)
-    tape = []
+    valid = np.arange(T)[None, :] < lengths[:, None]
+    projected = np.zeros((B, T, 4 * H), dtype=X.dtype)
+    projected[valid] = X[valid] @ Wx2.T
+    h_prevs = np.zeros((B, T, H), dtype=X.dtype)  # h before each step, for the weight gradient
+    steps = []
     for s in range(T):
         rows = np.flatnonzero(lengths > s)
         t = lengths[rows] - 1 - s if reverse else np.full(rows.shape, s)
-        x = X[rows, t]
         h_prev, c_prev = h[rows], c[rows]
-        z = (x @ Wx2.T + h_prev @ Wh2.T).reshape(len(rows), 4, H) + b[None]
+        h_prevs[rows, t] = h_prev
+        z = (projected[rows, t] + h_prev @ Wh2.T).reshape(len(rows), 4, H) + b[None]
         gi, gf, ga, go = _sigmoid(z[:, 0]), _sigmoid(z[:, 1]), np.tanh(z[:, 2]), _sigmoid(z[:, 3])
         c_new = gf * c_prev + gi * ga
         tc = np.tanh(c_new)
         h_new = go * tc
         h[rows], c[rows] = h_new, c_new
         out[rows, t] = h_new
-        tape.append((rows, t, x, h_prev, c_prev, gi, gf, ga, go, tc))
-    return out, h, c, tape
+        steps.append((rows, t, c_prev, gi, gf, ga, go, tc))
+    return out, h, c, {"steps": steps, "h_prevs": h_prevs, "valid": valid}
 
 
-def _direction_backward(d_out: np.ndarray, dh: np.ndarray, dc: np.ndarray,
-                        tape: list[tuple[np.ndarray, ...]], Wx: np.ndarray, Wh: np.ndarray,
-                        x_shape: tuple[int, ...]
+def _direction_backward(d_out: np.ndarray, dh: np.ndarray, dc: np.ndarray, tape: dict[str, Any],
+                        Wx: np.ndarray, Wh: np.ndarray, X: np.ndarray
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Backpropagation through time for :func:`_direction_forward`.
+    """Backpropagation through time for :func:`_direction_forward` over its input ``X`` (B, T, in).
 
     ``d_out`` (B, T, H) is the gradient of the outputs, ``dh``/``dc`` (B, H) of the final state.
-    Returns dX (B, T, in), dWx, dWh, db (sum of both biases' gradient), dh0, dc0.
+    Returns dX (B, T, in), dWx, dWh, db (sum of both biases' gradient), dh0, dc0. Only the recurrence loops
+    over the steps: the gradients of the inputs, the weights and the biases are products over every step's
+    gate gradients at once.
     """
     H = Wh.shape[1]
     dh, dc = dh.copy(), dc.copy()
-    dX = np.zeros(x_shape, dtype=Wx.dtype)
-    dWx, dWh = np.zeros_like(Wx), np.zeros_like(Wh)
-    db = np.zeros((4, H), dtype=Wx.dtype)
     Wx2, Wh2 = Wx.reshape(4 * H, -1), Wh.reshape(4 * H, H)
-    for rows, t, x, h_prev, c_prev, gi, gf, ga, go, tc in reversed(tape):
+    valid = tape["valid"]
+    dzs = np.zeros(X.shape[:2] + (4 * H,), dtype=Wx.dtype)
+    for rows, t, c_prev, gi, gf, ga, go, tc in reversed(tape["steps"]):
         g_h = dh[rows] + d_out[rows, t]
         g_c = dc[rows] + g_h * go * (1.0 - tc * tc)
         dz = np.stack([g_c * ga * gi * (1.0 - gi),          # i
@@ -247,12 +382,15 @@ def _direction_backward(d_out: np.ndarray, dh: np.ndarray, dc: np.ndarray,
                        g_c * gi * (1.0 - ga * ga),          # a
                        g_h * tc * go * (1.0 - go)], axis=1)  # o  -> (n, 4, H)
         dz2 = dz.reshape(len(rows), 4 * H)
-        dWx += (dz2.T @ x).reshape(dWx.shape)
-        dWh += (dz2.T @ h_prev).reshape(dWh.shape)
-        db += dz.sum(axis=0)
-        dX[rows, t] = dz2 @ Wx2
+        dzs[rows, t] = dz2
         dh[rows] = dz2 @ Wh2
         dc[rows] = g_c * gf
+    dz_valid = dzs[valid]
+    dX = np.zeros(X.shape, dtype=Wx.dtype)
+    dX[valid] = dz_valid @ Wx2
+    dWx = (dz_valid.T @ X[valid]).reshape(Wx.shape)
+    dWh = (dz_valid.T @ tape["h_prevs"][valid]).reshape(Wh.shape)
+    db = dz_valid.sum(axis=0).reshape(4, H)
     return dX, dWx, dWh, db, dh, dc
 
 
@@ -312,7 +450,7 @@ def _lstm_core(spec: Mapping[str, Any], X: np.ndarray, arrays: Mapping[str, np.n
             k = layer * dirs + d
             Wx, Wh, _ = stacked(k)
             dX, dWx, dWh, db, dhx[k], dcx[k] = _direction_backward(
-                d_y[:, :, d * H:(d + 1) * H], ghy[k], gcy[k], tapes[k], Wx, Wh, inputs[layer].shape)
+                d_y[:, :, d * H:(d + 1) * H], ghy[k], gcy[k], tapes[k], Wx, Wh, inputs[layer])
             d_in += dX
             for j in range(4):
                 result[f"grad.ws.{k}.{j}"] = dWx[j]

@@ -32,7 +32,7 @@ def _oracle_run(family: str):
     def run(case: Case, device: Device, context: Context, rec: Recorder) -> None:
         from harness.subjects.oracle import ORACLES
 
-        arrays = {k: (v.astype("float64") if v.dtype.kind == "f" else v) for k, v in build_arrays(case).items()}
+        arrays = build_arrays(case)  # the oracle reads every float array as float64 itself
         with rec.phase("forward"):
             out = ORACLES[family](case.spec, arrays)
         rec.outputs(out)
@@ -279,11 +279,12 @@ def check_case_for_subject(case: Case, subject: Subject) -> None:
 
 def load_case_for_subject(path: str, case_id: str | None, subject: Subject, max_bytes: int | None) -> Case:
     """The one case of replay, localize and shrink, read and refused up front in one line: a bad file or id, a
-    case of another family, or one whose inputs need more than ``max_bytes`` (checked before any array is
-    built; ``None`` is the machine's default)."""
-    from harness.core.cases import check_case_size, load_case_file
+    case of another family, or one whose estimated peak needs more than ``max_bytes`` (checked before any array
+    is built; ``None`` is the machine's default: :func:`harness.core.cost.memory_limit`)."""
+    from harness.core.cases import load_case_file
+    from harness.core.cost import check_case_cost
 
     case = load_case_file(path, case_id)
     check_case_for_subject(case, subject)
-    check_case_size(case, max_bytes)
+    check_case_cost(case, explicit=max_bytes)  # its estimated peak, the subject's or its oracle's
     return case

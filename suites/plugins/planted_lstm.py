@@ -9,7 +9,8 @@ and the dossiers say that no command reproduces it. ``$HARNESS_PLANTED`` says ho
 - ``noise``: one element of ``hy`` moved by one ULP in a direction drawn from the OS's entropy on every run:
   not reproducible run to run, as a racing kernel is (Hypothesis then cannot replay a failure reliably).
 
-The other subjects are untouched. Not part of the harness.
+The other subjects are untouched. The call is ``planted_calls.nsteplstm_perturbed`` (the shipped ``lstm_link``
+with ``hy`` perturbed as it is recorded). Not part of the harness.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from __future__ import annotations
 import dataclasses
 import os
 
-import numpy as np
-
+from harness.subjects.calling import call_run
 from harness.subjects.registry import get_subject, register
+from suites.plugins import planted_calls
 
 __all__ = ["SUBJECTS"]
 
@@ -27,20 +28,5 @@ _ORIGINAL = get_subject("chainer.NStepLSTM")
 _MODE = os.environ.get("HARNESS_PLANTED", "scale")
 
 
-def _perturbed(case, device, context, rec):  # type: ignore[no-untyped-def]
-    _ORIGINAL.run(case, device, context, rec)
-    hy = rec._outputs.get("hy")  # the recorded output, perturbed in place of a real regression
-    if hy is None:
-        return
-    hy = np.array(getattr(hy, "array", hy))
-    if _MODE == "noise":
-        if os.urandom(1)[0] & 1:
-            flat = hy.reshape(-1)
-            flat[0] = np.nextafter(flat[0], np.asarray(np.inf, dtype=flat.dtype))
-    else:
-        hy = hy * 1.01
-    rec._outputs["hy"] = hy
-
-
-SUBJECTS = (dataclasses.replace(_ORIGINAL, run=_perturbed, description=f"NStepLSTM with hy perturbed ({_MODE})"),)
+SUBJECTS = (dataclasses.replace(_ORIGINAL, run=call_run(planted_calls.nsteplstm_perturbed, mode=_MODE), description=f"NStepLSTM with hy perturbed ({_MODE})"),)
 register(SUBJECTS[0], replace=True)  # as a pytest plugin (-p), importing it is the whole set-up

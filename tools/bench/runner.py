@@ -16,7 +16,7 @@ from tools.bench.common import COLUMNS, Row, atomic_write, log, machine_info, ma
 __all__ = ["SECTIONS", "TITLES", "LEVELS", "run_bench", "new_bench_dir", "headlines"]
 
 #: Section keys, in report order.
-SECTIONS = ("overhead", "scaling", "comparator", "digest", "oracle", "determinism", "hook", "xdist", "make")
+SECTIONS = ("overhead", "scaling", "comparator", "digest", "oracle", "sizes", "determinism", "hook", "xdist", "make")
 
 #: ``full`` (``make bench``), ``quick`` (every size shrunk, about a minute), ``smoke`` (tiny inputs in this
 #: process, a few seconds: what ``make test`` runs; the xdist section is skipped there with a reason).
@@ -28,6 +28,7 @@ TITLES = {
     "comparator": "3. Comparator throughput",
     "digest": "4. Digest algorithms against numpy.array_equal",
     "oracle": "5. Oracle cost",
+    "sizes": "5b. From ci sizes to realistic ones: oracle and harness seconds per subject second",
     "determinism": "6. The price of determinism (embed_id backward)",
     "hook": "7. The localize hook: a run with HashStreamHook installed / without",
     "xdist": "8. The ci gate under pytest-xdist",
@@ -37,7 +38,7 @@ TITLES = {
 
 def _runners(level: str, quiet: bool, reports_dir: str | None
              ) -> dict[str, Callable[[], tuple[list[Row], dict[str, Any]]]]:
-    from tools.bench import comparator, determinism, digest, hook, make_times, oracle, overhead, scaling, xdist
+    from tools.bench import comparator, determinism, digest, hook, make_times, oracle, overhead, scaling, sizes, xdist
 
     return {
         "overhead": lambda: overhead.bench_overhead(level, quiet=quiet),
@@ -45,6 +46,7 @@ def _runners(level: str, quiet: bool, reports_dir: str | None
         "comparator": lambda: comparator.bench_comparator(level, quiet=quiet),
         "digest": lambda: digest.bench_digest(level, quiet=quiet),
         "oracle": lambda: oracle.bench_oracle(level, quiet=quiet),
+        "sizes": lambda: sizes.bench_sizes(level, quiet=quiet),
         "determinism": lambda: determinism.bench_determinism(level, quiet=quiet),
         "hook": lambda: hook.bench_hook(level, quiet=quiet),
         "xdist": lambda: xdist.bench_xdist(level, quiet=quiet),
@@ -53,11 +55,12 @@ def _runners(level: str, quiet: bool, reports_dir: str | None
 
 
 def _plots() -> dict[str, tuple[str, Callable[[dict[str, Any], str], str]]]:
-    from tools.bench import comparator, determinism, digest, oracle, overhead, scaling
+    from tools.bench import comparator, determinism, digest, oracle, overhead, scaling, sizes
 
     return {"overhead": ("overhead.png", overhead.plot_overhead), "scaling": ("scaling.png", scaling.plot_scaling),
             "comparator": ("comparator_throughput.png", comparator.plot_comparator),
             "digest": ("digest.png", digest.plot_digest), "oracle": ("oracle_cost.png", oracle.plot_oracle),
+            "sizes": ("sizes.png", sizes.plot_sizes),
             "determinism": ("determinism.png", determinism.plot_determinism)}
 
 

@@ -55,8 +55,12 @@ def _ratio(p: dict[str, float]) -> float:
 
 
 def _harness_seconds(p: dict[str, float]) -> float:
-    """Wall seconds that are neither the subjects' nor the oracles' own."""
-    return p["total"] - p["subject"] - p["oracle"]
+    """The one-lane round's wall seconds that are not the subjects' own: in one lane one run goes at a time, so
+    the subjects' seconds lie inside the wall and the difference is never negative. A round in lanes has no such
+    figure (its subjects' seconds are summed over lanes that ran side by side): NaN there."""
+    if "subject_alone" not in p:
+        return math.nan
+    return max(0.0, p["total_alone"] - p["subject_alone"])
 
 
 def bench_scaling(level: str = "full", factors: Sequence[int] | None = None, quiet: bool = False
@@ -114,26 +118,31 @@ def bench_scaling(level: str = "full", factors: Sequence[int] | None = None, qui
                         "subjects' forward+backward / tasks", "subjects' forward+backward", p["subject"], "tasks", n,
                         "s/task", 1, note="the floor of the row above"))
     fit = linearity([p["tasks"] for p in points], [p["total"] for p in points])
-    # the harness's own cost: what is neither a subject under test nor an oracle (whose time depends on
-    # which cases a corpus happens to hold); its parts per task say which of them grow
-    own = linearity([p["tasks"] for p in points], [_harness_seconds(p) for p in points])
     last, first = points[-1], points[0]
     rows.append(Row("scaling", "cost per task, largest / smallest size",
                     ratio(ratio(last["total"], last["tasks"]), ratio(first["total"], first["tasks"])),
                     "seconds per task at the largest size / at the smallest", f"s/task at {last['factor']}x",
                     ratio(last["total"], last["tasks"]), f"s/task at {first['factor']}x",
                     ratio(first["total"], first["tasks"]), "", 1, note=fit["verdict"]))
-    rows.append(Row("scaling", "harness cost per task, largest / smallest size",
-                    ratio(ratio(_harness_seconds(last), last["tasks"]), ratio(_harness_seconds(first), first["tasks"])),
-                    "(wall - subjects - oracle) per task at the largest size / at the smallest",
-                    f"s/task at {last['factor']}x", ratio(_harness_seconds(last), last["tasks"]),
-                    f"s/task at {first['factor']}x", ratio(_harness_seconds(first), first["tasks"]), "", 1,
-                    note=own["verdict"] + "; parts in ms per task: " + "; ".join(
-                        f"{p['factor']}x " + ", ".join(f"{k} {ratio(p[k], p['tasks']) * 1e3:.1f}" for k, _ in PARTS)
-                        for p in points)))
-    rows.append(Row("scaling", "linear fit: fixed seconds", math.nan, "", "a (seconds)", fit["a"],
-                    "b (seconds per task)", fit["b"], "s", len(points), status="context",
-                    note=f"exponent of wall vs tasks {fit['exponent']:.3f} (log-log); {fit['verdict']}"))
+    # The harness's own cost per task, from the one-lane rounds only (the sizes of ALONE): wall minus the
+    # subjects' seconds, both measured in that one lane, so numerator and denominator can be checked.
+    alone = [p for p in points if "subject_alone" in p]
+    own = linearity([p["tasks"] for p in alone], [_harness_seconds(p) for p in alone])
+    for p in alone:
+        rows.append(Row("scaling", f"{p['factor']}x: harness seconds per task, one lane", ratio(_harness_seconds(p),
+                        p["tasks"]), "(one-lane wall - one-lane subjects) / tasks",
+                        "one-lane wall - subjects' seconds", _harness_seconds(p), "tasks", p["tasks"], "s/task", 1,
+                        note=f"one-lane wall {p['total_alone']:.2f} s, subjects {p['subject_alone']:.2f} s"))
+    if len(alone) >= 2:
+        lo, hi = alone[0], alone[-1]
+        rows.append(Row("scaling", "harness cost per task, largest / smallest size (one lane)",
+                        ratio(ratio(_harness_seconds(hi), hi["tasks"]), ratio(_harness_seconds(lo), lo["tasks"])),
+                        "harness seconds per task, one lane, at the largest size / at the smallest",
+                        f"s/task at {hi['factor']}x", ratio(_harness_seconds(hi), hi["tasks"]),
+                        f"s/task at {lo['factor']}x", ratio(_harness_seconds(lo), lo["tasks"]), "", 1,
+                        note=own["verdict"] + "; parts in ms per task: " + "; ".join(
+                            f"{p['factor']}x " + ", ".join(f"{k} {ratio(p[k], p['tasks']) * 1e3:.1f}"
+                                                           for k, _ in PARTS) for p in points)))
     return rows, {"points": points, "fit": fit, "harness_fit": own, "repeats": repeats, "fresh": fresh, "quick": quick}
 
 

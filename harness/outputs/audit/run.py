@@ -76,7 +76,7 @@ def _entry(rec: Mapping[str, Any], role: str) -> dict[str, Any]:
 def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts: Any,
               out_path: str | os.PathLike[str], *, keep_arrays: str | os.PathLike[str] | None = None,
               shard: str | None = None, repeats: int = 2, subjects: str | Iterable[str] | None = None,
-              quiet: bool = False, plugins: Sequence[str] = (), timeout: float = 120.0,
+              quiet: bool = False, plugins: Sequence[str] = (), timeout: float | None = None,
               executor: Any = None, environment: Mapping[str, Any] | None = None,
               extra: Mapping[str, Any] | None = None, profile: str | None = None, jobs: int = 0) -> dict[str, Any]:
     """Run every subject on the corpus and write the audit file ``out_path``; returns its data.

@@ -1,0 +1,31 @@
+"""What several verbs do the same way: load the subject plug-ins, read a reproducer's case."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Sequence
+
+from harness.judge.reproducer import Reproducer
+
+__all__ = ["load_plugins", "subject_case", "note"]
+
+
+def load_plugins(specs: Sequence[str] | None) -> None:
+    """Register the installed plug-ins' subjects (entry points), then each ``MOD:OBJ`` given (idempotent)."""
+    from harness.subjects.registry import load_entry_points, load_plugin
+
+    load_entry_points()
+    for s in specs or ():
+        load_plugin(s)
+
+
+def subject_case(r: Reproducer, subject: Any, max_case_bytes: int | None) -> Any:
+    """The case of a reproducer (its file, or ``case_id`` of a corpus), refused in one line before any work
+    where it is bad, foreign to ``subject`` or over ``max_case_bytes``."""
+    from harness.subjects.registry import load_case_for_subject
+
+    return load_case_for_subject(r.case, r.case_id or None, subject, max_case_bytes)
+
+
+def note(text: str) -> None:
+    print(f"harness: note: {text}", file=sys.stderr)

@@ -1,0 +1,136 @@
+"""Section ``sizes``: subject, oracle and harness seconds from the ``ci`` sizes up to realistic ones.
+
+Per family, a ladder of cases from the ``ci`` profile's sizes up to the shapes of published recipes (LSTM hidden
+320 and 1,024 over 100-120 steps; embeddings of vocabulary 5,000 and 65,000 as a decoder's and a word LM's
+batch; an embedding into an LSTM at vocabulary 5,000, hidden 320). Each point runs the way ``replay`` runs it,
+in worker processes: the subject once, its oracle (and, for an embedding, the declared-order reference) once,
+then the measures. Subject seconds and oracle seconds are what the workers report for the runs themselves;
+harness seconds are everything else (building the case's arrays in the workers, their transfer, digests, the
+run-to-run comparison, the declared-order reference's run and the measures against the oracle). The ratios (oracle / subject, harness / subject) are of figures measured in
+the same run, one point after the other.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tools.bench.common import Row, figure, log, ratio, save_fig
+
+__all__ = ["bench_sizes", "plot_sizes", "LADDER"]
+
+#: Per family: (subject, [(label, spec), ...]) from the ci sizes up.
+LADDER: dict[str, tuple[str, list[tuple[str, dict[str, Any]]]]] = {
+    "lstm": ("chainer.NStepLSTM", [
+        ("ci: hidden 8, 6 steps", {"n_layers": 1, "hidden": 8, "in_size": 4, "lengths": [6, 5, 3]}),
+        ("dev: hidden 32, 16 steps", {"n_layers": 1, "hidden": 32, "in_size": 16, "lengths": [16, 12, 8]}),
+        ("encoder: hidden 320, in 83, 120 steps", {"n_layers": 1, "hidden": 320, "in_size": 83,
+                                                   "lengths": [120, 110, 100, 100]}),
+        ("LM: hidden 1024, 100 steps", {"n_layers": 1, "hidden": 1024, "in_size": 1024, "lengths": [100, 100]}),
+    ]),
+    "embed": ("chainer.embed_id", [
+        ("ci: vocab 20", {"vocab": 20, "width": 4, "ids_shape": [3, 5]}),
+        ("dev: vocab 500", {"vocab": 500, "width": 32, "ids_shape": [8, 16]}),
+        ("decoder: vocab 5000, 30 x 150 ids", {"vocab": 5000, "width": 320, "ids_shape": [30, 150]}),
+        ("word LM: vocab 65000, 300 x 40 ids", {"vocab": 65000, "width": 1000, "ids_shape": [300, 40]}),
+    ]),
+    "pipeline": ("pipeline.embed_lstm", [
+        ("ci: vocab 20", {"vocab": 20, "width": 4, "n_layers": 1, "hidden": 4, "lengths": [4, 3],
+                          "ignore_label": -1}),
+        ("dev: vocab 200, hidden 32", {"vocab": 200, "width": 32, "n_layers": 1, "hidden": 32, "lengths": [16, 12],
+                                       "ignore_label": -1}),
+        ("decoder: vocab 5000, hidden 320, 100 steps", {"vocab": 5000, "width": 320, "n_layers": 1,
+                                                        "hidden": 320, "lengths": [100, 90, 80],
+                                                        "ignore_label": -1}),
+    ]),
+}
+
+#: How many points of each ladder a level runs (smoke: the ci point and the next, in a few seconds).
+_POINTS = {"smoke": 2, "quick": 3, "full": 99}
+
+
+def _point(runner: Any, contracts: Any, subject: str, case: Any) -> dict[str, float]:
+    """One point: seconds of the subject's run, of its oracle's (and order reference's), and of the rest."""
+    from harness.core.devices import CPU
+    from harness.judge.measure import measure_task
+    from harness.subjects.registry import get_subject, order_reference
+
+    t0 = time.perf_counter()
+    main = runner.run(case, subject, CPU, "default")
+    if not main.record.ok_runs:
+        raise RuntimeError(f"{subject} on {case!r} did not run: {main.record.first_error or main.record.skip_reason}")
+    subj = get_subject(subject)
+    o = runner.run(case, subj.oracle, CPU, "default")
+    oracle_seconds = o.seconds["subject"]
+    order = None
+    declared = order_reference(subject, "cpu")
+    if declared is not None and get_subject(declared[0]).applies_to(case):  # a judge's reference: harness time
+        r = runner.run(case, declared[0], CPU, "default")
+        order = (declared[0], r.arrays or None, declared[1])
+    measures = measure_task(main.record, case, contracts.find(subject, "cpu", "default"), role=subj.role,
+                            arrays=main.arrays or None, oracle=(subj.oracle, o.arrays), order=order)
+    wall = time.perf_counter() - t0
+    worst = max((m.error_ratio for m in measures if m.kind == "oracle" and m.error_ratio is not None),
+                default=float("nan"))
+    subject_seconds = main.seconds["subject"]
+    return {"subject": subject_seconds, "oracle": oracle_seconds,
+            "harness": max(wall - subject_seconds - oracle_seconds, 0.0), "wall": wall, "worst": worst}
+
+
+def bench_sizes(level: str = "full", quiet: bool = False) -> tuple[list[Row], dict[str, Any]]:
+    """Oracle / subject and harness / subject seconds along each family's ladder of sizes."""
+    from harness.core.cases import Case
+    from harness.core.cost import estimate
+    from harness.execute.isolated import Runner
+    from harness.judge.contracts import load_contracts
+    from harness.subjects.registry import get_subject
+
+    contracts = load_contracts()
+    rows: list[Row] = []
+    raw: dict[str, Any] = {}
+    with Runner() as runner:  # the run timeout follows each case's estimated work
+        # the workers' start-up and first calls are not a point's cost: one small run of each subject first (another
+        # seed: a worker keeps the arrays of the cases it built)
+        for family, (subject, ladder) in LADDER.items():
+            _point(runner, contracts, subject, Case(family, 4, ladder[1][1]))
+        for family, (subject, ladder) in LADDER.items():
+            raw[family] = []
+            for label, spec in ladder[:_POINTS[level]]:
+                case = Case(family, 3, spec)
+                cost = estimate(case, subject=subject)
+                m = _point(runner, contracts, subject, case)
+                raw[family].append({"label": label, "flops": cost.flops, "peak": cost.peak, **m})
+                note = (f"case {case.id}; one run each in worker processes; estimated peak "
+                        f"{cost.peak / 2 ** 30:.2f} GiB; worst oracle error/allowed {m['worst']:.3g}")
+                oracle = get_subject(subject).oracle
+                rows.append(Row("sizes", f"{family}: {label}: oracle", ratio(m["oracle"], m["subject"]),
+                                f"{oracle} / {subject} seconds", f"{oracle} seconds",
+                                m["oracle"], f"{subject} seconds", m["subject"], "s", 1, target="<= 1 at the "
+                                "largest size", note=note))
+                rows.append(Row("sizes", f"{family}: {label}: harness", ratio(m["harness"], m["subject"]),
+                                f"harness / {subject} seconds", "harness seconds (building the arrays, transfer, digests, measures)",
+                                m["harness"], f"{subject} seconds", m["subject"], "s", 1, note=note))
+                log(f"sizes {family} {label}: subject {m['subject']:.2f} s, oracle {m['oracle']:.2f} s, "
+                    f"harness {m['harness']:.2f} s", quiet)
+    return rows, raw
+
+
+def plot_sizes(raw: dict[str, Any], path: str) -> str:
+    """Oracle / subject and harness / subject against the case's work, one line per family and ratio."""
+    fig = figure(9, 4.5)
+    ax = fig.add_subplot(1, 1, 1)
+    for family, points in raw.items():
+        xs = [p["flops"] for p in points]
+        line = ax.plot(xs, [ratio(p["oracle"], p["subject"]) for p in points], "-o", label=f"{family}: oracle")
+        ax.plot(xs, [ratio(p["harness"], p["subject"]) for p in points], "--s", color=line[0].get_color(),
+                label=f"{family}: harness")
+        for p in points:
+            ax.annotate(p["label"].split(":")[0], (p["flops"], ratio(p["oracle"], p["subject"])), fontsize=7)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("the subject's estimated work (flops, harness.core.cost)")
+    ax.set_ylabel("seconds / subject seconds")
+    ax.legend(fontsize=8)
+    fig.suptitle("Oracle and harness cost against the subject, from ci sizes to realistic ones")
+    return save_fig(fig, path)
