@@ -152,21 +152,25 @@ def _lengths(src: _Source, r: Recipe, batch: int) -> list[int]:
     return [longest] + rest
 
 
-def _fit(lengths: list[int], in_size: int, hidden: int, layers: int, bi: bool, lo_hidden: int
+def _fit(lengths: list[int], in_size: int, hidden: int, layers: int, bi: bool, lo_hidden: int, keep_long: bool
          ) -> tuple[list[int], int]:
-    """Shrink a slice until :func:`step_weights` is within :data:`SLICE_STEP_WEIGHTS`: cut every length in
-    proportion down to 100 steps, then lower the hidden size down to the row's smallest, then the lengths again
-    (more sequences cost little: the stacked weights are per step, not per sequence)."""
+    """Shrink a slice until :func:`step_weights` is within :data:`SLICE_STEP_WEIGHTS`. ``keep_long``: cut every
+    length in proportion down to 100 steps, then lower the hidden size down to the row's smallest; else keep the
+    drawn hidden size and cut the lengths. Either way the lengths last (more sequences cost little: the stacked
+    weights are per step, not per sequence)."""
     def over() -> bool:
         return step_weights(lengths, in_size, hidden, layers, bi) > SLICE_STEP_WEIGHTS
 
-    while over() and lengths[0] > 100:
-        top = max(100, lengths[0] * 9 // 10)
-        lengths = [max(1, n * top // lengths[0]) for n in lengths]
+    def cut(floor: int) -> None:
+        nonlocal lengths
+        while over() and lengths[0] > floor:
+            top = max(floor, lengths[0] * 9 // 10)
+            lengths = [max(1, n * top // lengths[0]) for n in lengths]
+
+    cut(100 if keep_long else 1)
     while over() and hidden > lo_hidden:
         hidden = max(lo_hidden, hidden * 9 // 10)
-    while over() and lengths[0] > 1:
-        lengths = [max(1, n * 9 // 10) for n in lengths]
+    cut(1)
     return lengths, hidden
 
 
@@ -183,7 +187,7 @@ def draw_recipe_case(src: _Source, recipe: Recipe, family: str, scale: str = "sl
         in_size = src.choice(r.in_size)
         lengths = _lengths(src, r, batch)
         if not full:
-            lengths, hidden = _fit(lengths, in_size, hidden, layers, r.bidirectional, r.hidden[0])
+            lengths, hidden = _fit(lengths, in_size, hidden, layers, r.bidirectional, r.hidden[0], src.boolean())
         spec: dict[str, Any] = {"in_size": in_size, "hidden": hidden, "n_layers": layers, "lengths": lengths,
                                 "bidirectional": r.bidirectional}
         return with_edge_tags(Case("lstm", src.integer(0, 2**32 - 1), spec, tags=tuple(tags) + ("lengths:sorted",)))
@@ -201,7 +205,7 @@ def draw_recipe_case(src: _Source, recipe: Recipe, family: str, scale: str = "sl
                 "id_kind": "uniform", **padding}
         return with_edge_tags(Case("embed", src.integer(0, 2**32 - 1), spec, tags=tuple(tags)))
     if not full:
-        lengths, hidden = _fit(lengths, width, hidden, layers, False, r.hidden[0])
+        lengths, hidden = _fit(lengths, width, hidden, layers, False, r.hidden[0], src.boolean())
     spec = {"vocab": vocab, "width": width, "hidden": hidden, "n_layers": layers, "lengths": lengths,
             "id_kind": "uniform", **padding}
     return with_edge_tags(Case("pipeline", src.integer(0, 2**32 - 1), spec, tags=tuple(tags) + ("lengths:sorted",)))

@@ -10,10 +10,11 @@ RAM for ``cpu`` and each GPU ``nvidia-smi`` lists. Pure: no Chainer, no CuPy.
 
 from __future__ import annotations
 
-import os
 from typing import Any, Iterable
 
-from harness.core.cases import Case, estimate_case_bytes
+from harness.core.cases import Case
+from harness.core.cost import device_memory, estimate, machine_memory
+from harness.core.cost import gib as _gib
 from harness.generate.edges import SIZE_EDGES, coverage_rows, size_coverage_rows
 from harness.generate.recipes import RECIPES, full_case, recipe_of
 
@@ -21,34 +22,25 @@ __all__ = ["device_memories", "peak_bytes", "recipe_rows", "coverage_text"]
 
 
 def device_memories() -> dict[str, int]:
-    """The memory of each device a case could run on here: ``cpu`` (this machine's RAM) and ``gpu:N``."""
-    try:
-        ram = int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (AttributeError, ValueError, OSError):  # not POSIX
-        ram = 16 << 30
-    out = {"cpu": ram}
+    """The memory of each device a case could run on here: ``cpu`` (this machine's RAM) and each ``gpu:N``
+    ``nvidia-smi`` lists (:func:`harness.core.cost.machine_memory`, :func:`harness.core.cost.device_memory`)."""
+    out = {"cpu": machine_memory()}
     try:
         from harness.core.nvsmi import query_gpus
 
         for gpu in query_gpus().get("gpus") or ():
-            if gpu.get("memory_total_mib"):
-                out[f"gpu:{gpu['index']}"] = int(gpu["memory_total_mib"]) << 20
+            memory = device_memory(f"gpu:{gpu['index']}")
+            if memory:
+                out[f"gpu:{gpu['index']}"] = memory
     except Exception:  # noqa: BLE001 - no nvidia-smi, or it failed: the CPU alone
         pass
     return out
 
 
 def peak_bytes(case: Case, device: str) -> int:
-    """The estimated peak bytes of one run of ``case`` on ``device`` (the costliest subject there)."""
-    try:
-        from harness.core.cost import estimate
-    except ImportError:  # the cost model is not in this checkout: inputs, outputs, gradients and the oracle's
-        return 4 * estimate_case_bytes(case)
+    """The estimated peak bytes of one run of ``case`` on ``device`` by its costliest subject there
+    (:func:`harness.core.cost.estimate`: ESPnet's one-hot matrix counts on a GPU)."""
     return int(estimate(case, device="cpu" if device == "cpu" else "gpu").peak)
-
-
-def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{max(n, 0) / (1 << 20):.0f} MiB"
 
 
 def _shape(case: Case) -> str:
