@@ -37,5 +37,5 @@ def test_lstm_contexts(subject, context, device, contracts):
 @pytest.mark.parametrize("subject", [s for s in subjects_of("lstm") if not s.startswith("chainer.n_step_")])
 def test_lstm_real_scale(subject, device, contracts):
     """The real-scale cases every default gate runs keep the subject's contract: hidden 256 over
-    200 steps (bidirectional: 100), 83 features wide."""
+    200 steps (bidirectional: hidden 320 over 100), 83 features wide."""
     assert check_real_scale(contracts, subject, device) >= 1
