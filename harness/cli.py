@@ -284,12 +284,14 @@ def _options() -> dict[str, _Opt]:
                            argcheck.ints("examples", 1)),
         "--seed": _Opt("the corpus seed (default {default}; not with --corpus)", argcheck.ints("seed", 0)),
         "--profile": _Opt("sizes and counts of the generated cases, the pytest profiles' names: ci (the default "
-                          "corpus), dev, audit (more and larger cases; not with --corpus) (default {default})",
+                          "corpus), dev, audit (more and larger cases), realistic (real model shapes from "
+                          "published recipes; fewer repeats); not with --corpus; cases --coverage: the profile's "
+                          "default corpus (default {default})",
                           choices=tuple(_profiles())),
         "--corpus": _Opt("a corpus .jsonl to run instead of generating one (cases --coverage: to read; default: "
                          "the verb's own corpus)", _checked("corpus", argcheck.readable_file), metavar="FILE"),
-        "--coverage": _Opt("print which edge kinds a corpus reaches (the default corpus, or --corpus FILE) "
-                           "instead of writing cases", switch=True),
+        "--coverage": _Opt("print which edge kinds, size boundaries and recipe configurations a corpus reaches "
+                           "(the profile's default corpus, or --corpus FILE) instead of writing cases", switch=True),
         "--out": _Opt("where to write: report and gate, a new (absent or empty) run directory (default "
                       "reports/<run-id>); compare and merge, the directory of their tables; cases, the corpus file "
                       "(default or '-': stdout); shrink, the minimal case (default: beside CASE.json, named by its "

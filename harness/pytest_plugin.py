@@ -48,7 +48,8 @@ from harness.subjects.registry import get_subject  # noqa: E402
 
 __all__ = ["measures_in_process", "contract_violations", "bad_input_violations",
            "contract_property", "assert_contract", "ExampleCounter", "GateSession", "GATE", "gate_of",
-           "cases_for", "min_examples", "check_every_example"]
+           "cases_for", "min_examples", "check_every_example",
+           "check_real_scale"]
 
 
 @dataclass(frozen=True)
@@ -370,6 +371,10 @@ def cases_for(subject: str) -> Any:
     from harness.generate import strategies
 
     subj = get_subject(subject)
+    if _RUNNING.get().profile == "realistic":  # drawn around the recipes' configurations, not within bounds
+        from harness.generate.recipes import recipe_cases
+
+        return recipe_cases(subj.family).filter(subj.applies_to)
     bounds = profile_bounds(subj.family)
     if subj.family == "embed" and subject.startswith("espnet."):
         bounds["w_dtypes"] = ("float32",)
@@ -397,6 +402,22 @@ def check_every_example(contracts: Contracts, subject: str, device: Device) -> i
     check()
     counter.require(min_examples())
     return counter.count
+
+
+def check_real_scale(contracts: Contracts, subject: str, device: Device, repeats: int = 2) -> int:
+    """The real-scale cases of every default corpus (:func:`harness.generate.corpora.real_scale_cases`) that
+    ``subject`` takes keep its contract, ``repeats`` runs each (they run for a second or more: fewer repeats
+    than the property tests'); fails where none applies (the corpus lost them). Returns how many ran."""
+    __tracebackhide__ = True
+    from harness.generate.corpora import real_scale_cases
+    from harness.generate.edges import with_edge_tags
+
+    subj = get_subject(subject)
+    cases = [with_edge_tags(c) for c in real_scale_cases() if subj.applies_to(c)]
+    assert cases, f"no real-scale case applies to {subject}: the corpus lost them"
+    for case in cases:
+        assert_contract(contract_violations(contracts, subject, case, device, repeats=repeats))
+    return len(cases)
 
 
 def min_examples() -> int:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.pytest_plugin import assert_contract, check_every_example, contract_violations, subjects_of
+from harness.pytest_plugin import (
+    assert_contract,
+    check_every_example,
+    check_real_scale,
+    contract_violations,
+    subjects_of,
+)
 
 pytestmark = pytest.mark.gate
 
@@ -27,3 +33,11 @@ def test_embed_collision_heavy_anchor(subject, device, contracts):
     case = with_edge_tags(Case("embed", 5, {"vocab": 3, "width": 8, "ids_shape": [64, 64], "id_kind": "collision",
                                             "distinct": 3, "ignore_label": -1, "ignore_frac": 0.1}))
     assert_contract(contract_violations(contracts, subject, case, device))
+
+
+@pytest.mark.parametrize("subject", subjects_of("embed"))
+def test_embed_real_scale(subject, device, contracts):
+    """The real-scale cases every default gate runs keep the subject's contract: an ESPnet decoder
+    batch (30 targets, odim 5,000: 22.6 million ids x vocab, the eos padding piled on one row) and a 65,000-word
+    vocabulary."""
+    assert check_real_scale(contracts, subject, device) >= 1

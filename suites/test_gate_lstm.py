@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from harness.pytest_plugin import assert_contract, check_every_example, contract_violations, subjects_of
+from harness.pytest_plugin import (
+    assert_contract,
+    check_every_example,
+    check_real_scale,
+    contract_violations,
+    subjects_of,
+)
 
 pytestmark = pytest.mark.gate
 
@@ -29,3 +35,12 @@ def test_lstm_contexts(subject, context, device, contracts):
     assert anchors, f"no LSTM anchor applies to {subject}: the corpus lost its anchors"
     for case in anchors:
         assert_contract(contract_violations(contracts, subject, case, device, context=context, repeats=2))
+
+
+# The links only: chainer.n_step_lstm / n_step_bilstm are the functions they call, and a real-scale run costs
+# seconds per subject here; `harness gate` runs every subject on these cases.
+@pytest.mark.parametrize("subject", [s for s in subjects_of("lstm") if not s.startswith("chainer.n_step_")])
+def test_lstm_real_scale(subject, device, contracts):
+    """The real-scale cases every default gate runs keep the subject's contract: hidden 256 over
+    200 steps (bidirectional: hidden 320 over 100), 83 features wide."""
+    assert check_real_scale(contracts, subject, device) >= 1

@@ -141,8 +141,7 @@ def system_limits(Attack: Any) -> list[Any]:
                        ("cases-corpus", ["cases", "--coverage", "--corpus", ""]),
                        ("replay-long", ["replay", "{tmp}/" + LONG, "--subject", "chainer.embed_id"])):
         out.append(Attack(f"os-limit:input:{verb}", argv, setup=_files))
-    for extra in (["--out", "{tmp}/c.jsonl"], ["--examples", "3"], ["--family", "lstm"], ["--seed", "3"],
-                  ["--profile", "dev"]):
+    for extra in (["--out", "{tmp}/c.jsonl"], ["--examples", "3"], ["--family", "lstm"], ["--seed", "3"]):
         out.append(Attack(f"mode-ignores:cases-coverage:{extra[0]}", ["cases", "--coverage", *extra]))
     for limit in ("8", "x", "-1"):
         out.append(Attack(f"output-limit:{limit}", ["replay", "{tmp}/case.json", "--subject", "chainer.embed_id",

@@ -388,7 +388,7 @@ def verb_outputs_apart(verb: str, values: dict[str, Any]) -> None:
 #: Per verb and mode (an option that switches what the verb does): the options that mode does not read. Given
 #: with it, each is refused, so nobody believes it was used.
 MODE_IGNORES: dict[tuple[str, str], tuple[str, ...]] = {
-    ("cases", "coverage"): ("out", "examples", "family", "seed", "profile"),
+    ("cases", "coverage"): ("out", "examples", "family", "seed"),
 }
 
 

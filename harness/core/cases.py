@@ -302,6 +302,19 @@ def _ids(spec: Mapping[str, Any], rng: np.random.Generator, shape: tuple[int, ..
     return ids
 
 
+def _padded(spec: Mapping[str, Any], ids: np.ndarray, lengths: list[int]) -> np.ndarray:
+    """``(batch, steps)`` ids with row ``i`` cut to ``lengths[i]`` and padded with ``pad_id`` (else the ignore
+    label), its first id ``sos_id`` where the spec gives one (ESPnet's decoder input: sos y_1 .. y_n eos eos)."""
+    pad = spec.get("pad_id", spec.get("ignore_label"))
+    if pad is None:
+        raise CaseError(f"$.spec.row_lengths={lengths!r} pads its rows: give pad_id or ignore_label")
+    keep = np.arange(ids.shape[1])[None, :] < np.asarray(lengths, dtype=np.int64)[:, None]
+    out = np.where(keep, ids, int(pad))
+    if spec.get("sos_id") is not None and out.shape[1]:
+        out[:, 0] = np.where(keep[:, 0], int(spec["sos_id"]), out[:, 0])
+    return out
+
+
 def _as_id_dtype(ids: np.ndarray, dtype: str) -> np.ndarray:
     # Deliberately a plain cast: an out-of-range value wraps, which is what a user's cast would do.
     return ids.astype(dtype)
@@ -502,7 +515,11 @@ def _build_arrays(case: Case) -> dict[str, np.ndarray]:
             vocab, width = int(s["vocab"]), int(s["width"])
             wdt = s.get("w_dtype", "float32")
             w_shape = tuple(s.get("w_shape", (vocab, width)))
-            out["x"] = _as_id_dtype(_ids(s, array_rng(seed, "x"), shape), s.get("id_dtype", "int32"))
+            ids = _ids(s, array_rng(seed, "x"), shape)
+            if "row_lengths" in s and ids.ndim == 2:  # a padded batch, as a recipe's decoder or LM feeds it
+                rows = [int(n) for n in s["row_lengths"]][:shape[0]]
+                ids = _padded(s, ids, rows + [shape[1]] * (shape[0] - len(rows)))
+            out["x"] = _as_id_dtype(ids, s.get("id_dtype", "int32"))
             out["W"] = (array_rng(seed, "W").standard_normal(w_shape) * float(s.get("w_scale", 1.0))).astype(wdt)
             out["gy"] = _grad(array_rng(seed, "gy"), shape + (width,), wdt, s.get("gy_kind", "random"))
             out["ggW"] = array_rng(seed, "ggW").standard_normal((vocab, width)).astype(wdt)
@@ -513,9 +530,7 @@ def _build_arrays(case: Case) -> dict[str, np.ndarray]:
             vocab, width = int(s["vocab"]), int(s["width"])
             il = s.get("ignore_label")
             ids = _ids({**s, "ignore_label": None}, array_rng(seed, "x"), (len(lengths), max(lengths)))
-            pad = -1 if il is None else il
-            steps = np.arange(max(lengths))[None, :]
-            ids = np.where(steps < np.asarray(lengths)[:, None], ids, pad)
+            ids = _padded({**s, "pad_id": s.get("pad_id", -1 if il is None else il)}, ids, lengths)
             out["x"] = ids.astype(s.get("id_dtype", "int32"))
             out["W"] = (array_rng(seed, "W").standard_normal((vocab, width))).astype(s.get("dtype", "float32"))
             _lstm_arrays(s, seed, width, lengths, out, with_xs=False)

@@ -386,6 +386,13 @@ SPEC_FIELDS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
     "distinct": (POS, _IDS),
     "ignore_label": (_null(INT), _IDS),
     "ignore_frac": ({"type": "number", "minimum": 0, "maximum": 1}, _IDS),
+    # Padded id batches as recipes make them (harness.generate.recipes): the id every row is padded with past
+    # its length (ESPnet's decoder and LM: eos = V - 1, with no ignore label) instead of the ignore label, the
+    # id every row starts with (ESPnet's decoder input: sos, the same id as eos), and, for an embedding's 2-D
+    # ids, each row's length (rows past the list are whole).
+    "pad_id": (INT, _IDS),
+    "sos_id": (INT, _IDS),
+    "row_lengths": (_list(NAT, minItems=1), _EMBED),
     "id_dtype": ({"enum": _ID_DTYPES}, _IDS),
     "w_dtype": ({"enum": _FLOAT_DTYPES}, _EMBED),
     "w_shape": (_list(NAT, maxItems=8), _EMBED),
@@ -611,7 +618,7 @@ CAMPAIGN_FIELDS: dict[str, Any] = {
     "repeats": POS, "fresh": NAT,
     "timeout": _null({"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT}),
     "plugins": _list(NAME), "shard": _null(_SHARD), "cluster": {"type": "object"},
-    "profile": {"enum": ["ci", "dev", "audit"]},
+    "profile": {"enum": ["ci", "dev", "audit", "realistic"]},
 }
 CAMPAIGN: dict[str, Any] = _obj(CAMPAIGN_FIELDS, ["subjects", "devices", "contexts", "repeats", "fresh",
                                                   "timeout"], closed=False)

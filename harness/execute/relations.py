@@ -162,6 +162,8 @@ def members(case: Case, relations: Sequence[Relation]) -> list[Member]:
         return []
     if "edges" in case.tags:
         return []  # the edge set is about single inputs at a boundary; the relation cases are chosen apart
+    if "real-scale" in case.tags or "scale:slice" in case.tags:
+        return []  # a real model's shapes run for seconds: members would multiply them in every default campaign
     if str(case.spec.get("grad_outputs", "all")).endswith("ys_some"):
         return []  # which sequences receive a gradient depends on the batch: a member's would not correspond
     n = _batch(case)

@@ -3,7 +3,8 @@
 The anchors make sure every default campaign can show the things it exists to show: a
 collision-heavy embedding (where unordered accumulation changes bits: the controls must split
 there), an LSTM large enough that OpenBLAS splits its GEMMs across threads, an ESPnet-style
-padded pipeline, and bad inputs of the kinds users hit.
+padded pipeline, and bad inputs of the kinds users hit. The real-scale cases take every default
+campaign past the toy sizes: one per family at a real model's shapes.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # imported where cases are made: the command line reads DEFAULT_SEED without NumPy
     from harness.core.cases import Case
 
-__all__ = ["PROFILE_EXAMPLES", "anchor_cases", "relation_cases", "default_corpus", "gate_corpus", "DEFAULT_SEED", "DEFAULT_EXAMPLES"]
+__all__ = ["PROFILE_EXAMPLES", "PROFILE_CAMPAIGN", "real_scale_cases", "profile_corpus", "anchor_cases",
+           "relation_cases", "default_corpus", "gate_corpus", "DEFAULT_SEED", "DEFAULT_EXAMPLES"]
 
 DEFAULT_SEED = 20261202
 DEFAULT_EXAMPLES = {"embed": 6, "lstm": 4, "pipeline": 3}
@@ -69,8 +71,61 @@ def relation_cases() -> list[Case]:
     ]
 
 
-#: Random cases per family of each profile's default corpus (``--profile``), at that profile's sizes.
-PROFILE_EXAMPLES = {"ci": None, "dev": 12, "audit": 30}
+def real_scale_cases() -> list[Case]:
+    """One case per family at a real model's scale, cheap enough for every default gate and report (a small
+    batch, one layer): an LSTM over 200 steps at hidden 256 and a bidirectional one over 100 at hidden 320 (WSJ's
+    eunits: blstmp's first layer), 83 features wide
+    as an ASR encoder's input; an ESPnet decoder batch (30 targets of up to 150 ids + sos, odim 5,000: 22.6
+    million ids x vocab, eos padding piled on one row); a word LM's 65,000-word vocabulary; a decoder-shaped
+    pipeline (odim 5,000, 256 units, BPE-length targets). Sorted longest first, in ESPnet's convention (no
+    ignore label, sos and eos padding = V - 1). Chainer's CPU LSTM costs per step (it stacks its weights at
+    each), so the lengths, not the batch, set what these add to a gate. The configurations they come from are
+    :data:`harness.generate.recipes.RECIPES`."""
+    from harness.core.cases import Case
+
+    def espnet(vocab: int) -> dict[str, int]:
+        return {"pad_id": vocab - 1, "sos_id": vocab - 1}
+
+    decoder_rows = [151 - 3 * i for i in range(30)]  # 151 .. 64: sorted longest first
+    lm_rows = [41 - i for i in range(20)]  # 41 .. 22
+    return [
+        Case("lstm", 61, {"n_layers": 1, "in_size": 83, "hidden": 256, "lengths": [200, 50]},
+             tags=("real-scale", "recipe:espnet1.asr.encoder.blstmp")),
+        Case("lstm", 62, {"n_layers": 1, "in_size": 83, "hidden": 320, "lengths": [100, 50], "bidirectional": True},
+             tags=("real-scale", "recipe:espnet1.asr.encoder.blstmp")),
+        Case("embed", 63, {"vocab": 5000, "width": 320, "ids_shape": [30, 151], "row_lengths": decoder_rows,
+                           **espnet(5000)}, tags=("real-scale", "recipe:espnet1.asr.decoder.bpe")),
+        Case("embed", 64, {"vocab": 65_000, "width": 16, "ids_shape": [20, 41], "row_lengths": lm_rows,
+                           **espnet(65_000)}, tags=("real-scale", "recipe:espnet1.lm.word")),
+        Case("pipeline", 65, {"vocab": 5000, "width": 256, "hidden": 256, "n_layers": 1, "lengths": [64, 50, 37],
+                              **espnet(5000)}, tags=("real-scale", "recipe:espnet1.asr.decoder.bpe")),
+    ]
+
+
+#: Random cases per family of each profile's default corpus (``--profile``), at that profile's sizes; the
+#: ``realistic`` profile's are drawn around the recipes' configurations (:func:`profile_corpus`).
+PROFILE_EXAMPLES: dict[str, int | dict[str, int] | None] = {
+    "ci": None, "dev": 12, "audit": 30, "realistic": {"embed": 5, "lstm": 2, "pipeline": 3}}
+#: The campaign settings a profile changes where the command line does not give them (``harness report``): a
+#: realistic case runs for seconds, so fewer repeats and fresh workers.
+PROFILE_CAMPAIGN: dict[str, dict[str, int]] = {"realistic": {"repeats": 2, "fresh": 1}}
+
+
+def profile_corpus(family: str, *, examples: int, seed: int, profile: str = "ci") -> list[Case]:
+    """Generated cases of ``family`` at ``profile``: drawn around the recipes' configurations for
+    ``realistic`` (:func:`harness.generate.recipes.recipe_corpus`, ``family="all"`` mixing the families), within
+    the profile's :data:`~harness.generate.strategies.SIZE_BOUNDS` otherwise."""
+    from harness.generate.strategies import corpus
+
+    if profile != "realistic":
+        return corpus(family, examples=examples, seed=seed, profile=profile)
+    from harness.core.cases import FAMILIES
+    from harness.generate.recipes import recipe_corpus
+
+    if family != "all":
+        return recipe_corpus(family, examples=examples, seed=seed)
+    shares = [examples // 3 + (1 if i < examples % 3 else 0) for i in range(3)]
+    return [c for f, n in zip(FAMILIES, shares) for c in recipe_corpus(f, examples=n, seed=seed)]
 
 
 def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEFAULT_SEED,
@@ -78,10 +133,12 @@ def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEF
     """The edge set (:func:`harness.generate.edges.edge_cases`: one case for every edge kind), the anchors,
     the relation cases and ``examples`` generated cases per family (the ``profile``'s sizes, and its count
     from :data:`PROFILE_EXAMPLES` where ``examples`` is None), deduplicated by id."""
-    from harness.generate.strategies import corpus
-
     if examples is None and PROFILE_EXAMPLES.get(profile) is not None:
         examples = PROFILE_EXAMPLES[profile]
+    if profile not in PROFILE_EXAMPLES:
+        from harness.core.errors import InvalidArgument
+
+        raise InvalidArgument(f"profile={profile!r} is not one of {', '.join(PROFILE_EXAMPLES)}")
     if examples is None:
         per = dict(DEFAULT_EXAMPLES)
     elif isinstance(examples, int):
@@ -90,11 +147,16 @@ def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEF
         per = dict(examples)
     from harness.generate.edges import edge_cases, with_edge_tags
 
-    # the edges first (every kind, once), then the anchors and the random cases
-    cases = edge_cases() + [with_edge_tags(c) for c in anchor_cases() + relation_cases()]
+    # the edges first (every kind, once), then the anchors, the real-scale cases and the random cases; the
+    # realistic profile also runs the size boundaries a CPU reaches cheaply
+    cases = edge_cases() + [with_edge_tags(c) for c in anchor_cases() + relation_cases() + real_scale_cases()]
+    if profile == "realistic":
+        from harness.generate.edges import CHEAP_SIZE_EDGES, size_edge_cases
+
+        cases.extend(with_edge_tags(size_edge_cases()[k]) for k in CHEAP_SIZE_EDGES)
     for i, (family, n) in enumerate(sorted(per.items())):
         if n > 0:
-            cases.extend(corpus(family, examples=n, seed=seed + i, profile=profile))
+            cases.extend(profile_corpus(family, examples=n, seed=seed + i, profile=profile))
     seen: dict[str, Case] = {}
     for c in cases:
         seen.setdefault(c.id, c)

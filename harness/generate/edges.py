@@ -20,14 +20,15 @@ Pure: no Chainer, no CuPy (a corpus can be checked on a machine without them).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from harness.core.cases import GRAD_OUTPUTS, ID_DTYPES, Case, build_arrays, encode_array
+from harness.core.cases import GRAD_OUTPUTS, ID_DTYPES, Case, build_arrays, encode_array, estimate_case_bytes
 
 __all__ = ["EMBED_EDGES", "RNN_EDGES", "EDGE_KINDS", "edge_kinds", "edge_cases", "coverage_rows",
-           "with_edge_tags"]
+           "with_edge_tags", "SIZE_EDGES", "CHEAP_SIZE_EDGES", "size_edge_kinds", "size_edge_cases",
+           "size_coverage_rows"]
 
 _IGNORE = ("-1", "0", "V-1", "V", "between_V_D", "at_or_above_max_V_D", "large_negative")
 EMBED_EDGES: tuple[str, ...] = tuple(f"ignore:{k}:{p}" for k in _IGNORE for p in ("present", "absent")) + (
@@ -124,10 +125,26 @@ def _ignore_as_index(il: object, vocab: int, ids: np.ndarray | None) -> set[str]
     return out
 
 
+#: Bytes of inputs past which a case's ids are found from a narrow copy of it (:func:`_built_ids`).
+_NARROW_BYTES = 8 << 20
+
+
 def _built_ids(case: Case) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """The case's arrays and its ids flat as float64 (every id dtype, ignore labels of any size, compare
-    exactly); ``({}, None)`` where a bad input's arrays do not build, so that the spec alone is judged."""
+    exactly); ``({}, None)`` where a bad input's arrays do not build, so that the spec alone is judged.
+
+    A large case without explicit arrays (a realistic profile's: 65,000 x 129 tables) is built one wide (width
+    and hidden 1): its ids come from their own stream and the spec's id keys alone, so they are the same ids,
+    without drawing the tables; its other arrays are then not returned (only the float16 check reads them)."""
     try:
+        if (estimate_case_bytes(case) > _NARROW_BYTES and not case.arrays and not case.bad
+                and case.spec.get("w_dtype", "float32") != "float16"):
+            narrow = {**case.spec, "width": 1}
+            narrow.pop("w_shape", None)
+            if case.family != "embed":
+                narrow["hidden"] = 1
+            arrays = build_arrays(Case(case.family, case.seed, narrow, schema=False))
+            return {}, np.asarray(arrays["x"]).astype(np.float64).ravel()
         arrays = build_arrays(case)
         return arrays, np.asarray(arrays["x"]).astype(np.float64).ravel()
     except Exception:  # noqa: BLE001 - a bad input's arrays may not build
@@ -135,7 +152,7 @@ def _built_ids(case: Case) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
 
 
 def edge_kinds(case: Case) -> set[str]:
-    """The edge kinds ``case`` reaches (:data:`EDGE_KINDS`)."""
+    """The edge kinds ``case`` reaches (:data:`EDGE_KINDS`) and the size boundaries (:data:`SIZE_EDGES`)."""
     s = case.spec
     out: set[str] = set()
     if case.family == "embed":
@@ -161,9 +178,11 @@ def edge_kinds(case: Case) -> set[str]:
         out.add(f"id_dtype:{s.get('id_dtype', 'int32')}")
         if "edge:float16:partial_sum_overflow" in case.tags or (ids is not None and _partial_sum_overflows(s, arrays)):
             out.add("float16:partial_sum_overflow")
-        return out
+        return out | size_edge_kinds(case, ids)
+    built = _built_ids(case)[1] if case.family == "pipeline" else None
     if case.family == "pipeline":  # its ids feed an embedding: the ignore label's index kinds apply there too
-        out |= _ignore_as_index(s.get("ignore_label"), int(s["vocab"]), _built_ids(case)[1])
+        out |= _ignore_as_index(s.get("ignore_label"), int(s["vocab"]), built)
+    out |= size_edge_kinds(case, built)
     lengths = [int(n) for n in s["lengths"]]
     if len(lengths) == 1:
         out.add("batch:1")
@@ -250,3 +269,168 @@ def coverage_rows(cases: Iterable[Case]) -> list[dict[str, object]]:
                 fams[k].add(c.family)
     return [{"edge": k, "families": ", ".join(EDGE_KINDS[k]), "cases": counts[k],
              "seen in": ", ".join(sorted(fams[k])) or "-"} for k in EDGE_KINDS]
+
+
+# ---- size boundaries ------------------------------------------------------------------------------------
+#: Size boundaries, each with the families it applies to and what happens there: where a flat index leaves
+#: int32, a float32 count or sum stops being exact, a float16 count overflows, sequences are hundreds of steps
+#: long, and ids pile up on one row. Kept apart from :data:`EDGE_KINDS` (whose every kind :func:`edge_cases`
+#: reaches with a small case): most of these need large cases; :func:`size_edge_cases` gives the smallest
+#: case of each, and :func:`size_coverage_rows` says which a corpus reaches and what the others need.
+SIZE_EDGES: dict[str, tuple[tuple[str, ...], str]] = {
+    "size:ids_x_vocab>=2^31": (("embed", "pipeline"), "ids x vocab >= 2^31: the flat index of ESPnet's one-hot "
+                                                      "matrix (its GPU backward) leaves int32"),
+    "size:rows_x_width>=2^31": (("embed", "pipeline"), "vocab x width or ids x width >= 2^31: the flat index of W "
+                                                       "or of the embedded rows leaves int32"),
+    "size:batch_x_steps_x_hidden>=2^31": (("lstm", "pipeline"), "batch x longest x hidden x directions >= 2^31: "
+                                                                "the padded outputs' flat index leaves int32"),
+    "float32:row_count>=2^24": (("embed", "pipeline"), "one row receives >= 2^24 ids: float32 counts them "
+                                                       "exactly no further"),
+    "float32:reduction_depth>=2^24": (("embed", "lstm", "pipeline"),
+                                      "a gradient sums >= 2^24 terms (an embedding's ids in its one-hot GEMM, "
+                                      "every step of every sequence in an LSTM's weights)"),
+    "float16:row_count>65504": (("embed", "pipeline"), "one row receives more than 65,504 ids, float16's "
+                                                       "largest value"),
+    "lengths:hundreds": (("lstm", "pipeline"), "a sequence of 100 steps or more"),
+    "pileup:row>=1000": (("embed", "pipeline"), "one row receives 1,000 ids or more (as many atomic adds to one "
+                                                "address on a GPU)"),
+}
+_INT32 = 2 ** 31
+_F32_EXACT = 2 ** 24
+_F16_MAX = 65504
+
+
+def _row_pileup(case: Case, ids: np.ndarray | None) -> int:
+    """The most ids that one row of the embedding receives (ignored ids add nothing): exact from the built
+    ids, else a lower bound from the spec (the pigeonhole over the rows the ids are drawn from, and the padding,
+    which all lands on one row)."""
+    s = case.spec
+    il = s.get("ignore_label")
+    if ids is not None:
+        kept = ids[ids != il] if isinstance(il, int) else ids
+        return int(np.unique(kept, return_counts=True)[1].max()) if kept.size else 0
+    vocab = int(s["vocab"])
+    if case.family == "embed":
+        shape = [int(n) for n in s["ids_shape"]]
+        n = int(np.prod(shape)) if shape else 1
+        rows = [int(v) for v in s.get("row_lengths", ())][:shape[0]] if len(shape) == 2 else []
+        padded = sum(shape[1] - min(r, shape[1]) for r in rows)
+    else:
+        lengths = [int(v) for v in s["lengths"]]
+        n, padded = len(lengths) * max(lengths), sum(max(lengths) - v for v in lengths)
+    pad = s.get("pad_id", il)
+    on_pad = padded if pad is not None and pad != il else 0
+    drawn = n - padded
+    if isinstance(il, int) and "row_lengths" not in s and case.family == "embed":
+        drawn = int(drawn * (1.0 - float(s.get("ignore_frac", 0.0))))
+    kind = s.get("id_kind", "uniform")
+    spread = 1 if kind == "all_equal" else min(vocab, int(s.get("distinct", 2))) if kind == "collision" else vocab
+    return max(on_pad, -(-drawn // max(spread, 1)))
+
+
+def size_edge_kinds(case: Case, ids: np.ndarray | None = None) -> set[str]:
+    """The size boundaries (:data:`SIZE_EDGES`) ``case`` reaches; ``ids`` its built ids where they were built
+    (a pile-up is then counted exactly)."""
+    s, out = case.spec, set()
+    if case.family in ("embed", "pipeline"):
+        vocab, width = int(s["vocab"]), int(s["width"])
+        if case.family == "embed":
+            shape = [int(n) for n in s["ids_shape"]]
+            n = int(np.prod(shape)) if shape else 1
+        else:
+            n = len(s["lengths"]) * max(int(v) for v in s["lengths"])
+        if n * vocab >= _INT32:
+            out.add("size:ids_x_vocab>=2^31")
+        if max(vocab, n) * width >= _INT32:
+            out.add("size:rows_x_width>=2^31")
+        if n >= _F32_EXACT:
+            out.add("float32:reduction_depth>=2^24")
+        pile = _row_pileup(case, ids)
+        for kind, at in (("float32:row_count>=2^24", _F32_EXACT), ("float16:row_count>65504", _F16_MAX + 1),
+                         ("pileup:row>=1000", 1000)):
+            if pile >= at:
+                out.add(kind)
+    if case.family in ("lstm", "pipeline"):
+        lengths = [int(v) for v in s["lengths"]]
+        dirs = 2 if s.get("bidirectional", False) else 1
+        if len(lengths) * max(lengths, default=0) * int(s["hidden"]) * dirs >= _INT32:
+            out.add("size:batch_x_steps_x_hidden>=2^31")
+        if sum(lengths) >= _F32_EXACT:
+            out.add("float32:reduction_depth>=2^24")
+        if max(lengths, default=0) >= 100:
+            out.add("lengths:hundreds")
+    return out
+
+
+def size_edge_cases() -> dict[str, Case]:
+    """The smallest case of each size boundary (a few reach more than one), tagged ``size-edge``: what
+    ``cases --coverage`` prices against a device's memory where a corpus reaches none."""
+    def embed(seed: int, kind: str, **spec: object) -> Case:
+        return Case("embed", seed, {"width": 1, **spec}, tags=("size-edge", f"edge:{kind}"))
+
+    n16 = _F16_MAX + 32  # over 65,504 ids, all on one row
+    return {
+        "size:ids_x_vocab>=2^31": embed(301, "size:ids_x_vocab>=2^31", vocab=65_000,
+                                        ids_shape=[-(-_INT32 // (65_000 * 40)), 40]),
+        "size:rows_x_width>=2^31": embed(302, "size:rows_x_width>=2^31", vocab=2, width=_INT32 // (1 << 15),
+                                         ids_shape=[1 << 15]),
+        "size:batch_x_steps_x_hidden>=2^31": Case("lstm", 303, {"n_layers": 1, "in_size": 1, "hidden": 1024,
+                                                                "bidirectional": True, "lengths": [1024] * 1024},
+                                                  tags=("size-edge", "edge:size:batch_x_steps_x_hidden>=2^31")),
+        "float32:row_count>=2^24": embed(304, "float32:row_count>=2^24", vocab=1, ids_shape=[_F32_EXACT]),
+        "float32:reduction_depth>=2^24": embed(304, "float32:row_count>=2^24", vocab=1, ids_shape=[_F32_EXACT]),
+        "float16:row_count>65504": embed(305, "float16:row_count>65504", vocab=2, width=4, ids_shape=[n16],
+                                         id_kind="all_equal"),
+        "lengths:hundreds": Case("lstm", 306, {"n_layers": 1, "in_size": 3, "hidden": 4, "lengths": [100, 60]},
+                                 tags=("size-edge", "edge:lengths:hundreds")),
+        "pileup:row>=1000": embed(305, "float16:row_count>65504", vocab=2, width=4, ids_shape=[n16],
+                                  id_kind="all_equal"),
+    }
+
+
+#: The size boundaries whose smallest case is cheap on a CPU too (seconds, well under a GiB): the realistic
+#: profile's corpus runs them. The others need gigabytes, or tens of millions of ids through a Python loop
+#: (Chainer's CPU embedding backward adds one id at a time): ``cases --coverage`` says what each needs.
+CHEAP_SIZE_EDGES = ("size:ids_x_vocab>=2^31", "float16:row_count>65504", "lengths:hundreds", "pileup:row>=1000")
+
+
+#: Why a corpus leaves out a size boundary whose smallest case fits a device's memory.
+_LEFT_OUT = {k: "16.8 million ids, which Chainer's CPU backward adds one at a time (minutes a run)"
+             for k in ("float32:row_count>=2^24", "float32:reduction_depth>=2^24")}
+
+
+def size_coverage_rows(cases: Iterable[Case], memory: dict[str, int],
+                       peak: Callable[[Case, str], int]) -> list[dict[str, object]]:
+    """Per size boundary: how many cases of the corpus reach it, and where none does, what its smallest case
+    (:func:`size_edge_cases`) needs at its peak (``peak(case, device)``) against each device's ``memory``: "needs
+    N GiB" where it does not fit, else that it fits and is left out (never a silent blank)."""
+    counts = {k: 0 for k in SIZE_EDGES}
+    for c in cases:
+        for k in size_edge_kinds(c, _built_ids(c)[1] if _small(c) else None):
+            counts[k] += 1
+    witnesses = size_edge_cases()
+    rows: list[dict[str, object]] = []
+    for k, (families, what) in SIZE_EDGES.items():
+        row: dict[str, object] = {"boundary": k, "families": ", ".join(families), "cases": counts[k]}
+        for device, have in memory.items():
+            if counts[k]:
+                row[device] = "reached"
+                continue
+            need = peak(witnesses[k], device)
+            row[device] = (f"needs {_gib(need)} (has {_gib(have)})" if need > have
+                           else f"fits ({_gib(need)} of {_gib(have)}); left out: {_LEFT_OUT.get(k, 'not drawn')}")
+        row["what"] = what
+        rows.append(row)
+    return rows
+
+
+def _small(case: Case) -> bool:
+    """Whether ``case``'s ids are few enough to build for an exact count (as :func:`edge_kinds` does)."""
+    s = case.spec
+    if case.family == "embed":
+        return int(np.prod(s["ids_shape"])) <= 200_000 if s["ids_shape"] else True
+    return case.family == "pipeline" and len(s["lengths"]) * max(s["lengths"]) <= 200_000
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{max(n, 0) / (1 << 20):.0f} MiB"

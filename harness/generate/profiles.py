@@ -1,4 +1,4 @@
-"""Hypothesis settings profiles: ``ci``, ``dev`` and ``audit``.
+"""Hypothesis settings profiles: ``ci``, ``dev``, ``audit`` and ``realistic``.
 
 ``register_profiles()`` registers them (idempotent); ``load_profile()`` loads one by name, else
 from the ``HARNESS_PROFILE`` environment variable, else ``ci`` where ``CI`` is set and ``dev``
@@ -8,7 +8,9 @@ the profiles are registered (e.g. from a conftest). The example database lives a
 ``ci`` is derandomized and so uses no database, and does not shrink a failing example (it reports the first
 one found, the same every run): a failing gate then costs no more than a passing one.
 
-The sizes of the cases each profile draws are in :data:`harness.generate.strategies.SIZE_BOUNDS`.
+The sizes of the cases each profile draws are in :data:`harness.generate.strategies.SIZE_BOUNDS`; the
+``realistic`` profile draws around the named configurations of :data:`harness.generate.recipes.RECIPES` instead
+(its bounds there are their envelope).
 """
 
 from __future__ import annotations
@@ -58,6 +60,10 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             shrink=False),
     Profile("dev", 50, False, True, "local work: more examples, failures kept in the example database"),
     Profile("audit", 500, False, True, "driver audits: many examples at large sizes, where GPU atomics race"),
+    # Each example is a real model's shapes (seconds a run on a CPU): few, derandomized, not shrunk (a shrink
+    # reruns them for minutes); the cases come from harness.generate.recipes.
+    Profile("realistic", 4, True, False, "real model shapes from published recipes (harness.generate.recipes): "
+            "few examples, each seconds a run", shrink=False),
 )}
 
 def database_path() -> Path:
@@ -74,7 +80,7 @@ def example_database() -> DirectoryBasedExampleDatabase:
 
 
 def register_profiles() -> None:
-    """Register ``ci``, ``dev`` and ``audit`` with Hypothesis (safe to call more than once)."""
+    """Register every profile of :data:`PROFILES` with Hypothesis (safe to call more than once)."""
     from hypothesis import HealthCheck, Phase, settings
 
     quiet_health = (HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much)

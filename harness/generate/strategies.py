@@ -903,6 +903,17 @@ SIZE_BOUNDS: dict[str, dict[str, dict[str, Any]]] = {
                      "min_vocab": 1, "max_vocab": 50_000, "min_width": 1, "max_width": 64,
                      "max_hidden": 64, "dtypes": ("float16", "float32", "float64")},
     },
+    # The envelope of harness.generate.recipes.RECIPES at full scale; the realistic profile draws around the
+    # table's rows (recipes.recipe_cases), not uniformly within these bounds.
+    "realistic": {
+        "embed": {"min_vocab": 1, "max_vocab": 65_000, "min_width": 1, "max_width": 1024, "max_ids": 160_000,
+                  "id_dtypes": ("int32",), "w_dtypes": ("float32",), "allow_empty": False},
+        "lstm": {"min_batch": 1, "max_batch": 30, "min_len": 1, "max_len": 800, "max_layers": 6,
+                 "max_in": 320, "max_hidden": 1024, "dtypes": ("float32",), "allow_dropout": False},
+        "pipeline": {"min_batch": 1, "max_batch": 1024, "min_len": 1, "max_len": 151, "max_layers": 2,
+                     "min_vocab": 1, "max_vocab": 65_000, "min_width": 1, "max_width": 1024,
+                     "max_hidden": 1024, "dtypes": ("float32",)},
+    },
 }
 
 

@@ -15,9 +15,10 @@ skipped    the subject does not run this case here                              
 differs    values differ (:func:`is_difference`), or the runs disagree: some gave values   1
            and some raised, or they raised in different ways
 broken     the runs agree but a check of the contract fails (a bad input that must raise  1
-           returned values; no contract line)
-raised     every run raised the same way (type and phase): an error, reproduced, not a    3
-           difference; the line says whether the contracts expect or declare it
+           returned values, or raised elsewhere; no contract line)
+raised     every run raised the same way (type and phase) and no check of the contract   3
+           fails on it: an error, reproduced, not a difference; the line says whether
+           the contracts expect or declare it
 ========== ============================================================================== ====
 
 A bad input (an unreadable case, a bad option) never gets here: it is exit 2 before any run.
@@ -95,7 +96,11 @@ def replay_outcome(records: Sequence[Any], measures: Iterable[Measure]) -> Outco
         return Outcome("differs", f"the runs disagree: {said}")
     if failed:
         (sig, n), = failed.items()
-        verdict = next((m.verdict for m in measures if m.kind == "task" and m.tensor == ""), Verdict.ERROR)
+        task = next((m for m in measures if m.kind == "task" and m.tensor == ""), None)
+        verdict = task.verdict if task is not None else Verdict.ERROR
+        if task is not None and verdict == Verdict.BROKEN:  # the error itself breaks the contract: a finding
+            return Outcome("broken", f"every run raised the same way ({sig} in {n} of {n} run(s)), which breaks "
+                                     f"the contract: {task.rule}")
         return Outcome("raised", f"every run raised the same way: {sig} in {n} of {n} run(s), verdict "
                                  f"{str(verdict)!r}: an error, not a difference")
     found = [m for m in measures if is_difference(m)]

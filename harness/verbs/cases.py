@@ -18,7 +18,7 @@ class CasesOptions:
     seed: int = 0
     profile: str = "ci"
     out: str | None = None         # the corpus file (None or "-": stdout)
-    coverage: bool = False         # print the edge kinds a corpus reaches instead of writing cases
+    coverage: bool = False         # print what a corpus reaches (edge kinds, sizes, recipes) instead of cases
     corpus: str | None = None      # with coverage: the corpus to read (None: the default corpus)
 
     def __post_init__(self) -> None:
@@ -27,13 +27,13 @@ class CasesOptions:
 
 
 def cases(opts: CasesOptions) -> int:
-    """0: written (or, with ``coverage``, the table printed)."""
+    """0: written (or, with ``coverage``, the tables printed)."""
     from harness.core.cases import write_corpus
-    from harness.generate.strategies import corpus
+    from harness.generate.corpora import profile_corpus
 
     if opts.coverage:
-        return _coverage(opts.corpus)
-    made = corpus(opts.family, examples=opts.examples, seed=opts.seed, profile=opts.profile)
+        return _coverage(opts.corpus, opts.profile)
+    made = profile_corpus(opts.family, examples=opts.examples, seed=opts.seed, profile=opts.profile)
     if opts.out in (None, "-"):
         for c in made:
             print(c.to_json())
@@ -43,22 +43,17 @@ def cases(opts: CasesOptions) -> int:
     return 0
 
 
-def _coverage(path: str | None) -> int:
-    """The edge kinds a corpus reaches, one row each; exit 0 (a kind no case reaches is a row with 0, so the
-    table says what is missing)."""
-    import pandas as pd
-
+def _coverage(path: str | None, profile: str) -> int:
+    """The edge kinds, size boundaries and recipe configurations a corpus reaches (the ``profile``'s default
+    corpus, or the file ``path``), one row each; exit 0 (a kind no case reaches is a row with 0, a size boundary
+    says what it would need, so the tables say what is missing)."""
     from harness.core import argcheck
     from harness.core.cases import load_corpus
     from harness.generate.corpora import default_corpus
-    from harness.generate.edges import coverage_rows
+    from harness.generate.sizing import coverage_text
 
     if path is not None:
         argcheck.readable_file("corpus", path)
-    found = load_corpus(path) if path is not None else default_corpus()
-    rows = coverage_rows(found)
-    print(pd.DataFrame(rows).to_markdown(index=False))
-    missing = [str(r["edge"]) for r in rows if not r["cases"]]
-    print(f"\n{len(rows) - len(missing)} of {len(rows)} edge kinds reached by {len(found)} cases"
-          + (f"; not reached: {', '.join(missing)}" if missing else ""))
+    found = load_corpus(path) if path is not None else default_corpus(profile=profile)
+    print(coverage_text(found))
     return 0

@@ -69,9 +69,14 @@ class ReportOptions:
             argcheck.profile_or_corpus(self.profile, self.corpus)
 
     def settings(self, **kw: Any) -> CampaignSettings:
-        """The campaign settings: the fields given, else the settings' defaults (``kw`` overrides both)."""
+        """The campaign settings: the fields given, else the profile's own
+        (:data:`harness.generate.corpora.PROFILE_CAMPAIGN`: the realistic profile's runs take seconds), else the
+        settings' defaults (``kw`` overrides them all)."""
+        from harness.generate.corpora import PROFILE_CAMPAIGN
+
+        own = PROFILE_CAMPAIGN.get(self.profile or "ci", {})
         given = {k: getattr(self, k) for k in ("repeats", "fresh", "timeout", "jobs") if getattr(self, k) is not None}
-        return CampaignSettings(**{**given, "plugins": self.plugins, "quiet": self.quiet, **kw})
+        return CampaignSettings(**{**own, **given, "plugins": self.plugins, "quiet": self.quiet, **kw})
 
 
 def report(opts: ReportOptions) -> int:

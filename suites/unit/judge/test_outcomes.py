@@ -62,3 +62,14 @@ def test_a_broken_check_without_a_difference_is_exit_1_said_as_such():
 def test_a_skipped_replay_is_exit_0_and_the_table_has_one_code_per_kind():
     assert replay_outcome([record({"skipped": 1})], []).exit_code == 0
     assert set(EXIT_CODES.values()) == {0, 1, 3} and 2 not in EXIT_CODES.values()
+
+
+def test_every_run_raising_where_the_contract_says_otherwise_is_broken_exit_1():
+    """A bad input that must raise in forward raised in backward, in every run: the same error each time, and
+    a finding (the contract's check fails), not an error of the harness's kind 3."""
+    err = {"type": "IndexError", "phase": "backward", "message": "index 4 is out of bounds"}
+    broken = Measure(kind="task", tensor="", verdict="broken", rule="bad input must: raise IndexError in forward",
+                     **KEY)
+    out = replay_outcome([record({"error": 1}, [err])], [broken])
+    assert (out.kind, out.exit_code) == ("broken", 1)
+    assert "IndexError in backward" in out.line and "raise IndexError in forward" in out.line

@@ -1,0 +1,286 @@
+"""The ``realistic`` profile's table: named configurations from published recipes, and cases drawn around them.
+
+Every case the ``ci``, ``dev`` and ``audit`` profiles draw is small (hidden <= 128, <= 64 steps). The models
+users audit are an order of magnitude larger, and what breaks reproducibility changes with size: which GEMM
+kernel BLAS picks and how it splits a reduction, how many ids pile onto one row, how deep a float32 sum gets.
+:data:`RECIPES` holds the shapes real recipes run, each row citing where its numbers come from, with the
+conventions of the code that runs them:
+
+- ``espnet``: ESPnet1's chainer decoder and RNN language model embed with
+  ``deterministic_embed_id.EmbedID(odim, dunits)`` and **no ignore label**; their id batches start with sos
+  and are padded with eos, both the last id ``odim - 1`` (``pad_id`` and ``sos_id`` of the spec);
+- ``chainer``: Chainer's own convention, padding with ``-1`` and ``ignore_label=-1``;
+- every ragged batch is sorted longest first (ESPnet sorts its minibatches by length), and the features are
+  as wide as the recipe's (83: 80 filterbanks and 3 pitch features).
+
+Cases are drawn *around* a configuration, not only at its corners: each size is drawn within the row's range
+(by the same sources as :mod:`harness.generate.strategies`, so a Hypothesis strategy over the table shrinks and
+explores like any other). Two scales:
+
+- ``slice`` (the profile's default corpus and pytest gate): the real widths, hidden sizes, vocabularies and
+  lengths, with a slice of the batch (a few sequences) and at most :data:`SLICE_LAYERS` layer, and each run's
+  work and embedding table capped (:data:`SLICE_STEP_WEIGHTS`, :data:`SLICE_TABLE`) so that a CPU report stays minutes;
+- ``full``: the recipe's whole batch, layers and tables, for a device with the memory (:func:`full_case` is
+  each configuration's largest corner, which ``cases --coverage`` prices).
+
+A drawn case carries the tag ``recipe:<name>``; :func:`recipe_of` reads it back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from harness.core.cases import Case
+from harness.core.errors import InvalidArgument
+from harness.generate.edges import with_edge_tags
+from harness.generate.strategies import _HypothesisSource, _RandomSource, _rng, _sample, _Source
+
+if TYPE_CHECKING:
+    from hypothesis import strategies as st
+
+__all__ = ["Recipe", "RECIPES", "SCALES", "SLICE_BATCH", "SLICE_LAYERS", "SLICE_STEP_WEIGHTS", "SLICE_TABLE",
+           "recipe_of", "recipes_for", "draw_recipe_case", "recipe_cases", "recipe_corpus", "full_case",
+           "step_weights"]
+
+_WSJ_RNN = "espnet/espnet egs/wsj/asr1/conf/tuning/train_rnn.yaml"
+_RUN_SH = "espnet/espnet egs/wsj/asr1/run.sh and egs/tedlium2/asr1/run.sh (the 'rnnlm related' block)"
+_FBANK = "80 filterbanks + 3 pitch features: egs/*/asr1/run.sh steps/make_fbank_pitch.sh, conf/fbank.conf"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One named configuration. Ranges are inclusive ``(lo, hi)``; ``max_len`` counts the steps the LSTM or
+    the embedding sees (after any subsampling; a decoder's ids include sos)."""
+
+    name: str
+    families: tuple[str, ...]
+    #: ``espnet`` (no ignore label, sos first, eos padding, both V-1) or ``chainer`` (padding and ignore -1)
+    convention: str
+    in_size: tuple[int, ...]  # the LSTM's input widths (lstm family); () where an embedding feeds it
+    hidden: tuple[int, int]   # hidden units (eunits, dunits, lm units); the embedding width where one feeds it
+    layers: tuple[int, int]
+    bidirectional: bool
+    vocab: tuple[int, int]    # (0, 0) for an encoder
+    batch: tuple[int, int]
+    max_len: tuple[int, int]  # the longest sequence of a batch: (lo, hi)
+    source: str
+
+    def full(self) -> dict[str, int]:
+        """The configuration's largest corner."""
+        return {"hidden": self.hidden[1], "layers": self.layers[1], "vocab": self.vocab[1], "batch": self.batch[1],
+                "max_len": self.max_len[1], "in_size": max(self.in_size, default=0)}
+
+
+#: The named configurations (one place: the profile's corpus, its strategies and ``cases --coverage`` read it).
+RECIPES: tuple[Recipe, ...] = (
+    Recipe("espnet1.asr.encoder.blstmp", ("lstm",), "espnet", in_size=(83, 320), hidden=(320, 1024),
+           layers=(1, 1), bidirectional=True, vocab=(0, 0), batch=(20, 30), max_len=(200, 800),
+           source=f"{_WSJ_RNN}: etype vggblstmp/blstmp, elayers 6, eunits 320, eprojs 320, subsample 1_2_2_1_1, "
+                  f"batch-size 30, maxlen-in 800; librispeech's RNN recipe eunits 1024. blstmp runs one "
+                  f"NStepBiLSTM(1, in, eunits) per layer (espnet/nets/chainer_backend/rnn/encoders.py RNNP): the "
+                  f"first over all frames (in 83: {_FBANK}), the next over eprojs-wide frames subsampled by 2-4"),
+    Recipe("espnet1.asr.encoder.blstm", ("lstm",), "espnet", in_size=(83,), hidden=(320, 1024), layers=(4, 6),
+           bidirectional=True, vocab=(0, 0), batch=(20, 30), max_len=(100, 400),
+           source=f"{_WSJ_RNN}: elayers 4-6, eunits 320-1024, batch-size 20-30, maxlen-in 800 frames subsampled "
+                  f"by 2-4; one NStepBiLSTM(elayers, 83, eunits) (encoders.py RNN), in 83: {_FBANK}"),
+    Recipe("espnet1.asr.decoder.char", ("embed", "pipeline"), "espnet", in_size=(), hidden=(300, 1024),
+           layers=(1, 1), bidirectional=False, vocab=(50, 300), batch=(20, 30), max_len=(60, 151),
+           source=f"{_WSJ_RNN}: dunits 300 (1024 in librispeech's), dlayers 1, maxlen-out 150 (+ sos), batch-size "
+                  f"30; odim 50-300 characters; espnet/nets/chainer_backend/rnn/decoders.py: "
+                  f"DL.EmbedID(odim, dunits) without ignore label, ys_in = sos + y padded with eos = odim - 1"),
+    Recipe("espnet1.asr.decoder.bpe", ("embed", "pipeline"), "espnet", in_size=(), hidden=(300, 1024),
+           layers=(1, 1), bidirectional=False, vocab=(4900, 5100), batch=(20, 30), max_len=(40, 151),
+           source="as espnet1.asr.decoder.char with a ~5,000-unit BPE vocabulary (egs/librispeech/asr1/run.sh "
+                  "nbpe=5000), dunits 1024 (its RNN train.yaml)"),
+    Recipe("espnet1.lm.word", ("embed", "pipeline"), "espnet", in_size=(), hidden=(1000, 1000), layers=(1, 1),
+           bidirectional=False, vocab=(65000, 65000), batch=(300, 600), max_len=(20, 41),
+           source=f"{_RUN_SH}: use_wordlm=true, lm_vocabsize=65000, lm_units=1000, lm_layers=1, lm_batchsize "
+                  f"300-600, lm_maxlen=40 (+ sos); espnet/lm/chainer_backend/lm.py DL.EmbedID(n_vocab, n_units), "
+                  f"sentences between sos and eos = n_vocab - 1"),
+    Recipe("espnet1.lm.char", ("embed", "pipeline"), "espnet", in_size=(), hidden=(650, 650), layers=(2, 2),
+           bidirectional=False, vocab=(50, 300), batch=(1024, 1024), max_len=(60, 151),
+           source=f"{_RUN_SH}: character LMs: lm_units 650, lm_layers 2, lm_batchsize 1024, lm_maxlen 150"),
+    Recipe("chainer.padded_decoder", ("embed", "pipeline"), "chainer", in_size=(), hidden=(300, 1024),
+           layers=(1, 2), bidirectional=False, vocab=(50, 5100), batch=(20, 30), max_len=(40, 150),
+           source="the ESPnet decoder's sizes under Chainer's own convention: ids padded with -1 and "
+                  "L.EmbedID(..., ignore_label=-1) (chainer/links/connection/embed_id.py), the label "
+                  "chainer/functions/loss/softmax_cross_entropy.py ignores by default (ignore_label=-1)"),
+)
+SCALES = ("slice", "full")
+#: Sequences of a ``slice``-scale LSTM or pipeline batch (a real batch's longest ones).
+SLICE_BATCH = 3
+#: Layers of a ``slice``-scale case (blstmp runs one per call anyway).
+SLICE_LAYERS = 1
+#: The most elements of stacked step weights (:func:`step_weights`) of one ``slice``-scale run (hidden 320 over
+#: 100 steps, bidirectional, 83 features): the lengths (not below 100 steps), then the hidden size give way
+#: until a case fits.
+SLICE_STEP_WEIGHTS = 105_000_000
+#: The most elements of a ``slice``-scale embedding table: a 65,000 x 1,000 table (the word LM's) is a minute and
+#: 6 GB per run on a CPU; the width gives way, the vocabulary never.
+SLICE_TABLE = 1 << 23
+#: ESPnet's batches: the shortest sequence of a batch is at least this fraction of its longest (sorted by length).
+_SPREAD = 0.4
+
+
+def step_weights(lengths: Sequence[int], in_size: int, hidden: int, layers: int, bidirectional: bool) -> int:
+    """Elements of the weights Chainer's CPU NStepLSTM stacks at every step of every layer and direction (a
+    ``(4H, in + H)`` pair each, kept for backward): what its runs cost in time and memory far more than their
+    arithmetic (measured here: hidden 526 over 248 steps, bidirectional, is 5 GB and half a minute a run)."""
+    dirs = 2 if bidirectional else 1
+    longest = max(lengths, default=0)
+    return sum(dirs * longest * 4 * hidden * ((in_size if layer == 0 else hidden * dirs) + hidden)
+               for layer in range(layers))
+
+
+def recipe_of(case: Case) -> str | None:
+    """The configuration a case was drawn around (its ``recipe:<name>`` tag), or None."""
+    return next((t.split(":", 1)[1] for t in case.tags if t.startswith("recipe:")), None)
+
+
+def recipes_for(family: str) -> list[Recipe]:
+    """The configurations that draw cases of ``family``."""
+    return [r for r in RECIPES if family in r.families]
+
+
+def _lengths(src: _Source, r: Recipe, batch: int) -> list[int]:
+    """A ragged batch sorted longest first: the longest within the row's range, the others at least
+    :data:`_SPREAD` of it, a tie now and then (utterances of the same length)."""
+    longest = src.integer(*r.max_len)
+    shortest = max(1, int(longest * _SPREAD))
+    rest = sorted((src.integer(shortest, longest) for _ in range(batch - 1)), reverse=True)
+    return [longest] + rest
+
+
+def _fit(lengths: list[int], in_size: int, hidden: int, layers: int, bi: bool, lo_hidden: int, keep_long: bool
+         ) -> tuple[list[int], int]:
+    """Shrink a slice until :func:`step_weights` is within :data:`SLICE_STEP_WEIGHTS`. ``keep_long``: cut every
+    length in proportion down to 100 steps, then lower the hidden size down to the row's smallest; else keep the
+    drawn hidden size and cut the lengths. Either way the lengths last (more sequences cost little: the stacked
+    weights are per step, not per sequence)."""
+    def over() -> bool:
+        return step_weights(lengths, in_size, hidden, layers, bi) > SLICE_STEP_WEIGHTS
+
+    def cut(floor: int) -> None:
+        nonlocal lengths
+        while over() and lengths[0] > floor:
+            top = max(floor, lengths[0] * 9 // 10)
+            lengths = [max(1, n * top // lengths[0]) for n in lengths]
+
+    cut(100 if keep_long else 1)
+    while over() and hidden > lo_hidden:
+        hidden = max(lo_hidden, hidden * 9 // 10)
+    cut(1)
+    return lengths, hidden
+
+
+def draw_recipe_case(src: _Source, recipe: Recipe, family: str, scale: str = "slice") -> Case:
+    """One case of ``family`` drawn around ``recipe`` at ``scale`` (:data:`SCALES`)."""
+    r, full = recipe, scale == "full"
+    hidden = src.integer(*r.hidden)
+    layers = src.integer(r.layers[0], r.layers[1] if full else min(r.layers[1], max(r.layers[0], SLICE_LAYERS)))
+    if not full:
+        layers = min(layers, SLICE_LAYERS)
+    batch = src.integer(*r.batch) if full or family == "embed" else src.integer(2, min(SLICE_BATCH, r.batch[1]))
+    tags = [f"recipe:{r.name}", f"convention:{r.convention}", f"scale:{scale}"]
+    if family == "lstm":
+        in_size = src.choice(r.in_size)
+        lengths = _lengths(src, r, batch)
+        if not full:
+            lengths, hidden = _fit(lengths, in_size, hidden, layers, r.bidirectional, r.hidden[0], src.boolean())
+        spec: dict[str, Any] = {"in_size": in_size, "hidden": hidden, "n_layers": layers, "lengths": lengths,
+                                "bidirectional": r.bidirectional}
+        return with_edge_tags(Case("lstm", src.integer(0, 2**32 - 1), spec, tags=tuple(tags) + ("lengths:sorted",)))
+    vocab = src.integer(*r.vocab)
+    lengths = _lengths(src, r, batch)
+    ids = (batch * lengths[0]) if family == "embed" else 1
+    # the slice keeps the vocabulary and the batch; the embedding's width gives way (the table, and an embedding's
+    # output, at most SLICE_TABLE elements)
+    width = hidden if full else max(1, min(hidden, SLICE_TABLE // vocab, SLICE_TABLE // ids))
+    if width < hidden:
+        tags.append("slice:width")
+    padding = _padding(r.convention, vocab)
+    if family == "embed":
+        spec = {"vocab": vocab, "width": width, "ids_shape": [batch, lengths[0]], "row_lengths": lengths,
+                "id_kind": "uniform", **padding}
+        return with_edge_tags(Case("embed", src.integer(0, 2**32 - 1), spec, tags=tuple(tags)))
+    if not full:
+        lengths, hidden = _fit(lengths, width, hidden, layers, False, r.hidden[0], src.boolean())
+    spec = {"vocab": vocab, "width": width, "hidden": hidden, "n_layers": layers, "lengths": lengths,
+            "id_kind": "uniform", **padding}
+    return with_edge_tags(Case("pipeline", src.integer(0, 2**32 - 1), spec, tags=tuple(tags) + ("lengths:sorted",)))
+
+
+def _padding(convention: str, vocab: int) -> dict[str, Any]:
+    """The spec keys of a convention's padded id batches (see the module doc)."""
+    if convention == "espnet":
+        return {"pad_id": vocab - 1, "sos_id": vocab - 1}
+    return {"ignore_label": -1}
+
+
+def _check(family: str, scale: str) -> None:
+    families = sorted({f for r in RECIPES for f in r.families})
+    if family not in families:
+        raise InvalidArgument(f"family={family!r} is not one of {', '.join(families)}")
+    if scale not in SCALES:
+        raise InvalidArgument(f"scale={scale!r} is not one of {', '.join(SCALES)}")
+
+
+def _draw_one(family: str, scale: str) -> Callable[[_Source], Case]:
+    rows = recipes_for(family)
+
+    def draw(src: _Source) -> Case:
+        recipe = src.choice(rows)
+        src.label(f"{family}.recipe", recipe.name)
+        return draw_recipe_case(src, recipe, family, scale)
+
+    return draw
+
+
+def recipe_cases(family: str, *, scale: str = "slice", w32_only: bool = False) -> st.SearchStrategy[Case]:
+    """A Hypothesis strategy of ``family`` cases drawn around :data:`RECIPES` (``w32_only`` is accepted for the
+    pytest gate's ESPnet subjects: every recipe's weights are float32 already)."""
+    from hypothesis import currently_in_test_context, note
+    from hypothesis import strategies as st
+
+    _check(family, scale)
+    draw_one = _draw_one(family, scale)
+
+    @st.composite
+    def draw_case(draw: Callable[[st.SearchStrategy[Any]], Any]) -> Case:
+        case = draw_one(_HypothesisSource(draw))
+        if currently_in_test_context():
+            note(f"{case!r}: {case.to_json()}")
+        return case
+
+    return draw_case()
+
+
+def recipe_corpus(family: str, *, examples: int, seed: int, scale: str = "slice") -> list[Case]:
+    """``examples`` distinct cases of ``family`` drawn around the table, the same list for the same arguments:
+    the configurations in turn (every one of the family once ``examples`` reaches their number), each case's
+    sizes drawn within its row."""
+    _check(family, scale)
+    rows = recipes_for(family)
+    src = _RandomSource(_rng("recipe", family, seed))
+    turn = iter(range(10**9))
+    return _sample(lambda s: draw_recipe_case(s, rows[next(turn) % len(rows)], family, scale), src, examples)
+
+
+def full_case(recipe: Recipe, family: str) -> Case:
+    """The configuration's largest corner as a case of ``family``: its whole batch, every sequence as long as
+    the longest, its widest layer (what ``cases --coverage`` prices against the device's memory)."""
+    f = recipe.full()
+    tags = (f"recipe:{recipe.name}", f"convention:{recipe.convention}", "scale:full")
+    if family == "lstm":
+        return Case("lstm", 0, {"in_size": f["in_size"], "hidden": f["hidden"], "n_layers": f["layers"],
+                                "lengths": [f["max_len"]] * f["batch"], "bidirectional": recipe.bidirectional},
+                    tags=tags)
+    vocab = f["vocab"]
+    padding = _padding(recipe.convention, vocab)
+    if family == "embed":
+        return Case("embed", 0, {"vocab": vocab, "width": f["hidden"], "ids_shape": [f["batch"], f["max_len"]],
+                                 "row_lengths": [f["max_len"]] * f["batch"], **padding}, tags=tags)
+    return Case("pipeline", 0, {"vocab": vocab, "width": f["hidden"], "hidden": f["hidden"], "n_layers": f["layers"],
+                                "lengths": [f["max_len"]] * f["batch"], **padding}, tags=tags)
+
