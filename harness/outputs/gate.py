@@ -22,6 +22,7 @@ from harness.core.records import Measure, TaskRecord
 from harness.execute.campaign import load_tasks
 from harness.execute.measures import campaign_cases, load_measures, measure_campaign
 from harness.judge import findings as F
+from harness.judge.headlines import contexts_by_device, headlines
 from harness.judge import verdicts
 from harness.judge.contracts import Contracts, load_contracts, validate
 from harness.judge.verdicts import Violation, assert_no_violations
@@ -381,10 +382,11 @@ def cmd_gate(args: argparse.Namespace) -> int:
         found = F.sort_findings(failing + [f for f in found if not f.fails])
     if args.junit:
         write_junit(args.junit, records, found, time.perf_counter() - t0)
-    for i, f in enumerate(failing[:SHOWN_DOSSIERS]):
-        print(f"FINDING {i + 1} of {len(failing)}: " + f.dossier() + "\n", file=sys.stderr)
-    if len(failing) > SHOWN_DOSSIERS:
-        print(f"... and {len(failing) - SHOWN_DOSSIERS} more failing finding(s): all of them in "
+    heads = headlines(failing, contexts_by_device((t.device, t.context) for t in tasks))  # one bug, one headline
+    for i, h in enumerate(heads[:SHOWN_DOSSIERS]):
+        print(f"FINDING {i + 1} of {len(heads)}: " + h.dossier() + "\n", file=sys.stderr)
+    if len(heads) > SHOWN_DOSSIERS:
+        print(f"... and {len(heads) - SHOWN_DOSSIERS} more failing headline finding(s): all of them in "
               f"{os.path.join(run_dir, 'findings.json')}", file=sys.stderr)
     cells = {_cell(t.subject, t.device, t.context) for t in tasks}
     skipped = {_cell(r.subject, r.device, r.context) for r in records.values()} - {
@@ -397,6 +399,6 @@ def cmd_gate(args: argparse.Namespace) -> int:
     atomic_write(os.path.join(run_dir, "findings.json"), F.dumps(found))
     broken_cells = failing_cells(found)
     print(f"gate: {len(tasks)} tasks, {len(cells)} subject/device/context checks ({len(skipped)} skipped: "
-          f"not run); {F.summary_line(failing, len(broken_cells), len(cells))}, from {len(bad)} violating "
+          f"not run); {F.summary_line(failing, len(broken_cells), len(cells), heads)}, from {len(bad)} violating "
           f"measure(s); results in {run_dir}")
     return 1 if failing else 0
