@@ -635,6 +635,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--markdown", metavar="FILE", type=_checked("markdown", argcheck.writable_file),
                     help="also write the text of an upstream bug report (title, environment, script, output)")
     ex.set_defaults(func=cmd_export)
+    _add_bisect(sub)
     _track_given(p)
     return p
 
@@ -677,3 +678,54 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{args.verb} ran: nothing it would have written "
               f"can be trusted", file=sys.stderr)
         return 2
+
+
+def _add_bisect(sub: Any) -> None:
+    """``harness bisect``: its options, and the one place they become a :class:`BisectOptions`."""
+    b = sub.add_parser("bisect", help="which package and release changes a case's bits",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Between two environments that disagree on a case (pins, or two fingerprints: "
+                       "a run or baseline directory, environment.json, an audit file), install each side in "
+                       "throwaway environments, change one package at a time to find which one changes the bits, "
+                       "then bisect its releases between the two pins and name the first that does.",
+                       epilog=_codes("0  the two ends agree on the case", "1  a package and release named (or "
+                                     "several packages change the bits only together)",
+                                     "2  bad input, or an end that cannot be installed"))
+    b.add_argument("case", help="a case JSON file (or a corpus .jsonl with --case-id)")
+    b.add_argument("--case-id", default="", help="the case of a corpus file")
+    b.add_argument("--subject", required=True, help="the subject to run")
+    b.add_argument("--context", default="default", help="the context to run in (default %(default)s)")
+    b.add_argument("--subject-plugin", action="append", default=[], metavar="MOD:OBJ",
+                   help="load and register subjects from package.module:object (repeatable)")
+    for end in ("good", "bad"):
+        b.add_argument(f"--{end}", action="append", default=[], metavar="NAME==VERSION",
+                       help=f"a pin of the {end} end (repeatable, or several separated by spaces or commas)")
+        b.add_argument(f"--{end}-env", metavar="PATH", help=f"the {end} end's fingerprint: a run or baseline "
+                       "directory, an environment.json or an audit file (its package versions)")
+    b.add_argument("--cache", default="", metavar="DIR", help="where environments and the resumable log go "
+                   "(default $XDG_CACHE_HOME/harness/bisect)")
+    b.add_argument("--find-links", action="append", default=[], metavar="DIR", help="wheels to install from "
+                   "(repeatable); their versions are bisected too")
+    b.add_argument("--no-index", action="store_true", help="install only from --find-links (offline)")
+    b.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto",
+                   help="uv where installed (auto), or python -m venv + pip (default %(default)s)")
+    b.add_argument("--timeout", type=argcheck.seconds("timeout"), default=600.0, help="seconds per probe run")
+    b.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    def run(args: argparse.Namespace) -> int:
+        from harness.verbs.bisect import BisectOptions, bisect, parse_pins, pins_from_environment
+
+        found = {e: pins_from_environment(getattr(args, f"{e}_env")) if getattr(args, f"{e}_env") else {}
+                 for e in ("good", "bad")}
+        shared = set(found["good"]) & set(found["bad"])  # a fingerprint may list a package the other lacks
+        ends = {e: {**{n: found[e][n] for n in shared}, **parse_pins(getattr(args, e), e)} for e in found}
+        for end, pins in ends.items():
+            if not pins:
+                raise InvalidArgument(f"{end}: no pins (give --{end} NAME==VERSION or --{end}-env PATH)")
+        return bisect(BisectOptions(
+            case=args.case, subject=args.subject, good=ends["good"], bad=ends["bad"], case_id=args.case_id,
+            context=args.context,
+            plugins=tuple(args.subject_plugin), cache=args.cache, find_links=tuple(args.find_links),
+            no_index=args.no_index, installer=args.installer, timeout=args.timeout, quiet=args.quiet))
+
+    b.set_defaults(func=run)
