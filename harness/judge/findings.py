@@ -35,6 +35,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
+from harness.core.contexts import context_order
 from harness.core.records import VERDICT_ORDER, Measure, TaskRecord, Verdict
 from harness.judge.reproducer import Reproducer, command, export_path, harness_argv
 
@@ -42,7 +43,7 @@ __all__ = ["Classification", "FindingKind", "KINDS", "Origin", "Shrunk", "Findin
            "classify", "group", "reproducer_of", "replay_argv", "localize_argv", "shrink_argv",
            "command", "harness_argv",
            "DOSSIER_LINES", "env_for_reproducer", "library_frame", "sort_findings", "summary_line", "dumps",
-           "loads", "with_cause", "with_shrunk", "context_order"]
+           "loads", "with_cause", "with_shrunk"]
 
 #: A dossier is at most this many lines.
 DOSSIER_LINES = 40
@@ -548,14 +549,6 @@ def group(measures: Iterable[Measure], records: Mapping[tuple[str, str, str, str
             contract=worst.contract, error=error, where=where, reason=reason, role=roles.get(rep.subject, "subject"),
             flaky=(rep.subject, rep.device, rep.context) in flaky, contexts=context_order(m.context for m in ms)))
     return sort_findings(out)
-
-
-def context_order(names: Iterable[str]) -> tuple[str, ...]:
-    """Context names once each, in the registry's order (default, blas1, blas2, debug, ...), unknown ones last."""
-    from harness.core.contexts import CONTEXTS
-
-    order = {n: i for i, n in enumerate(CONTEXTS)}
-    return tuple(sorted({n for n in names if n}, key=lambda n: (order.get(n, len(order)), n)))
 
 
 _KIND_RANK = {k.name: i for i, k in enumerate(KINDS)}

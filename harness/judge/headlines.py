@@ -29,7 +29,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from harness.judge.findings import DOSSIER_LINES, Classification, Finding, context_order, sort_findings
+from harness.core.contexts import context_order
+from harness.judge.findings import DOSSIER_LINES, Classification, Finding, sort_findings
 
 __all__ = ["Headline", "headlines", "cause_key", "where_text", "device_label", "headline_of"]
 
