@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping, Sequence
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from harness.core.contexts import get_context
 from harness.core.errors import HarnessError, InvalidArgument
 from harness.verbs import bisect_envs as envs
 
@@ -175,7 +176,8 @@ class _Prober:
         self.n += 1
         key = _key(pins)
         rec = self.log.done.get(key)
-        if rec is not None:
+        if rec is not None and not str(rec.get("skipped", "")).startswith("the probe did not run"):
+            # (a probe that did not run the case, its plug-in since mended perhaps, runs again)
             self.say(f"probe {self.n}: {what}: {key}: {self.verdict(rec)} (from the log)")
             return None if rec.get("skipped") else rec
         t0 = time.perf_counter()
@@ -186,14 +188,19 @@ class _Prober:
             result = envs.run_probe(python, {"case": os.path.abspath(self.opts.case), "case_id": self.opts.case_id,
                                              "subject": self.opts.subject, "context": self.opts.context,
                                              "plugins": list(self.opts.plugins), "packages": sorted(pins)},
-                                    self.opts.timeout)
+                                    self.opts.timeout, env=dict(get_context(self.opts.context).env))
         except envs.InstallFailed as exc:
             rec = {"pins": dict(pins), "skipped": str(exc)}
         else:
             got = result.get("versions", {})
             wrong = {n: got.get(n) for n, v in pins.items() if _norm(got.get(n)) != _norm(v)}
-            rec = {"pins": dict(pins), "result": result} if not wrong else \
-                {"pins": dict(pins), "skipped": f"installed, but the probe imported {wrong}"}
+            rec = {"pins": dict(pins), "result": result}
+            if result.get("status") in ("crashed", "skipped", "timeout"):
+                # the probe did not run the case (a plug-in or subject it cannot load, a run past the timeout):
+                # nothing is known of these bits, as where the pins cannot be installed
+                rec = {"pins": dict(pins), "skipped": f"the probe did not run the case: {result.get('error')}"}
+            elif wrong:
+                rec = {"pins": dict(pins), "skipped": f"installed, but the probe imported {wrong}"}
         finally:
             shutil.rmtree(env_dir, ignore_errors=True)
         self.log.add(rec)
@@ -204,7 +211,8 @@ class _Prober:
         """What a probe found: not installable, or its digests (the first probe's), or whether they agree with
         the good end's."""
         if rec.get("skipped"):
-            return f"cannot be installed, skipped: {rec['skipped']}"
+            return f"cannot be {'run' if 'probe did not run' in rec['skipped'] else 'installed'}, skipped: " \
+                f"{rec['skipped']}"
         d = _digests(rec)
         if self.reference is None:
             return f"{len(d)} tensor digest(s)" if isinstance(d, list) else d
@@ -235,6 +243,10 @@ def bisect(opts: BisectOptions, say: Callable[[str], None] | None = None) -> int
         raise InvalidArgument(f"--good/--bad: the two ends pin the same versions ({_key(opts.good)})")
     if not os.path.isfile(opts.case):
         raise InvalidArgument(f"case={opts.case!r}: no such case file")
+    context = get_context(opts.context)  # an unknown one is refused here, in one line
+    if not context.applies_to("cpu"):
+        raise InvalidArgument(f"context={opts.context!r}: applies only to {', '.join(context.devices)}; "
+                              "a probe runs on the CPU")
     out = say or (lambda s: None if opts.quiet else print(f"bisect: {s}", file=sys.stderr, flush=True))
     probe = _Prober(opts, out)
     good_pins = {n: opts.good[n] for n in differ}
@@ -246,7 +258,7 @@ def bisect(opts: BisectOptions, say: Callable[[str], None] | None = None) -> int
         probe.reference = None if good is None else _digests(good)
         bad = probe(bad_pins, "bad end")
         if good is None or bad is None:
-            raise HarnessError(f"bisect: the {'good' if good is None else 'bad'} end cannot be installed: "
+            raise HarnessError(f"bisect: the {'good' if good is None else 'bad'} end cannot be installed or run: "
                                f"{probe.log.done[_key(good_pins if good is None else bad_pins)]['skipped']}")
         g = _digests(good)
         if _digests(bad) == g:

@@ -101,12 +101,17 @@ def install(python: str, pins: Mapping[str, str], inst: Installer) -> None:
         raise InstallFailed(_tail(r))
 
 
-def run_probe(python: str, request: Mapping[str, Any], timeout: float) -> dict[str, Any]:
-    """Run :mod:`harness.verbs.bisect_probe` in the environment of ``python``: its JSON answer."""
+def run_probe(python: str, request: Mapping[str, Any], timeout: float, env: Mapping[str, str] | None = None
+              ) -> dict[str, Any]:
+    """Run :mod:`harness.verbs.bisect_probe` in the environment of ``python``: its JSON answer. ``env``: the
+    variables the context sets at start-up (``PYTHONHASHSEED``, ``OMP_NUM_THREADS``)."""
     path = os.pathsep.join([CHECKOUT, os.getcwd()] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
                                                       if p])
-    env = {**os.environ, "PYTHONPATH": path, "PYTHONNOUSERSITE": "1"}
-    r = _run([python, "-m", "harness.verbs.bisect_probe", json.dumps(dict(request))], timeout, env)
+    full = {**os.environ, **(env or {}), "PYTHONPATH": path, "PYTHONNOUSERSITE": "1"}
+    try:
+        r = _run([python, "-m", "harness.verbs.bisect_probe", json.dumps(dict(request))], timeout, full)
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "error": f"the probe ran past {timeout:g} s"}
     last = (r.stdout.strip().splitlines() or [""])[-1]
     try:
         return json.loads(last)

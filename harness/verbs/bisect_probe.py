@@ -53,7 +53,12 @@ def probe(request: Mapping[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     request = json.loads((argv if argv is not None else sys.argv[1:])[0])
-    print(json.dumps(probe(request)), flush=True)
+    try:
+        out = probe(request)
+    except Exception as exc:  # noqa: BLE001 - a probe that cannot start (unknown subject, plug-in) says why
+        text = (str(exc).strip().splitlines() or [""])[0]
+        out = {"status": "crashed", "error": f"{type(exc).__name__}: {text}"[:500]}
+    print(json.dumps(out), flush=True)
     return 0
 
 

@@ -48,7 +48,7 @@ def _fake(monkeypatch, digest_of, releases, broken=()):
 
     install.pins = {}
 
-    def run_probe(python, request, timeout):
+    def run_probe(python, request, timeout, env=None):
         pins = install.pins[python]
         return {"status": "ok", "versions": pins, "digests": [["ys.0", "same"], ["hy", digest_of(pins)]]}
 
@@ -104,7 +104,7 @@ def test_ends_that_agree_exit_0_and_an_end_that_cannot_be_installed_is_an_error(
     made = _fake(monkeypatch, lambda pins: "old", {"numpy": []}, broken={("numpy", "9.9")})
     assert B.bisect(_opts(tmp_path, {"numpy": "2.2.6"}, {"numpy": "2.4.0"}), lambda s: None) == 0
     assert "the two ends agree" in capsys.readouterr().out and made
-    with pytest.raises(B.HarnessError, match="the bad end cannot be installed"):
+    with pytest.raises(B.HarnessError, match="the bad end cannot be installed or run"):
         B.bisect(_opts(tmp_path, {"numpy": "2.2.6"}, {"numpy": "9.9"}), lambda s: None)
     with pytest.raises(InvalidArgument, match="pinned at one end only"):
         B.bisect(_opts(tmp_path, {"numpy": "2.2.6"}, {"chainer": "7.8.1"}), lambda s: None)
