@@ -132,3 +132,21 @@ def test_bisect_refuses_bad_pins_before_any_work(tmp_path):
                            text=True, cwd=ROOT, timeout=120)
         assert r.returncode == 2 and r.stderr.startswith("harness: error: ") and says in r.stderr, r.stderr
         assert not (tmp_path / "c").exists()
+
+
+def test_bisect_reads_its_ends_from_two_fingerprints(tmp_path):
+    """Two run directories' environment.json: the packages both list are the pins (here all the same, so
+    refused before any work, naming them); an explicit pin overrides its fingerprint's."""
+    for end, numpy in (("good", "2.2.6"), ("bad", "2.2.6")):
+        (tmp_path / end).mkdir()
+        (tmp_path / end / "environment.json").write_text(
+            '{"packages": {"numpy": "%s", "chainer": "7.8.1", "pandas": "2.2.%d"}}' % (numpy, len(end)))
+    base = [sys.executable, "-m", "harness", "bisect", str(ROOT / "contracts.toml"), "--subject", "chainer.NStepLSTM",
+            "--cache", str(tmp_path / "c"), "--good-env", str(tmp_path / "good"), "--bad-env", str(tmp_path / "bad")]
+    r = subprocess.run(base, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and "the two ends pin the same versions (chainer==7.8.1 numpy==2.2.6)" in r.stderr, \
+        r.stderr
+    r = subprocess.run(base + ["--bad", "numpy==2.2.6", "--bad", "chainer==7.8.0", "--context", "cublas_ws"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and "context='cublas_ws'" in r.stderr, r.stderr  # the pins differ now; the context not
+    assert not (tmp_path / "c").exists()
