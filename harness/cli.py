@@ -386,7 +386,7 @@ _RECORDS = {"replay": "harness.verbs.replay:ReplayOptions", "shrink": "harness.v
             "contracts": "harness.verbs.contracts:ContractsCheckOptions",
             "compare": "harness.verbs.compare:CompareOptions", "merge": "harness.verbs.compare:MergeOptions",
             "report": "harness.verbs.report:ReportOptions", "audit": "harness.verbs.audit:AuditOptions",
-            "export": ""}
+            "bisect": "harness.verbs.bisect:BisectOptions", "export": ""}
 
 
 def _add(p: Any, verb: str, *flags: str) -> None:
@@ -579,6 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
                _codes("0  the script was written"))
     _add_reproducer(ex, "export", "--out", "--markdown")
     ex.set_defaults(func=cmd_export)
+    _add_bisect(sub)
     return p
 
 
@@ -620,3 +621,45 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{args.verb} ran: nothing it would have written "
               f"can be trusted", file=sys.stderr)
         return 2
+
+
+def _add_bisect(sub: Any) -> None:
+    """``harness bisect``: its options, and the one place they become a :class:`BisectOptions`."""
+    b = _verb(sub, "bisect", "which package and release changes a case's bits",
+              "Between two environments that disagree on a case (pins, or two fingerprints: a run or baseline "
+              "directory, environment.json, an audit file), install each side in throwaway environments, change "
+              "one package at a time to find which one changes the bits, then bisect its releases between the two "
+              "pins and name the first that does.",
+              _codes("0  the two ends agree on the case", "1  a package and release named (or several packages "
+                     "change the bits only together)", "2  bad input, or an end that cannot be installed"))
+    _add(b, "bisect", "case", "--case-id", "--subject", "--context", "--subject-plugin")  # the reproducer's
+    for end in ("good", "bad"):
+        b.add_argument(f"--{end}", action="append", default=[], metavar="NAME==VERSION",
+                       help=f"a pin of the {end} end (repeatable, or several separated by spaces or commas)")
+        b.add_argument(f"--{end}-env", metavar="PATH", help=f"the {end} end's fingerprint: a run or baseline "
+                       "directory, an environment.json or an audit file (its package versions)")
+    b.add_argument("--cache", default="", metavar="DIR", help="where environments and the resumable log go "
+                   "(default $XDG_CACHE_HOME/harness/bisect)")
+    b.add_argument("--find-links", action="append", default=[], metavar="DIR", help="wheels to install from "
+                   "(repeatable); their versions are bisected too")
+    b.add_argument("--no-index", action="store_true", help="install only from --find-links (offline)")
+    b.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto",
+                   help="uv where installed (auto), or python -m venv + pip (default %(default)s)")
+    _add(b, "bisect", "--timeout", "--quiet")
+
+    def run(args: argparse.Namespace) -> int:
+        from harness.verbs.bisect import BisectOptions, bisect, parse_pins, pins_from_environment
+
+        found = {e: pins_from_environment(getattr(args, f"{e}_env")) if getattr(args, f"{e}_env") else {}
+                 for e in ("good", "bad")}
+        shared = set(found["good"]) & set(found["bad"])  # a fingerprint may list a package the other lacks
+        ends = {e: {**{n: found[e][n] for n in shared}, **parse_pins(getattr(args, e), e)} for e in found}
+        for end, pins in ends.items():
+            if not pins:
+                raise InvalidArgument(f"{end}: no pins (give --{end} NAME==VERSION or --{end}-env PATH)")
+        return bisect(BisectOptions(
+            good=ends["good"], bad=ends["bad"], find_links=tuple(args.find_links), plugins=tuple(args.subject_plugin),
+            **_given_values(args, "case", "subject", "case_id", "context", "cache", "no_index", "installer",
+                            "timeout", "quiet")))
+
+    b.set_defaults(func=run)

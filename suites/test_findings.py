@@ -22,6 +22,7 @@ import pytest
 from harness.core.cases import Case, write_corpus
 from harness.core.records import Measure, TaskRecord
 from harness.judge import findings as F
+from harness.judge.headlines import headlines
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = "suites.plugins.planted:SUBJECTS"
@@ -197,13 +198,15 @@ def test_three_planted_problems_fail_the_gate_each_in_a_few_short_dossiers(plant
     assert dossiers and all(len(d) <= 40 for d in dossiers)
     found = F.loads((tmp / "run" / "findings.json").read_text())
     failing = [f for f in found if f.fails]
-    assert len(dossiers) == min(len(failing), 10)
+    heads = headlines(failing)  # one dossier per headline: the findings of one cause, each context beneath
+    assert len(dossiers) == min(len(heads), 10) and len(heads) <= len(failing)
     per_bug = {"planted": [f for f in failing if f.subject == "planted.embed"],
                "invariance": [f for f in failing if f.kind == "not invariant"],
                "context": [f for f in failing if f.kind == "cross-context difference"]}
     for bug, fs in per_bug.items():
         assert 1 <= len(fs) <= 10, (bug, [f.headline() for f in failing])
-    assert re.search(r"\d+ of \d+ checks failed; \d+ finding\(s\)", r.stdout)
+    assert re.search(rf"\d+ of \d+ checks failed; {len(heads)} headline finding\(s\) .* from {len(failing)} "
+                     r"finding\(s\)", r.stdout), r.stdout
     junit = (tmp / "gate.xml").read_text()
     assert "planted.embed[cpu]::default" in junit and "<failure" in junit
 

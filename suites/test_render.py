@@ -357,7 +357,10 @@ def test_every_link_resolves_to_a_file_in_the_run_directory(report):
                                                                   for link in links)
     _assert_resolve(d, links)
     n_cards = page.count('<article class="finding"')
-    assert n_cards == len(view.findings) and page.count(">case ") == n_cards  # every finding links its case
+    # one card per headline (the findings of one cause), each linking its lead finding's case
+    assert n_cards == len(view.headlines()) and page.count(">case ") == n_cards
+    # every finding is on the page: a card's lead, or a line beneath it
+    assert all(f'id="finding-{f.id}"' in page for f in view.findings)
 
 
 @pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out

@@ -12,11 +12,11 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from harness.core.errors import UnknownContext
 
-__all__ = ["Context", "CONTEXTS", "DEFAULT_CONTEXTS", "get_context", "parse_contexts", "blas_info", "blas_controller"]
+__all__ = ["Context", "CONTEXTS", "DEFAULT_CONTEXTS", "get_context", "context_order", "parse_contexts", "blas_info", "blas_controller"]
 
 
 def _frozen_items(m: Mapping[str, Any] | tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:
@@ -107,6 +107,12 @@ CONTEXTS: dict[str, Context] = {
 #: The contexts a default campaign runs (each only on the devices it applies to).
 DEFAULT_CONTEXTS: tuple[str, ...] = ("default", "blas1", f"blas{max(_NCPU, 2)}", "debug",
                                      "cudnn_deterministic", "cublas_ws", "contention")
+
+
+def context_order(names: Iterable[str]) -> tuple[str, ...]:
+    """Context names once each, in the registry's order (default, blas1, blas2, debug, ...), unknown ones last."""
+    order = {n: i for i, n in enumerate(CONTEXTS)}
+    return tuple(sorted({n for n in names if n}, key=lambda n: (order.get(n, len(order)), n)))
 
 
 def get_context(name: str) -> Context:

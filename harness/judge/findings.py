@@ -35,6 +35,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
+from harness.core.contexts import context_order
 from harness.core.records import VERDICT_ORDER, Measure, TaskRecord, Verdict
 from harness.judge.reproducer import Reproducer, command, export_path, harness_argv
 
@@ -264,6 +265,8 @@ class Finding:
     #: The subject is not reproducible run to run here (it has such a finding on this device and context): its
     #: other findings show only in some runs too, so their reproducers run many times.
     flaky: bool = False
+    #: Every context the group's measures came from (an error groups across contexts: it is one finding).
+    contexts: tuple[str, ...] = ()
 
     @property
     def kind_row(self) -> FindingKind:
@@ -301,7 +304,7 @@ class Finding:
 
     def headline(self) -> str:
         """One line: class, subject(s), device, context or relation, kind, rule, tensor kind."""
-        where = f"under '{self.relation}'" if self.relation else self.context
+        where = f"under '{self.relation}'" if self.relation else ", ".join(self.contexts or (self.context,))
         if self.other and self.kind in ("cross-context difference", "cross-device difference"):
             where += f" vs {self.other}"
         also = f" (and {', '.join(s for s in self.subjects if s != self.subject)})" if len(self.subjects) > 1 else ""
@@ -362,7 +365,7 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in asdict(self).items() if k not in ("worst", "origin", "shrunk")}
         d["classification"] = self.classification.value
-        d["subjects"], d["cases"] = list(self.subjects), list(self.cases)
+        d["subjects"], d["cases"], d["contexts"] = list(self.subjects), list(self.cases), list(self.contexts)
         d["worst"] = self.worst.to_dict()
         d["origin"] = self.origin.to_dict()
         d["shrunk"] = None if self.shrunk is None else {**asdict(self.shrunk), "sizes": dict(self.shrunk.sizes),
@@ -377,6 +380,7 @@ class Finding:
                                 "relation", "rule", "tensor_kind", "n_measures", "n_tensors", "case_id",
                                 "case_size", "contract", "error", "where", "reason", "cause", "role")}
         kw["flaky"] = bool(d.get("flaky", False))
+        kw["contexts"] = tuple(d.get("contexts", ()))
         sh = d.get("shrunk")
         return cls(**kw, classification=Classification(d["classification"]), subjects=tuple(d["subjects"]),
                    cases=tuple(d["cases"]), worst=Measure.from_dict(d["worst"]),
@@ -543,7 +547,7 @@ def group(measures: Iterable[Measure], records: Mapping[tuple[str, str, str, str
             n_measures=len(ms), n_tensors=len({(m.case_id, m.subject, m.tensor) for m in ms if m.tensor}),
             worst=worst, case_id=smallest, case_size=sizes.get(smallest), origin=origin,
             contract=worst.contract, error=error, where=where, reason=reason, role=roles.get(rep.subject, "subject"),
-            flaky=(rep.subject, rep.device, rep.context) in flaky))
+            flaky=(rep.subject, rep.device, rep.context) in flaky, contexts=context_order(m.context for m in ms)))
     return sort_findings(out)
 
 
@@ -558,14 +562,19 @@ def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
                                            f.subject, f.device, f.context, f.relation, f.tensor_kind))
 
 
-def summary_line(findings: Sequence[Finding], checks_failed: int, checks: int) -> str:
-    """The last line of a gate: how many checks failed, how many findings, by class."""
+def summary_line(findings: Sequence[Finding], checks_failed: int, checks: int,
+                 headlines: Sequence[Any] | None = None) -> str:
+    """The last line of a gate: how many checks failed, how many findings (or headline findings, each the
+    findings of one cause: :mod:`harness.judge.headlines`), by class."""
+    items = findings if headlines is None else headlines
     by: dict[str, int] = {}
-    for f in findings:
+    for f in items:
         by[f.classification.value] = by.get(f.classification.value, 0) + 1
     parts = ", ".join(f"{n} {c}" for c, n in sorted(by.items(), key=lambda kv: Classification(kv[0]).rank))
-    return (f"{checks_failed} of {checks} checks failed; {len(findings)} finding(s)"
-            + (f" ({parts})" if parts else ""))
+    what = f"{len(findings)} finding(s)" if headlines is None else \
+        f"{len(headlines)} headline finding(s)" + (f" ({parts})" if parts else "") + f" from {len(findings)} finding(s)"
+    return f"{checks_failed} of {checks} checks failed; " + (
+        what + (f" ({parts})" if parts else "") if headlines is None else what)
 
 
 def dumps(findings: Sequence[Finding]) -> str:

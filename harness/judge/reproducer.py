@@ -66,7 +66,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("case", "case", "a case JSON file, or a JSON-lines corpus (with --case-id)", "file",
            metavar="CASE.json"),
     Option("--case-id", "case_id", "the case to take from a corpus"),
-    Option("--subject", "subject", "registered subject name", required=_ALL),
+    Option("--subject", "subject", "registered subject name", required=(*_ALL, "bisect")),
     Option("--subject-plugin", "plugins", "load and register subjects from package.module:object (repeatable)",
            metavar="MOD:OBJ", shape="many"),
     Option("--contracts", "contracts", "the contracts TOML the verdicts use (default: the shipped contracts.toml)",

@@ -28,6 +28,7 @@ import pandas as pd
 
 from harness.core.records import Verdict
 from harness.judge.findings import Classification, Finding
+from harness.judge.headlines import Headline, contexts_by_device, headlines
 
 __all__ = ["VERDICT_COLOURS", "CLASS_COLOURS", "ReportView", "report_view", "Line", "matrix_frame", "subject_order",
            "summary_html", "summary_md", "finding_lines", "run_files", "colour", "md_escape", "md_table", "html_table", "terminal_matrix", "plot_divergence",
@@ -345,6 +346,12 @@ class ReportView:
         bad = ran["verdict"].isin([v.value for v in Verdict if v.fails]).any() if len(ran) else False
         return bool(bad) or any(f.fails for f in self.findings)
 
+    def headlines(self) -> list[Headline]:
+        """The findings by cause (one bug, one headline), "every context" meaning every one this run's cells
+        have on that device."""
+        pairs = zip(self.cells["device"], self.cells["context"]) if len(self.cells) else ()
+        return headlines(self.findings, contexts_by_device(pairs))
+
     def gate_line(self) -> Line:
         """The gate verdict in one line: PASS or FAIL, how many cells hold, the findings that fail the gate,
         what was not judged and why."""
@@ -352,9 +359,9 @@ class ReportView:
         text = f"{'FAIL' if self.fails else 'PASS'}: " + (f"all {ran} cells that ran hold" if self.held == ran
                                                           else f"{self.held} of {ran} cells that ran hold")
         failing: dict[str, int] = {}
-        for f in self.findings:
-            if f.fails:
-                failing[str(f.classification)] = failing.get(str(f.classification), 0) + 1
+        for h in self.headlines():
+            if h.fails:
+                failing[str(h.classification)] = failing.get(str(h.classification), 0) + 1
         if failing:
             text += "; the gate fails on " + ", ".join(f"{n} {c}" for c, n in failing.items())
         if self.not_judged:
@@ -387,18 +394,20 @@ def report_view(run_dir: str, cells: pd.DataFrame, findings: Sequence[Finding],
         held = int((~ran["verdict"].isin([v.value for v in Verdict if v.fails])).sum())
     return ReportView(held=held, total=len(cells), not_judged=nj, findings=list(findings), cells=cells,
                       figures=list(figures), environment=environment, run_dir=run_dir,
-                      files=sorted(files), lines=tuple(lines) if lines else finding_lines(findings))
+                      files=sorted(files), lines=tuple(lines) if lines else finding_lines(
+                          headlines(findings, contexts_by_device(zip(cells["device"], cells["context"]))
+                                    if len(cells) else None)))
 
 
-def finding_lines(findings: Sequence[Finding], per_line: int = 3) -> tuple[Line, ...]:
-    """One verdict line per finding class present, most severe first, coloured by the class: how many, and
-    the first few (subject, device, where, kind)."""
+def finding_lines(heads: Sequence[Headline], per_line: int = 3) -> tuple[Line, ...]:
+    """One verdict line per finding class present, most severe first, coloured by the class: how many headline
+    findings (:mod:`harness.judge.headlines`), and the first few (subject, device, what, where)."""
     out: list[Line] = []
     for cls in Classification:
-        fs = [f for f in findings if f.classification == cls]
+        fs = [h for h in heads if h.classification == cls]
         if not fs:
             continue
-        what = list(dict.fromkeys(f"{f.subject} [{f.device}] {f.relation or f.context}: {f.kind}" for f in fs))
+        what = list(dict.fromkeys(f"{h.lead.subject} [{h.lead.device}] {h.what()} {h.where}" for h in fs))
         shown = "; ".join(what[:per_line]) + (f"; and {len(what) - per_line} more" if len(what) > per_line else "")
         out.append((cls, f"{len(fs)} {cls}: {shown}"))
     return tuple(out)
@@ -457,16 +466,25 @@ def _finding_items(view: ReportView) -> list[dict[str, Any]]:
     return items
 
 
+def _headline_items(view: ReportView, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One card per headline: its lead finding's item shown in full, the other findings' items beneath."""
+    by_id = {i["f"].id: i for i in items}
+    return [{**by_id[h.lead.id], "h": h, "anchor": f"finding-{h.lead.id}", "rest": [by_id[f.id] for f in h.findings[1:]]}
+            for h in view.headlines()]
+
+
 def _context(view: ReportView) -> dict[str, Any]:
     items = _finding_items(view)
-    main = [i for i in items if i["f"].classification != Classification.CONTROL]
-    controls = [i for i in items if i["f"].classification == Classification.CONTROL]
+    heads = _headline_items(view, items)
+    main = [i for i in heads if i["f"].classification != Classification.CONTROL]
+    controls = [i for i in heads if i["f"].classification == Classification.CONTROL]
     matrix = matrix_frame(view.cells)
     files = [(p, _FILE_NOTES.get(p, "")) for p in view.files if not p.startswith(("cases/", "arrays/"))]
     n_cases = sum(p.startswith("cases/") for p in view.files)
     return {
         "v": view, "gate": view.gate_line(), "lines": list(view.lines), "shown": main[:SHOWN_FINDINGS],
         "more": max(len(main) - SHOWN_FINDINGS, 0), "controls": controls, "n_findings": len(items),
+        "n_headlines": len(heads),
         "matrix": matrix, "files": files, "n_cases": n_cases, "legend": [(v, "" if _MARK[v].lower() == v.split()[0] else _MARK[v], c)
                                                         for v, c in VERDICT_COLOURS.items()],
         "ulp_examples": [ulp_example("float32", 1.0), ulp_example("float32", 1e-6)],

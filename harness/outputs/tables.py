@@ -81,10 +81,10 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
 
 #: The columns of :func:`findings_frame`, in order (one row per :class:`~harness.judge.findings.Finding`).
 FINDING_COLUMNS: tuple[str, ...] = (
-    "id", "classification", "kind", "verdict", "subject", "subjects", "device", "context", "other", "relation",
-    "rule", "tensor_kind", "n_cases", "tensors_differing", "worst_tensor", "worst_ulp", "worst_abs", "worst_rel",
-    "error_ratio", "actual", "expected", "detail", "case_id", "minimal_case", "replay", "export", "localize",
-    "shrink", "root_cause", "role",
+    "id", "headline", "classification", "kind", "verdict", "subject", "subjects", "device", "context", "other",
+    "relation", "rule", "tensor_kind", "n_cases", "tensors_differing", "worst_tensor", "worst_ulp", "worst_abs",
+    "worst_rel", "error_ratio", "actual", "expected", "detail", "case_id", "minimal_case", "replay", "export",
+    "localize", "shrink", "root_cause", "role",
 )
 
 #: The columns of :func:`cells_frame`, in order.
@@ -393,6 +393,9 @@ def cells_frame(measures: Sequence[Measure], tasks: Mapping[str, TaskRecord] | N
 def findings_frame(found: Sequence[Any]) -> pd.DataFrame:
     """The findings (:class:`~harness.judge.findings.Finding`, most severe first) as a table
     (:data:`FINDING_COLUMNS`): every command is the finding's own."""
+    from harness.judge.headlines import headline_of
+
+    head = headline_of(found)  # the headline each finding is under (one cause, one headline)
     rows = []
     for f in found:
         m = f.worst
@@ -410,7 +413,7 @@ def findings_frame(found: Sequence[Any]) -> pd.DataFrame:
         else:
             detail = m.detail or m.actual
         rows.append({
-            "id": f.id, "classification": f.classification.value, "kind": f.kind, "verdict": f.verdict,
+            "id": f.id, "headline": head.get(f.id, ""), "classification": f.classification.value, "kind": f.kind, "verdict": f.verdict,
             "subject": f.subject, "subjects": ", ".join(f.subjects), "device": f.device, "context": f.context,
             "other": f.other, "relation": f.relation, "rule": f.rule, "tensor_kind": f.tensor_kind,
             "n_cases": len(f.cases), "tensors_differing": f.n_tensors, "worst_tensor": m.tensor,

@@ -129,10 +129,13 @@ def _gate(opts: GateOptions, devices: list) -> int:
         found = F.sort_findings(failing + [f for f in found if not f.fails])
     if opts.junit:
         write_junit(opts.junit, records, found, time.perf_counter() - t0)
-    for i, f in enumerate(failing[:SHOWN_DOSSIERS]):
-        print(f"FINDING {i + 1} of {len(failing)}: " + f.dossier() + "\n", file=sys.stderr)
-    if len(failing) > SHOWN_DOSSIERS:
-        print(f"... and {len(failing) - SHOWN_DOSSIERS} more failing finding(s): all of them in "
+    from harness.judge.headlines import contexts_by_device, headlines
+
+    heads = headlines(failing, contexts_by_device((t.device, t.context) for t in tasks))  # one bug, one headline
+    for i, h in enumerate(heads[:SHOWN_DOSSIERS]):
+        print(f"FINDING {i + 1} of {len(heads)}: " + h.dossier() + "\n", file=sys.stderr)
+    if len(heads) > SHOWN_DOSSIERS:
+        print(f"... and {len(heads) - SHOWN_DOSSIERS} more failing headline finding(s): all of them in "
               f"{os.path.join(run_dir, 'findings.json')}", file=sys.stderr)
     cells = {cell_of(t.subject, t.device, t.context) for t in tasks}
     skipped = {cell_of(r.subject, r.device, r.context) for r in records.values()} - {
@@ -143,6 +146,6 @@ def _gate(opts: GateOptions, devices: list) -> int:
     atomic_write(os.path.join(run_dir, "findings.json"), F.dumps(found))
     broken_cells = failing_cells(found)
     print(f"gate: {len(tasks)} tasks, {len(cells)} subject/device/context checks ({len(skipped)} skipped: "
-          f"not run); {F.summary_line(failing, len(broken_cells), len(cells))}, from {len(bad)} violating "
+          f"not run); {F.summary_line(failing, len(broken_cells), len(cells), heads)}, from {len(bad)} violating "
           f"measure(s); results in {run_dir}")
     return 1 if failing else 0
