@@ -467,7 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The one argparse tree of every verb."""
     p = _Parser(prog="python -m harness", description=_DESCRIPTION, epilog=_codes(
         "0  done (see each verb's --help for what else it may return)", "1  a finding that fails the verb "
-        "(gate, contracts check, replay, compare --exit-code)"), formatter_class=argparse.RawDescriptionHelpFormatter)
+        "(gate, contracts check, replay, shrink, compare --exit-code, bisect)", "3  replay: every run raised the "
+        "same way (an error reproduced, not a difference)"), formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     e = _verb(sub, "env", "the environment fingerprint", "Print the environment fingerprint: Python, Chainer, "
