@@ -203,7 +203,7 @@ def test_a_full_disk_is_one_line_and_the_run_resumes(tmp_path):
         p = harness("report", "--subjects", "chainer.embed_id", "--keep-arrays", "all", "--out", str(run), *args)
         one_line_exit_2(p, "disk full", "--resume")
         assert (run / "campaign.json").exists() and (run / "corpus.jsonl").exists()
-        subprocess.run(["mount", "-o", "remount,size=64m", str(fs)], check=True)
+        subprocess.run(["mount", "-o", "remount,size=512m", str(fs)], check=True)
         p = harness("report", "--resume", str(run), "--quiet", "--no-shrink", "--no-localize")
         assert p.returncode == 0, p.stderr[-2000:]
         keys = [t["key"] for t in jsonl(run / "tasks.jsonl")]

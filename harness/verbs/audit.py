@@ -10,7 +10,7 @@ from typing import Any, Mapping
 
 from harness.execute.settings import CampaignSettings
 from harness.outputs.fleet import ClusterOptions
-from harness.verbs.common import load_plugins, note
+from harness.verbs.common import check_worker_limits, load_plugins, note
 
 __all__ = ["AuditOptions", "audit", "audit_on_cluster"]
 
@@ -35,6 +35,7 @@ class AuditOptions:
 def audit(opts: AuditOptions) -> int:
     """0 when the file (one per cluster worker with the every spread) was written. The subject names are
     checked once the plug-ins are loaded, and the devices usable here, before the audit runs."""
+    check_worker_limits()
     from harness.core import argcheck
     from harness.core.devices import select_devices
     from harness.outputs.audit.run import run_audit

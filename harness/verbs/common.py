@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from harness.judge.reproducer import Reproducer
 
-__all__ = ["load_plugins", "subject_case", "note"]
+__all__ = ["load_plugins", "subject_case", "note", "check_worker_limits"]
 
 
 def load_plugins(specs: Sequence[str] | None) -> None:
@@ -25,6 +25,15 @@ def subject_case(r: Reproducer, subject: Any, max_case_bytes: int | None) -> Any
     from harness.subjects.registry import load_case_for_subject
 
     return load_case_for_subject(r.case, r.case_id or None, subject, max_case_bytes)
+
+
+def check_worker_limits() -> None:
+    """The environment's limits on worker processes (``$HARNESS_WORKER_MEMORY``, ``$HARNESS_MAX_OUTPUT_BYTES``),
+    read before any work or output of a verb that starts workers: a bad value is one line naming the variable."""
+    from harness.execute.worker import default_memory_limit, output_limit
+
+    default_memory_limit()
+    output_limit()
 
 
 def note(text: str) -> None:

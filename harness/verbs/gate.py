@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from harness.core.errors import ContractError, InvalidArgument
 from harness.execute.settings import CampaignSettings
 from harness.outputs.fleet import ClusterOptions
-from harness.verbs.common import load_plugins, note
+from harness.verbs.common import check_worker_limits, load_plugins, note
 
 __all__ = ["GateOptions", "gate", "SHOWN_DOSSIERS"]
 
@@ -43,6 +43,7 @@ def gate(opts: GateOptions) -> int:
     """0 every check passed, 1 a contract broken (the dossiers are on stderr); a usage or set-up error raises
     or, for a contracts file that does not fit the subjects, is 2 with one line per problem. Every argument is
     checked before the campaign starts; the ``out`` directory is locked while it runs."""
+    check_worker_limits()
     from harness.core.cases import load_corpus
     from harness.core.devices import select_devices
     from harness.outputs.report import lock_run_dir

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from harness.execute.settings import CampaignSettings
 from harness.judge.reproducer import Reproducer, export_path
-from harness.verbs.common import load_plugins, subject_case
+from harness.verbs.common import check_worker_limits, load_plugins, subject_case
 
 __all__ = ["ReplayOptions", "replay", "REPEATS", "FRESH"]
 
@@ -41,6 +41,7 @@ def replay(opts: ReplayOptions) -> int:
     """0: every comparison bit-identical and within the oracle's tolerance (or the run was skipped, said so);
     1: a difference reproduced (and the command that exports it as a standalone script is printed before the
     last line)."""
+    check_worker_limits()
     from harness.core.contexts import get_context
     from harness.core.devices import resolve_device
     from harness.judge.contracts import load_contracts

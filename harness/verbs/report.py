@@ -19,7 +19,7 @@ from harness.core import argcheck
 from harness.core.errors import InvalidArgument
 from harness.execute.settings import CampaignSettings
 from harness.outputs.fleet import ClusterOptions
-from harness.verbs.common import load_plugins
+from harness.verbs.common import check_worker_limits, load_plugins
 
 if TYPE_CHECKING:  # (the modules that import NumPy load when the verb runs: --help stays light)
     from harness.core.cases import Case
@@ -82,6 +82,7 @@ class ReportOptions:
 def report(opts: ReportOptions) -> int:
     """The report verb. Every argument is checked before the campaign starts (one-line
     :class:`InvalidArgument`); returns 0 when the report was written (findings are not failures)."""
+    check_worker_limits()
     from harness.generate.corpora import default_corpus
     from harness.outputs.report import lock_run_dir, new_run_dir
 

@@ -10,7 +10,7 @@ from harness.core.argcheck import int_at_least, positive_seconds, same_file, wri
 from harness.core.errors import InvalidArgument
 from harness.execute.settings import CampaignSettings
 from harness.judge.reproducer import Reproducer
-from harness.verbs.common import load_plugins, subject_case
+from harness.verbs.common import check_worker_limits, load_plugins, subject_case
 
 __all__ = ["ShrinkOptions", "shrink"]
 
@@ -40,6 +40,7 @@ class ShrinkOptions:
 def shrink(opts: ShrinkOptions) -> int:
     """0 a minimal case was written (or the case is already minimal), 1 the finding does not reproduce on the
     case given; a usage or set-up error raises (exit 2)."""
+    check_worker_limits()
     from harness.core.contexts import get_context
     from harness.core.devices import resolve_device
     from harness.core.fileio import atomic_write

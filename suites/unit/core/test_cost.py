@@ -15,16 +15,19 @@ from harness.core.cost import BASE_TIMEOUT, Cost, estimate, run_timeout
 #: is still worth refusing by (at most this factor above it).
 FACTOR = 2.0
 
-# One run of one subject in a fresh interpreter; prints its peak resident bytes (ru_maxrss) as JSON.
+# One run of one subject in a fresh interpreter; prints its peak resident bytes as JSON: the high-water mark of
+# this process's own memory (VmHWM), not ru_maxrss, which on Linux keeps the parent's peak across fork and exec
+# (a test process that ran large cases would set every child's figure).
 _MEASURE = """
-import json, resource, sys
+import json, sys
 from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
 from harness.subjects.base import execute
 from harness.subjects.registry import get_subject
 r = execute(get_subject(sys.argv[1]), Case.from_json(sys.argv[2]), CPU, get_context("default"))
-print(json.dumps({"status": r.status, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({"status": r.status, "peak": hwm * 1024}))
 """
 
 
