@@ -23,7 +23,7 @@ from typing import Any, Iterable
 
 from harness.core.errors import HarnessError, InvalidArgument, RecordError
 
-__all__ = ["baseline_dir", "check_resume", "check_baseline", "corpus_stamp", "npz_sound", "record_notes", "runs_short"]
+__all__ = ["json_file", "baseline_dir", "check_resume", "check_baseline", "corpus_stamp", "npz_sound", "record_notes", "runs_short"]
 
 
 def corpus_stamp(cases: Iterable[Any]) -> dict[str, Any]:
@@ -101,7 +101,9 @@ def _tasks(run_dir: str, what: str) -> tuple[dict[str, Any], list[str]]:
     return tasks, notes
 
 
-def _json_file(path: str, what: str, schema: Any, kind: str) -> Any:
+def json_file(path: str, what: str, schema: Any, kind: str) -> Any:
+    """A JSON file of a run directory read whole and checked against ``schema``; one-line InvalidArgument (naming
+    ``what``, the verb's argument) where it is missing, unreadable, not JSON or off its schema."""
     from harness.core import schemas
 
     if not os.path.exists(path):
@@ -201,9 +203,9 @@ def check_baseline(path: str, what: str = "baseline") -> None:
                               f"must be a finished report")
     if not tasks:
         raise InvalidArgument(f"{what}={path!r}: tasks.jsonl holds no task records")
-    meta = _json_file(os.path.join(path, "campaign.json"), what, schemas.CAMPAIGN, "report directory")
+    meta = json_file(os.path.join(path, "campaign.json"), what, schemas.CAMPAIGN, "report directory")
     _shard(meta, os.path.join(path, "campaign.json"), what)
-    _json_file(os.path.join(path, "environment.json"), what, schemas.ENVIRONMENT, "report directory")
+    json_file(os.path.join(path, "environment.json"), what, schemas.ENVIRONMENT, "report directory")
     lines, notes = record_notes(os.path.join(path, "measures.jsonl"), what)
     if notes:
         raise InvalidArgument(f"{what}: {notes[0].split(': its task')[0].split(': the tasks')[0]}: a baseline "

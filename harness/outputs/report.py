@@ -81,19 +81,11 @@ def read_campaign_meta(run_dir: str, name: str = "resume") -> dict[str, Any]:
     if not os.path.lexists(path):
         raise InvalidArgument(f"{name}={run_dir!r} holds no campaign.json: nothing to resume")
     readable_file(name, path)
-    try:
-        with open(path, "rb") as f:
-            meta = schemas.parse_json(f.read(), path)
-    except OSError as exc:
-        raise InvalidArgument(f"{name}: {path} cannot be read: {exc.strerror}") from None
-    except schemas.InputProblem as exc:
-        raise InvalidArgument(f"{name}: {exc}") from None
-    problem = schemas.check(meta, schemas.CAMPAIGN)
-    if problem is not None:
-        raise InvalidArgument(f"{name}: {path}: {problem}")
+    from harness.core.rundir import check_resume, json_file
+
+    meta: dict[str, Any] = json_file(path, name, schemas.CAMPAIGN, "run directory")
     if not os.path.exists(os.path.join(run_dir, "corpus.jsonl")):
         raise InvalidArgument(f"{name}={run_dir!r} holds no corpus.jsonl: nothing to resume")
-    from harness.core.rundir import check_resume
 
     for note in check_resume(run_dir, meta, name):  # every record file read whole; what reruns, said
         print(f"harness: note: {name}: {note}", file=sys.stderr)
