@@ -14,6 +14,8 @@ from tools.bench.common import PROJECT_ROOT, Row, log, median, ratio
 
 __all__ = ["bench_xdist", "parse_pytest_counts"]
 
+#: The comparator's unit tests: the quick mode's small workload.
+COMPARATOR_TESTS = tuple(f"suites/unit/judge/test_{m}.py" for m in ("bits", "bitwise", "digest", "tolerance"))
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
 
 
@@ -62,9 +64,10 @@ def bench_xdist(level: str = "full", rounds: int | None = None, budget_s: float 
                     "cases/s at -n 1", math.nan, "cases/s", 0, status="skipped",
                     note="skipped in the smoke bench: it runs nested pytest sessions (make bench runs it)")], {}
     quick = level == "quick"
-    fallback = ["suites/test_compare.py", "suites/test_strategies.py"]
+    fallback = [*COMPARATOR_TESTS, "suites/test_strategies.py"]
     if quick:
-        workload, why = ["suites/test_compare.py"], "quick mode: suites/test_compare.py (HARNESS_PROFILE=ci) as a small workload"
+        workload, why = list(COMPARATOR_TESTS), ("quick mode: suites/unit/judge/test_{bits,bitwise,digest,tolerance}.py "
+                                                  "(HARNESS_PROFILE=ci) as a small workload")
     else:
         workload, why = ["-m", "gate"], "the ci gate: pytest -m gate with HARNESS_PROFILE=ci"
     rounds = rounds or (2 if quick else 3)
@@ -76,7 +79,8 @@ def bench_xdist(level: str = "full", rounds: int | None = None, budget_s: float 
         for w in ((1, 2) if r % 2 == 0 else (2, 1)):
             res = _run_pytest(workload, w, timeout)
             if res["rc"] == 5 and workload[:2] == ["-m", "gate"]:  # no tests collected: -m gate selects nothing
-                workload, why = fallback, "-m gate selected nothing: suites/test_compare.py suites/test_strategies.py"
+                workload, why = fallback, ("-m gate selected nothing: suites/unit/judge/test_{bits,bitwise,digest,"
+                                        "tolerance}.py suites/test_strategies.py")
                 res = _run_pytest(workload, w, timeout)
             runs[w].append(res)
             log(f"xdist round {r + 1}: -n {w}: {res['executed']} cases in {res['wall']:.1f} s (rc {res['rc']})",
