@@ -1,4 +1,6 @@
-"""Fixtures shared by the suites: ``harness``, the one way a test runs ``python -m harness ...`` in a subprocess."""
+"""Fixtures shared by the suites: ``harness``, the one way a test runs ``python -m harness ...`` in a subprocess;
+``work``, ``small`` and ``whole``, the files and in-process audits that suites/test_audit.py and the tests in
+suites/unit/outputs/audit/ share."""
 
 from __future__ import annotations
 
@@ -54,3 +56,32 @@ def harness():
 # suites/plugins/ holds plug-in subjects, some of which register themselves on import (a planted regression
 # replaces a real subject): never import them into the test process, not even to look for doctests.
 collect_ignore = ["plugins"]
+
+
+# ---- the audit tests' files (suites/test_audit.py and suites/unit/outputs/audit/) --------------------------------
+# Session-scoped: every audit test writes its files under one directory by names that do not clash, and the two
+# in-process audits of the small corpus (``whole``) are made once, not once per test module.
+@pytest.fixture(scope="session")
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("audit")
+
+
+@pytest.fixture(scope="session")
+def small(work) -> Path:
+    """blas-split LSTM + two embed anchors; by id, shard 1/2 and shard 2/2 are both non-empty."""
+    from harness.core.cases import write_corpus
+    from suites.audit_files import BLAS_SPLIT, _anchor
+
+    cases = [_anchor("ignore:-1"), _anchor("ignore:V-1"), BLAS_SPLIT]
+    path = work / "small.jsonl"
+    write_corpus(cases, str(path))
+    return path
+
+
+@pytest.fixture(scope="session")
+def whole(work, small):
+    """Two in-process audits of the small corpus with the same settings, on this machine."""
+    from harness.outputs import audit as A
+    from suites.audit_files import _run
+
+    return [A.load_audit(_run(small, work / f"whole{i}.json")) for i in (1, 2)]
