@@ -14,16 +14,17 @@
   hung (the ``killed:`` attacks).
 
 It prints one line per attack that is not ``clear``/``handled``, then the counts. The target is 0 in the last six.
-The attacks on files (outputs over inputs, the system's limits, damaged run directories and baselines) and the
-killed harness are in ``tools/attacks_files.py``.
+What each attack is (:class:`Attack`) and the set-ups they share are in ``tools/attacks_spec.py``; the attacks on
+a verb's inputs in ``tools/attacks_inputs.py``; the option grid in ``tools/attacks_options.py``; the report
+directories of the ``--resume`` and ``--keep`` attacks in ``tools/attacks_rundirs.py``; the attacks on files
+(outputs over inputs, the system's limits, damaged run directories and baselines) and the killed harness in
+``tools/attacks_files.py``.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import gzip
-import json
 import os
 import shutil
 import subprocess
@@ -31,36 +32,20 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-ROOT = Path(__file__).resolve().parents[1]
-PLUGIN = "suites.plugins.attacks"
+try:
+    from tools.attacks_inputs import input_check_attacks
+    from tools.attacks_options import option_grid
+    from tools.attacks_rundirs import damaged_run, lost_tasks, running_dir, running_lost, torn_run
+    from tools.attacks_spec import CASE, PLUGIN, SMALL, Attack, both, harness_env, write
+except ImportError:  # run as a script: tools/ is the path's first folder
+    from attacks_inputs import input_check_attacks  # type: ignore[no-redef]
+    from attacks_options import option_grid  # type: ignore[no-redef]
+    from attacks_rundirs import damaged_run, lost_tasks, running_dir, running_lost, torn_run  # type: ignore[no-redef]
+    from attacks_spec import CASE, PLUGIN, SMALL, Attack, both, harness_env, write  # type: ignore[no-redef]
+
 CLASSES = ("clear", "handled", "traceback", "silent", "loss", "hang", "crash", "orphan")
-SMALL = ["--devices", "cpu", "--contexts", "default", "--fresh", "0", "--repeats", "1", "--examples", "1",
-         "--relations", "none", "--no-shrink", "--no-localize", "--quiet"]
-CASE = json.dumps({"family": "embed", "seed": 0, "spec": {"vocab": 5, "width": 3, "ids_shape": [4]}})
-
-
-@dataclass
-class Attack:
-    name: str
-    argv: list[str]                    # after ``python -m harness``; {tmp} is the attack's directory
-    expect: str = "error"              # "error": refused (exit 2, one line); "finish": finishes (0 or 1); "either";
-    #                                    "raised": every run raised the same way (exit 3)
-    env: dict[str, str] = field(default_factory=dict)
-    setup: Callable[[Path], None] | None = None
-    lost: Callable[[Path], str] | None = None   # after the run: what was lost ("" = nothing)
-    stdout_closed: bool = False
-
-
-def _write(rel: str, text: str | bytes) -> Callable[[Path], None]:
-    def setup(tmp: Path) -> None:
-        p = tmp / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(text if isinstance(text, bytes) else text.encode())
-    return setup
 
 
 def attacks() -> list[Attack]:
@@ -80,11 +65,11 @@ def attacks() -> list[Attack]:
                 "BAD_FAMILY", "BAD_DEVICES", "NOPE"):
         for verb in loaders:
             out.append(Attack(f"plugin-load:{obj}:{verb}", verb_argv(verb, f"{PLUGIN}:{obj}"),
-                              setup=_write("case.json", CASE)))
+                              setup=write("case.json", CASE)))
     for mode in ("exit0", "os_exit", "segv", "hang", "raise"):
         for verb in loaders:
             out.append(Attack(f"plugin-import:{mode}:{verb}", verb_argv(verb, f"{PLUGIN}:OK"),
-                              env={"ATTACK_AT_IMPORT": mode}, setup=_write("case.json", CASE)))
+                              env={"ATTACK_AT_IMPORT": mode}, setup=write("case.json", CASE)))
     for spec in ("nocolon", "no_such_module_xyz:X", ":X", "os:path", "json:dumps", "harness:__version__"):
         out.append(Attack(f"plugin-spec:{spec}", verb_argv("subjects", spec)))
     # Plug-ins in accepts(): the report finishes with error rows.
@@ -110,8 +95,8 @@ def attacks() -> list[Attack]:
         argv = ["replay", "{tmp}/case.json", "--subject", "chainer.embed_id", flag, v]
         if flag == "--subject":
             argv = ["replay", "{tmp}/case.json", "--subject", v]
-        out.append(Attack(f"replay-option:{flag}={v}", argv, setup=_write("case.json", CASE)))
-    out += _option_grid()
+        out.append(Attack(f"replay-option:{flag}={v}", argv, setup=write("case.json", CASE)))
+    out += option_grid()
     # Bad case files for replay.
     bad_cases = {
         "not-json": "{nope", "empty": "", "list": "[]", "deep": "[" * 900 + "]" * 900,
@@ -127,7 +112,7 @@ def attacks() -> list[Attack]:
         for verb in ("replay", "localize", "shrink"):
             extra = ["--kind", "error", "--max-runs", "2"] if verb == "shrink" else []
             out.append(Attack(f"{verb}-case:{name}", [verb, "{tmp}/case.json", "--subject", "chainer.embed_id", *extra],
-                              setup=_write("case.json", text)))
+                              setup=write("case.json", text)))
     # Bad contracts files, in every verb that reads one: refused in one line before any work.
     line = '[[contract]]\nsubject = "chainer.embed_id"\ndevice = "cpu"\ncontext = "*"\nreason = "r"\n'
     bad_contracts = {
@@ -142,7 +127,7 @@ def attacks() -> list[Attack]:
         for verb in (["gate", "--devices", "cpu", "--out", "{tmp}/run", "--quiet"],
                      ["replay", "{tmp}/case.json", "--subject", "chainer.embed_id"], ["contracts", "check"]):
             out.append(Attack(f"contracts:{name}:{verb[0]}", [*verb, "--contracts", "{tmp}/c.toml"],
-                              setup=_both(_write("c.toml", text), _write("case.json", CASE))))
+                              setup=both(write("c.toml", text), write("case.json", CASE))))
     # Bad audit files, in compare and merge: refused in one line.
     bad_audits = {
         "not-json": "{nope", "empty": "", "list": "[]", "deep": "[" * 900 + "]" * 900,
@@ -151,22 +136,22 @@ def attacks() -> list[Attack]:
     }
     for name, text in bad_audits.items():
         for verb in (["compare", "{tmp}/a.json", "{tmp}/a.json"], ["merge", "{tmp}/a.json", "--out", "{tmp}/m"]):
-            out.append(Attack(f"audit-file:{name}:{verb[0]}", verb, setup=_write("a.json", text)))
-    out += _input_check_attacks()
+            out.append(Attack(f"audit-file:{name}:{verb[0]}", verb, setup=write("a.json", text)))
+    out += input_check_attacks()
     for name, path in (("missing", "{tmp}/nope.json"), ("directory", "{tmp}"), ("dev-null", "/dev/null")):
         out.append(Attack(f"replay-file:{name}", ["replay", path, "--subject", "chainer.embed_id"]))
     # Resume of damaged runs.
     for name, text in (("garbage-line", "garbage\n"), ("empty-object", "{}\n"), ("list-line", "[1]\n")):
-        out.append(Attack(f"resume:{name}", ["report", "--resume", "{tmp}/run", "--quiet"], setup=_damaged_run(text)))
+        out.append(Attack(f"resume:{name}", ["report", "--resume", "{tmp}/run", "--quiet"], setup=damaged_run(text)))
     out.append(Attack("resume:torn-middle", ["report", "--resume", "{tmp}/run", "--quiet", "--no-shrink", "--no-localize"],
-                      expect="finish", setup=_torn_run, lost=_lost_tasks))
+                      expect="finish", setup=torn_run, lost=lost_tasks))
     out.append(Attack("keep:running-dir", ["report", "--subjects", "chainer.embed_id", "--keep", "0", *SMALL],
-                      expect="finish", setup=_running_dir, lost=_running_lost))
+                      expect="finish", setup=running_dir, lost=running_lost))
     # A reader that left.
     for verb in (["subjects"], ["subjects", "--json"], ["env"], ["replay", "{tmp}/case.json", "--subject",
                                                                   "chainer.embed_id"]):
         out.append(Attack(f"closed-stdout:{' '.join(verb[:2])}", verb, expect="any", stdout_closed=True,
-                          setup=_write("case.json", CASE)))
+                          setup=write("case.json", CASE)))
     try:
         from tools import attacks_files as files
     except ImportError:  # run as a script: tools/ is the path's first folder
@@ -174,295 +159,6 @@ def attacks() -> list[Attack]:
     for group in (files.output_over_input, files.system_limits, files.run_records, files.killed):
         out += group(Attack)
     return out
-
-
-def _case(**over: object) -> str:
-    d = json.loads(CASE)
-    for k, v in over.items():
-        if k in ("spec_extra",):
-            d["spec"].update(v)  # type: ignore[arg-type]
-        else:
-            d[k] = v
-    return json.dumps(d)
-
-
-_LSTM_CASE = {"family": "lstm", "seed": 0, "spec": {"in_size": 3, "hidden": 2, "n_layers": 1, "lengths": [2, 1]}}
-
-
-def _audit_text(mutate: Callable[[dict], None] | None = None, *, subject: str = "chainer.embed_id",
-                arrays: bool = False) -> str:
-    import numpy as np
-
-    from harness.judge.bitwise import DIGEST_ALGORITHM, digest
-
-    y = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
-    e = {"case_id": "c0", "family": "embed", "subject": subject, "role": "subject", "device": "cpu",
-         "context": "default", "bad_input": False, "status": "ok", "error": None, "skip_reason": None,
-         "repeats_agreed": True, "array_file": "0.npz" if arrays else None,
-         "tensors": {"y": {"digest": digest(y), "dtype": "float32", "shape": [2, 3], "repeats_agreed": True}}}
-    d = {"format": "harness-audit", "version": 1, "digest": DIGEST_ALGORITHM, "created": "2026-01-01T00:00:00+00:00",
-         "environment": {"gpu": {"available": False}}, "corpus": {"digest": "d", "cases": 1},
-         "settings": {"repeats": 2}, "arrays_dir": "arrays" if arrays else None, "entries": [e]}
-    if mutate is not None:
-        mutate(d)
-    return json.dumps(d)
-
-
-def _npz(kind: str) -> Callable[[Path], None]:
-    def setup(tmp: Path) -> None:
-        import numpy as np
-
-        (tmp / "arrays").mkdir(exist_ok=True)
-        p = tmp / "arrays" / "0.npz"
-        if kind == "corrupt":
-            p.write_bytes(b"PK\x03\x04" + bytes(30))
-        elif kind == "pickled":
-            np.savez(p, y=np.array([{"a": 1}], dtype=object), allow_pickle=True)
-        elif kind == "npy":
-            with open(p, "wb") as f:
-                np.save(f, np.zeros((2, 3), np.float32))
-        else:  # another shape than the entry's
-            np.savez(p, y=np.zeros((3, 2), np.float32))
-        (tmp / "a.json").write_text(_audit_text(arrays=True))
-        (tmp / "b.json").write_text(_audit_text(arrays=True))
-    return setup
-
-
-def _entry(key: str, value: object) -> Callable[[dict], None]:
-    return lambda d: d["entries"][0].__setitem__(key, value)
-
-
-def _tensor(key: str, value: object) -> Callable[[dict], None]:
-    return lambda d: d["entries"][0]["tensors"]["y"].__setitem__(key, value)
-
-
-def _input_check_attacks() -> list[Attack]:
-    """Issue 52's categories 1-4: a case's arrays and cross-field rules, an error that is not a difference, audit
-    files and their arrays, contracts that contradict themselves."""
-    out: list[Attack] = []
-    gy = {"dtype": "float32", "shape": [4, 3]}
-    bad_arrays = {
-        "bits-not-base64": _case(arrays={"gy": {**gy, "bits": "@@@@"}}),
-        "bits-short": _case(arrays={"gy": {**gy, "bits": "AAAA"}}),
-        "bits-long": _case(arrays={"gy": {**gy, "bits": "A" * 68}}),
-        "dtype-object": _case(arrays={"gy": {"dtype": "object", "shape": [1], "data": [1]}}),
-        "dtype-void": _case(arrays={"gy": {"dtype": "V4", "shape": [1], "bits": "AAAAAA=="}}),
-        "dtype-str": _case(arrays={"gy": {"dtype": "<U3", "shape": [1], "data": ["abc"]}}),
-        "data-strings": _case(arrays={"x": {"dtype": "int32", "shape": [4], "data": ["a", "b", "c", "d"]}}),
-        "data-overflow": _case(arrays={"x": {"dtype": "int8", "shape": [4], "data": [1, 2, 3, 999]}}),
-        "data-count": _case(arrays={"x": {"dtype": "int32", "shape": [4], "data": [1]}}),
-        "shape-contradicts": _case(arrays={"x": {"dtype": "int32", "shape": [5], "data": [0, 1, 2, 3, 4]}}),
-        "array-names-nothing": _case(arrays={"zz": {"dtype": "int32", "shape": [1], "data": [0]}}),
-        "inject-names-nothing": _case(spec_extra={"inject": [{"array": "nope", "index": 0, "value": 1}]},
-                                      expect={"kind": "documented"}),
-        "inject-nan-into-ids": _case(spec_extra={"inject": [{"array": "x", "index": 0, "value": "nan"}]},
-                                     expect={"kind": "documented"}),
-        "version-1.0": _case(version=1.0),
-        "version-str": _case(version="1.0"),
-    }
-    for name, text in bad_arrays.items():
-        for verb in ("replay", "localize", "shrink"):
-            extra = ["--kind", "error", "--max-runs", "2"] if verb == "shrink" else []
-            out.append(Attack(f"case-arrays:{name}:{verb}", [verb, "{tmp}/case.json", "--subject", "chainer.embed_id",
-                                                             *extra], setup=_write("case.json", text)))
-        out.append(Attack(f"corpus-arrays:{name}", ["report", "--corpus", "{tmp}/c.jsonl", "--out", "{tmp}/run",
-                                                    "--devices", "cpu", "--quiet"],
-                          setup=_write("c.jsonl", CASE + "\n" + text + "\n")))
-    lstm = {
-        "xs-widths-short": {**_LSTM_CASE, "spec": {**_LSTM_CASE["spec"], "xs_widths": [3]}},
-        "xs-widths-valid-case": {**_LSTM_CASE, "spec": {**_LSTM_CASE["spec"], "xs_widths": [3, 5]}},
-        "bidirectional-on-uni": {**_LSTM_CASE, "spec": {**_LSTM_CASE["spec"], "bidirectional": True}},
-    }
-    for name, d in lstm.items():
-        for verb in ("replay", "localize", "shrink"):
-            extra = ["--kind", "error", "--max-runs", "2"] if verb == "shrink" else []
-            out.append(Attack(f"case-lstm:{name}:{verb}", [verb, "{tmp}/case.json", "--subject", "chainer.NStepLSTM",
-                                                           *extra], setup=_write("case.json", json.dumps(d))))
-    # An error in every run is exit 3, never "differs" (exit 1).
-    out.append(Attack("replay-raises:every-run", ["replay", "{tmp}/case.json", "--subject", "espnet.embed_id"],
-                      expect="raised", setup=_write("case.json", json.dumps({
-                          "family": "embed", "seed": 0, "spec": {"vocab": 5, "width": 3, "ids_shape": [4],
-                                                                 "w_dtype": "float16"},
-                          "expect": {"kind": "raises", "errors": ["InvalidType"]}, "tags": ["bad:w_dtype_espnet"]}))))
-    bad_audits: dict[str, Callable[[dict], None]] = {
-        "version-str-1.0": lambda d: d.__setitem__("version", "1.0"),
-        "version-float": lambda d: d.__setitem__("version", 1.0),
-        "unknown-top-field": lambda d: d.__setitem__("colour", 1),
-        "unknown-entry-field": _entry("colour", 1), "unknown-tensor-field": _tensor("colour", 1),
-        "empty-digest": _tensor("digest", ""), "digest-other-algorithm": _tensor("digest", "sha256:" + "ab" * 32),
-        "digest-garbage": _tensor("digest", "xxh3_128:zz"), "dtype-nothing": _tensor("dtype", "float8"),
-        "dtype-object": _tensor("dtype", "object"), "device-nothing": _entry("device", "tpu"),
-        "family-nothing": _entry("family", "conv"), "array-file-path": _entry("array_file", "../../etc/passwd"),
-        "settings-unknown": lambda d: d["settings"].__setitem__("colour", 1),
-    }
-    for name, mutate in bad_audits.items():
-        for verb in (["compare", "{tmp}/a.json", "{tmp}/b.json"], ["merge", "{tmp}/a.json", "{tmp}/b.json", "--out",
-                                                                   "{tmp}/m"]):
-            out.append(Attack(f"audit-field:{name}:{verb[0]}", verb,
-                              setup=_both(_write("a.json", _audit_text(mutate)), _write("b.json", _audit_text()))))
-    for kind in ("corrupt", "pickled", "npy", "shape"):
-        out.append(Attack(f"audit-arrays:{kind}", ["compare", "{tmp}/a.json", "{tmp}/b.json"], setup=_npz(kind)))
-    out.append(Attack("audit-name:mathtext", ["compare", "{tmp}/a.json", "{tmp}/b.json", "--out", "{tmp}/cmp"],
-                      expect="finish", setup=_both(_write("a.json", _audit_text(subject="$\\foo{$")),
-                                                   _write("b.json", _audit_text(_tensor("digest", _audit_digest()),
-                                                                                subject="$\\foo{$")))))
-    base = (ROOT / "contracts.toml").read_text()
-    line = '\n[[contract]]\nsubject = "chainer.embed_id"\ndevice = "cpu"\ncontext = "blas1"\nreason = "r"\n'
-    defect = '\n[[known_defect]]\nsubjects = ["chainer.embed_id"]\nreason = "r"\nreference = "x"\n'
-    contradictions = {
-        "version-1.0": base.replace("version = 1\n", "version = 1.0\n", 1),
-        "invariant-not-reproducible": base + line + 'reproducible = false\ninvariant_under = ["order"]\n',
-        "invariant-declared-nondeterministic": base + line.replace('"cpu"', '"gpu"')
-        + 'reproducible = true\ninvariant_under = ["order"]\n',
-        "identical-across-itself": base + line + 'reproducible = true\nidentical_across = ["blas1"]\n',
-        "identical-across-star": base + line + 'reproducible = true\nidentical_across = ["*"]\n',
-        "errors-with-no-error": base + '\n[[bad_input]]\ntag = "bad:w_rank"\noutcome = "no_error"\nerrors = []\n'
-                                       'reason = "r"\n',
-        "wrong-names-no-tensor": base + defect + 'tags = ["ids:empty"]\nwrong = ["grad.Q"]\n',
-        "tag-nothing-generates": base + defect + 'tags = ["bad:nope"]\nerror = "ValueError"\nphase = "forward"\n',
-        "rule-tag-nothing-generates": base + '\n[[bad_input]]\ntag = "colour:red"\noutcome = "no_error"\n'
-                                             'reason = "r"\n',
-        "error-not-exception": base + defect + 'tags = ["ids:empty"]\nerror = "it broke!"\nphase = "forward"\n',
-    }
-    for name, text in contradictions.items():
-        out.append(Attack(f"contracts-contradiction:{name}", ["gate", "--devices", "cpu", "--out", "{tmp}/run",
-                                                              "--quiet", "--contracts", "{tmp}/c.toml"],
-                          setup=_write("c.toml", text)))
-    return out
-
-
-def _audit_digest() -> str:
-    import numpy as np
-
-    from harness.judge.bitwise import digest
-
-    return digest(np.ones((2, 3), np.float32))
-
-
-#: Per verb, a cheap valid command line that an option under attack is added to (the last value of a flag wins).
-_BASE = {
-    "cases": ["cases", "--family", "embed", "--examples", "1", "--out", "{tmp}/c.jsonl"],
-    "replay": ["replay", "{tmp}/case.json", "--subject", "chainer.embed_id"],
-    "localize": ["localize", "{tmp}/case.json", "--subject", "chainer.embed_id"],
-    "shrink": ["shrink", "{tmp}/case.json", "--subject", "chainer.embed_id", "--kind", "error", "--max-runs", "2"],
-    "report": ["report", "--out", "{tmp}/run", *SMALL],
-    "gate": ["gate", "--out", "{tmp}/run", "--quiet"],
-    "audit": ["audit", "--out", "{tmp}/a.json", "--examples", "1", "--quiet"],
-    "subjects": ["subjects"],
-}
-#: Verbs whose full run is cheap: a value that may be valid there ("0", "-1") is tried too.
-_CHEAP = ("cases", "replay", "localize", "shrink", "report", "subjects")
-
-
-def _option_grid() -> list[Attack]:
-    """Every int/float option of every verb with malformed values (must be refused), and with edge values where
-    the verb is cheap (refused or run: either, but never a traceback, crash or hang); the name options with
-    names that do not exist."""
-    import argparse
-
-    from harness.cli import build_parser
-
-    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    out: list[Attack] = []
-    for verb, base in _BASE.items():
-        sp = sub.choices[verb]
-        for a in sp._actions:
-            if not a.option_strings:
-                continue
-            flag = a.option_strings[0]
-            bad: list[str] = []
-            edge: list[str] = []
-            parse = getattr(a.type, "parse", a.type)  # argcheck's converters say what they parse
-            if parse is int:
-                bad = ["x", "", "1e400", "1.5", "0x10", "9" * 5000, "-", "1_0_", " ", "nan", "inf", "--1"]
-                edge = ["0", "-1", "-99999999999999999999", "99999999999999999999"]
-            elif parse is float:
-                bad = ["x", "", "nan", "-inf", "inf", "1e400x", "1e400", "-1e400", "NaN", "-nan", "0x1p3", "--1"]
-                edge = ["0", "-1", "1e-300", "1e308"]
-            elif flag in ("--devices", "--device"):
-                bad = ["tpu", "", "gpu:x", ",", "cpu,tpu", "gpu:-1", "cpu:7"]
-            elif flag in ("--contexts", "--context"):
-                bad = ["nope", "", ",", "default,nope"]
-            elif flag in ("--subjects", "--subject"):
-                bad = ["nope", "", ",", "chainer.embed_id,nope"]
-            elif flag == "--subject-plugin":
-                bad = ["nocolon", "no_such_module_xyz:X", f"{PLUGIN}:NOPE", f"{PLUGIN}:INT_NAME"]
-            for v in bad:
-                out.append(Attack(f"option:{verb}:{flag}={v[:14]}", [*base, flag, v], setup=_write("case.json", CASE)))
-            if verb in _CHEAP:
-                for v in edge:
-                    out.append(Attack(f"edge:{verb}:{flag}={v[:14]}", [*base, flag, v], expect="either",
-                                      setup=_write("case.json", CASE)))
-    return out
-
-
-def _both(*setups: Callable[[Path], None]) -> Callable[[Path], None]:
-    def setup(tmp: Path) -> None:
-        for f in setups:
-            f(tmp)
-    return setup
-
-
-def _finished_run(tmp: Path) -> None:
-    subprocess.run([sys.executable, "-m", "harness", "report", "--subjects", "chainer.embed_id", "--out", str(tmp / "run"),
-                    *SMALL], cwd=tmp, env=_env({}), capture_output=True, check=True)
-    gz = tmp / "run" / "tasks.jsonl.gz"
-    if gz.exists():
-        (tmp / "run" / "tasks.jsonl").write_bytes(gzip.decompress(gz.read_bytes()))
-        gz.unlink()
-
-
-def _damaged_run(line: str) -> Callable[[Path], None]:
-    def setup(tmp: Path) -> None:
-        _finished_run(tmp)
-        with open(tmp / "run" / "tasks.jsonl", "a") as f:
-            f.write(line)
-    return setup
-
-
-def _torn_run(tmp: Path) -> None:
-    _finished_run(tmp)
-    p = tmp / "run" / "tasks.jsonl"
-    lines = p.read_text().splitlines(keepends=True)
-    (tmp / "keys.json").write_text(json.dumps(sorted(json.loads(ln)["key"] for ln in lines)))
-    p.write_text("".join(lines[:2] + [lines[2][:len(lines[2]) // 2] + "\n"] + lines[3:5] + [lines[5][:30]]))
-
-
-def _lost_tasks(tmp: Path) -> str:
-    want = json.loads((tmp / "keys.json").read_text())
-    p = tmp / "run" / "tasks.jsonl"
-    data = gzip.decompress(p.with_suffix(".jsonl.gz").read_bytes()) if not p.exists() else p.read_bytes()
-    got = sorted(json.loads(ln)["key"] for ln in data.decode().splitlines() if ln.strip())
-    return "" if got == want else f"{len(want)} tasks planned, {len(got)} ({len(set(got))} distinct) on disk"
-
-
-def _running_dir(tmp: Path) -> None:
-    d = tmp / "reports" / "20200101T000000Z-1"
-    d.mkdir(parents=True)
-    (d / "corpus.jsonl").write_text("")
-    # The holder: a process that keeps the lock for the attack's duration (as a running report does).
-    code = ("import fcntl,sys,time;f=open(sys.argv[1],'a+');fcntl.flock(f,fcntl.LOCK_EX);"
-            "open(sys.argv[2],'w').close();time.sleep(600)")
-    proc = subprocess.Popen([sys.executable, "-c", code, str(d / ".lock"), str(tmp / "locked")])
-    (tmp / "holder.pid").write_text(str(proc.pid))
-    while not (tmp / "locked").exists():
-        if proc.poll() is not None:
-            raise RuntimeError("lock holder died")
-
-
-def _running_lost(tmp: Path) -> str:
-    pid = int((tmp / "holder.pid").read_text())
-    try:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
-    except (OSError, ChildProcessError):
-        pass
-    ok = (tmp / "reports" / "20200101T000000Z-1" / "corpus.jsonl").exists()
-    return "" if ok else "the running report's directory was deleted"
-
-
-def _env(extra: dict[str, str]) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "HARNESS_PLUGIN_TIMEOUT": "10", "HARNESS_PROFILE": "ci", **extra}
 
 
 _TAG = "HARNESS_ATTACK_TAG"
@@ -485,7 +181,7 @@ def _tagged(tag: str) -> list[int]:
 def _run_killed(a: Attack, argv: list[str], tmp: Path, timeout: float) -> tuple[str, str]:
     """Start the harness, SIGKILL it once the plug-in hangs, and look for what it leaves alive."""
     tag, mark = uuid.uuid4().hex, tmp / "hung"
-    env = _env({**a.env, _TAG: tag, "HARNESS_TEST_HANG_MARK": str(mark)})
+    env = harness_env({**a.env, _TAG: tag, "HARNESS_TEST_HANG_MARK": str(mark)})
     proc = subprocess.Popen([sys.executable, "-m", "harness", *argv], cwd=tmp, env=env, stdin=subprocess.DEVNULL,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     end = time.monotonic() + timeout
@@ -521,7 +217,7 @@ def run_one(a: Attack, timeout: float) -> tuple[str, str]:
         argv = [x.replace("{tmp}", str(tmp)) for x in a.argv]
         if a.expect == "killed":
             return _run_killed(a, argv, tmp, timeout)
-        proc = subprocess.Popen([sys.executable, "-m", "harness", *argv], cwd=tmp, env=_env(a.env), text=True,
+        proc = subprocess.Popen([sys.executable, "-m", "harness", *argv], cwd=tmp, env=harness_env(a.env), text=True,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 start_new_session=True)
         if a.stdout_closed:

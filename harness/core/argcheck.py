@@ -125,7 +125,7 @@ def converter(name: str, check: Callable[[str, Any], T], parse: Callable[[str], 
             raise
 
     convert.__name__ = name  # argparse names the converter in its messages
-    convert.parse = parse  # type: ignore[attr-defined]  # (what it reads: int, float, str; tools/attacks.py asks)
+    convert.parse = parse  # type: ignore[attr-defined]  # (it reads int, float or str; tools/attacks_options.py asks)
     return convert
 
 
