@@ -146,7 +146,7 @@ def test_merge_marks_the_machine_whose_bits_differ(whole, blas_pair):
     assert any("x1" in c for c in res.columns)  # the label carries the BLAS thread count
 
 
-# ---- (f) devices all on a machine without a GPU, and argument checks ---------------------------------
+# ---- (f) devices all on a machine without a GPU ----------------------------------------------------
 @pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_cli_audit_devices_all_records_skipped_gpu_entries(work, harness):
     corpus = work / "tiny.jsonl"

@@ -35,6 +35,7 @@ def test_committed_corpus_covers_every_family_and_kind():
     assert "seed=7" in readme and corpus_digest(cases) in readme and "write_corpus(" in readme
 
 
+# ---- the digest algorithm an audit file names ----------------------------------------------------------
 def test_audits_of_two_digest_algorithms_are_refused_in_one_line(work):
     x = np.linspace(-2, 3, 50, dtype=np.float32)
     env = {"gpu": {"available": False}}
@@ -95,6 +96,7 @@ def test_bad_audit_files_raise_and_load_nothing(whole, work):
     assert main(["compare", str(work / "bad-truncated.json"), whole[0].path]) == 2
 
 
+# ---- audit files validated whole; kept arrays that are not what the entry says ---------------------------
 def _mutated(work: Path, name: str, mutate) -> Path:
     data = json.loads(_base_audit(work, "base-" + name).read_text())
     mutate(data)
