@@ -205,3 +205,31 @@ def test_the_graph_sees_hidden_imports() -> None:
     assert got == ["harness.outputs.fleet", "harness.outputs.report", "tools.bench", "harness.outputs.gate"], got
     assert circles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
     assert circles({"a": ["a"]}) == [["a"]] and circles({"a": ["b"], "b": []}) == []
+
+
+
+def stray_unit_tests(unit: pathlib.Path, package: pathlib.Path) -> list[str]:
+    """The ``test_<module>.py`` files under ``unit`` whose ``<stage>/<module>`` is no module (or package) of
+    ``package``."""
+    stray = []
+    for path in sorted(unit.rglob("test_*.py")):
+        target = package / path.relative_to(unit).with_name(path.stem.removeprefix("test_"))
+        if not (target.with_suffix(".py").is_file() or (target / "__init__.py").is_file()):
+            stray.append(str(path.relative_to(unit)))
+    return stray
+
+
+def test_the_unit_tests_mirror_the_package() -> None:
+    """``suites/unit/<stage>/test_<module>.py`` tests ``harness/<stage>/<module>.py`` (or its package): a unit test
+    file named after no module is a test a reader cannot find from the code."""
+    stray = stray_unit_tests(ROOT / "suites" / "unit", HARNESS)
+    assert not stray, f"unit test files that mirror no module of harness/: {stray}"
+
+
+def test_the_mirror_check_catches_a_stray_file(tmp_path: pathlib.Path) -> None:
+    pkg, unit = tmp_path / "pkg", tmp_path / "unit"
+    for p in (pkg / "core" / "cases.py", pkg / "judge" / "__init__.py", unit / "core" / "test_cases.py",
+              unit / "test_judge.py", unit / "core" / "test_nothing_here.py"):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("")
+    assert stray_unit_tests(unit, pkg) == ["core/test_nothing_here.py"]

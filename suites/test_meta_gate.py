@@ -313,7 +313,7 @@ def test_a_subject_registered_outside_subject_plugin_gets_no_command_but_the_rea
 def test_a_pytest_gate_with_a_subject_plugin_prints_a_command_that_loads_it(tmp_path):
     # from a directory of its own (where the failing case is written), the gate's suite named by its path
     gate = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-x",
-            str(ROOT / "suites" / "test_gate_lstm.py"), "-k", "test_lstm_contract and NStepLSTM and not Bi"]
+            str(ROOT / "suites" / "gate" / "test_lstm.py"), "-k", "test_lstm_contract and NStepLSTM and not Bi"]
     env = {**os.environ, "HARNESS_PROFILE": "ci", "HARNESS_PLANTED": "scale"}
     r = subprocess.run(gate + ["--subject-plugin", "suites.plugins.planted_lstm:SUBJECTS"], capture_output=True,
                        text=True, cwd=tmp_path, env={**env, "PYTHONPATH": str(ROOT)}, timeout=600)

@@ -1,7 +1,7 @@
 """A planted regression, for timing the gate when it fails: ``chainer.NStepLSTM`` with its ``hy`` perturbed.
 
 Load it with ``--subject-plugin suites.plugins.planted_lstm:SUBJECTS`` into a pytest session
-(``python -m pytest --subject-plugin ... suites/test_gate_lstm.py``) or a campaign: the printed replay commands then
+(``python -m pytest --subject-plugin ... suites/gate/test_lstm.py``) or a campaign: the printed replay commands then
 load it too. As a plain pytest plugin (``-p suites.plugins.planted_lstm``) it replaces the subject all the same,
 and the dossiers say that no command reproduces it. ``$HARNESS_PLANTED`` says how:
 

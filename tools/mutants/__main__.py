@@ -27,8 +27,8 @@ from pathlib import Path
 from tools.mutants.plugin import MUTANTS
 
 ROOT = Path(__file__).resolve().parents[2]
-_SUITES = {"embed": "suites/test_gate_embed.py", "lstm": "suites/test_gate_lstm.py",
-           "pipeline": "suites/test_gate_pipeline.py"}
+_SUITES = {"embed": "suites/gate/test_embed.py", "lstm": "suites/gate/test_lstm.py",
+           "pipeline": "suites/gate/test_pipeline.py"}
 _FINDING = re.compile(r"^FINDING \d+ of \d+: (.*)$")
 
 
