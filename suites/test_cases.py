@@ -342,11 +342,11 @@ def test_a_case_the_harness_wrote_reads_back_the_same_without_the_schema_check()
 def test_a_case_of_its_own_json_skips_only_the_schema(monkeypatch):
     """``from_own_json`` checks no schema (a worker parses every case it runs: the schema was half of it), but
     the case's own rules still hold; text from anywhere else is checked whole."""
-    from harness.core import schemas
+    from harness.core import schema_check
 
     asked = []
-    real = schemas.check
-    monkeypatch.setattr(schemas, "check", lambda data, schema: asked.append(schema) or real(data, schema))
+    real = schema_check.check
+    monkeypatch.setattr(schema_check, "check", lambda data, schema: asked.append(schema) or real(data, schema))
     own = Case.from_json(_variant(_L18))
     assert len(asked) == 1  # from_json: checked once, on the text's own data
     asked.clear()

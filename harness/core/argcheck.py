@@ -274,8 +274,8 @@ def jsonl_records(name: str, path: str, required: tuple[str, ...] = ()) -> int:
     """Check a JSON-lines record file line by line (plain or gzipped:
     :func:`harness.core.records.record_file`): every line an object holding ``required`` keys. A torn
     *last* line (an interrupted write) is allowed, as the campaign allows it. Returns the record count."""
+    from harness.core.input_parsing import InputProblem, parse_json
     from harness.core.records import record_lines
-    from harness.core.schemas import InputProblem, parse_json
 
     n = 0
     try:

@@ -21,7 +21,8 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from harness.core.errors import InvalidArgument
-from harness.core.schemas import NUMBER_DTYPES, brief, json_path, problem
+from harness.core.schema_check import brief, json_path, problem
+from harness.core.schemas import NUMBER_DTYPES
 
 __all__ = ["ARRAY_DTYPES", "lstm_weight_shapes", "array_layout", "check_case_arrays", "decode_array"]
 

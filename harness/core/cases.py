@@ -30,9 +30,10 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from harness.core import case_arrays, schemas
+from harness.core import case_arrays, schema_check, schemas
 from harness.core.case_arrays import check_case_arrays, lstm_weight_shapes
 from harness.core.errors import CaseError, HarnessError, InvalidArgument
+from harness.core.input_parsing import InputProblem, parse_json
 from harness.core.vocabulary import FAMILIES
 
 __all__ = [
@@ -106,7 +107,7 @@ def encode_array(a: np.ndarray) -> dict[str, Any]:
 
 def decode_array(spec: Mapping[str, Any]) -> np.ndarray:
     """Inverse of :func:`encode_array` (:func:`harness.core.case_arrays.decode_array`, as a :class:`CaseError`)."""
-    problem = schemas.check(_thaw(spec), schemas.CASE["properties"]["arrays"]["additionalProperties"])
+    problem = schema_check.check(_thaw(spec), schemas.CASE["properties"]["arrays"]["additionalProperties"])
     if problem is not None:
         raise CaseError(f"explicit array: {problem}")
     try:
@@ -170,7 +171,7 @@ class Case:
         raises a one-line :class:`CaseError` naming the JSON path of the first bad field and its value."""
         if not isinstance(d, Mapping):
             raise CaseError(f"a case must be a JSON object, got {type(d).__name__}")
-        problem = schemas.check(_thaw(d), schemas.CASE) if schema else None
+        problem = schema_check.check(_thaw(d), schemas.CASE) if schema else None
         if problem is not None:
             raise CaseError(problem)
         try:
@@ -187,10 +188,10 @@ class Case:
     @classmethod
     def from_json(cls, text: str | bytes) -> "Case":
         """Parse one case from JSON text (or UTF-8 bytes); every bad input raises a one-line :class:`CaseError`
-        (nesting and number sizes are limited before parsing finishes: :func:`harness.core.schemas.parse_json`)."""
+        (nesting and number sizes are limited before parsing finishes: :func:`harness.core.input_parsing.parse_json`)."""
         try:
-            data = schemas.parse_json(text, "case text")
-        except schemas.InputProblem as exc:
+            data = parse_json(text, "case text")
+        except InputProblem as exc:
             raise CaseError(str(exc)) from None
         return cls.from_dict(data)
 
@@ -234,7 +235,7 @@ def _validate(case: "Case", schema: bool = True) -> None:
     """The whole case checked against :data:`harness.core.schemas.CASE` (its spec against the family's keys in
     :data:`harness.core.schemas.SPEC_FIELDS`: every key known, typed and in range; unless ``schema`` is false),
     then the rules that depend on whether the case is a bad input."""
-    problem = schemas.check(case.to_dict(), schemas.CASE) if schema else None
+    problem = schema_check.check(case.to_dict(), schemas.CASE) if schema else None
     if problem is not None:
         raise InvalidArgument(problem)
     _validate_spec(case.family, case.spec, bad=case.expect is not None)

@@ -104,18 +104,19 @@ def _tasks(run_dir: str, what: str) -> tuple[dict[str, Any], list[str]]:
 def json_file(path: str, what: str, schema: Any, kind: str) -> Any:
     """A JSON file of a run directory read whole and checked against ``schema``; one-line InvalidArgument (naming
     ``what``, the verb's argument) where it is missing, unreadable, not JSON or off its schema."""
-    from harness.core import schemas
+    from harness.core.input_parsing import InputProblem, parse_json
+    from harness.core.schema_check import check
 
     if not os.path.exists(path):
         raise InvalidArgument(f"{what}: {path} does not exist: not a {kind}")
     try:
         with open(path, "rb") as f:
-            data = schemas.parse_json(f.read(), path)
+            data = parse_json(f.read(), path)
     except OSError as exc:
         raise InvalidArgument(f"{what}: {path} cannot be read: {exc.strerror}") from None
-    except schemas.InputProblem as exc:
+    except InputProblem as exc:
         raise InvalidArgument(f"{what}: {exc}") from None
-    problem = schemas.check(data, schema)
+    problem = check(data, schema)
     if problem is not None:
         raise InvalidArgument(f"{what}: {path}: {problem}")
     return data

@@ -1,18 +1,18 @@
-"""Every input file's schema, as data, and the one way to read and check one.
+"""Every input file's schema, as data.
 
 Four file kinds come from outside the harness: a case (one JSON object, or a line of a corpus), the contracts
-file (TOML), an audit file (JSON) and a run directory's ``campaign.json``. Each is validated *whole* against one
-JSON Schema here (:data:`CASE`, :data:`CONTRACTS`, :data:`AUDIT`, :data:`CAMPAIGN`) by ``jsonschema``, after
-size limits that apply before parsing finishes (:func:`parse_json`, :func:`parse_toml`: nesting deeper than
-:data:`MAX_DEPTH`, number literals longer than :data:`MAX_NUMBER_CHARS`, ``1e400``, ``NaN``), and every problem
-is one line from :func:`problem` in one vocabulary: the JSON path of the first bad field, its value, what it
-must be, and ``file:line`` where known (``cases.jsonl:3: $.spec.xs_widths[1]=-3 must be >= 0``).
+file (TOML), an audit file (JSON) and a run directory's ``campaign.json``. Each is read with the limits of
+:mod:`harness.core.input_parsing` and then validated *whole* against one JSON Schema here (:data:`CASE`,
+:data:`CONTRACTS`, :data:`AUDIT`, :data:`CAMPAIGN`) by :func:`harness.core.schema_check.check`, whose one-line
+messages name the JSON path of the first bad field, its value and what it must be. The schemas are kept apart
+from the parser and the check engine because they are the part that changes: a new field is data, not code.
 
 Adding a field is one dict entry: a case spec key in :data:`SPEC_FIELDS` (with the families it belongs to),
 a contracts key in :data:`CONTRACT_FIELDS` / :data:`BAD_INPUT_FIELDS` / :data:`KNOWN_DEFECT_FIELDS`, an audit
 entry field in :data:`AUDIT_ENTRY_FIELDS`, a campaign.json key in :data:`CAMPAIGN_FIELDS`. ``required`` lists
 and cross-field rules (``allOf`` of ``if``/``then`` with a ``message``) sit beside each table.
 
+>>> from harness.core.schema_check import check
 >>> check({"family": "embed", "seed": 1, "spec": {"vocab": 3, "width": 2, "ids_shape": [4]}}, CASE) is None
 True
 >>> check({"family": "lstm", "seed": 1, "spec": {"n_layers": 1, "hidden": 2, "in_size": 2, "lengths": [1],
@@ -22,312 +22,18 @@ True
 
 from __future__ import annotations
 
-import json
-import math
-import re
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from harness.core.vocabulary import COMPUTE_PHASES, FAMILIES, PHASE_SPELLINGS, RELATIONS, ROLES
 
-__all__ = ["MAX_DEPTH", "MAX_NUMBER_CHARS", "InputProblem", "parse_json", "parse_toml", "check", "problem",
-           "json_path", "brief", "FAMILIES", "FLOAT_DTYPES", "ID_DTYPES", "ID_KINDS", "GRAD_KINDS", "GRAD_OUTPUTS", "WEIGHT_KINDS", "CASE", "spec_schema", "first_problem", "SPEC_FIELDS", "CONTRACTS", "CONTRACT_FIELDS", "BAD_INPUT_FIELDS",
-           "KNOWN_DEFECT_FIELDS", "ORACLE_RULES", "NUMBER_DTYPES", "TENSOR_DTYPES", "AUDIT", "AUDIT_ENTRY_FIELDS", "AUDIT_TENSOR_FIELDS", "ENVIRONMENT", "CAMPAIGN",
-           "CAMPAIGN_FIELDS", "MAX_TIMEOUT"]
+__all__ = ["FAMILIES", "FLOAT_DTYPES", "ID_DTYPES", "ID_KINDS", "GRAD_KINDS", "GRAD_OUTPUTS", "WEIGHT_KINDS",
+           "CASE", "spec_schema", "SPEC_FIELDS", "CONTRACTS", "CONTRACT_FIELDS", "BAD_INPUT_FIELDS",
+           "KNOWN_DEFECT_FIELDS", "ORACLE_RULES", "NUMBER_DTYPES", "TENSOR_DTYPES", "AUDIT", "AUDIT_ENTRY_FIELDS",
+           "AUDIT_TENSOR_FIELDS", "ENVIRONMENT", "CAMPAIGN", "CAMPAIGN_FIELDS", "MAX_TIMEOUT"]
 
-#: Deepest nesting of objects and arrays any input may have (the deepest real one, an audit file's
-#: environment, is 5 levels; Python's json and tomllib recurse once per level).
-MAX_DEPTH = 64
-#: Longest number literal accepted (an int64 has 19 digits; 5000 digits would hit int()'s own limit).
-MAX_NUMBER_CHARS = 40
 #: The largest number of seconds a timeout may be (a week: beyond it ``time.monotonic() + t`` and the
 #: poll loops stop making sense, and ``1e308`` overflows them).
 MAX_TIMEOUT = 7 * 24 * 3600.0
-
-
-class InputProblem(ValueError):
-    """One line saying what is wrong with an input (callers re-raise it as their own HarnessError kind)."""
-
-
-# ==== the one error vocabulary ==================================================================
-def brief(value: Any, limit: int = 60) -> str:
-    """A value as the message shows it: a string as Python writes it (``'bogus'``), anything else as JSON
-    (``true``, ``null``, ``[2, 0]``), shortened: ``{...}`` / ``[...]`` for containers that would not fit."""
-    if isinstance(value, str):
-        text = repr(value)
-        return text if len(text) <= limit else text[:limit - 4] + "...'"
-    try:
-        # a read-only mapping (a Case's frozen fields) is shown as the object it was read from
-        text = json.dumps(value, sort_keys=True, allow_nan=True,
-                          default=lambda o: dict(o) if isinstance(o, Mapping) else str(o))
-    except (TypeError, ValueError, RecursionError):
-        text = repr(value)
-    if len(text) > limit:
-        text = ("{...}" if isinstance(value, Mapping) else "[...]" if isinstance(value, (list, tuple))
-                else text[:limit - 3] + "...")
-    return text
-
-
-def json_path(path: Iterable[Any]) -> str:
-    """``['entries', 3, 'tensors', 'ys.0']`` -> ``$.entries[3].tensors["ys.0"]``."""
-    out = "$"
-    for p in path:
-        if isinstance(p, int):
-            out += f"[{p}]"
-        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(p)):
-            out += f".{p}"
-        else:
-            out += f"[{json.dumps(str(p))}]"
-    return out
-
-
-def problem(path: Iterable[Any], value: Any, must: str, where: str | None = None) -> str:
-    """The one message shape: ``[where: ]$.path=value must ...`` (Hypothesis's ``name=value must be ...``)."""
-    head = f"{where}: " if where else ""
-    return f"{head}{json_path(path)}={brief(value)} {must}"
-
-
-# ==== parsing with limits ====================================================================
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
-_NUMBER = re.compile(r"[-+]?(?:\d[\d_]*)(?:\.[\d_]*)?(?:[eE][-+]?\d+)?")
-
-
-def _depth(stripped: str) -> tuple[int, int]:
-    """(deepest nesting, offset where it is reached) of text whose strings were removed."""
-    depth = deepest = at = 0
-    for m in re.finditer(r"[\[\]{}]", stripped):
-        depth += 1 if m.group() in "[{" else -1
-        if depth > deepest:
-            deepest, at = depth, m.start()
-            if deepest > MAX_DEPTH:
-                break
-    return deepest, at
-
-
-def _at(where: str, text: str, offset: int) -> str:
-    """``where:line`` for a text of several lines, ``where`` alone for one line (a corpus line says its own)."""
-    return f"{where}:{text.count(chr(10), 0, offset) + 1}" if "\n" in text.rstrip() else where
-
-
-def _prescan(text: str, stripped: str, where: str) -> None:
-    # The limits apply before any parser recurses or converts: a RecursionError or int()'s ValueError
-    # would be a traceback, and a 900-level document costs a parser far more than this scan.
-    deepest, at = _depth(stripped)
-    if deepest > MAX_DEPTH:
-        raise InputProblem(f"{_at(where, stripped, at)}: nested too deeply (more than {MAX_DEPTH} levels of "
-                           f"objects and arrays): not a file this harness writes")
-    for m in _NUMBER.finditer(stripped):
-        if len(m.group()) > MAX_NUMBER_CHARS:
-            raise InputProblem(f"{_at(where, stripped, m.start())}: the number {m.group()[:20]}... has "
-                               f"{len(m.group())} characters (at most {MAX_NUMBER_CHARS}): not a size or a seed")
-
-
-def _number_hooks(where: str) -> dict[str, Callable[[str], Any]]:
-    def as_int(s: str) -> int:
-        if len(s) > MAX_NUMBER_CHARS:  # the pre-scan catches these; the hook is the last word
-            raise InputProblem(f"{where}: the number {s[:20]}... has {len(s)} digits (at most {MAX_NUMBER_CHARS})")
-        return int(s)
-
-    def as_float(s: str) -> float:
-        v = float(s)
-        if not math.isfinite(v) or len(s) > MAX_NUMBER_CHARS:
-            raise InputProblem(f"{where}: the number {s[:40]} is out of range for a float64 (finite numbers only)")
-        return v
-
-    def constant(s: str) -> Any:
-        raise InputProblem(f"{where}: holds {s}, which is not valid JSON (write non-finite values as strings)")
-
-    return {"parse_int": as_int, "parse_float": as_float, "parse_constant": constant}
-
-
-def _unique_keys(where: str) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        # json keeps the last of two equal keys silently; a duplicated field or tensor name must be refused.
-        out: dict[str, Any] = {}
-        for k, v in pairs:
-            if k in out:
-                raise InputProblem(f"{where}: holds the key {k!r} twice in one object")
-            out[k] = v
-        return out
-
-    return hook
-
-
-def parse_json(data: str | bytes, where: str) -> Any:
-    """JSON text (or UTF-8 bytes) to data, every problem one :class:`InputProblem` line starting ``where``:
-    not UTF-8, nested deeper than :data:`MAX_DEPTH`, a number longer than :data:`MAX_NUMBER_CHARS` or out of
-    float64's range, NaN/Infinity, a key twice in one object, invalid JSON (with line and column)."""
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        raw = bytes(data)
-        try:
-            data = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = raw[:exc.start].count(b"\n") + 1
-            at = f"{where}:{line}" if b"\n" in raw.rstrip() else where
-            raise InputProblem(f"{at} is not UTF-8 (byte {raw[exc.start]:#04x} at offset {exc.start})") from None
-    if not isinstance(data, str):
-        raise InputProblem(f"{where}: must be JSON text, got {type(data).__name__}")
-    _prescan(data, _JSON_STRING.sub('""', data), where)
-    try:
-        hooks = _number_hooks(where)
-        return json.loads(data, object_pairs_hook=_unique_keys(where), parse_int=hooks["parse_int"],
-                          parse_float=hooks["parse_float"], parse_constant=hooks["parse_constant"])
-    except json.JSONDecodeError as exc:
-        what = "not valid JSON (truncated)" if exc.pos >= len(data.rstrip()) else "not valid JSON"
-        raise InputProblem(f"{_at(where, data, exc.pos)}: {what}: {exc.msg} (line {exc.lineno} column "
-                           f"{exc.colno})") from None
-    except RecursionError:  # pragma: no cover - the pre-scan refuses what could recurse this deep
-        raise InputProblem(f"{where}: nested too deeply") from None
-
-
-_TOML_STRINGS = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*')
-
-
-def parse_toml(text: str, where: str) -> dict[str, Any]:
-    """TOML text to data with the same limits as :func:`parse_json` (``1e400``, ``inf`` and ``nan`` refused)."""
-    import tomllib
-
-    _prescan(text, _TOML_STRINGS.sub(lambda m: "\n" * m.group().count("\n") + '""', text), where)
-    hooks = _number_hooks(where)
-
-    def as_float(s: str) -> float:
-        if s.lstrip("+-") in ("inf", "nan"):
-            raise InputProblem(f"{where}: holds {s}: only finite numbers mean anything here")
-        return float(hooks["parse_float"](s))
-
-    try:
-        return tomllib.loads(text, parse_float=as_float)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputProblem(f"{where}: not valid TOML: {' '.join(str(exc).split())}") from None
-    except (RecursionError, ValueError) as exc:  # pragma: no cover - the pre-scan's job; still one line
-        if isinstance(exc, InputProblem):
-            raise
-        raise InputProblem(f"{where}: cannot be read: {type(exc).__name__}") from None
-
-
-# ==== validation ============================================================================
-def _must(err: Any) -> str:
-    """What the failing keyword demands, in the harness's words (a schema's own ``message`` first)."""
-    v, arg = err.validator, err.validator_value
-    if "message" in err.schema and v not in ("required", "additionalProperties"):
-        return str(err.schema["message"])
-    if v in ("anyOf", "oneOf") and err.context:
-        kinds = [c.validator_value for c in err.context if c.validator == "type"]
-        flat = [k for ks in kinds for k in ([ks] if isinstance(ks, str) else ks)]
-        if len(kinds) == len(err.context):
-            return _must_type(flat, err.instance)
-        return "must be " + _either([_must(c).removeprefix("must be ") for c in err.context])
-    if v == "type":
-        return _must_type([arg] if isinstance(arg, str) else list(arg), err.instance)
-    if v == "minimum":
-        return f"must be >= {arg}"
-    if v == "exclusiveMinimum":
-        return f"must be > {arg}"
-    if v == "maximum":
-        return f"must be <= {arg}"
-    if v == "exclusiveMaximum":
-        return f"must be < {arg}"
-    if v == "enum":
-        return "must be " + _either([brief(a) for a in arg])
-    if v == "const":
-        return f"must be {brief(arg)}"
-    if v == "minItems":
-        return f"must hold at least {arg} item{'s' if arg != 1 else ''}"
-    if v == "maxItems":
-        return f"must hold at most {arg} item{'s' if arg != 1 else ''}"
-    if v == "minLength":
-        return "must be a non-empty string"
-    if v == "maxLength":
-        return f"must be at most {arg} characters"
-    if v == "minProperties":
-        return "must not be empty"
-    if v == "uniqueItems":
-        return "must not repeat an item"
-    if v == "pattern":
-        return f"must match {arg}"
-    if v == "propertyNames":
-        return "has a key that is not allowed"
-    return str(err.message).split("\n")[0]
-
-
-def _must_type(kinds: Sequence[str], value: Any) -> str:
-    names = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
-             "object": "an object", "array": "an array", "null": "null"}
-    return "must be " + _either([names.get(k, k) for k in kinds]) + f", got {_json_type(value)}"
-
-
-def _either(items: Sequence[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
-
-
-def _json_type(v: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "true/false", int: "an integer",
-            float: "a number", type(None): "null"}.get(type(v), type(v).__name__)
-
-
-def _first(errors: Sequence[Any]) -> Any:
-    # The error of the first bad field in document order; of several on one field, the most specific.
-    def key(e: Any) -> tuple[Any, ...]:
-        return (tuple((0, p) if isinstance(p, int) else (1, str(p)) for p in e.absolute_path),)
-
-    best = min(errors, key=key)
-    while best.context and "message" not in best.schema:
-        # anyOf/oneOf: descend where a branch went deeper than the value itself (the bad item of a list);
-        # where every branch failed on the value itself, the anyOf is the error ("an integer or null").
-        deeper = [e for e in best.context if len(e.absolute_path) > len(best.absolute_path)]
-        if not deeper:
-            # "an object or null" given an object: what the object lacks, not that it is not null
-            real = [e for e in best.context if not (e.validator == "type" and e.validator_value == "null")]
-            if real and not all(e.validator == "type" for e in real) and best.instance is not None:
-                best = min(real, key=key)
-                continue
-            break
-        best = min(deeper, key=lambda e: (-len(e.absolute_path), key(e)))
-    return best
-
-
-def check(data: Any, schema: Mapping[str, Any]) -> str | None:
-    """The first problem of ``data`` against ``schema`` as one :func:`problem` line (without a ``where``), or
-    None. :func:`locate` adds ``file:line`` where the caller knows it."""
-    detail = first_problem(data, schema)
-    return None if detail is None else detail[1]
-
-
-def first_problem(data: Any, schema: Mapping[str, Any]) -> tuple[list[Any], str] | None:
-    """``(JSON path of the first bad field, the one-line message)``, or None when ``data`` is valid."""
-    import jsonschema
-
-    validator = _validator(id(schema), schema, jsonschema)
-    errors = list(validator.iter_errors(data))
-    if not errors:
-        return None
-    err = _first(errors)
-    path = list(err.absolute_path)
-    if err.validator == "required":
-        missing = [k for k in err.validator_value if isinstance(err.instance, Mapping) and k not in err.instance]
-        return path, f"{json_path(path)} is missing the field {missing[0]!r}" + (
-            f" ({err.schema['message']})" if "message" in err.schema else "")
-    if err.validator == "additionalProperties":
-        allowed = sorted(err.schema.get("properties", {}))
-        extra = sorted(k for k in err.instance if k not in allowed)
-        return path + [extra[0]], (f"{json_path(path + [extra[0]])} is not a known field"
-                                   f"{' (known: ' + ', '.join(allowed) + ')' if allowed else ''}")
-    return path, problem(path, err.instance, _must(err))
-
-
-_VALIDATORS: dict[int, Any] = {}
-
-
-def _validator(key: int, schema: Mapping[str, Any], jsonschema: Any) -> Any:
-    if key not in _VALIDATORS:
-        # The schemas are this module's constants: suites/core/test_schemas.py checks each against the
-        # Draft 2020-12 meta-schema once, rather than every process paying for it at start-up.
-        base = jsonschema.Draft202012Validator
-        # JSON's integers only: true is not 1 and 2.0 is not 2 (jsonschema accepts 2.0 as an integer).
-        types = base.TYPE_CHECKER.redefine(
-            "integer", lambda _checker, v: isinstance(v, int) and not isinstance(v, bool))
-        cls = jsonschema.validators.extend(base, type_checker=types)
-        _VALIDATORS[key] = cls(schema)
-    return _VALIDATORS[key]
 
 
 # ==== building blocks =========================================================================

@@ -61,6 +61,8 @@ from typing import Any, Iterable, Mapping
 from harness.core import schemas
 from harness.core.argcheck import readable_file
 from harness.core.errors import ContractError, InvalidArgument
+from harness.core.input_parsing import InputProblem, parse_toml
+from harness.core.schema_check import first_problem
 from harness.core.vocabulary import phase_name
 
 __all__ = ["Contract", "BadInputRule", "KnownDefect", "Contracts", "load_contracts", "DEFAULT_CONTRACTS", "validate",
@@ -300,11 +302,11 @@ def load_contracts(path: str | os.PathLike[str] | None = None) -> Contracts:
         line = raw_bytes[:exc.start].count(b"\n") + 1
         raise ContractError(f"{p}:{line}: not UTF-8 (byte {raw_bytes[exc.start]:#04x})") from None
     try:
-        data = schemas.parse_toml(text, str(p))
-    except schemas.InputProblem as exc:
+        data = parse_toml(text, str(p))
+    except InputProblem as exc:
         raise ContractError(str(exc)) from None
     lines = text.splitlines()
-    found = schemas.first_problem(data, schemas.CONTRACTS)
+    found = first_problem(data, schemas.CONTRACTS)
     if found is not None:  # the whole file against one schema: the first bad key, at its own line
         where, message = found
         if where == [] and "'contract'" in message:

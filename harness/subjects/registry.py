@@ -281,7 +281,7 @@ def check_case_for_subject(case: Case, subject: Subject) -> None:
 
 def _case_traits(case: Case) -> str:
     """The spec fields subjects' ``accepts()`` look at, as the refusal shows them."""
-    from harness.core.schemas import brief
+    from harness.core.schema_check import brief
 
     keys = ("bidirectional", "dtype", "w_dtype", "id_dtype")
     shown = [f"$.spec.{k}={brief(case.spec[k])}" for k in keys if k in case.spec]

@@ -177,6 +177,8 @@ def load_audit(path: str | os.PathLike[str]) -> Audit:
     line naming the JSON path of the first bad field and its value); nothing is returned partially."""
     from harness.core import schemas
     from harness.core.argcheck import readable_file
+    from harness.core.input_parsing import InputProblem, parse_json
+    from harness.core.schema_check import check
 
     path = os.fspath(path)
     try:  # a directory, a FIFO or a device is refused before anything is read
@@ -188,10 +190,10 @@ def load_audit(path: str | os.PathLike[str]) -> Audit:
     except OSError as exc:
         raise AuditFileError(f"audit file {path!r} cannot be read: {exc.strerror or exc}") from None
     try:
-        data = schemas.parse_json(raw, f"audit file {path!r}")
-    except schemas.InputProblem as exc:
+        data = parse_json(raw, f"audit file {path!r}")
+    except InputProblem as exc:
         raise AuditFileError(str(exc)) from None
-    problem = schemas.check(data, schemas.AUDIT)
+    problem = check(data, schemas.AUDIT)
     if problem is not None:
         raise AuditFileError(f"audit file {path!r}: {problem}")
     _validate(path, data)

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from harness.cli import main
 from harness.core.cases import Case, encode_array
 from harness.core.errors import HarnessError
-from harness.core.schemas import brief
+from harness.core.schema_check import brief
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = settings(max_examples=int(__import__("os").environ.get("INPUT_CHECK_EXAMPLES", "6")), deadline=None, derandomize=True,
@@ -120,7 +120,7 @@ def refused_in_one_line(argv: list[str], capsys, file: Path, path: tuple, how: s
 
 
 def _json_path(path: tuple) -> str:
-    from harness.core.schemas import json_path
+    from harness.core.schema_check import json_path
 
     return json_path(path)
 
