@@ -69,7 +69,7 @@ def work(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def small(work) -> Path:
     """blas-split LSTM + two embed anchors; by id, shard 1/2 and shard 2/2 are both non-empty."""
-    from harness.core.cases import write_corpus
+    from harness.core.corpus_files import write_corpus
     from suites.audit_files import BLAS_SPLIT, _anchor
 
     cases = [_anchor("ignore:-1"), _anchor("ignore:V-1"), BLAS_SPLIT]

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.core.cases import write_corpus
+from harness.core.corpus_files import write_corpus
 from harness.judge.digest import digest
 from harness.outputs import audit as A
 from harness.verbs.compare import CompareOptions, compare

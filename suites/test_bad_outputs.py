@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.core.cases import Case, write_corpus
+from harness.core.cases import Case
+from harness.core.corpus_files import write_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = "suites.plugins.misbehaving:SUBJECTS"

@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from harness.core.cases import Case, build_arrays, decode_array, encode_array, load_corpus, write_corpus
+from harness.core.cases import Case, build_arrays, decode_array, encode_array
+from harness.core.corpus_files import load_corpus, write_corpus
 from harness.core.errors import InvalidArgument
 from harness.generate.profiles import DB_ENV, PROFILE_ENV, PROFILES, database_path, default_profile, load_profile
 from harness.generate.strategies import any_case, bad_corpus, bad_inputs, bounds_for, corpus
@@ -217,7 +218,8 @@ def test_one_profile_definition():
 
 
 # ---- every malformed case is one CaseError line naming the field and value --------------------
-from harness.core.cases import check_case_size, estimate_case_bytes, load_case_file, max_case_bytes_default  # noqa: E402
+from harness.core.case_limits import check_case_size, estimate_case_bytes, max_case_bytes_default  # noqa: E402
+from harness.core.corpus_files import load_case_file  # noqa: E402
 from harness.core.errors import CaseError, HarnessError  # noqa: E402
 
 _E18 = {"family": "embed", "seed": 0, "spec": {"vocab": 5, "width": 3, "ids_shape": [4]}}

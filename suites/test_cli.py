@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.cases import Case, load_corpus, write_corpus
+from harness.core.cases import Case
 from harness.core.contexts import get_context
+from harness.core.corpus_files import load_corpus, write_corpus
 from harness.core.devices import CPU
 from harness.judge import digest as digests
 from harness.subjects.base import execute

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.cases import Case, write_corpus
+from harness.core.cases import Case
+from harness.core.corpus_files import write_corpus
 from harness.core.devices import Device
 from harness.core.records import restore_jsonl
 

@@ -16,8 +16,8 @@ import pytest
 
 pytest.importorskip("distributed", reason="dask[distributed] is not installed")
 
-from harness.core.cases import load_corpus, write_corpus  # noqa: E402
 from harness.core.contexts import get_context  # noqa: E402
+from harness.core.corpus_files import load_corpus, write_corpus  # noqa: E402
 from harness.core.devices import CPU  # noqa: E402
 from harness.core.errors import InvalidArgument  # noqa: E402
 from harness.execute.campaign import Campaign, CampaignSettings, plan  # noqa: E402

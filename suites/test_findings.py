@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.cases import Case, write_corpus
+from harness.core.cases import Case
+from harness.core.corpus_files import write_corpus
 from harness.core.records import Measure, TaskRecord
 from harness.judge import findings as F
 from harness.judge.headlines import headlines
@@ -232,7 +233,7 @@ def test_the_minimal_cases_are_smaller_and_still_reproduce(planted):
     found = [f for f in F.loads((tmp / "run" / "findings.json").read_text()) if f.fails]
     shrunk = [f for f in found if f.shrunk is not None]
     assert {f.kind for f in shrunk} >= {"not invariant"}, [f.headline() for f in found]
-    from harness.core.cases import load_case_file
+    from harness.core.corpus_files import load_case_file
     from harness.execute.shrink import smaller
 
     for f in shrunk:

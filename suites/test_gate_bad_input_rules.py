@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.cases import Case, load_corpus
+from harness.core.cases import Case
+from harness.core.corpus_files import load_corpus
 from harness.generate.corpora import anchor_cases
 from harness.generate.strategies import bad_corpus
 from suites.plugins.badinput import NAME

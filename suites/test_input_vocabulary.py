@@ -28,7 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.cases import Case, write_corpus
+from harness.core.cases import Case
+from harness.core.corpus_files import write_corpus
 from harness.core.errors import AuditFileError, CaseError, ContractError, HarnessError, InvalidArgument
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -230,7 +231,7 @@ def test_case_json_limits(tmp_path, value, message):
     assert "\n" not in str(info.value)
     p = tmp_path / "c.jsonl"
     p.write_text(CASE.to_json() + "\n" + _case_text(w_scale=value) + "\n")
-    from harness.core.cases import load_corpus
+    from harness.core.corpus_files import load_corpus
 
     with pytest.raises(CaseError, match=rf"c\.jsonl:2: .*{message}"):
         load_corpus(str(p))
@@ -313,7 +314,7 @@ def test_case_fields_refused_by_path_and_value(text, message):
 
 
 def test_a_negative_width_no_longer_defeats_the_size_limit():
-    from harness.core.cases import check_case_size
+    from harness.core.case_limits import check_case_size
 
     text = ('{"family": "lstm", "seed": 1, "expect": {"kind": "raises", "errors": ["ValueError"]}, "spec": '
             '{"n_layers": 1, "hidden": 2, "in_size": 2, "lengths": [300000, 2], "xs_widths": [-1000, 1000]}}')

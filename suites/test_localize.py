@@ -25,8 +25,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # so that suites.plugins.pipeline_control imports as the CLI would
     sys.path.insert(0, str(ROOT))
 
-from harness.core.cases import Case, write_corpus  # noqa: E402
+from harness.core.cases import Case  # noqa: E402
 from harness.core.contexts import get_context  # noqa: E402
+from harness.core.corpus_files import write_corpus  # noqa: E402
 from harness.core.devices import CPU  # noqa: E402
 from harness.core.errors import InvalidArgument  # noqa: E402
 from harness.execute.hooks import ArrayDigest, Event, HashStreamHook, Stream, digest_array  # noqa: E402

@@ -388,7 +388,7 @@ def test_a_broken_contracts_dossier_is_short_and_its_replay_command_reproduces_i
     """The campaign gate on a contract that calls the positive control reproducible: at most 40 lines per
     dossier, the first naming the rule, and the printed command, run as printed, exits 1 (reproduced)."""
 
-    from harness.core.cases import write_corpus
+    from harness.core.corpus_files import write_corpus
 
     corpus = tmp_path / "one.jsonl"
     write_corpus([COLLIDE], str(corpus))

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.core.cases import load_corpus
+from harness.core.corpus_files import load_corpus
 from harness.generate.corpora import default_corpus
 
 
@@ -44,7 +44,7 @@ def test_audit_profile_dev_audits_the_dev_corpus_and_records_it(harness, tmp_pat
     corpus = json.loads(out.read_text())["corpus"]
     dev = default_corpus(profile="dev")
     assert corpus["path"] == "profile:dev" and corpus["cases"] == len(dev)
-    from harness.core.cases import corpus_digest
+    from harness.core.corpus_files import corpus_digest
 
     assert corpus["digest"] == corpus_digest(dev)
     r = harness("audit", "--profile", "dev", "--corpus", str(out), "--out", str(tmp_path / "b.json"))

@@ -19,8 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.core.cases import Case, write_corpus
+from harness.core.cases import Case
 from harness.core.contexts import get_context
+from harness.core.corpus_files import write_corpus
 from harness.core.devices import CPU, Device
 from harness.core.errors import InvalidArgument
 from harness.execute.campaign import (

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
-from harness.core.cases import FAMILIES, Case, build_arrays, corpus_digest
+from harness.core.cases import FAMILIES, Case, build_arrays
+from harness.core.corpus_files import corpus_digest
 from harness.core.errors import InvalidArgument
 from harness.generate import strategies as S
 from harness.generate.strategies import (
@@ -360,7 +361,7 @@ def test_corpus_all_mixes_families_in_equal_shares():
 _DIGEST_SCRIPT = """
 import sys
 from harness.generate.strategies import corpus, bad_corpus
-from harness.core.cases import corpus_digest
+from harness.core.corpus_files import corpus_digest
 print(corpus_digest(corpus(sys.argv[1], examples=int(sys.argv[2]), seed=int(sys.argv[3]))))
 print(corpus_digest(bad_corpus(examples=20, seed=int(sys.argv[3]))))
 print("hypothesis" in sys.modules)

@@ -19,8 +19,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.core.cases import Case, write_corpus
+from harness.core.cases import Case
 from harness.core.contexts import get_context
+from harness.core.corpus_files import write_corpus
 from harness.core.devices import CPU
 from harness.core.fileio import atomic_npz
 from harness.core.records import VERDICTS

@@ -1,10 +1,10 @@
 """`Case`: a small, frozen, portable spec from which every array of a run is rebuilt bit-identically.
 
 A case is plain JSON: its family, a seed, a spec (shapes, dtypes, ignore label, lengths, layers)
-and, where Hypothesis chose them, explicit small arrays. Every other array comes from
-``numpy.random.Generator(PCG64(SeedSequence([seed, crc32(name)])))``: one stream per array name,
-so adding or making explicit one array never changes the bits of another, and the global NumPy
-random state is never touched. Nothing here imports Chainer or CuPy.
+and, where Hypothesis chose them, explicit small arrays. Every other array is drawn from the seed, one
+private stream per array name (:mod:`harness.core.array_draws`); :func:`build_arrays` hands out a case's
+arrays, kept per process, after :func:`harness.core.case_limits.check_case_size` has let the case through.
+Corpus files of cases are :mod:`harness.core.corpus_files`. Nothing here imports Chainer or CuPy.
 
 Array names are shared by every subject and the oracle, so results compare by name:
 
@@ -21,27 +21,23 @@ import base64
 import functools
 import hashlib
 import json
-import os
-import zlib
 from collections import OrderedDict
 from dataclasses import InitVar, dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
 from harness.core import case_arrays, schema_check, schemas
+from harness.core.array_draws import draw_arrays
 from harness.core.case_arrays import check_case_arrays, lstm_weight_shapes
-from harness.core.errors import CaseError, HarnessError, InvalidArgument
+from harness.core.case_limits import check_case_size
+from harness.core.errors import CaseError, InvalidArgument, one_line
 from harness.core.input_parsing import InputProblem, parse_json
 from harness.core.vocabulary import FAMILIES
 
-__all__ = [
-    "Case", "FAMILIES", "FORMAT_VERSION", "build_arrays", "array_rng", "lstm_weight_shapes",
-    "load_corpus", "write_corpus", "encode_array", "decode_array", "corpus_digest",
-    "estimate_case_bytes", "max_case_bytes_default", "check_case_size", "check_case_family",
-    "load_case_file", "MAX_CASE_BYTES_ENV",
-]
+__all__ = ["Case", "FAMILIES", "FORMAT_VERSION", "build_arrays", "lstm_weight_shapes", "encode_array",
+           "decode_array"]
 
 FORMAT_VERSION = 1
 # The vocabularies of a spec live with its schema (harness.core.schemas); these names are kept for callers.
@@ -227,10 +223,6 @@ class Case:
 
 
 # ---- validation ----------------------------------------------------------------------------
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300]
-
-
 def _validate(case: "Case", schema: bool = True) -> None:
     """The whole case checked against :data:`harness.core.schemas.CASE` (its spec against the family's keys in
     :data:`harness.core.schemas.SPEC_FIELDS`: every key known, typed and in range; unless ``schema`` is false),
@@ -254,213 +246,6 @@ def _validate_spec(family: str, spec: Mapping[str, Any], bad: bool) -> None:
 
 
 # ---- rebuilding arrays ----------------------------------------------------------------------
-def array_rng(seed: int, name: str) -> np.random.Generator:
-    """The private generator of one named array of a case."""
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, zlib.crc32(name.encode())])))
-
-
-def _grad(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, kind: str) -> np.ndarray:
-    if kind == "ones":
-        return np.ones(shape, dtype=dtype)
-    if kind == "zeros":
-        return np.zeros(shape, dtype=dtype)
-    g = rng.standard_normal(shape)
-    if kind == "large":
-        # Large but finite in every dtype: float16 tops out at 65504.
-        g = g * (1e3 if dtype == "float16" else 1e6)
-    elif kind == "cancel":
-        # Pairs of nearly opposite values make sums cancel, so accumulation order shows in the bits.
-        big = np.where(rng.random(shape) < 0.5, -1.0, 1.0) * (1e2 if dtype == "float16" else 1e4)
-        g = big + g * 1e-2
-    out = g.astype(dtype)
-    if kind == "random" and out.size:
-        out.ravel()[rng.random(out.size) < 0.05] = 0  # exact zeros too
-    return out
-
-
-def _ids(spec: Mapping[str, Any], rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    vocab = int(spec["vocab"])
-    kind = spec.get("id_kind", "uniform")
-    n = int(np.prod(shape)) if shape else 1
-    if kind == "all_equal":
-        flat = np.full(n, int(rng.integers(0, vocab)), dtype=np.int64)
-    elif kind == "collision":
-        distinct = max(1, min(int(spec.get("distinct", 2)), vocab))
-        pool = rng.choice(vocab, size=distinct, replace=False)
-        flat = pool[rng.integers(0, distinct, size=n)]
-    else:
-        flat = rng.integers(0, vocab, size=n)
-        if kind == "sorted":
-            flat = np.sort(flat)
-    ids = flat.reshape(shape)
-    il = spec.get("ignore_label")
-    frac = float(spec.get("ignore_frac", 0.0))
-    if il is not None and frac > 0 and ids.size:
-        mask = rng.random(shape) < frac
-        if frac >= 1.0:
-            mask[...] = True
-        ids = np.where(mask, il, ids)
-    return ids
-
-
-def _padded(spec: Mapping[str, Any], ids: np.ndarray, lengths: list[int]) -> np.ndarray:
-    """``(batch, steps)`` ids with row ``i`` cut to ``lengths[i]`` and padded with ``pad_id`` (else the ignore
-    label), its first id ``sos_id`` where the spec gives one (ESPnet's decoder input: sos y_1 .. y_n eos eos)."""
-    pad = spec.get("pad_id", spec.get("ignore_label"))
-    if pad is None:
-        raise CaseError(f"$.spec.row_lengths={lengths!r} pads its rows: give pad_id or ignore_label")
-    keep = np.arange(ids.shape[1])[None, :] < np.asarray(lengths, dtype=np.int64)[:, None]
-    out = np.where(keep, ids, int(pad))
-    if spec.get("sos_id") is not None and out.shape[1]:
-        out[:, 0] = np.where(keep[:, 0], int(spec["sos_id"]), out[:, 0])
-    return out
-
-
-def _as_id_dtype(ids: np.ndarray, dtype: str) -> np.ndarray:
-    # Deliberately a plain cast: an out-of-range value wraps, which is what a user's cast would do.
-    return ids.astype(dtype)
-
-
-def _lstm_arrays(spec: Mapping[str, Any], seed: int, in_size: int, lengths: list[int],
-                 out: dict[str, np.ndarray], with_xs: bool) -> None:
-    dtype = spec.get("dtype", "float32")
-    hidden = int(spec["hidden"])
-    n_layers = int(spec["n_layers"])
-    bi = bool(spec.get("bidirectional", False))
-    dirs = 2 if bi else 1
-    batch = len(lengths)
-    scale = float(spec.get("w_scale", 1.0))
-    kind = spec.get("weight_kind", "lecun")
-    widths = spec.get("xs_widths")  # bad inputs: per-sequence widths that disagree
-    if with_xs:
-        for i, n in enumerate(lengths):
-            w = int(widths[i]) if widths is not None else in_size
-            out[f"xs.{i}"] = array_rng(seed, f"xs.{i}").standard_normal((n, w)).astype(dtype)
-    for name, shape in lstm_weight_shapes(n_layers, in_size, hidden, bi):
-        # lecun: N(0, 1/fan_in), Chainer's own default (LeCunNormal) for NStepLSTM, what a trained model is
-        # near; chaotic: N(0, 0.25) whatever the width, a network that amplifies (kept for stress). Biases are
-        # drawn at the same scale as their matrices' rows.
-        k, j = (int(v) for v in name.split(".")[1:])
-        fan_in = (in_size if k // dirs == 0 else hidden * dirs) if j < 4 else hidden
-        base = 0.5 if kind == "chaotic" else 1.0 / np.sqrt(max(1, fan_in))
-        out[name] = (array_rng(seed, name).standard_normal(shape) * (scale * base)).astype(dtype)
-    if spec.get("initial_state", "none") == "given":
-        for name in ("hx", "cx"):
-            out[name] = array_rng(seed, name).standard_normal((n_layers * dirs, batch, hidden)).astype(dtype)
-    kind = spec.get("gy_kind", "random")
-    for i, n in enumerate(lengths):
-        out[f"gys.{i}"] = _grad(array_rng(seed, f"gys.{i}"), (n, hidden * dirs), dtype, kind)
-    for name in ("ghy", "gcy"):
-        out[name] = _grad(array_rng(seed, name), (n_layers * dirs, batch, hidden), dtype, kind)
-
-
-# ---- limits ------------------------------------------------------------------------------------
-#: Environment variable that overrides :func:`max_case_bytes_default` (bytes, an int).
-MAX_CASE_BYTES_ENV = "HARNESS_MAX_CASE_BYTES"
-
-
-def _itemsize(dtype: Any, default: int = 8) -> int:
-    try:
-        return max(int(np.dtype(dtype).itemsize), 1)
-    except TypeError:
-        return default
-
-
-def _prod(shape: Iterable[int]) -> int:
-    n = 1
-    for d in shape:
-        n *= max(int(d), 0)
-    return n
-
-
-def estimate_case_bytes(case: Case) -> int:
-    """The bytes of the case's input arrays, from its spec's shapes alone (nothing is allocated).
-
-    A lower bound on what a run needs (subjects also hold outputs and gradients, about as much
-    again); integer arithmetic, so a ``[30000, 30000]`` shape costs nothing to estimate.
-    """
-    s = case.spec
-    total = 0
-    if case.family == "embed":
-        shape = [int(n) for n in s["ids_shape"]]
-        vocab, width = int(s["vocab"]), int(s["width"])
-        wsize = _itemsize(s.get("w_dtype", "float32"))
-        n_ids = _prod(shape)
-        # Ids are drawn as int64, then cast; W, gy and ggW in the weight dtype.
-        total += n_ids * (8 + _itemsize(s.get("id_dtype", "int32")))
-        total += _prod(s.get("w_shape", (vocab, width))) * wsize
-        total += n_ids * width * (8 + wsize)  # gy, drawn as float64 then cast
-        total += vocab * width * (8 + wsize)  # ggW
-    else:
-        lengths = [int(n) for n in s["lengths"]]
-        hidden, n_layers = int(s["hidden"]), int(s["n_layers"])
-        in_size = int(s["in_size"]) if case.family == "lstm" else int(s["width"])
-        dirs = 2 if s.get("bidirectional", False) else 1
-        size = _itemsize(s.get("dtype", "float32"))
-        batch = len(lengths)
-        steps = sum(lengths)
-        if case.family == "lstm":
-            widths = s.get("xs_widths")
-            total += sum(n * (int(widths[i]) if widths is not None and i < len(widths) else in_size)
-                         for i, n in enumerate(lengths)) * (8 + size)
-        else:
-            vocab = int(s["vocab"])
-            total += batch * max(lengths + [0]) * 16 + vocab * in_size * (8 + size)
-        total += sum(_prod(shape) for _, shape in lstm_weight_shapes(n_layers, in_size, hidden, dirs == 2)) * (8 + size)
-        total += 4 * n_layers * dirs * batch * hidden * (8 + size)  # hx, cx, ghy, gcy
-        total += steps * hidden * dirs * (8 + size)  # gys
-    for enc in case.arrays.values():
-        try:
-            total += _prod(enc.get("shape", ())) * _itemsize(enc.get("dtype"))
-        except (TypeError, ValueError):
-            pass
-    return int(total)
-
-
-def max_case_bytes_default() -> int:
-    """The default per-case limit: ``$HARNESS_MAX_CASE_BYTES``, else half the machine's RAM (what one worker may
-    use). It bounds a run's estimated peak (:func:`harness.core.cost.over_limit`: inputs, the subject's or the
-    oracle's working set, the process), checked before any work; building the arrays checks their bytes
-    against it again.
-    """
-    env = os.environ.get(MAX_CASE_BYTES_ENV, "").strip()
-    if env:
-        try:
-            value = int(env)
-        except ValueError:
-            raise InvalidArgument(f"{MAX_CASE_BYTES_ENV}={env!r} must be a positive int (bytes)") from None
-        if value <= 0:
-            raise InvalidArgument(f"{MAX_CASE_BYTES_ENV}={env!r} must be a positive int (bytes)")
-        return value
-    try:
-        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):  # not POSIX: assume 16 GiB, so 8 GiB
-        ram = 16 << 30
-    return max(int(ram) // 2, 1 << 20)
-
-
-def check_case_size(case: Case, limit: int | None = None) -> int:
-    """Raise a one-line :class:`CaseError` when ``case`` needs more than ``limit`` bytes; return the estimate.
-
-    ``limit`` None means :func:`max_case_bytes_default`. Call before building arrays or starting work.
-    """
-    limit = max_case_bytes_default() if limit is None else int(limit)
-    try:
-        est = estimate_case_bytes(case)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise CaseError(f"case {case.id}: size cannot be estimated: {type(exc).__name__}: {_one_line(exc)}") from exc
-    if est > limit:
-        raise CaseError(f"case {case.id} needs about {est:,} bytes of inputs, over the limit of {limit:,} bytes "
-                        f"(max-case-bytes; set {MAX_CASE_BYTES_ENV} or --max-case-bytes to raise it)")
-    return est
-
-
-def check_case_family(case: Case, family: str, subject: str) -> None:
-    """Refuse, in one line, to run ``case`` on subject ``subject`` of another ``family``."""
-    if case.family != family:
-        raise CaseError(f"case {case.id} is a {case.family} case; subject={subject!r} takes {family} cases")
-
-
 class _BuiltArrays(OrderedDict[str, "dict[str, np.ndarray]"]):
     """Built arrays by case id, most recently used last, with their bytes summed as entries come and go (a sum
     over every entry at each build would grow with the square of a corpus)."""
@@ -492,8 +277,8 @@ def build_arrays(case: Case, max_bytes: int | None = None) -> dict[str, np.ndarr
 
     The arrays of recent cases are kept (up to :data:`BUILT_BYTES`), so the runs of a case pay for the random
     draws once per process; each call returns fresh copies, so a subject that writes into its inputs changes
-    nothing. A case whose estimate (:func:`estimate_case_bytes`) exceeds ``max_bytes`` (default
-    :func:`max_case_bytes_default`) is refused with a :class:`CaseError` before anything is allocated.
+    nothing. A case whose estimate (:func:`harness.core.case_limits.estimate_case_bytes`) exceeds ``max_bytes``
+    (default :func:`harness.core.case_limits.max_case_bytes_default`) is refused with a :class:`CaseError` before anything is allocated.
     """
     key = case.id
     built = _BUILT.get(key)
@@ -507,34 +292,8 @@ def build_arrays(case: Case, max_bytes: int | None = None) -> dict[str, np.ndarr
 
 
 def _build_arrays(case: Case) -> dict[str, np.ndarray]:
-    s = case.spec
-    seed = case.seed
-    out: dict[str, np.ndarray] = {}
     try:
-        if case.family == "embed":
-            shape = tuple(int(n) for n in s["ids_shape"])
-            vocab, width = int(s["vocab"]), int(s["width"])
-            wdt = s.get("w_dtype", "float32")
-            w_shape = tuple(s.get("w_shape", (vocab, width)))
-            ids = _ids(s, array_rng(seed, "x"), shape)
-            if "row_lengths" in s and ids.ndim == 2:  # a padded batch, as a recipe's decoder or LM feeds it
-                rows = [int(n) for n in s["row_lengths"]][:shape[0]]
-                ids = _padded(s, ids, rows + [shape[1]] * (shape[0] - len(rows)))
-            out["x"] = _as_id_dtype(ids, s.get("id_dtype", "int32"))
-            out["W"] = (array_rng(seed, "W").standard_normal(w_shape) * float(s.get("w_scale", 1.0))).astype(wdt)
-            out["gy"] = _grad(array_rng(seed, "gy"), shape + (width,), wdt, s.get("gy_kind", "random"))
-            out["ggW"] = array_rng(seed, "ggW").standard_normal((vocab, width)).astype(wdt)
-        elif case.family == "lstm":
-            _lstm_arrays(s, seed, int(s["in_size"]), [int(n) for n in s["lengths"]], out, with_xs=True)
-        else:  # pipeline
-            lengths = [int(n) for n in s["lengths"]]
-            vocab, width = int(s["vocab"]), int(s["width"])
-            il = s.get("ignore_label")
-            ids = _ids({**s, "ignore_label": None}, array_rng(seed, "x"), (len(lengths), max(lengths)))
-            ids = _padded({**s, "pad_id": s.get("pad_id", -1 if il is None else il)}, ids, lengths)
-            out["x"] = ids.astype(s.get("id_dtype", "int32"))
-            out["W"] = (array_rng(seed, "W").standard_normal((vocab, width))).astype(s.get("dtype", "float32"))
-            _lstm_arrays(s, seed, width, lengths, out, with_xs=False)
+        out = draw_arrays(case.family, case.seed, case.spec)
     except (KeyError, TypeError, ValueError, OverflowError, IndexError, MemoryError) as exc:
         raise CaseError(f"case {case.id}: arrays cannot be rebuilt: {type(exc).__name__}: {exc}") from exc
     for name, a in case._decoded.items():  # type: ignore[attr-defined]  # set by _validate
@@ -542,7 +301,7 @@ def _build_arrays(case: Case) -> dict[str, np.ndarray]:
     try:
         _inject(case, out)
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
-        raise CaseError(f"case {case.id}: inject cannot be applied: {type(exc).__name__}: {_one_line(exc)}") from exc
+        raise CaseError(f"case {case.id}: inject cannot be applied: {type(exc).__name__}: {one_line(exc)}") from exc
     return out
 
 
@@ -553,73 +312,3 @@ def _inject(case: Case, out: dict[str, np.ndarray]) -> None:
         arr = out[inj["array"]]
         if arr.size:
             arr.ravel()[int(inj["index"]) % arr.size] = float(inj["value"])
-
-
-# ---- corpora ----------------------------------------------------------------------------------
-def write_corpus(cases: Iterable[Case], path: str) -> int:
-    """Write cases as JSON lines (canonical bytes; same cases, same file), atomically, mode 0644.
-    Returns the count."""
-    from harness.core.fileio import atomic_write
-
-    lines = [c.to_json() + "\n" for c in cases]
-    atomic_write(path, "".join(lines))
-    return len(lines)
-
-
-def _read_bytes(path: str, what: str) -> bytes:
-    if os.path.isdir(path):
-        raise CaseError(f"{what}={path!r} is a directory, not a file")
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise CaseError(f"{what}={path!r} cannot be read: {exc.strerror or exc}") from exc
-
-
-def load_corpus(path: str) -> list[Case]:
-    """Read a JSON-lines corpus; a bad line (bad JSON, bad type, not UTF-8) raises :class:`CaseError` naming file:line."""
-    cases: list[Case] = []
-    data = _read_bytes(path, "corpus")
-    for lineno, line in enumerate(data.split(b"\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            cases.append(Case.from_json(line))
-        except HarnessError as exc:
-            raise CaseError(f"{path}:{lineno}: {exc}") from exc
-    return cases
-
-
-def load_case_file(path: str, case_id: str | None = None) -> Case:
-    """One case from a file holding one case JSON, or from a corpus (then ``case_id`` picks it).
-
-    For ``replay``: every problem (missing, a directory, not UTF-8, bad JSON, an unknown id) is one line.
-    """
-    if not os.path.exists(path):
-        raise CaseError(f"case file={path!r} does not exist")
-    data = _read_bytes(path, "case file")
-    if b"\n" in data.strip():
-        cases = load_corpus(path)
-        if case_id is None:
-            if len(cases) == 1:
-                return cases[0]
-            raise CaseError(f"{path} holds {len(cases)} cases: pick one with --case-id")
-        for c in cases:
-            if c.id == case_id:
-                return c
-        raise CaseError(f"case-id={case_id!r} is not in {path}")
-    try:
-        case = Case.from_json(data)
-    except CaseError as exc:
-        raise CaseError(f"{path}:1: {exc}") from exc
-    if case_id is not None and case.id != case_id:
-        raise CaseError(f"case-id={case_id!r} is not in {path} (it holds {case.id})")
-    return case
-
-
-def corpus_digest(cases: Iterable[Case]) -> str:
-    """SHA-256 of the corpus's canonical lines, in order."""
-    h = hashlib.sha256()
-    for c in cases:
-        h.update(c.to_json().encode() + b"\n")
-    return h.hexdigest()

@@ -2,7 +2,7 @@
 
 :func:`estimate` reads a case's spec (nothing is allocated, integer arithmetic) and returns a :class:`Cost`:
 
-- ``inputs``: the bytes of the input arrays (:func:`harness.core.cases.estimate_case_bytes`, the draws included);
+- ``inputs``: the bytes of the input arrays (:func:`harness.core.case_limits.estimate_case_bytes`, the draws included);
 - ``subject``: the subject's working set for its forward and backward beyond its inputs. For NStepLSTM /
   NStepBiLSTM (Chainer without cuDNN, on CPU and on CuPy alike) that is dominated by what every step of every
   layer and direction keeps for backward: ``_lstm`` stacks the four input and four hidden weight matrices into
@@ -29,7 +29,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from harness.core.cases import MAX_CASE_BYTES_ENV, Case, estimate_case_bytes, max_case_bytes_default
+from harness.core.case_limits import MAX_CASE_BYTES_ENV, estimate_case_bytes, max_case_bytes_default
+from harness.core.cases import Case
 from harness.core.errors import CaseError
 
 __all__ = ["Cost", "estimate", "run_timeout", "BASE_TIMEOUT", "SECONDS_PER_FLOP", "SECONDS_PER_LOOP",
@@ -218,8 +219,9 @@ def device_memory(device: str) -> int | None:
 
 def memory_limit(device: str = "cpu", explicit: int | None = None) -> tuple[int, str]:
     """The one rule for the bytes a run of one case may need at its peak, and what sets it: ``explicit`` (a
-    user's ``--max-case-bytes``), else :func:`harness.core.cases.max_case_bytes_default` (``$HARNESS_MAX_CASE_BYTES``,
-    else what one worker may use: half this machine's memory); on a GPU, at most the device's memory."""
+    user's ``--max-case-bytes``), else :func:`harness.core.case_limits.max_case_bytes_default`
+    (``$HARNESS_MAX_CASE_BYTES``, else what one worker may use: half this machine's memory); on a GPU, at most
+    the device's memory."""
     if explicit is not None:
         limit, what = int(explicit), "--max-case-bytes"
     else:

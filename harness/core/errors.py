@@ -59,3 +59,8 @@ class WorkerError(HarnessError):
 
 class RecordError(HarnessError):
     """A run record (tasks.jsonl, measures.jsonl, campaign.json) is malformed; the message names the field."""
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception's message as one line of a harness error (whitespace runs and newlines as one space)."""
+    return " ".join(str(exc).split())[:limit]

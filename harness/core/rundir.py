@@ -28,7 +28,7 @@ __all__ = ["json_file", "baseline_dir", "check_resume", "check_baseline", "corpu
 
 def corpus_stamp(cases: Iterable[Any]) -> dict[str, Any]:
     """What ``campaign.json`` records of its corpus, so a resume can tell it is the same one."""
-    from harness.core.cases import corpus_digest
+    from harness.core.corpus_files import corpus_digest
 
     cases = list(cases)
     return {"cases": len(cases), "digest": corpus_digest(cases)}
@@ -135,7 +135,7 @@ def _shard(meta: dict[str, Any], path: str, what: str) -> None:
 def check_resume(run_dir: str, meta: dict[str, Any], what: str = "resume") -> list[str]:
     """Every record file ``--resume`` needs, read whole (``meta``: campaign.json, already checked against its
     schema): the notes of what the campaign repairs; InvalidArgument for what it cannot."""
-    from harness.core.cases import load_corpus
+    from harness.core.corpus_files import load_corpus
 
     meta_path = os.path.join(run_dir, "campaign.json")
     _shard(meta, meta_path, what)

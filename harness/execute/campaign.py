@@ -32,8 +32,9 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from harness.core.cases import Case, load_corpus, write_corpus
+from harness.core.cases import Case
 from harness.core.contexts import Context, get_context
+from harness.core.corpus_files import load_corpus, write_corpus
 from harness.core.devices import Device, parse_device
 from harness.core.errors import InvalidArgument, WorkerError
 from harness.core.fileio import atomic_json, atomic_npz, npz_key, npz_members

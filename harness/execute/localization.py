@@ -18,8 +18,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from harness.core.cases import Case, load_case_file
+from harness.core.cases import Case
 from harness.core.contexts import Context, get_context
+from harness.core.corpus_files import load_case_file
 from harness.core.devices import CPU, Device, parse_device
 from harness.core.errors import InvalidArgument, SetupError
 from harness.execute.hooks import MISSING, ArrayDigest, Event, HashStreamHook, RowHashHook, Stream
@@ -376,7 +377,7 @@ DEFAULT_REPEATS = LOCALIZE_REPEATS
 
 def localize_reproducer(r: Reproducer) -> Localization:
     """The localization ``r`` asks for, run here (in a process that may run subjects): its plug-ins loaded, its
-    case read with :func:`~harness.core.cases.load_case_file` (the one case loader). Two devices or two contexts
+    case read with :func:`~harness.core.corpus_files.load_case_file` (the one case loader). Two devices or two contexts
     compare one run each; a relation compares its members with the whole batch (the record's note says where
     they depart); else ``r.repeats`` runs (default :data:`DEFAULT_REPEATS`)."""
     from harness.subjects.registry import load_plugin

@@ -13,7 +13,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harness.core.cases import Case, load_corpus
+from harness.core.cases import Case
+from harness.core.corpus_files import load_corpus
 from harness.core.fileio import atomic_write
 from harness.core.forking import map_forked
 from harness.core.records import Measure, TaskRecord, jsonl_line, read_measures, read_tasks

@@ -24,7 +24,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from harness.core.cases import GRAD_OUTPUTS, ID_DTYPES, Case, build_arrays, encode_array, estimate_case_bytes
+from harness.core.case_limits import estimate_case_bytes
+from harness.core.cases import GRAD_OUTPUTS, ID_DTYPES, Case, build_arrays, encode_array
 
 __all__ = ["EMBED_EDGES", "RNN_EDGES", "EDGE_KINDS", "edge_kinds", "edge_cases", "coverage_rows",
            "with_edge_tags", "SIZE_EDGES", "CHEAP_SIZE_EDGES", "size_edge_kinds", "size_edge_cases",

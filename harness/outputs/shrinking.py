@@ -12,7 +12,8 @@ import threading
 import time
 from typing import Any, Sequence
 
-from harness.core.cases import Case, load_case_file
+from harness.core.cases import Case
+from harness.core.corpus_files import load_case_file
 from harness.core.devices import parse_device
 from harness.core.fileio import atomic_write
 from harness.execute.isolated import Runner

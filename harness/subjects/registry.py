@@ -271,7 +271,7 @@ def check_case_for_subject(case: Case, subject: Subject) -> None:
     A case of another family (an lstm case on an embed subject gave ``KeyError: 'n_layers'``
     deep inside the subject) is refused here; call before any work starts (replay, report).
     """
-    from harness.core.cases import check_case_family
+    from harness.core.case_limits import check_case_family
 
     check_case_family(case, subject.family, subject.name)
     if not subject.applies_to(case):  # a campaign plans no such task; replay, shrink and localize refuse it
@@ -292,7 +292,7 @@ def load_case_for_subject(path: str, case_id: str | None, subject: Subject, max_
     """The one case of replay, localize and shrink, read and refused up front in one line: a bad file or id, a
     case of another family, or one whose estimated peak needs more than ``max_bytes`` (checked before any array
     is built; ``None`` is the machine's default: :func:`harness.core.cost.memory_limit`)."""
-    from harness.core.cases import load_case_file
+    from harness.core.corpus_files import load_case_file
     from harness.core.cost import check_case_cost
 
     case = load_case_file(path, case_id)

@@ -29,8 +29,8 @@ def _version(dist: str) -> str | None:
 def probe(request: Mapping[str, Any]) -> dict[str, Any]:
     """Run the request's subject once on its case in its context (on the CPU); its digests in output order,
     or its error (``Type in phase: message``, itself compared as the run's result)."""
-    from harness.core.cases import load_case_file
     from harness.core.contexts import get_context
+    from harness.core.corpus_files import load_case_file
     from harness.core.devices import CPU
     from harness.judge.digest import digest
     from harness.subjects.base import execute

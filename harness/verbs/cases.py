@@ -28,7 +28,7 @@ class CasesOptions:
 
 def cases(opts: CasesOptions) -> int:
     """0: written (or, with ``coverage``, the tables printed)."""
-    from harness.core.cases import write_corpus
+    from harness.core.corpus_files import write_corpus
     from harness.generate.corpora import profile_corpus
 
     if opts.coverage:
@@ -48,7 +48,7 @@ def _coverage(path: str | None, profile: str) -> int:
     corpus, or the file ``path``), one row each; exit 0 (a kind no case reaches is a row with 0, a size boundary
     says what it would need, so the tables say what is missing)."""
     from harness.core import argcheck
-    from harness.core.cases import load_corpus
+    from harness.core.corpus_files import load_corpus
     from harness.generate.corpora import default_corpus
     from harness.generate.sizing import coverage_text
 

@@ -32,8 +32,9 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from harness.core.cases import Case, build_arrays, load_case_file
+from harness.core.cases import Case, build_arrays
 from harness.core.contexts import get_context
+from harness.core.corpus_files import load_case_file
 from harness.core.devices import CPU, parse_device
 from harness.core.env import ESPNET_MODULE
 from harness.core.errors import InvalidArgument, SetupError

@@ -44,7 +44,7 @@ def gate(opts: GateOptions) -> int:
     or, for a contracts file that does not fit the subjects, is 2 with one line per problem. Every argument is
     checked before the campaign starts; the ``out`` directory is locked while it runs."""
     check_worker_limits()
-    from harness.core.cases import load_corpus
+    from harness.core.corpus_files import load_corpus
     from harness.core.devices import select_devices
     from harness.outputs.report import lock_run_dir
 
@@ -61,8 +61,8 @@ def gate(opts: GateOptions) -> int:
 
 
 def _gate(opts: GateOptions, devices: list) -> int:
-    from harness.core.cases import load_corpus
     from harness.core.contexts import CONTEXTS, DEFAULT_CONTEXTS, get_context
+    from harness.core.corpus_files import load_corpus
     from harness.core.env import fingerprint
     from harness.core.fileio import atomic_json, atomic_write
     from harness.execute.campaign import load_tasks

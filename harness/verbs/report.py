@@ -130,7 +130,8 @@ def _check_values(opts: ReportOptions) -> None:
 
 
 def _fresh_cases(opts: ReportOptions, default_corpus: Callable[..., list[Case]]) -> list[Case]:
-    from harness.core.cases import check_case_size, load_corpus
+    from harness.core.case_limits import check_case_size
+    from harness.core.corpus_files import load_corpus
     from harness.execute.campaign import parse_shard, shard
     from harness.generate.corpora import DEFAULT_SEED
 
@@ -148,8 +149,8 @@ def _fresh_cases(opts: ReportOptions, default_corpus: Callable[..., list[Case]])
 def _resume_conflicts(opts: ReportOptions, meta: dict[str, Any], cases: list[Case],
                       default_corpus: Callable[..., list[Case]]) -> list[str]:
     """The fields given with ``resume`` that contradict its campaign.json, as ``name (here X, there Y)``."""
-    from harness.core.cases import corpus_digest
     from harness.core.contexts import parse_contexts
+    from harness.core.corpus_files import corpus_digest
     from harness.core.devices import select_devices
     from harness.subjects.registry import subjects_for
 

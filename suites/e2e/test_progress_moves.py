@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.core.cases import Case, write_corpus
+from harness.core.cases import Case
+from harness.core.corpus_files import write_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.core.cases import Case, array_rng, build_arrays
+from harness.core.array_draws import array_rng
+from harness.core.cases import Case, build_arrays
 from harness.core.compat import import_chainer
 from harness.core.contexts import Context
 from harness.core.devices import Device

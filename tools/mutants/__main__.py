@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     out = ROOT / args.out
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
-    from harness.core.cases import write_corpus
+    from harness.core.corpus_files import write_corpus
     from harness.generate.corpora import gate_corpus
 
     t_all = time.perf_counter()

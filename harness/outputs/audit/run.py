@@ -85,8 +85,8 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
     ``profile`` (``ci``, ``dev``, ``audit``; not with ``corpus_path``) audits the default corpus generated at
     that profile's sizes instead of a corpus file; the file records it as ``profile:NAME``.
     """
-    from harness.core.cases import corpus_digest, load_corpus
     from harness.core.contexts import Context, get_context
+    from harness.core.corpus_files import corpus_digest, load_corpus
     from harness.core.devices import Device, parse_device, parse_devices
     from harness.core.env import fingerprint
     from harness.execute.campaign import CampaignSettings, load_arrays, parse_shard, plan

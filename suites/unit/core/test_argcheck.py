@@ -8,7 +8,8 @@ import os
 import pytest
 
 from harness.core import argcheck
-from harness.core.cases import Case, write_corpus
+from harness.core.cases import Case
+from harness.core.corpus_files import write_corpus
 from harness.core.errors import InvalidArgument
 
 CASE = Case("embed", 11, {"vocab": 3, "width": 4, "ids_shape": [40], "id_kind": "collision", "distinct": 2})

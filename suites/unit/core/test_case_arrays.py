@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from harness.core.case_arrays import array_layout
-from harness.core.cases import Case, build_arrays, encode_array, load_case_file
+from harness.core.cases import Case, build_arrays, encode_array
+from harness.core.corpus_files import load_case_file
 from harness.core.errors import CaseError
 
 EMBED = {"family": "embed", "seed": 0, "spec": {"vocab": 5, "width": 3, "ids_shape": [4]}}

@@ -10,7 +10,8 @@ import json
 import numpy as np
 import pytest
 
-from harness.core.cases import Case, write_corpus
+from harness.core.cases import Case
+from harness.core.corpus_files import write_corpus
 from harness.core.errors import InvalidArgument
 from harness.core.records import TaskRecord, _parse_line, read_tasks, repair_jsonl
 from harness.core.rundir import check_baseline, check_resume, corpus_stamp, npz_sound

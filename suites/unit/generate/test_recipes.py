@@ -152,7 +152,7 @@ def test_a_padded_batch_without_pad_or_ignore_label_is_refused_in_one_line():
 
 def test_a_large_cases_edges_are_found_from_the_same_ids_a_run_builds():
     """edges._built_ids builds a large case one wide: its ids must be the very ids of the case itself."""
-    from harness.core.cases import estimate_case_bytes
+    from harness.core.case_limits import estimate_case_bytes
     from harness.generate.edges import _NARROW_BYTES, _built_ids
 
     for family in ("embed", "pipeline"):

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.core.cases import write_corpus
+from harness.core.corpus_files import write_corpus
 from harness.outputs import audit as A
 from suites.audit_files import EMBED_SUBJECTS, _anchor, _base_audit, _run, _synthetic
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.core.cases import corpus_digest, load_corpus
+from harness.core.corpus_files import corpus_digest, load_corpus
 from harness.core.errors import AuditFileError, InvalidArgument
 from harness.generate.corpora import anchor_cases
 from harness.judge.digest import DIGEST_ALGORITHM

@@ -1,0 +1,154 @@
+"""Drawing a case's arrays from its seed and spec: one private random stream per array name.
+
+Every array a case does not hold explicitly is drawn from
+``numpy.random.Generator(PCG64(SeedSequence([seed, crc32(name)])))`` (:func:`array_rng`): one stream per array
+name, so adding or making explicit one array never changes the bits of another, and the global NumPy random
+state is never touched. The draws follow the spec's kinds (ids uniform, collision-heavy, all equal or sorted,
+with an ignore-label fraction; padded rows; upstream gradients random, ones, zeros, large or cancelling; LSTM
+weights at LeCun's scale or a chaotic one). They are kept apart from :class:`harness.core.cases.Case` so that
+the record stays a record: this module says what the bits are, the case says what it is.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Mapping
+
+import numpy as np
+
+from harness.core.case_arrays import lstm_weight_shapes
+from harness.core.errors import CaseError
+
+__all__ = ["array_rng", "draw_arrays"]
+
+
+def array_rng(seed: int, name: str) -> np.random.Generator:
+    """The private generator of one named array of a case."""
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, zlib.crc32(name.encode())])))
+
+
+def _grad(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, kind: str) -> np.ndarray:
+    if kind == "ones":
+        return np.ones(shape, dtype=dtype)
+    if kind == "zeros":
+        return np.zeros(shape, dtype=dtype)
+    g = rng.standard_normal(shape)
+    if kind == "large":
+        # Large but finite in every dtype: float16 tops out at 65504.
+        g = g * (1e3 if dtype == "float16" else 1e6)
+    elif kind == "cancel":
+        # Pairs of nearly opposite values make sums cancel, so accumulation order shows in the bits.
+        big = np.where(rng.random(shape) < 0.5, -1.0, 1.0) * (1e2 if dtype == "float16" else 1e4)
+        g = big + g * 1e-2
+    out = g.astype(dtype)
+    if kind == "random" and out.size:
+        out.ravel()[rng.random(out.size) < 0.05] = 0  # exact zeros too
+    return out
+
+
+def _ids(spec: Mapping[str, Any], rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    vocab = int(spec["vocab"])
+    kind = spec.get("id_kind", "uniform")
+    n = int(np.prod(shape)) if shape else 1
+    if kind == "all_equal":
+        flat = np.full(n, int(rng.integers(0, vocab)), dtype=np.int64)
+    elif kind == "collision":
+        distinct = max(1, min(int(spec.get("distinct", 2)), vocab))
+        pool = rng.choice(vocab, size=distinct, replace=False)
+        flat = pool[rng.integers(0, distinct, size=n)]
+    else:
+        flat = rng.integers(0, vocab, size=n)
+        if kind == "sorted":
+            flat = np.sort(flat)
+    ids = flat.reshape(shape)
+    il = spec.get("ignore_label")
+    frac = float(spec.get("ignore_frac", 0.0))
+    if il is not None and frac > 0 and ids.size:
+        mask = rng.random(shape) < frac
+        if frac >= 1.0:
+            mask[...] = True
+        ids = np.where(mask, il, ids)
+    return ids
+
+
+def _padded(spec: Mapping[str, Any], ids: np.ndarray, lengths: list[int]) -> np.ndarray:
+    """``(batch, steps)`` ids with row ``i`` cut to ``lengths[i]`` and padded with ``pad_id`` (else the ignore
+    label), its first id ``sos_id`` where the spec gives one (ESPnet's decoder input: sos y_1 .. y_n eos eos)."""
+    pad = spec.get("pad_id", spec.get("ignore_label"))
+    if pad is None:
+        raise CaseError(f"$.spec.row_lengths={lengths!r} pads its rows: give pad_id or ignore_label")
+    keep = np.arange(ids.shape[1])[None, :] < np.asarray(lengths, dtype=np.int64)[:, None]
+    out = np.where(keep, ids, int(pad))
+    if spec.get("sos_id") is not None and out.shape[1]:
+        out[:, 0] = np.where(keep[:, 0], int(spec["sos_id"]), out[:, 0])
+    return out
+
+
+def _as_id_dtype(ids: np.ndarray, dtype: str) -> np.ndarray:
+    # Deliberately a plain cast: an out-of-range value wraps, which is what a user's cast would do.
+    return ids.astype(dtype)
+
+
+def _lstm_arrays(spec: Mapping[str, Any], seed: int, in_size: int, lengths: list[int],
+                 out: dict[str, np.ndarray], with_xs: bool) -> None:
+    dtype = spec.get("dtype", "float32")
+    hidden = int(spec["hidden"])
+    n_layers = int(spec["n_layers"])
+    bi = bool(spec.get("bidirectional", False))
+    dirs = 2 if bi else 1
+    batch = len(lengths)
+    scale = float(spec.get("w_scale", 1.0))
+    kind = spec.get("weight_kind", "lecun")
+    widths = spec.get("xs_widths")  # bad inputs: per-sequence widths that disagree
+    if with_xs:
+        for i, n in enumerate(lengths):
+            w = int(widths[i]) if widths is not None else in_size
+            out[f"xs.{i}"] = array_rng(seed, f"xs.{i}").standard_normal((n, w)).astype(dtype)
+    for name, shape in lstm_weight_shapes(n_layers, in_size, hidden, bi):
+        # lecun: N(0, 1/fan_in), Chainer's own default (LeCunNormal) for NStepLSTM, what a trained model is
+        # near; chaotic: N(0, 0.25) whatever the width, a network that amplifies (kept for stress). Biases are
+        # drawn at the same scale as their matrices' rows.
+        k, j = (int(v) for v in name.split(".")[1:])
+        fan_in = (in_size if k // dirs == 0 else hidden * dirs) if j < 4 else hidden
+        base = 0.5 if kind == "chaotic" else 1.0 / np.sqrt(max(1, fan_in))
+        out[name] = (array_rng(seed, name).standard_normal(shape) * (scale * base)).astype(dtype)
+    if spec.get("initial_state", "none") == "given":
+        for name in ("hx", "cx"):
+            out[name] = array_rng(seed, name).standard_normal((n_layers * dirs, batch, hidden)).astype(dtype)
+    kind = spec.get("gy_kind", "random")
+    for i, n in enumerate(lengths):
+        out[f"gys.{i}"] = _grad(array_rng(seed, f"gys.{i}"), (n, hidden * dirs), dtype, kind)
+    for name in ("ghy", "gcy"):
+        out[name] = _grad(array_rng(seed, name), (n_layers * dirs, batch, hidden), dtype, kind)
+
+
+def draw_arrays(family: str, seed: int, spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Every drawn input array of a case of ``family`` (explicit arrays and ``inject`` are the case's own:
+    :func:`harness.core.cases.build_arrays` adds them). A spec these draws cannot follow raises what NumPy
+    raises (``KeyError``, ``ValueError`` ...); the caller names the case."""
+    out: dict[str, np.ndarray] = {}
+    if family == "embed":
+        shape = tuple(int(n) for n in spec["ids_shape"])
+        vocab, width = int(spec["vocab"]), int(spec["width"])
+        wdt = spec.get("w_dtype", "float32")
+        w_shape = tuple(spec.get("w_shape", (vocab, width)))
+        ids = _ids(spec, array_rng(seed, "x"), shape)
+        if "row_lengths" in spec and ids.ndim == 2:  # a padded batch, as a recipe'spec decoder or LM feeds it
+            rows = [int(n) for n in spec["row_lengths"]][:shape[0]]
+            ids = _padded(spec, ids, rows + [shape[1]] * (shape[0] - len(rows)))
+        out["x"] = _as_id_dtype(ids, spec.get("id_dtype", "int32"))
+        out["W"] = (array_rng(seed, "W").standard_normal(w_shape) * float(spec.get("w_scale", 1.0))).astype(wdt)
+        out["gy"] = _grad(array_rng(seed, "gy"), shape + (width,), wdt, spec.get("gy_kind", "random"))
+        out["ggW"] = array_rng(seed, "ggW").standard_normal((vocab, width)).astype(wdt)
+    elif family == "lstm":
+        _lstm_arrays(spec, seed, int(spec["in_size"]), [int(n) for n in spec["lengths"]], out, with_xs=True)
+    else:  # pipeline
+        lengths = [int(n) for n in spec["lengths"]]
+        vocab, width = int(spec["vocab"]), int(spec["width"])
+        il = spec.get("ignore_label")
+        ids = _ids({**spec, "ignore_label": None}, array_rng(seed, "x"), (len(lengths), max(lengths)))
+        ids = _padded({**spec, "pad_id": spec.get("pad_id", -1 if il is None else il)}, ids, lengths)
+        out["x"] = ids.astype(spec.get("id_dtype", "int32"))
+        out["W"] = (array_rng(seed, "W").standard_normal((vocab, width))).astype(spec.get("dtype", "float32"))
+        _lstm_arrays(spec, seed, width, lengths, out, with_xs=False)
+    return out
