@@ -16,7 +16,7 @@ import pytest
 from harness.core.cases import Case
 from harness.core.corpus_files import load_corpus
 from harness.generate.corpora import anchor_cases
-from harness.generate.strategies import bad_corpus
+from harness.generate.sampler import bad_corpus
 from suites.plugins.badinput import NAME
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,20 +17,12 @@ from hypothesis import strategies as st
 from harness.core.cases import FAMILIES, Case, build_arrays
 from harness.core.corpus_files import corpus_digest
 from harness.core.errors import InvalidArgument
-from harness.generate import strategies as S
-from harness.generate.strategies import (
-    BAD_KINDS,
-    SIZE_BOUNDS,
-    any_case,
-    bad_corpus,
-    bad_inputs,
-    bounds_for,
-    cases,
-    corpus,
-    embed_cases,
-    lstm_cases,
-    pipeline_cases,
-)
+from harness.generate.bad_kinds import BAD_KINDS
+from harness.generate.bounds import SIGNED_ID_DTYPES
+from harness.generate.case_builders import GY_KINDS, ID_DISTRIBUTIONS, IGNORE_KINDS, LENGTH_PATTERNS
+from harness.generate.sampler import bad_corpus, corpus
+from harness.generate.size_bounds import SIZE_BOUNDS, bounds_for
+from harness.generate.strategies import any_case, bad_inputs, cases, embed_cases, lstm_cases, pipeline_cases
 
 FAST = settings(max_examples=25, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -57,7 +49,7 @@ def _tags(cs: list[Case], prefix: str) -> set[str]:
 
 # ---- every kind appears -------------------------------------------------------------------------
 def test_every_ignore_label_kind_appears(embed_corpus):
-    assert _tags(embed_corpus, "ignore") == set(S.IGNORE_KINDS)
+    assert _tags(embed_corpus, "ignore") == set(IGNORE_KINDS)
 
 
 def test_ignore_label_values_match_their_kind(embed_corpus):
@@ -76,7 +68,7 @@ def test_large_negative_label_is_clipped_to_each_id_dtype(embed_corpus):
 
 
 def test_every_id_distribution_appears(embed_corpus):
-    assert {c.spec["id_kind"] for c in embed_corpus} == set(S.ID_DISTRIBUTIONS)
+    assert {c.spec["id_kind"] for c in embed_corpus} == set(ID_DISTRIBUTIONS)
     explicit = [c for c in embed_corpus if c.spec["id_kind"] == "explicit"]
     assert explicit and all("x" in c.arrays and c.arrays["x"]["dtype"] == c.spec["id_dtype"] for c in explicit)
 
@@ -92,14 +84,14 @@ def test_collision_heavy_ids_have_few_distinct_values(embed_corpus):
 
 
 def test_every_id_and_w_dtype_appears(embed_corpus):
-    assert {c.spec["id_dtype"] for c in embed_corpus} == set(S.SIGNED_ID_DTYPES)
+    assert {c.spec["id_dtype"] for c in embed_corpus} == set(SIGNED_ID_DTYPES)
     assert {c.spec["w_dtype"] for c in embed_corpus} == {"float16", "float32", "float64"}
 
 
 def test_every_gy_kind_appears_and_random_dominates(embed_corpus, lstm_corpus, pipeline_corpus):
     for cs in (embed_corpus, lstm_corpus, pipeline_corpus):
         counts = collections.Counter(c.spec["gy_kind"] for c in cs)
-        assert set(counts) == set(S.GY_KINDS)
+        assert set(counts) == set(GY_KINDS)
         assert counts["random"] > len(cs) / 2
 
 
@@ -134,7 +126,7 @@ def test_embed_ids_are_valid_for_vocab_and_dtype(embed_corpus):
 
 def test_every_length_pattern_appears_and_matches(lstm_corpus, pipeline_corpus):
     for cs in (lstm_corpus, pipeline_corpus):
-        assert _tags(cs, "lengths") == set(S.LENGTH_PATTERNS)
+        assert _tags(cs, "lengths") == set(LENGTH_PATTERNS)
         for c in cs:
             n = list(c.spec["lengths"])
             pattern = _tags([c], "lengths").pop()
@@ -360,7 +352,7 @@ def test_corpus_all_mixes_families_in_equal_shares():
 
 _DIGEST_SCRIPT = """
 import sys
-from harness.generate.strategies import corpus, bad_corpus
+from harness.generate.sampler import bad_corpus, corpus
 from harness.core.corpus_files import corpus_digest
 print(corpus_digest(corpus(sys.argv[1], examples=int(sys.argv[2]), seed=int(sys.argv[3]))))
 print(corpus_digest(bad_corpus(examples=20, seed=int(sys.argv[3]))))
@@ -399,7 +391,7 @@ CHAINER_LSTM = [dict(lengths=lengths, in_size=3, hidden=2, n_layers=n, bidirecti
 
 @pytest.mark.parametrize("profile", ["dev", "audit"])
 def test_chainers_own_test_parameters_are_in_the_support(profile):
-    from harness.generate.strategies import in_support
+    from harness.generate.size_bounds import in_support
 
     assert all(in_support("embed", c, profile) for c in CHAINER_EMBED), [c for c in CHAINER_EMBED
                                                                          if not in_support("embed", c, profile)]
@@ -411,7 +403,7 @@ def test_chainers_own_test_parameters_are_in_the_support(profile):
 
 
 def test_ties_middle_ignore_labels_and_deep_stacks_are_really_drawn():
-    from harness.generate.strategies import corpus
+    from harness.generate.sampler import corpus
 
     lstm = corpus("lstm", examples=200, seed=5, profile="dev")
     ties = [c for c in lstm if "lengths:ties" in c.tags]

@@ -21,7 +21,7 @@ from harness.core.vocabulary import FAMILIES
 def measure(examples: int, seed: int, family: str | None) -> dict[tuple[str, str, str], collections.Counter]:
     from harness.core.contexts import get_context
     from harness.core.devices import CPU
-    from harness.generate.strategies import bad_corpus, corpus
+    from harness.generate.sampler import bad_corpus, corpus
     from harness.subjects.base import execute
     from harness.subjects.registry import SUBJECTS
 

@@ -114,8 +114,8 @@ PROFILE_CAMPAIGN: dict[str, dict[str, int]] = {"realistic": {"repeats": 2, "fres
 def profile_corpus(family: str, *, examples: int, seed: int, profile: str = "ci") -> list[Case]:
     """Generated cases of ``family`` at ``profile``: drawn around the recipes' configurations for
     ``realistic`` (:func:`harness.generate.recipes.recipe_corpus`, ``family="all"`` mixing the families), within
-    the profile's :data:`~harness.generate.strategies.SIZE_BOUNDS` otherwise."""
-    from harness.generate.strategies import corpus
+    the profile's :data:`~harness.generate.size_bounds.SIZE_BOUNDS` otherwise."""
+    from harness.generate.sampler import corpus
 
     if profile != "realistic":
         return corpus(family, examples=examples, seed=seed, profile=profile)
@@ -165,7 +165,7 @@ def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEF
 
 def gate_corpus(seed: int = DEFAULT_SEED, bad_examples: int = 24, profile: str = "ci") -> list[Case]:
     """The default corpus plus generated bad inputs of every kind: what ``harness gate`` runs."""
-    from harness.generate.strategies import bad_corpus
+    from harness.generate.sampler import bad_corpus
 
     cases = default_corpus(seed=seed, profile=profile) + bad_corpus(examples=bad_examples, seed=seed)
     seen: dict[str, Case] = {}

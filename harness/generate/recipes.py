@@ -14,8 +14,8 @@ conventions of the code that runs them:
   as wide as the recipe's (83: 80 filterbanks and 3 pitch features).
 
 Cases are drawn *around* a configuration, not only at its corners: each size is drawn within the row's range
-(by the same sources as :mod:`harness.generate.strategies`, so a Hypothesis strategy over the table shrinks and
-explores like any other). Two scales:
+(by the same sources of choices as the strategies, :mod:`harness.generate.choices`, so a Hypothesis strategy
+over the table shrinks and explores like any other). Two scales:
 
 - ``slice`` (the profile's default corpus and pytest gate): the real widths, hidden sizes, vocabularies and
   lengths, with a slice of the batch (a few sequences) and at most :data:`SLICE_LAYERS` layer, and each run's
@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from harness.core.cases import Case
 from harness.core.errors import InvalidArgument
+from harness.generate.choices import HypothesisSource, RandomSource, Source
 from harness.generate.edges import with_edge_tags
-from harness.generate.strategies import _HypothesisSource, _RandomSource, _rng, _sample, _Source
+from harness.generate.sampler import sample_distinct, seeded_random
 
 if TYPE_CHECKING:
     from hypothesis import strategies as st
@@ -143,7 +144,7 @@ def recipes_for(family: str) -> list[Recipe]:
     return [r for r in RECIPES if family in r.families]
 
 
-def _lengths(src: _Source, r: Recipe, batch: int) -> list[int]:
+def _lengths(src: Source, r: Recipe, batch: int) -> list[int]:
     """A ragged batch sorted longest first: the longest within the row's range, the others at least
     :data:`_SPREAD` of it, a tie now and then (utterances of the same length)."""
     longest = src.integer(*r.max_len)
@@ -174,7 +175,7 @@ def _fit(lengths: list[int], in_size: int, hidden: int, layers: int, bi: bool, l
     return lengths, hidden
 
 
-def draw_recipe_case(src: _Source, recipe: Recipe, family: str, scale: str = "slice") -> Case:
+def draw_recipe_case(src: Source, recipe: Recipe, family: str, scale: str = "slice") -> Case:
     """One case of ``family`` drawn around ``recipe`` at ``scale`` (:data:`SCALES`)."""
     r, full = recipe, scale == "full"
     hidden = src.integer(*r.hidden)
@@ -226,10 +227,10 @@ def _check(family: str, scale: str) -> None:
         raise InvalidArgument(f"scale={scale!r} is not one of {', '.join(SCALES)}")
 
 
-def _draw_one(family: str, scale: str) -> Callable[[_Source], Case]:
+def _draw_one(family: str, scale: str) -> Callable[[Source], Case]:
     rows = recipes_for(family)
 
-    def draw(src: _Source) -> Case:
+    def draw(src: Source) -> Case:
         recipe = src.choice(rows)
         src.label(f"{family}.recipe", recipe.name)
         return draw_recipe_case(src, recipe, family, scale)
@@ -248,7 +249,7 @@ def recipe_cases(family: str, *, scale: str = "slice", w32_only: bool = False) -
 
     @st.composite
     def draw_case(draw: Callable[[st.SearchStrategy[Any]], Any]) -> Case:
-        case = draw_one(_HypothesisSource(draw))
+        case = draw_one(HypothesisSource(draw))
         if currently_in_test_context():
             note(f"{case!r}: {case.to_json()}")
         return case
@@ -262,9 +263,9 @@ def recipe_corpus(family: str, *, examples: int, seed: int, scale: str = "slice"
     sizes drawn within its row."""
     _check(family, scale)
     rows = recipes_for(family)
-    src = _RandomSource(_rng("recipe", family, seed))
+    src = RandomSource(seeded_random("recipe", family, seed))
     turn = iter(range(10**9))
-    return _sample(lambda s: draw_recipe_case(s, rows[next(turn) % len(rows)], family, scale), src, examples)
+    return sample_distinct(lambda s: draw_recipe_case(s, rows[next(turn) % len(rows)], family, scale), src, examples)
 
 
 def full_case(recipe: Recipe, family: str) -> Case:

@@ -22,8 +22,9 @@ OPEN_TAG_KINDS = ("ignore", "inject", "uses", "user")
 
 
 def _values() -> Mapping[str, tuple[str, ...]]:
+    from harness.generate.bad_kinds import BAD_KINDS
+    from harness.generate.case_builders import ID_DISTRIBUTIONS, LENGTH_PATTERNS
     from harness.generate.edges import EDGE_KINDS
-    from harness.generate.strategies import BAD_KINDS, ID_DISTRIBUTIONS, LENGTH_PATTERNS
 
     return {"bad": tuple(BAD_KINDS), "edge": tuple(EDGE_KINDS), "ids": (*ID_DISTRIBUTIONS, "empty"),
             "grad": tuple(GRAD_OUTPUTS), "lengths": (*LENGTH_PATTERNS, "ties"),

@@ -43,7 +43,7 @@ def _case_file(tmp: Path, case: Case) -> str:
 
 def _bad_high(tmp: Path, tag: str = "bad:id_out_of_range_high") -> tuple[str, str]:
     """A bad input of a kind (ids >= vocab), and contracts that join planted.embed_id to chainer.embed_id's rules."""
-    from harness.generate.strategies import bad_corpus
+    from harness.generate.sampler import bad_corpus
     from suites.test_gate_bad_input_rules import _contracts_with_planted
 
     case = next(c for c in bad_corpus(examples=40, seed=2, family="embed")

@@ -33,7 +33,7 @@ def test_bad_inputs(family, context, device, contracts):
 
 def test_every_bad_kind_has_a_rule(contracts):
     """Each bad-input kind the strategies make is covered by at least one contract rule."""
-    from harness.generate.strategies import BAD_KINDS
+    from harness.generate.bad_kinds import BAD_KINDS
 
     covered = {r.tag for r in contracts.bad_inputs}
     missing = [k for k in BAD_KINDS if f"bad:{k}" not in covered]
@@ -41,7 +41,7 @@ def test_every_bad_kind_has_a_rule(contracts):
 
 
 def _one(kind: str, seed: int = 3):
-    from harness.generate.strategies import bad_corpus
+    from harness.generate.sampler import bad_corpus
 
     return next(c for c in bad_corpus(examples=40, seed=seed, family="embed") if f"bad:{kind}" in c.tags
                 and c.spec.get("w_dtype", "float32") == "float32")
@@ -51,7 +51,7 @@ def _one(kind: str, seed: int = 3):
 def test_empty_batch_backward_crash_is_a_known_defect_never_expected(subject, contracts):
     from harness.core.devices import CPU
     from harness.execute.inprocess import measure_here
-    from harness.generate.strategies import corpus
+    from harness.generate.sampler import corpus
 
     empty = [c for c in corpus("embed", examples=120, seed=3) if "ids:empty" in c.tags
              and c.spec.get("w_dtype", "float32") == "float32"]

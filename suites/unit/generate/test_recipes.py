@@ -132,9 +132,9 @@ def test_full_scale_cases_take_the_whole_batch_and_layers():
     assert len(full.spec["lengths"]) == r.batch[1] and full.spec["n_layers"] == r.layers[1]
     import random
 
-    from harness.generate.strategies import _RandomSource
+    from harness.generate.choices import RandomSource
 
-    drawn = draw_recipe_case(_RandomSource(random.Random(1)), r, "lstm", scale="full")
+    drawn = draw_recipe_case(RandomSource(random.Random(1)), r, "lstm", scale="full")
     assert r.batch[0] <= len(drawn.spec["lengths"]) <= r.batch[1] and drawn.spec["n_layers"] >= r.layers[0]
 
 
