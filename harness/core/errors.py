@@ -1,4 +1,4 @@
-"""The harness's exceptions: one root, each subclass one kind of trouble."""
+"""The harness's exceptions: one root, each subclass one kind of trouble; and an exception as one line."""
 
 from __future__ import annotations
 

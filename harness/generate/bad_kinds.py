@@ -83,12 +83,12 @@ BAD_KINDS: dict[str, tuple[str, ...]] = {
 }
 
 _BAD_EMBED = EmbedBounds(min_vocab=1, max_vocab=100, min_width=1, max_width=8, max_ids=16,
-                          id_dtypes=SIGNED_ID_DTYPES, w_dtypes=("float32",), allow_empty=False,
-                          explicit=False)
+                         id_dtypes=SIGNED_ID_DTYPES, w_dtypes=("float32",), allow_empty=False,
+                         explicit=False)
 _BAD_LSTM = LstmBounds(min_batch=1, max_batch=4, min_len=1, max_len=5, max_layers=2, max_in=6,
-                        max_hidden=6, dtypes=("float32",), allow_dropout=False)
+                       max_hidden=6, dtypes=("float32",), allow_dropout=False)
 _BAD_PIPELINE = PipelineBounds(min_batch=1, max_batch=4, min_len=1, max_len=5, max_layers=2, min_vocab=1,
-                                max_vocab=100, min_width=1, max_width=6, max_hidden=6, dtypes=("float32",))
+                               max_vocab=100, min_width=1, max_width=6, max_hidden=6, dtypes=("float32",))
 
 
 def _nonfinite(src: Source) -> str:
@@ -109,7 +109,7 @@ def build_bad(src: Source, kind: str, family: str) -> Case:
     inject: list[dict[str, Any]] = []
     if family == "embed":
         base = build_embed(src, _BAD_EMBED if kind != "w_dtype_espnet" else
-                            replace(_BAD_EMBED, w_dtypes=("float16", "float64")))
+                           replace(_BAD_EMBED, w_dtypes=("float16", "float64")))
         spec = dict(base.spec)
         vocab, width = spec["vocab"], spec["width"]
         n = math.prod(spec["ids_shape"])

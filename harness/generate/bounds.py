@@ -24,7 +24,7 @@ __all__ = ["SIGNED_ID_DTYPES", "UNSIGNED_ID_DTYPES", "ID_RANGE", "EmbedBounds", 
 SIGNED_ID_DTYPES = ("int8", "int16", "int32", "int64")
 UNSIGNED_ID_DTYPES = ("uint8", "uint16", "uint32", "uint64")
 ID_RANGE = {name: (int(np.iinfo(name).min), int(np.iinfo(name).max))
-             for name in SIGNED_ID_DTYPES + UNSIGNED_ID_DTYPES}
+            for name in SIGNED_ID_DTYPES + UNSIGNED_ID_DTYPES}
 
 
 # ---- eager validation -------------------------------------------------------------------------
@@ -110,8 +110,8 @@ class PipelineBounds:
 
 
 def embed_bounds(*, min_vocab: int = 1, max_vocab: int = 50_000, min_width: int = 1, max_width: int = 64,
-                  max_ids: int = 1024, id_dtypes: Sequence[str] = SIGNED_ID_DTYPES,
-                  w_dtypes: Sequence[str] = FLOAT_DTYPES, allow_empty: bool = True) -> EmbedBounds:
+                 max_ids: int = 1024, id_dtypes: Sequence[str] = SIGNED_ID_DTYPES,
+                 w_dtypes: Sequence[str] = FLOAT_DTYPES, allow_empty: bool = True) -> EmbedBounds:
     check_int("min_vocab", min_vocab, 1)
     check_int("max_vocab", max_vocab, 1)
     check_order("min_vocab", min_vocab, "max_vocab", max_vocab)
@@ -120,7 +120,7 @@ def embed_bounds(*, min_vocab: int = 1, max_vocab: int = 50_000, min_width: int 
     check_order("min_width", min_width, "max_width", max_width)
     check_int("max_ids", max_ids, 1)
     ids = check_dtypes("id_dtypes", id_dtypes, SIGNED_ID_DTYPES,
-                        " (unsigned and float ids are bad inputs: see bad_inputs)")
+                       " (unsigned and float ids are bad inputs: see bad_inputs)")
     ws = check_dtypes("w_dtypes", w_dtypes, FLOAT_DTYPES)
     check_bool("allow_empty", allow_empty)
     b = EmbedBounds(min_vocab, max_vocab, min_width, max_width, max_ids, ids, ws, allow_empty)
@@ -132,8 +132,8 @@ def embed_bounds(*, min_vocab: int = 1, max_vocab: int = 50_000, min_width: int 
 
 
 def lstm_bounds(*, min_batch: int = 1, max_batch: int = 64, min_len: int = 1, max_len: int = 32,
-                 max_layers: int = 3, max_in: int = 32, max_hidden: int = 32,
-                 dtypes: Sequence[str] = ("float32",), allow_dropout: bool = True) -> LstmBounds:
+                max_layers: int = 3, max_in: int = 32, max_hidden: int = 32,
+                dtypes: Sequence[str] = ("float32",), allow_dropout: bool = True) -> LstmBounds:
     check_int("min_batch", min_batch, 1)
     check_int("max_batch", max_batch, 1)
     check_order("min_batch", min_batch, "max_batch", max_batch)
@@ -146,12 +146,12 @@ def lstm_bounds(*, min_batch: int = 1, max_batch: int = 64, min_len: int = 1, ma
     dts = check_dtypes("dtypes", dtypes, FLOAT_DTYPES)
     check_bool("allow_dropout", allow_dropout)
     return LstmBounds(min_batch, max_batch, min_len, max_len, max_layers, max_in, max_hidden, dts,
-                       allow_dropout)
+                      allow_dropout)
 
 
 def pipeline_bounds(*, min_batch: int = 1, max_batch: int = 16, min_len: int = 1, max_len: int = 16,
-                     max_layers: int = 3, min_vocab: int = 1, max_vocab: int = 10_000, min_width: int = 1,
-                     max_width: int = 32, max_hidden: int = 32, dtypes: Sequence[str] = ("float32",)
+                    max_layers: int = 3, min_vocab: int = 1, max_vocab: int = 10_000, min_width: int = 1,
+                    max_width: int = 32, max_hidden: int = 32, dtypes: Sequence[str] = ("float32",)
                      ) -> PipelineBounds:
     check_int("min_batch", min_batch, 1)
     check_int("max_batch", max_batch, 1)
@@ -172,7 +172,7 @@ def pipeline_bounds(*, min_batch: int = 1, max_batch: int = 16, min_len: int = 1
     check_int("max_hidden", max_hidden, 1)
     dts = check_dtypes("dtypes", dtypes, FLOAT_DTYPES)
     return PipelineBounds(min_batch, max_batch, min_len, max_len, max_layers, min_vocab, max_vocab,
-                           min_width, max_width, max_hidden, dts)
+                          min_width, max_width, max_hidden, dts)
 
 
 FAMILY_VALIDATORS: dict[str, Callable[..., Any]] = {
