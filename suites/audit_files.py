@@ -44,8 +44,10 @@ def _synthetic(path: Path, env: dict, entries: list[tuple[str, str, dict[str, np
         if roles and subject in roles:
             e["role"] = roles[subject]
         if status == "ok":
-            e["tensors"] = {k: {"digest": (digest(v, algorithm) if algorithm else digest(v, "sha256").removeprefix("sha256:")), "dtype": v.dtype.name, "shape": list(v.shape),
-                                "repeats_agreed": True} for k, v in tensors.items()}
+            e["tensors"] = {k: {"digest": (digest(v, algorithm) if algorithm
+                                           else digest(v, "sha256").removeprefix("sha256:")),
+                                "dtype": v.dtype.name, "shape": list(v.shape), "repeats_agreed": True}
+                            for k, v in tensors.items()}
             if sketches:
                 for k, v in tensors.items():
                     e["tensors"][k]["sketch"] = tensor_sketch(v)

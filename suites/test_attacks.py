@@ -226,7 +226,8 @@ def test_a_reader_that_left_is_not_a_traceback():
 # ---- inputs checked before work, an error that is not a difference (tools/attacks_inputs.py) -------------------
 _CATEGORIES = ("case-arrays:bits-short:replay", "case-arrays:dtype-object:shrink", "corpus-arrays:inject-names-nothing",
                "case-lstm:bidirectional-on-uni:replay", "case-lstm:xs-widths-short:localize",
-               "replay-raises:every-run", "audit-field:digest-other-algorithm:merge", "audit-field:version-float:compare",
+               "replay-raises:every-run", "audit-field:digest-other-algorithm:merge",
+               "audit-field:version-float:compare",
                "audit-arrays:pickled", "audit-name:mathtext", "contracts-contradiction:identical-across-itself",
                "contracts-contradiction:tag-nothing-generates")
 

@@ -1,4 +1,5 @@
-"""Smoke tests of the bench, `python -m tools.bench` (tools/bench/): every section runs on tiny inputs and writes its files.
+"""Smoke tests of the bench, `python -m tools.bench` (tools/bench/): every section runs on tiny inputs and writes
+its files.
 
 No timing is asserted here (the machine is shared and noisy); the full bench is `make bench`. The smoke level
 (marked ``slow``: a bench, which `make test` leaves out; `make test MARKS=` runs it) runs in this process in a few
@@ -64,7 +65,8 @@ def test_smoke_overhead_parts_add_up(smoke: dict) -> None:
     subject = over.loc["overhead ratio in one lane (--jobs 1)", "denominator_value"]
     assert subject > 0 and total > subject
     assert over.loc["overhead ratio", "denominator_value"] == subject
-    assert sum(over.loc[f"breakdown: {p}", "numerator_value"] for p in parts) == pytest.approx(total - subject, rel=1e-3)
+    assert (sum(over.loc[f"breakdown: {p}", "numerator_value"] for p in parts)
+            == pytest.approx(total - subject, rel=1e-3))
 
 
 @pytest.mark.slow  # a bench: make test leaves it out

@@ -108,7 +108,8 @@ def test_nan_payloads_survive_encode_decode(dtype, bits):
 
 
 @FAST
-@given(hnp.arrays(st.sampled_from(["float16", "float32", "float64"]), hnp.array_shapes(min_dims=1, max_dims=3, min_side=0),
+@given(hnp.arrays(st.sampled_from(["float16", "float32", "float64"]),
+                  hnp.array_shapes(min_dims=1, max_dims=3, min_side=0),
                   elements=st.floats(allow_nan=True, allow_infinity=True, width=16)))
 def test_float_arrays_roundtrip_bit_exact(a):
     enc = encode_array(a)

@@ -79,7 +79,8 @@ def test_shipped_file_is_valid_and_covered():
      r"c.toml:12: \$\.contract\[0\]\.invariant_under\[1\]='sideways' must be 'alone', 'subbatch', 'order', "
      r"'padding' or 'duplicate'"),
     (('reason = "planted for a test"', 'reason = "x"\noracle_rules = ["loose"]'), r"'loose' must be 'summation_bound'"),
-    (('reason = "planted for a test"', 'reason = "x"\nbogus = 1'), r"c.toml:12: \$\.contract\[0\]\.bogus is not a known field"),
+    (('reason = "planted for a test"', 'reason = "x"\nbogus = 1'),
+     r"c.toml:12: \$\.contract\[0\]\.bogus is not a known field"),
     (('subject = "chainer.embed_id"', 'subject = "chainer.embed_id"\nnested = ' + "[" * 700 + "]" * 700),
      r"c.toml:5: nested too deeply"),
     (('subject = "chainer.embed_id"', 'subject = "chainer.embed_id"\nbig = ' + "9" * 5000),
@@ -166,7 +167,8 @@ def test_contracts_check_cli_is_one_line_exit_2(tmp_path, text):
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 2, r.stderr
     assert "Traceback" not in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("harness: ")  # the prefix wording is cli.py's
+    # the prefix wording is cli.py's
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stderr.startswith("harness: ")
 
 
 # ---- bad-input phases and known defects ---------------------------------------------------------------------
@@ -195,9 +197,11 @@ reference = "https://example.invalid/issue/1"
 
 
 @pytest.mark.parametrize("replace,message", [
-    (('phase = "forward"\n', ""), r"c.toml:\d+: \$\.bad_input\[0\] is missing the field 'phase' \(outcome = 'raises' needs"),
-    (('phase = "forward"', 'phase = "sideways"'), r"c.toml:\d+: \$\.bad_input\[0\]\.phase='sideways' must be 'forward', "
-                                                   r"'backward', 'double-backward'"),
+    (('phase = "forward"\n', ""),
+     r"c.toml:\d+: \$\.bad_input\[0\] is missing the field 'phase' \(outcome = 'raises' needs"),
+    (('phase = "forward"', 'phase = "sideways"'),
+     r"c.toml:\d+: \$\.bad_input\[0\]\.phase='sideways' must be 'forward', "
+     r"'backward', 'double-backward'"),
     (('outcome = "raises"\nerrors = ["IndexError"]', 'outcome = "no_error"'),
      r"c.toml:\d+: \$\.bad_input\[0\]\.phase='forward' applies to outcome = 'raises' only"),
 ])
@@ -214,10 +218,12 @@ def test_bad_input_phase_is_read_and_double_backward_is_spelled_either_way(tmp_p
 
 
 @pytest.mark.parametrize("replace,message", [
-    (('reference = "https://example.invalid/issue/1"\n', ""), r"\$\.known_defect\[0\] is missing the field 'reference'"),
+    (('reference = "https://example.invalid/issue/1"\n', ""),
+     r"\$\.known_defect\[0\] is missing the field 'reference'"),
     (('tags = ["ids:empty"]', "tags = []"), r"c.toml:\d+: \$\.known_defect\[0\]\.tags=\[\] must hold at least 1 item"),
     (('phase = "backward"', 'phase = "later"'), r"\$\.known_defect\[0\]\.phase='later' must be 'forward'"),
-    (('reason = "planted"', 'reason = "planted"\nseverity = 3'), r"c.toml:20: \$\.known_defect\[0\]\.severity is not a known field"),
+    (('reason = "planted"', 'reason = "planted"\nseverity = 3'),
+     r"c.toml:20: \$\.known_defect\[0\]\.severity is not a known field"),
 ])
 def test_bad_known_defect_is_one_line_with_file_and_line(tmp_path, replace, message):
     _refused(tmp_path, "version = 1\n" + LINE + DEFECT.replace(*replace), message)

@@ -2,9 +2,10 @@
 
 The pure part (grouping, classification, commands, dossiers) on hand-made measures; then the gate as a user runs
 it, on three planted problems at once (a plug-in subject that is neither reproducible run to run nor across the
-contexts its contract names, and an invariance contract that NStepLSTM does not keep) and on a changed baseline: every printed ``Reproduce:`` command is
-run as printed and must exit 1, every dossier is at most 40 lines, one planted bug is at most 10 findings, and a
-printed ``Shrink:`` command gives a strictly smaller case that still reproduces.
+contexts its contract names, and an invariance contract that NStepLSTM does not keep) and on a changed
+baseline: every printed ``Reproduce:`` command is run as printed and must exit 1, every dossier is at most 40
+lines, one planted bug is at most 10 findings, and a printed ``Shrink:`` command gives a strictly smaller case
+that still reproduces.
 """
 
 from __future__ import annotations

@@ -308,7 +308,8 @@ def _required(tmp_path, verb: str) -> list[str]:
         case.write_text(Case("embed", 11, {"vocab": 3, "width": 4, "ids_shape": [6]}).to_json())
     c = str(case)
     return {"replay": [c, "--subject", "chainer.embed_id"], "localize": [c, "--subject", "chainer.embed_id"],
-            "shrink": [c, "--subject", "chainer.embed_id", "--kind", "error"], "audit": ["--out", str(tmp_path / "a.json")],
+            "shrink": [c, "--subject", "chainer.embed_id", "--kind", "error"],
+            "audit": ["--out", str(tmp_path / "a.json")],
             "compare": [c, c], "merge": [c, "--out", str(tmp_path / "m")]}.get(verb, [])
 
 

@@ -110,13 +110,15 @@ def test_pristine_planted_subject_keeps_the_gate_green(setup):
     rc, text, found = _gate(setup, "PRISTINE")
     assert rc == 0 and found == [], text
     # ... and the checks the plants must trip did run on it (a gate that cannot fail is no gate).
-    measures = [json.loads(line) for line in (setup["dir"] / "gate-PRISTINE" / "measures.jsonl").read_text().splitlines()]
+    measures = [json.loads(line)
+                for line in (setup["dir"] / "gate-PRISTINE" / "measures.jsonl").read_text().splitlines()]
     mine = [m for m in measures if m["subject"] == NAME]
     assert any(m["kind"] == "order" and m.get("verdict") == "bit-identical" for m in mine)
-    negative = [m for m in mine if m["kind"] == "oracle" and "bad:id_out_of_range_negative" in _case_tag(setup, m["case_id"])]
+    negative = [m for m in mine
+                if m["kind"] == "oracle" and "bad:id_out_of_range_negative" in _case_tag(setup, m["case_id"])]
     assert negative and all(m["verdict"] == "within tolerance" for m in negative)
-    assert any(m["kind"] == "task" and m.get("verdict") == "expected error" and "IndexError in forward" in m.get("actual", "")
-               for m in mine)
+    assert any(m["kind"] == "task" and m.get("verdict") == "expected error"
+               and "IndexError in forward" in m.get("actual", "") for m in mine)
     assert any(m["kind"] == "context" and "any outcome" in m.get("rule", "") for m in mine)
 
 
@@ -169,6 +171,7 @@ def test_subject_declaring_sequential_order_that_sums_in_reverse_is_red(setup):
     assert {v["kind"] for v in found} == {"order"}, text  # deterministic and within tolerance: only order sees it
     v = found[0]
     assert v["tensor"] == "grad.W" and v["other"] == "reference.embed_sequential"
-    assert v["detail"].startswith("accumulation order differs from the declared one: first differing element at index (")
+    assert v["detail"].startswith("accumulation order differs from the declared one: "
+                                  "first differing element at index (")
     assert "declared accumulation order: bit-identical to the reference summed in that order" in text
     _reproduces(text)

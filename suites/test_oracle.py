@@ -313,7 +313,8 @@ def test_lstm_matches_the_chainer_link_on_unsorted_lengths():
     xs = [V(arrays[f"xs.{i}"]) for i in range(4)]
     link.cleargrads()
     hy, cy, ys = link(hx, cx, xs)
-    chainer.backward(list(ys) + [hy, cy], [V(arrays[f"gys.{i}"]) for i in range(4)] + [V(arrays["ghy"]), V(arrays["gcy"])])
+    chainer.backward(list(ys) + [hy, cy],
+                     [V(arrays[f"gys.{i}"]) for i in range(4)] + [V(arrays["ghy"]), V(arrays["gcy"])])
     ours = lstm_oracle(spec, arrays)
     np.testing.assert_allclose(ours["hy"], hy.array, rtol=CH_RTOL, atol=CH_ATOL)
     np.testing.assert_allclose(ours["cy"], cy.array, rtol=CH_RTOL, atol=CH_ATOL)

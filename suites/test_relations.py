@@ -58,7 +58,8 @@ def test_members_replay_from_their_json_alone():
             got = build_arrays(again)
             if base.family == "lstm":
                 for j, i in enumerate(m.index):
-                    assert np.array_equal(got[f"xs.{j}"], a[f"xs.{i}"]) and np.array_equal(got[f"gys.{j}"], a[f"gys.{i}"])
+                    assert (np.array_equal(got[f"xs.{j}"], a[f"xs.{i}"])
+                            and np.array_equal(got[f"gys.{j}"], a[f"gys.{i}"]))
                 assert np.array_equal(got["ws.0.0"], a["ws.0.0"])  # shared weights regenerate bit for bit
             elif base.family == "embed":
                 assert np.array_equal(got["x"], a["x"][list(m.index)]) and np.array_equal(got["W"], a["W"])

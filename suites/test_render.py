@@ -39,8 +39,9 @@ CHROMIUM = pytest.mark.skipif(screenshot.find_chromium() is None,
 # ------------------------------------------------------------------------------------------- a hand-made view
 
 def _cells(rows):
-    base = {"role": "subject", "device": "cpu", "context": "default", "relation": "", "verdict": "bit-identical", "worst_ulp": None,
-            "tensors": 4, "tensors_differing": 0, "error_ratio": None, "allowed": "", "contract": "", "reason": ""}
+    base = {"role": "subject", "device": "cpu", "context": "default", "relation": "", "verdict": "bit-identical",
+            "worst_ulp": None, "tensors": 4, "tensors_differing": 0, "error_ratio": None, "allowed": "", "contract": "",
+            "reason": ""}
     full = [{**base, **r} for r in rows]
     df = pd.DataFrame(full, columns=list(tables.CELL_COLUMNS))
     df["worst_ulp"] = pd.array([r["worst_ulp"] for r in full], dtype="UInt64")
@@ -61,7 +62,8 @@ def _measures():
                 contract="bit-identical | always", **{**ctx, "context": "default"}),
         Measure(kind="repeat", subject="control.nondeterministic", tensor="grad.W", identical=False, n_diff=2,
                 n_total=12, max_ulp=16, max_ulp_index=(2, 1), actual="0.5 (0x3f000000)", expected="0.50000095",
-                verdict="diverged as allowed", rule="a control that diverges by design", **{**ctx, "context": "default"}),
+                verdict="diverged as allowed", rule="a control that diverges by design",
+                **{**ctx, "context": "default"}),
         Measure(kind="oracle", subject="chainer.embed_id", tensor="y", max_abs=3.2e-7, max_rel=2.0e-7,
                 error_ratio=1.7, allowed="up to 1e-07 + 1e-06*|expected| allowed", within=False,
                 actual="1.6 (0x3fcccccd)", expected="1.59999968", verdict="broken", rule="within oracle tolerance",
@@ -129,7 +131,8 @@ def test_the_gate_line_comes_first_then_findings_by_severity_controls_folded_las
     page = render.summary_html(v)
     gate, findings = page.index('class="gate"'), page.index('id="findings"')
     assert gate < findings < page.index('id="matrix"')
-    assert re.search(r'class="gate"[^>]*>FAIL: 6 of 7 cells that ran hold; the gate fails on 2 contract broken; 1 of 8 not judged — gpu not run: no GPU: nvidia-smi not found<', page), page[gate:gate + 400]
+    assert re.search(r'class="gate"[^>]*>FAIL: 6 of 7 cells that ran hold; the gate fails on 2 contract broken; '
+                     r'1 of 8 not judged — gpu not run: no GPU: nvidia-smi not found<', page), page[gate:gate + 400]
     classes = [Classification(c) for c in re.findall(r'<span class="badge"[^>]*>([^<]+)</span>', page)]
     assert classes == sorted(classes, key=lambda c: c.rank) and classes[-1] == Classification.CONTROL
     assert page.index('<details id="controls">') < page.rindex("control.nondeterministic")

@@ -252,7 +252,8 @@ def test_every_bad_kind_appears_with_its_expectation():
     assert esp.spec["w_dtype"] in ("float16", "float64")
     assert set(esp.expect["subjects"]) == {"espnet.embed_id", "espnet.EmbedID"}
     assert by_kind["zero_length"].expect["kind"] == "either" and 0 in by_kind["zero_length"].spec["lengths"]
-    assert len(set(by_kind["xs_widths_mismatch"].spec["xs_widths"]) | {by_kind["xs_widths_mismatch"].spec["in_size"]}) > 1
+    assert len(set(by_kind["xs_widths_mismatch"].spec["xs_widths"])
+               | {by_kind["xs_widths_mismatch"].spec["in_size"]}) > 1
     for kind in ("nan_inf_w", "nan_inf_input"):
         assert by_kind[kind].expect["kind"] == "propagates"
 

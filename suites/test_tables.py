@@ -239,8 +239,8 @@ def test_findings_replay_commands(real: dict) -> None:
 
 def test_report_files(real: dict) -> None:
     d, w = real["dir"], real["written"]
-    for name in ("results.csv.gz", "summary.csv", "cells.csv", "findings.csv", "summary.md", "summary.html", "environment.json",
-                 "verdicts.png", "divergence.png", "error_vs_size.png"):
+    for name in ("results.csv.gz", "summary.csv", "cells.csv", "findings.csv", "summary.md", "summary.html",
+                 "environment.json", "verdicts.png", "divergence.png", "error_vs_size.png"):
         assert w[name] == os.path.join(d, name) and os.path.getsize(w[name]) > 0
     try:
         import pyarrow  # noqa: F401

@@ -1,11 +1,11 @@
 """Measure the amplification floor's factor: how far the LSTM-family subjects land from the float64 oracle,
 in units of the oracle's own run in the subject's dtype (``noise.<tensor>``, :func:`harness.subjects.oracle`).
 
-For a grid of LSTM and pipeline cases (weights ``lecun``, ``chaotic`` and ``chaotic`` times 4; widths up to 384; 1 to 3 layers;
-float32, and float16 where small), every LSTM-family subject runs in the campaign's workers and the oracle runs
-there too; per tensor it prints ``max|subject - oracle| / max(noise)`` (the factor a subject needs) and whether
-the default tolerance without the floor would call it beyond (a false alarm the floor removes). The factor
-``harness.judge.tolerance.AMPLIFICATION`` must stay above the largest ratio measured here.
+For a grid of LSTM and pipeline cases (weights ``lecun``, ``chaotic`` and ``chaotic`` times 4; widths up to 384;
+1 to 3 layers; float32, and float16 where small), every LSTM-family subject runs in the campaign's workers and
+the oracle runs there too; per tensor it prints ``max|subject - oracle| / max(noise)`` (the factor a subject
+needs) and whether the default tolerance without the floor would call it beyond (a false alarm the floor
+removes). The factor ``harness.judge.tolerance.AMPLIFICATION`` must stay above the largest ratio measured here.
 
     PYTHONPATH=. python tools/amplification.py [--seeds 2] [--csv FILE]
 """
@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(df)} tensors of {df['case'].nunique()} cases x {df['subject'].nunique()} subjects; "
           f"AMPLIFICATION = {AMPLIFICATION:g}")
     g = df.groupby(["dtype", "weights"])
-    print(g.agg(tensors=("ratio", "size"), ratio_median=("ratio", "median"), ratio_p99=("ratio", lambda r: r.quantile(.99)),
+    print(g.agg(tensors=("ratio", "size"), ratio_median=("ratio", "median"),
+                ratio_p99=("ratio", lambda r: r.quantile(.99)),
                 ratio_max=("ratio", "max"), beyond_without_floor=("beyond_without_floor", "sum"),
                 beyond_with_floor=("beyond_with_floor", "sum")).to_string())
     if args.csv:

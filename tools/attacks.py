@@ -73,16 +73,19 @@ def attacks() -> list[Attack]:
     for spec in ("nocolon", "no_such_module_xyz:X", ":X", "os:path", "json:dumps", "harness:__version__"):
         out.append(Attack(f"plugin-spec:{spec}", verb_argv("subjects", spec)))
     # Plug-ins in accepts(): the report finishes with error rows.
-    for obj in ("ACCEPTS_RAISE", "ACCEPTS_EXIT", "ACCEPTS_OS_EXIT", "ACCEPTS_SEGV", "ACCEPTS_HANG", "ACCEPTS_INTERRUPT"):
-        out.append(Attack(f"plugin-accepts:{obj}", ["report", "--out", "{tmp}/run", "--subject-plugin", f"{PLUGIN}:{obj}",
-                                                    "--subjects", "attack." + obj.lower(), *SMALL], expect="finish"))
+    for obj in ("ACCEPTS_RAISE", "ACCEPTS_EXIT", "ACCEPTS_OS_EXIT", "ACCEPTS_SEGV", "ACCEPTS_HANG",
+                "ACCEPTS_INTERRUPT"):
+        out.append(Attack(f"plugin-accepts:{obj}",
+                          ["report", "--out", "{tmp}/run", "--subject-plugin", f"{PLUGIN}:{obj}",
+                           "--subjects", "attack." + obj.lower(), *SMALL], expect="finish"))
     out.append(Attack("plugin-name:dollar", ["report", "--out", "{tmp}/run", "--subject-plugin", f"{PLUGIN}:DOLLAR",
                                              "--subjects", "adv.$\\foo{$", *SMALL], expect="finish"))
     # Bad option values: refused before any work.
     bad_values = {
         "--examples": ["-1", "x", "1e400", "", "9" * 5000, "nan"], "--seed": ["x", "1.5", "9" * 5000],
         "--timeout": ["0", "-1", "nan", "inf", "x"], "--repeats": ["0", "-3", "x"], "--fresh": ["-1", "x"],
-        "--keep": ["-1", "x"], "--shard": ["0/0", "a", "2/1", "1/0", "-1/2"], "--devices": ["tpu", "", "gpu:x", "cpu,,cpu"],
+        "--keep": ["-1", "x"], "--shard": ["0/0", "a", "2/1", "1/0", "-1/2"],
+        "--devices": ["tpu", "", "gpu:x", "cpu,,cpu"],
         "--contexts": ["nope", "", ","], "--subjects": ["nope", "", ","], "--relations": ["nope", ",x"],
         "--corpus": ["{tmp}/missing.jsonl", "/dev/null/x", "{tmp}"], "--max-case-bytes": ["-1", "x"],
     }
@@ -100,7 +103,8 @@ def attacks() -> list[Attack]:
     # Bad case files for replay.
     bad_cases = {
         "not-json": "{nope", "empty": "", "list": "[]", "deep": "[" * 900 + "]" * 900,
-        "deep-object": '{"a":' * 700 + "1" + "}" * 700, "huge-int": '{"family":"embed","seed":' + "9" * 5000 + ',"spec":{}}',
+        "deep-object": '{"a":' * 700 + "1" + "}" * 700,
+        "huge-int": '{"family":"embed","seed":' + "9" * 5000 + ',"spec":{}}',
         "1e400": '{"family":"embed","seed":0,"spec":{"vocab":1e400,"width":3,"ids_shape":[4]}}',
         "bad-family": '{"family":"conv","seed":0,"spec":{}}',
         "neg-shape": '{"family":"embed","seed":0,"spec":{"vocab":5,"width":3,"ids_shape":[-4]}}',
@@ -143,7 +147,8 @@ def attacks() -> list[Attack]:
     # Resume of damaged runs.
     for name, text in (("garbage-line", "garbage\n"), ("empty-object", "{}\n"), ("list-line", "[1]\n")):
         out.append(Attack(f"resume:{name}", ["report", "--resume", "{tmp}/run", "--quiet"], setup=damaged_run(text)))
-    out.append(Attack("resume:torn-middle", ["report", "--resume", "{tmp}/run", "--quiet", "--no-shrink", "--no-localize"],
+    out.append(Attack("resume:torn-middle",
+                      ["report", "--resume", "{tmp}/run", "--quiet", "--no-shrink", "--no-localize"],
                       expect="finish", setup=torn_run, lost=lost_tasks))
     out.append(Attack("keep:running-dir", ["report", "--subjects", "chainer.embed_id", "--keep", "0", *SMALL],
                       expect="finish", setup=running_dir, lost=running_lost))
@@ -270,7 +275,8 @@ def run_one(a: Attack, timeout: float) -> tuple[str, str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--jobs", type=int, default=2, help="attacks at once (default %(default)s)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds before an attack is a hang (default %(default)s)")
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds before an attack is a hang (default %(default)s)")
     p.add_argument("--only", default="", help="run the attacks whose name starts with this")
     p.add_argument("--list", action="store_true", help="list the attacks and stop")
     args = p.parse_args(argv)

@@ -271,7 +271,8 @@ def run_records(Attack: Any) -> list[Any]:
     out += [Attack(f"resume-records:{k}", resume, setup=_damage(fn), expect="finish", lost=_every_task_once)
             for k, fn in repaired.items()]
     baseline = {
-        "environment-garbage": _json("environment.json", "garbage"), "environment-list": _json("environment.json", "[]"),
+        "environment-garbage": _json("environment.json", "garbage"),
+        "environment-list": _json("environment.json", "[]"),
         "campaign-list": _json("campaign.json", "[]"), "measures-cut": _cut_gz("measures.jsonl.gz"),
         "measures-bad-crc": _bad_crc("measures.jsonl.gz"), "tasks-cut": _cut_gz("tasks.jsonl.gz"),
         "npz-flipped": _flip_npz, "shard-9/2": _campaign(shard="9/2"),

@@ -19,8 +19,8 @@ except ImportError:  # run as a script: tools/ is the path's first folder
 
 
 def _finished_run(tmp: Path) -> None:
-    subprocess.run([sys.executable, "-m", "harness", "report", "--subjects", "chainer.embed_id", "--out", str(tmp / "run"),
-                    *SMALL], cwd=tmp, env=harness_env({}), capture_output=True, check=True)
+    subprocess.run([sys.executable, "-m", "harness", "report", "--subjects", "chainer.embed_id",
+                    "--out", str(tmp / "run"), *SMALL], cwd=tmp, env=harness_env({}), capture_output=True, check=True)
     gz = tmp / "run" / "tasks.jsonl.gz"
     if gz.exists():
         (tmp / "run" / "tasks.jsonl").write_bytes(gzip.decompress(gz.read_bytes()))

@@ -93,8 +93,8 @@ def check_case_arrays(family: str, spec: Mapping[str, Any], arrays: Mapping[str,
     for name in sorted(arrays):
         enc = arrays[name]
         if name not in layout:
-            raise InvalidArgument(f"{json_path(['arrays', name])} names no array of {'an' if family == 'embed' else 'a'} "
-                                  f"{family} case (its arrays: "
+            raise InvalidArgument(f"{json_path(['arrays', name])} names no array of "
+                                  f"{'an' if family == 'embed' else 'a'} {family} case (its arrays: "
                                   f"{_names(layout)})")
         decoded[name] = decode_array(name, enc)
         if not bad:

@@ -10,11 +10,13 @@ setuptools) is a large share of the CPU time of every process that imports Chain
 zygote, sandboxed children). Files in site-packages are never edited: the patches add attributes to ``numpy`` or
 insert small stand-in modules into ``sys.modules``.
 
-| patch | why | Chainer file that needs it |
-|---|---|---|
-| ``numpy.sctypes`` | removed in NumPy 2.0; read at import time | ``chainer/functions/array/as_strided.py`` |
-| ``numpy.distutils.system_info`` | gone on Python >= 3.12, slow elsewhere; imported at import time | ``chainer/_environment_check.py`` |
-| ``pkg_resources`` | gone from setuptools >= 80, slow elsewhere; imported at import time | ``chainer/_environment_check.py`` |
+Each patch, why, and the Chainer file that needs it:
+
+- ``numpy.sctypes``: removed in NumPy 2.0; read at import time (``chainer/functions/array/as_strided.py``).
+- ``numpy.distutils.system_info``: gone on Python >= 3.12, slow elsewhere; imported at import time
+  (``chainer/_environment_check.py``).
+- ``pkg_resources``: gone from setuptools >= 80, slow elsewhere; imported at import time
+  (``chainer/_environment_check.py``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from harness.core.errors import UnknownContext
 
-__all__ = ["Context", "CONTEXTS", "DEFAULT_CONTEXTS", "get_context", "context_order", "parse_contexts", "blas_info", "blas_controller"]
+__all__ = ["Context", "CONTEXTS", "DEFAULT_CONTEXTS", "get_context", "context_order", "parse_contexts", "blas_info",
+           "blas_controller"]
 
 
 def _frozen_items(m: Mapping[str, Any] | tuple[tuple[str, Any], ...]) -> tuple[tuple[str, Any], ...]:

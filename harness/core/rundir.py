@@ -23,7 +23,8 @@ from typing import Any, Iterable
 
 from harness.core.errors import HarnessError, InvalidArgument, RecordError
 
-__all__ = ["json_file", "baseline_dir", "check_resume", "check_baseline", "corpus_stamp", "npz_sound", "record_notes", "runs_short"]
+__all__ = ["json_file", "baseline_dir", "check_resume", "check_baseline", "corpus_stamp", "npz_sound", "record_notes",
+           "runs_short"]
 
 
 def corpus_stamp(cases: Iterable[Any]) -> dict[str, Any]:

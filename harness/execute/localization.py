@@ -288,8 +288,8 @@ def align(a: Stream, b: Stream) -> Localization:
     out_diff = [bool(_differ(x.outputs, y.outputs)) for x, y in pairs]
     in_diff = [bool(_differ(x.inputs, y.inputs)) for x, y in pairs]
     root_i = next((i for i, (o, n) in enumerate(zip(out_diff, in_diff)) if o and not n), None)
-    common: dict[str, Any] = dict(aligned=aligned, outputs_differ=outputs_differ, compared=len(pairs), unmatched=unmatched,
-                  runs=(a.label, b.label))
+    common: dict[str, Any] = dict(aligned=aligned, outputs_differ=outputs_differ, compared=len(pairs),
+                                  unmatched=unmatched, runs=(a.label, b.label))
     differing = [pairs[i][0] for i, o in enumerate(out_diff) if o]
     if root_i is None:
         if differing:

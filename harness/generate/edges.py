@@ -9,8 +9,8 @@ so every default campaign reaches every edge (V is the vocabulary, D the embeddi
   max(V, D), and large negative, each with the label present among the ids and absent; a negative label
   that, read as an index, names a row the ids use (-V <= label < 0 with id V + label present); a label that
   names no row (label >= V or label < -V); id V-1 present;
-  V = 1; D = 1; a batch of one; an empty batch; every signed integer id dtype; float16 upstream gradients whose running sum
-  crosses 65,504 while the total does not;
+  V = 1; D = 1; a batch of one; an empty batch; every signed integer id dtype; float16 upstream gradients whose
+  running sum crosses 65,504 while the total does not;
 - LSTMs and pipelines: a batch of one; length-1 sequences; tied lengths; unsorted lengths whose sorting
   permutation has a cycle of length 3 or more; initial states given and absent; each kind of partial
   upstream gradient (``grad_outputs``); float16 inputs.

@@ -2,9 +2,9 @@
 
 A tag is ``kind:value``. For the kinds whose values are a closed set (``bad``, ``edge``, ``ids``, ``grad``,
 ``lengths``, ``ignore_frac``, ``w_rank``, ``relation``, ``scale``) the value must be one of it; for the others
-(``ignore``, ``inject``, ``uses``: a label or an array name; ``user``: your own corpus's) the kind must be known. :func:`tag_problem` says,
-in one phrase, why a tag names nothing a generator makes (``contracts check`` refuses such a rule: it could
-never apply, so the judgement it declares would never be made).
+(``ignore``, ``inject``, ``uses``: a label or an array name; ``user``: your own corpus's) the kind must be known.
+:func:`tag_problem` says, in one phrase, why a tag names nothing a generator makes (``contracts check`` refuses
+such a rule: it could never apply, so the judgement it declares would never be made).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ A contract line::
     identical_across = ["default"] # bit-identical to these contexts' results
     oracle = "within"              # gradient error within tolerance ("within", "record")
     tolerance = { float32 = [1e-4, 1e-3] }   # optional (atol, rtol) per dtype; default tolerance.gradient_tolerance
-    oracle_rules = ["summation_bound", "normwise", "amplification"]  # optional looser rules; default all, none with tolerance
+    # optional looser rules; default all, none with tolerance
+    oracle_rules = ["summation_bound", "normwise", "amplification"]
     invariant_under = ["order"]    # optional: relations (alone, subbatch, order, padding, duplicate) that hold
     reason = "exists to be reproducible on GPU: one-hot GEMM instead of atomicAdd"
 
@@ -138,7 +139,8 @@ class BadInputRule:
     context: str = "*"
     line: int = 0
     source: str = "contracts.toml"
-    #: Where a ``raises`` error must be raised (one of :data:`~harness.core.vocabulary.COMPUTE_PHASES`); empty for the other outcomes.
+    #: Where a ``raises`` error must be raised (one of :data:`~harness.core.vocabulary.COMPUTE_PHASES`); empty for the
+    #: other outcomes.
     phase: str = ""
 
     def applies(self, subject: str, device_kind: str, tags: Iterable[str], context: str = "default") -> bool:

@@ -39,8 +39,9 @@ _PAIRS = ("cross-context difference", "cross-device difference")
 
 def cause_key(f: Finding) -> tuple[str, ...]:
     """What findings of one cause share: the localized first diverging function where there is one, an
-    error's type, phase and the library line that raised it, else the family, device, kind, rule (a relation's without the relation's name) and tensor kind, and an error's type
-    and phase. A control's findings stay its own."""
+    error's type, phase and the library line that raised it, else the family, device, kind, rule (a relation's
+    without the relation's name) and tensor kind, and an error's type and phase. A control's findings stay its
+    own."""
     control = (f.subject,) if f.classification == Classification.CONTROL else ()
     if f.cause and not f.cause.startswith("not localized"):
         return ("cause", f.classification.value, f.family, f.device, f.cause, *control)

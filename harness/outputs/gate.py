@@ -231,7 +231,8 @@ def _oracle_growth(run_dir: str, baseline_dir: str) -> list[Measure]:
         if m.kind == "oracle" and b is not None and b.within and m.within is False:
             out.append(dataclasses.replace(m, kind="baseline", verdict=verdicts.BROKEN,
                                            rule="oracle error grew beyond tolerance against the baseline",
-                                           detail=f"error / allowed {m.error_ratio:.3g} (baseline {b.error_ratio:.3g})"))
+                                           detail=f"error / allowed {m.error_ratio:.3g} "
+                                                  f"(baseline {b.error_ratio:.3g})"))
     return out
 
 

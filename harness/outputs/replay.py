@@ -51,7 +51,8 @@ def _lines(record: Any, measures: Sequence[Measure]) -> list[str]:
         by.setdefault(m.tensor, []).append(m)
     out = []
     for m in by.pop("", []):
-        out.append(f"  (task) {m.verdict}: {m.rule}" + (f" -- {m.detail or m.actual}" if (m.detail or m.actual) else ""))
+        out.append(f"  (task) {m.verdict}: {m.rule}"
+                   + (f" -- {m.detail or m.actual}" if (m.detail or m.actual) else ""))
     for name, t in record.tensors.items():
         ms = by.get(name, [])
         digest = short_digest(t.digest) if t.digest else ""

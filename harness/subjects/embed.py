@@ -1,9 +1,10 @@
 """Embedding subjects: Chainer's ``F.embed_id`` / ``L.EmbedID`` and ESPnet's deterministic ones.
 
 The library calls themselves are :func:`harness.subjects.calls.embed_function` and
-:func:`~harness.subjects.calls.embed_link` (with ``target="espnet"`` for ESPnet's). Outputs (names shared with the oracle): ``y``; ``grad.W``; and for the functions, which support
-double backpropagation, ``grad2.gy`` (and ``grad2.W`` where Chainer returns one): the gradient of
-``sum(grad.W * ggW)`` with respect to the upstream gradient ``gy`` and to ``W``.
+:func:`~harness.subjects.calls.embed_link` (with ``target="espnet"`` for ESPnet's). Outputs (names shared with the
+oracle): ``y``; ``grad.W``; and for the functions, which support double backpropagation, ``grad2.gy`` (and
+``grad2.W`` where Chainer returns one): the gradient of ``sum(grad.W * ggW)`` with respect to the upstream
+gradient ``gy`` and to ``W``.
 
 Declared accumulation order: on CPU both Chainer's ``EmbedIDGrad`` and ESPnet's ``EmbedIDFunction`` backward
 add ``gy``'s rows into ``grad.W`` one position at a time, in the C order of ``x``, in ``gy``'s dtype (``for ix,
@@ -71,9 +72,10 @@ SUBJECTS: tuple[Subject, ...] = (
             source="chainer/functions/connection/embed_id.py"),
     Subject("chainer.EmbedID", "embed", call_run(calls.embed_link), declared=_CHAINER,
             description="the link chainer.links.EmbedID", source="chainer/links/connection/embed_id.py"),
-    Subject("espnet.embed_id", "embed", call_run(calls.embed_function, target="espnet"), declared=_ESPNET, accepts=espnet_accepts,
-            description="ESPnet's deterministic embed_id / EmbedIDFunction", double_backward=True,
+    Subject("espnet.embed_id", "embed", call_run(calls.embed_function, target="espnet"), declared=_ESPNET,
+            accepts=espnet_accepts, description="ESPnet's deterministic embed_id / EmbedIDFunction",
+            double_backward=True, source=ESPNET_MODULE.replace(".", "/") + ".py"),
+    Subject("espnet.EmbedID", "embed", call_run(calls.embed_link, target="espnet"), declared=_ESPNET,
+            accepts=espnet_accepts, description="ESPnet's deterministic EmbedID link",
             source=ESPNET_MODULE.replace(".", "/") + ".py"),
-    Subject("espnet.EmbedID", "embed", call_run(calls.embed_link, target="espnet"), declared=_ESPNET, accepts=espnet_accepts,
-            description="ESPnet's deterministic EmbedID link", source=ESPNET_MODULE.replace(".", "/") + ".py"),
 )

@@ -33,12 +33,12 @@ _DECLARED = {
 SUBJECTS: tuple[Subject, ...] = (
     Subject("chainer.NStepLSTM", "lstm", call_run(calls.lstm_link), declared=_DECLARED, accepts=_uni,
             description="the link chainer.links.NStepLSTM", source="chainer/links/rnn/n_step_lstm.py"),
-    Subject("chainer.NStepBiLSTM", "lstm", call_run(calls.lstm_link, bidirectional=True), declared=_DECLARED, accepts=_bi,
-            description="the link chainer.links.NStepBiLSTM", source="chainer/links/rnn/n_step_lstm.py"),
+    Subject("chainer.NStepBiLSTM", "lstm", call_run(calls.lstm_link, bidirectional=True), declared=_DECLARED,
+            accepts=_bi, description="the link chainer.links.NStepBiLSTM", source="chainer/links/rnn/n_step_lstm.py"),
     Subject("chainer.n_step_lstm", "lstm", call_run(calls.lstm_function), declared=_DECLARED, accepts=_uni,
             description="chainer.functions.n_step_lstm with explicit weight lists",
             source="chainer/functions/rnn/n_step_lstm.py"),
-    Subject("chainer.n_step_bilstm", "lstm", call_run(calls.lstm_function, bidirectional=True), declared=_DECLARED, accepts=_bi,
-            description="chainer.functions.n_step_bilstm with explicit weight lists",
+    Subject("chainer.n_step_bilstm", "lstm", call_run(calls.lstm_function, bidirectional=True), declared=_DECLARED,
+            accepts=_bi, description="chainer.functions.n_step_bilstm with explicit weight lists",
             source="chainer/functions/rnn/n_step_lstm.py"),
 )

@@ -184,7 +184,8 @@ def _exact_segment_sums(block: np.ndarray, seg_starts: np.ndarray, bits: int = 5
     ``block``, column by column, computed exactly with integers: every finite value is an integer multiple of
     ``2^E`` (E from the smallest exponent present), split into 32-bit limbs of that integer, the limbs summed per
     segment in int64 (exact), carried, and the exact total rounded once (to nearest, ties to even) to float64.
-    ``bits``: the significant bits the values came with (24 from float32). None where the values span too many binary orders of magnitude for that (the caller sums with fsum)."""
+    ``bits``: the significant bits the values came with (24 from float32). None where the values span too many
+    binary orders of magnitude for that (the caller sums with fsum)."""
     finite = np.isfinite(block)
     easy = _fits_53_bits(np.where(finite, block, 0.0), seg_starts, bits)
     if easy is not None:

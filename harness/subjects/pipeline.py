@@ -31,6 +31,7 @@ SUBJECTS: tuple[Subject, ...] = (
             declared=_CHAINER, description="L.EmbedID (ignore-label padding) into L.NStepLSTM / NStepBiLSTM",
             source="chainer/links/connection/embed_id.py + chainer/links/rnn/n_step_lstm.py"),
     Subject("pipeline.espnet_embed_lstm", "pipeline", call_run(calls.embed_lstm, target="espnet"),
-            declared=_ESPNET, accepts=espnet_accepts, description="ESPnet's deterministic EmbedID into L.NStepLSTM / NStepBiLSTM",
+            declared=_ESPNET, accepts=espnet_accepts,
+            description="ESPnet's deterministic EmbedID into L.NStepLSTM / NStepBiLSTM",
             source="espnet/nets/chainer_backend/deterministic_embed_id.py + chainer/links/rnn/n_step_lstm.py"),
 )

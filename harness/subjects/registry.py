@@ -68,9 +68,9 @@ _OWN: tuple[Subject, ...] = (
     Subject("oracle.lstm", "lstm", _oracle_run("lstm"), devices=("cpu",), role="oracle", declared=_ORACLE_DECL,
             accepts=_oracle_accepts, description="independent float64 oracle: NStepLSTM forward and backward",
             source="harness/subjects/oracle.py"),
-    Subject("oracle.pipeline", "pipeline", _oracle_run("pipeline"), devices=("cpu",), role="oracle", declared=_ORACLE_DECL,
-            accepts=_oracle_accepts, description="independent float64 oracle: embedding into NStepLSTM",
-            source="harness/subjects/oracle.py"),
+    Subject("oracle.pipeline", "pipeline", _oracle_run("pipeline"), devices=("cpu",), role="oracle",
+            declared=_ORACLE_DECL, accepts=_oracle_accepts,
+            description="independent float64 oracle: embedding into NStepLSTM", source="harness/subjects/oracle.py"),
     # A reference, not a subject: grad.W summed in the order the CPU embeddings declare, in their dtype. Run in
     # the workers like the oracles; the ``order`` measure compares it bit for bit.
     Subject("reference.embed_sequential", "embed", _order_run, devices=("cpu",), role="oracle",

@@ -187,7 +187,8 @@ def _probe(r: Reproducer, case: Case, subject: str, device: str, context: str) -
     return out
 
 
-def _oracle_data(r: Reproducer, case: Case, wrong: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def _oracle_data(r: Reproducer, case: Case,
+                 wrong: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The tolerance of each judged tensor (the harness's rule, as data) and the expected values (and bounds)."""
     from harness.execute.isolated import Runner
     from harness.judge.contracts import load_contracts
@@ -421,7 +422,8 @@ def script_text(r: Reproducer, case: Case, module: str, fn: str, params: dict[st
     parts.append(("the library call, as the harness's subject makes it (harness/subjects/calls.py)",
                   _without_future(_module_source(shipped))))
     if os.path.realpath(module) != os.path.realpath(shipped):
-        parts.append((f"the plug-in's call module ({os.path.relpath(module)})", _without_future(_module_source(module))))
+        parts.append((f"the plug-in's call module ({os.path.relpath(module)})",
+                      _without_future(_module_source(module))))
     seen: dict[str, str] = {}
     for label, text in parts:
         for name in _top_names(text):

@@ -381,7 +381,8 @@ def _within(name: str, actual: np.ndarray, t: dict, ref: dict) -> bool:
         ok = same | (np.isfinite(a) & np.isfinite(e) & (err <= allowed))
         if ok.all():
             return True
-        ratio = np.where(ok, 0.0, np.where(np.isfinite(err) & (allowed > 0), err / np.where(allowed > 0, allowed, 1), np.inf))
+        ratio = np.where(ok, 0.0, np.where(np.isfinite(err) & (allowed > 0), err / np.where(allowed > 0, allowed, 1),
+                                           np.inf))
     i = int(np.argmax(ratio))
     idx = tuple(int(n) for n in np.unravel_index(i, a.shape))
     print(f"  {name} ({actual.dtype}{actual.shape}): {int((~ok).sum())} of {a.size} elements beyond the tolerance; "

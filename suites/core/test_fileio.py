@@ -56,8 +56,8 @@ def test_an_array_past_the_join_bound_is_streamed_and_loads_the_same(tmp_path):
 
     rng = np.random.default_rng(7)
     big = rng.standard_normal(fileio._JOIN_BYTES // 4 + 3).astype(np.float32)
-    arrays = {"big": big, "fortran": np.asfortranarray(rng.integers(0, 9, (700, 300))), "flags": rng.random(fileio._JOIN_BYTES + 5) > 0.5,
-              "scalar": np.float64(2.5).reshape(())}
+    arrays = {"big": big, "fortran": np.asfortranarray(rng.integers(0, 9, (700, 300))),
+              "flags": rng.random(fileio._JOIN_BYTES + 5) > 0.5, "scalar": np.float64(2.5).reshape(())}
     assert all(a.nbytes > fileio._JOIN_BYTES for k, a in arrays.items() if k != "scalar")  # the streamed path ran
     atomic_npz(str(tmp_path / "b.npz"), arrays)
     with np.load(tmp_path / "b.npz", allow_pickle=False) as z:

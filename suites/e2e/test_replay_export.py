@@ -1,5 +1,5 @@
-"""``replay`` offers the export command where a difference or an error reproduces: the command it prints, read back as the
-command line reads it, is the reproducer replay itself ran."""
+"""``replay`` offers the export command where a difference or an error reproduces: the command it prints, read back as
+the command line reads it, is the reproducer replay itself ran."""
 
 from __future__ import annotations
 

@@ -28,5 +28,6 @@ _ORIGINAL = get_subject("chainer.NStepLSTM")
 _MODE = os.environ.get("HARNESS_PLANTED", "scale")
 
 
-SUBJECTS = (dataclasses.replace(_ORIGINAL, run=call_run(planted_calls.nsteplstm_perturbed, mode=_MODE), description=f"NStepLSTM with hy perturbed ({_MODE})"),)
+SUBJECTS = (dataclasses.replace(_ORIGINAL, run=call_run(planted_calls.nsteplstm_perturbed, mode=_MODE),
+                                description=f"NStepLSTM with hy perturbed ({_MODE})"),)
 register(SUBJECTS[0], replace=True)  # as a pytest plugin (-p), importing it is the whole set-up

@@ -1,4 +1,5 @@
-"""``python -m tools.bench`` (``make bench``): what the harness costs, as ratios of things measured side by side in one run.
+"""``python -m tools.bench`` (``make bench``): what the harness costs, as ratios of things measured side by side
+in one run.
 
 The machine is noisy, so no figure here is an absolute time: each is a *ratio* of two quantities measured
 in the same run, interleaved where possible (absolute seconds appear only as context). One module per

@@ -95,8 +95,8 @@ class TimedExecutor:
         typical = median(plain) if plain else 0.0
         startup = self.final_inside + sum(max(r - typical, 0.0) for r, s in zip(resid, self.steps) if s["new_group"])
         return {"worker_startup": startup, "run_records": max(sum(resid) - (startup - self.final_inside), 0.0),
-                "writing": sum(s.get("outside", 0.0) for s in self.steps), "inside": sum(s["inside"] for s in self.steps)
-                + self.final_inside}
+                "writing": sum(s.get("outside", 0.0) for s in self.steps),
+                "inside": sum(s["inside"] for s in self.steps) + self.final_inside}
 
 
 def scaled_corpus(factor: int, quick: bool = False) -> list[Any]:

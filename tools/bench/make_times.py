@@ -36,7 +36,8 @@ def bench_make_times(reports_dir: str | None = None) -> tuple[list[Row], dict[st
                                                  f"{timings.get('report_writing', math.nan):.1f} s"))
     else:
         rows.append(Row("make", "make report", math.nan, "", "make report total seconds", math.nan, "", math.nan,
-                         "s", 0, status="not measured", note="not measured in this run (no reports/latest/timings.json)"))
+                         "s", 0, status="not measured",
+                         note="not measured in this run (no reports/latest/timings.json)"))
     secs: float | None = None
     source = ""
     env = os.environ.get("HARNESS_MAKE_TEST_SECONDS")

@@ -31,8 +31,8 @@ def campaign_round(factor: int, quick: bool, repeats: int, fresh: int, fresh_int
     code = ("import json, sys\n"
             "from harness.outputs import tables  # imported before the clock starts, as in run_report\n"
             "from tools.bench.driver import one_campaign\n"
-            f"res = one_campaign({int(factor)}, {bool(quick)!r}, {int(repeats)}, {int(fresh)}, report={bool(report)!r}, "
-            f"jobs={int(jobs)})\n"
+            f"res = one_campaign({int(factor)}, {bool(quick)!r}, {int(repeats)}, {int(fresh)}, "
+            f"report={bool(report)!r}, jobs={int(jobs)})\n"
             "sys.stdout.write('\\n' + json.dumps(res) + '\\n')\n")
     env = dict(os.environ)
     env["PYTHONPATH"] = PROJECT_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")

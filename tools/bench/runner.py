@@ -162,8 +162,8 @@ def headlines(frame: Any) -> list[str]:
         keep = (r["section"] in ("overhead", "make", "xdist") and not item.startswith(("context", "breakdown"))
                 or r["section"] == "scaling" and ("overhead ratio" in item or "largest" in item)
                 or r["section"] == "digest"
-                or (r["section"] == "comparator" and ("float32 64 MiB" in item or "float32 1 KiB identical: vs array_equal"
-                                                      == item))
+                or (r["section"] == "comparator"
+                    and ("float32 64 MiB" in item or "float32 1 KiB identical: vs array_equal" == item))
                 or (r["section"] == "oracle" and "base" in item)
                 or (r["section"] == "determinism" and r["status"] in ("skipped", "derived")))
         if keep:

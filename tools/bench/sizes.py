@@ -6,8 +6,8 @@ batch; an embedding into an LSTM at vocabulary 5,000, hidden 320). Each point ru
 in worker processes: the subject once, its oracle (and, for an embedding, the declared-order reference) once,
 then the measures. Subject seconds and oracle seconds are what the workers report for the runs themselves;
 harness seconds are everything else (building the case's arrays in the workers, their transfer, digests, the
-run-to-run comparison, the declared-order reference's run and the measures against the oracle). The ratios (oracle / subject, harness / subject) are of figures measured in
-the same run, one point after the other.
+run-to-run comparison, the declared-order reference's run and the measures against the oracle). The ratios
+(oracle / subject, harness / subject) are of figures measured in the same run, one point after the other.
 """
 
 from __future__ import annotations
@@ -108,7 +108,8 @@ def bench_sizes(level: str = "full", quiet: bool = False) -> tuple[list[Row], di
                                 m["oracle"], f"{subject} seconds", m["subject"], "s", 1, target="<= 1 at the "
                                 "largest size", note=note))
                 rows.append(Row("sizes", f"{family}: {label}: harness", ratio(m["harness"], m["subject"]),
-                                f"harness / {subject} seconds", "harness seconds (building the arrays, transfer, digests, measures)",
+                                f"harness / {subject} seconds",
+                                "harness seconds (building the arrays, transfer, digests, measures)",
                                 m["harness"], f"{subject} seconds", m["subject"], "s", 1, note=note))
                 log(f"sizes {family} {label}: subject {m['subject']:.2f} s, oracle {m['oracle']:.2f} s, "
                     f"harness {m['harness']:.2f} s", quiet)

@@ -66,7 +66,8 @@ def bench_xdist(level: str = "full", rounds: int | None = None, budget_s: float 
     quick = level == "quick"
     fallback = [*COMPARATOR_TESTS, "suites/test_strategies.py"]
     if quick:
-        workload, why = list(COMPARATOR_TESTS), ("quick mode: suites/unit/judge/test_{bits,bitwise,digest,tolerance}.py "
+        workload, why = list(COMPARATOR_TESTS), ("quick mode: "
+                                                  "suites/unit/judge/test_{bits,bitwise,digest,tolerance}.py "
                                                   "(HARNESS_PROFILE=ci) as a small workload")
     else:
         workload, why = ["-m", "gate"], "the ci gate: pytest -m gate with HARNESS_PROFILE=ci"

@@ -2,7 +2,8 @@
 
 For each family a corpus is written (the cases of that family in the corpus ``harness gate`` runs: the edge
 set, anchors, random cases and generated bad inputs) and the pristine subjects are gated on it once (the
-findings they already have -- library defects the edge set reaches -- are the baseline of what is not a kill). Then per mutant, in order, until one kills it:
+findings they already have -- library defects the edge set reaches -- are the baseline of what is not a kill).
+Then per mutant, in order, until one kills it:
 
 1. ``gate``: ``python -m harness gate --devices cpu --subject-plugin tools.mutants.plugin:NAME`` on the family's
    corpus; killed when it reports a finding the pristine run did not.

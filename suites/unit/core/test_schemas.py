@@ -29,7 +29,8 @@ from harness.core.errors import HarnessError
 from harness.core.schema_check import brief
 
 ROOT = Path(__file__).resolve().parents[3]
-EXAMPLES = settings(max_examples=int(__import__("os").environ.get("INPUT_CHECK_EXAMPLES", "6")), deadline=None, derandomize=True,
+EXAMPLES = settings(max_examples=int(__import__("os").environ.get("INPUT_CHECK_EXAMPLES", "6")), deadline=None,
+                    derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                            HealthCheck.filter_too_much])
 

@@ -1,5 +1,6 @@
 """A contracts file that contradicts itself, or names what nothing produces, is refused with its line and the
-reason: by the schema when it is read (ContractError), or by contract_checks.problems (``contracts check``, ``gate``)."""
+reason: by the schema when it is read (ContractError), or by contract_checks.problems (``contracts check``,
+``gate``)."""
 
 from __future__ import annotations
 

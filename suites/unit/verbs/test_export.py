@@ -39,7 +39,8 @@ def test_what_the_script_copies_imports_only_the_standard_library_and_numpy(modu
     import sys
 
     roots = {name.split(".")[0] for name in _imports(inspect.getsource(module))}
-    assert roots and roots <= set(sys.stdlib_module_names) | {"numpy", "threadpoolctl", "cupy", "pkg_resources", "chainer"}, roots
+    assert roots and roots <= (set(sys.stdlib_module_names)
+                               | {"numpy", "threadpoolctl", "cupy", "pkg_resources", "chainer"}), roots
 
 
 def test_the_planted_plugins_call_module_imports_no_harness_code():

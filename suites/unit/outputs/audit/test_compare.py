@@ -59,8 +59,9 @@ def test_verdicts_from_kept_arrays_and_statuses(work):
 def test_repetitions_that_disagree_are_not_blamed_on_the_environment(work):
     corpus = work / "collide.jsonl"
     write_corpus([_anchor("collision")], str(corpus))
-    audits = [A.load_audit(_run(corpus, work / f"ctl{i}.json", subjects="control.nondeterministic,control.deterministic",
-                                repeats=3)) for i in (1, 2)]
+    audits = [A.load_audit(_run(corpus, work / f"ctl{i}.json",
+                                subjects="control.nondeterministic,control.deterministic", repeats=3))
+              for i in (1, 2)]
     e = {x["subject"]: x for x in audits[0].entries}
     assert e["control.nondeterministic"]["repeats_agreed"] is False
     assert e["control.deterministic"]["repeats_agreed"] is True
