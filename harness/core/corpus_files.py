@@ -40,7 +40,8 @@ def _read_bytes(path: str, what: str) -> bytes:
 
 
 def load_corpus(path: str) -> list[Case]:
-    """Read a JSON-lines corpus; a bad line (bad JSON, bad type, not UTF-8) raises :class:`CaseError` naming file:line."""
+    """Read a JSON-lines corpus; a bad line (bad JSON, bad type, not UTF-8) raises :class:`CaseError` naming
+    file:line."""
     cases: list[Case] = []
     data = _read_bytes(path, "corpus")
     for lineno, line in enumerate(data.split(b"\n"), 1):
