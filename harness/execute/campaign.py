@@ -41,9 +41,11 @@ from harness.core.fileio import atomic_json, atomic_npz, npz_key, npz_members
 from harness.core.records import TaskRecord, TensorStats, read_records, read_tasks, repair_jsonl
 from harness.core.rundir import corpus_stamp, npz_sound, runs_short
 from harness.execute import admission
+from harness.execute.answers import tensor_meta
 from harness.execute.progress import RUNNING, Progress
 from harness.execute.settings import CampaignSettings, default_jobs  # re-exported: the settings live apart (no NumPy)
-from harness.execute.worker import Worker, prestart_zygote, tensor_meta
+from harness.execute.worker import Worker
+from harness.execute.zygote import prestart_zygote
 from harness.judge import bitwise as compare
 from harness.judge.bits import value_text
 from harness.judge.sketch import tensor_sketch
