@@ -15,7 +15,8 @@ import pytest
 from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
-from harness.execute.campaign import Campaign, CampaignSettings, load_arrays, plan, task_key
+from harness.execute.campaign import Campaign, CampaignSettings, load_arrays
+from harness.execute.plan import plan, task_key
 from harness.execute.worker import Worker
 from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
 
