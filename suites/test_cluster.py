@@ -20,8 +20,9 @@ from harness.core.contexts import get_context  # noqa: E402
 from harness.core.corpus_files import load_corpus, write_corpus  # noqa: E402
 from harness.core.devices import CPU  # noqa: E402
 from harness.core.errors import InvalidArgument  # noqa: E402
-from harness.execute.campaign import Campaign, CampaignSettings, plan  # noqa: E402
+from harness.execute.campaign import Campaign, CampaignSettings  # noqa: E402
 from harness.execute.cluster import ClusterError, DaskExecutor, connect, parse_cluster_spec  # noqa: E402
+from harness.execute.plan import plan
 from harness.outputs.audit import DEFAULT_CORPUS, compare_audits, merge_audits, run_audit  # noqa: E402
 from harness.subjects.registry import get_subject, load_plugin, subjects_for  # noqa: E402
 

@@ -207,7 +207,7 @@ def test_env_json_records_the_worker_defaults_and_the_users_value_wins(harness, 
 
 def test_worker_env_puts_the_defaults_under_the_environment_and_the_overrides(monkeypatch):
     from harness.core.env import WORKER_ENV_DEFAULTS
-    from harness.execute.worker import worker_env
+    from harness.execute.zygote import worker_env
 
     monkeypatch.delenv("OPENBLAS_THREAD_TIMEOUT", raising=False)
     assert worker_env({})["OPENBLAS_THREAD_TIMEOUT"] == WORKER_ENV_DEFAULTS["OPENBLAS_THREAD_TIMEOUT"]

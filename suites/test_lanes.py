@@ -1,4 +1,4 @@
-"""Lanes (harness/execute/campaign.py): a campaign's tasks run in several lanes at once, each with its own
+"""Lanes (harness/execute/lanes.py): a campaign's tasks run in several lanes at once, each with its own
 workers, and nothing a task's record says depends on how many lanes there were."""
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
 from harness.core.errors import InvalidArgument
-from harness.execute.campaign import Campaign, CampaignSettings, LocalPool, _Lanes, default_jobs, plan
-from harness.execute.worker import _pid_alive
+from harness.core.lifeline import pid_alive as _pid_alive
+from harness.execute.campaign import Campaign, CampaignSettings, default_jobs
+from harness.execute.lanes import LocalPool, _Lanes
+from harness.execute.plan import plan
 from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -205,7 +207,8 @@ def test_an_xdist_worker_gives_its_campaigns_one_lane():
 
 
 def test_a_lane_starts_on_its_pooled_worker_and_waits_for_a_fresh_one_only_when_a_run_takes_it():
-    from harness.execute.campaign import WorkerSet, run_task
+    from harness.execute.task_runs import run_task
+    from harness.execute.worker_sets import WorkerSet
 
     settings = CampaignSettings(repeats=2, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=1)
     ws = WorkerSet(get_context("default"), settings)
@@ -230,18 +233,18 @@ def test_a_lane_starts_on_its_pooled_worker_and_waits_for_a_fresh_one_only_when_
 
 def test_start_early_starts_the_first_groups_zygote_only_where_a_device_runs_here(monkeypatch):
     from harness.core.devices import parse_device
-    from harness.execute import worker
-    from harness.execute.campaign import start_early
+    from harness.execute import zygote
+    from harness.execute.worker_sets import start_early
 
     started = []
-    monkeypatch.setattr(worker, "zygote_for", lambda env, wait=True: started.append(dict(env)))
+    monkeypatch.setattr(zygote, "zygote_for", lambda env, wait=True: started.append(dict(env)))
     gpu = parse_device("gpu")
     monkeypatch.setattr(type(gpu), "availability", lambda self: (self.kind == "cpu", "no GPU here"))
     blas1, default = get_context("blas1"), get_context("default")
     start_early([blas1, default], [gpu])  # a GPU-only plan without a GPU: its rows are skips, no worker
     assert started == []
     start_early([blas1, default], [gpu, CPU])
-    assert started == [worker.worker_env(blas1.env)]  # the plan is context-major: blas1's group runs first
+    assert started == [zygote.worker_env(blas1.env)]  # the plan is context-major: blas1's group runs first
 
 
 def test_the_runs_own_error_is_raised_when_the_work_beside_them_fails_too_and_no_launched_worker_is_left(tmp_path):

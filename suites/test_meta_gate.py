@@ -109,7 +109,8 @@ def test_contracts_check_fails_on_malformed_line(tmp_path):
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     from harness.core.contexts import get_context
-    from harness.execute.campaign import Campaign, CampaignSettings, plan
+    from harness.execute.campaign import Campaign, CampaignSettings
+    from harness.execute.plan import plan
     from harness.subjects.registry import subjects_for
 
     d = str(tmp_path_factory.mktemp("meta") / "run")

@@ -24,16 +24,8 @@ from harness.core.contexts import get_context
 from harness.core.corpus_files import write_corpus
 from harness.core.devices import CPU, Device
 from harness.core.errors import InvalidArgument
-from harness.execute.campaign import (
-    Campaign,
-    CampaignSettings,
-    load_arrays,
-    load_tasks,
-    parse_shard,
-    plan,
-    shard,
-    task_key,
-)
+from harness.execute.campaign import Campaign, CampaignSettings, load_arrays, load_tasks
+from harness.execute.plan import parse_shard, plan, shard, task_key
 from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
 
 ROOT = Path(__file__).resolve().parents[1]

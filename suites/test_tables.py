@@ -25,9 +25,11 @@ from harness.core.corpus_files import write_corpus
 from harness.core.devices import CPU
 from harness.core.fileio import atomic_npz
 from harness.core.records import VERDICTS
-from harness.execute.campaign import Campaign, CampaignSettings, Task, array_file, load_tasks, outcome_of, plan
+from harness.execute.campaign import Campaign, CampaignSettings, array_file, load_tasks
 from harness.execute.driver import load_run
 from harness.execute.measures import campaign_cases
+from harness.execute.plan import Task, plan
+from harness.execute.task_runs import outcome_of
 from harness.judge.findings import Classification, Origin, loads, with_cause
 from harness.outputs import tables
 from harness.outputs.assemble import campaign_findings

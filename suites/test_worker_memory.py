@@ -8,7 +8,8 @@ import pytest
 
 from harness.core.cases import Case
 from harness.core.errors import InvalidArgument
-from harness.execute.worker import MEMORY_ENV, Worker, default_memory_limit, parse_memory_limit
+from harness.execute.memory_limits import MEMORY_ENV, default_memory_limit, parse_memory_limit
+from harness.execute.worker import Worker
 
 PLUGIN = "suites.plugins.misbehaving:SUBJECTS"
 CASE = Case("embed", 0, {"vocab": 5, "width": 3, "ids_shape": [4]})

@@ -15,7 +15,8 @@ import pytest
 from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
-from harness.execute.campaign import Campaign, CampaignSettings, load_arrays, plan, task_key
+from harness.execute.campaign import Campaign, CampaignSettings, load_arrays
+from harness.execute.plan import plan, task_key
 from harness.execute.worker import Worker
 from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
 
@@ -181,17 +182,17 @@ MALFORMED = [
 
 @pytest.mark.parametrize("payload", MALFORMED, ids=[f"m{i}" for i in range(len(MALFORMED))])
 def test_every_malformed_answer_is_refused_as_malformed(payload, tmp_path):
-    from harness.execute.worker import _decode_answer, _Malformed
+    from harness.execute.answers import Malformed, decode_answer
 
-    with pytest.raises(_Malformed):
-        _decode_answer(payload, BASE, str(tmp_path / "absent.bin"))
+    with pytest.raises(Malformed):
+        decode_answer(payload, BASE, str(tmp_path / "absent.bin"))
 
 
 def test_a_well_formed_answer_decodes_so_the_refusals_above_can_fail(tmp_path):
-    from harness.execute.worker import _decode_answer
+    from harness.execute.answers import decode_answer
 
     y = np.arange(4, dtype=np.float32)
-    a = _decode_answer(_frame({"result": GOOD_RESULT, "inline": True, "arrays": [
+    a = decode_answer(_frame({"result": GOOD_RESULT, "inline": True, "arrays": [
         {"name": "y", "dtype": y.dtype.str, "shape": [4], "offset": 0, "nbytes": 16, "digest": "d", "nan": 0,
          "inf": 0}]}, y.tobytes()), BASE, str(tmp_path / "absent.bin"))
     assert a.result.status == "ok" and np.array_equal(a.result.arrays["y"], y)
@@ -199,7 +200,7 @@ def test_a_well_formed_answer_decodes_so_the_refusals_above_can_fail(tmp_path):
 
 
 def test_zygotes_are_shared_per_environment_and_bounded(monkeypatch):
-    from harness.execute import worker as W
+    from harness.execute import zygote as W
 
     env = W.worker_env({})
     a = W.zygote_for(env)

@@ -11,7 +11,7 @@ from typing import MutableMapping
 __all__ = ["WORKER_ENV_DEFAULTS", "set_worker_defaults"]
 
 #: What every worker process starts with unless this process's environment sets it (see
-#: :func:`harness.execute.worker.worker_env`; the fingerprint records it as a worker sees it), and what the
+#: :func:`harness.execute.zygote.worker_env`; the fingerprint records it as a worker sees it), and what the
 #: pytest plugin puts into its own process's environment (:func:`set_worker_defaults`).
 #:
 #: ``OPENBLAS_THREAD_TIMEOUT``: OpenBLAS's idle threads spin for 2**N cycles after each multithreaded product

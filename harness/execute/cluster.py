@@ -1,10 +1,10 @@
-"""Campaigns on a Dask cluster: the same protocol as :class:`~harness.execute.campaign.LocalPool`.
+"""Campaigns on a Dask cluster: the same protocol as :class:`~harness.execute.lanes.LocalPool`.
 
-:class:`DaskExecutor` sends each :class:`~harness.execute.campaign.Task` to a Dask worker, where it still
-runs in harness worker *subprocesses* (:func:`~harness.execute.campaign.run_task` with a
-:class:`~harness.execute.campaign.WorkerSet`), so a segfault or a hang in a subject becomes a row and the
+:class:`DaskExecutor` sends each :class:`~harness.execute.plan.Task` to a Dask worker, where it still
+runs in harness worker *subprocesses* (:func:`~harness.execute.task_runs.run_task` with a
+:class:`~harness.execute.worker_sets.WorkerSet`), so a segfault or a hang in a subject becomes a row and the
 Dask worker lives on. Each Dask worker process keeps one ``WorkerSet`` per start-up environment
-(:func:`~harness.execute.campaign.group_key`): Chainer is imported once per Dask worker, not per task.
+(:func:`~harness.execute.plan.group_key`): Chainer is imported once per Dask worker, not per task.
 The outcomes stream back to the client in completion order, and :meth:`Campaign.run` writes each as it
 arrives, so ``--resume`` after a lost cluster skips what was already written.
 
@@ -31,7 +31,10 @@ from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from harness.core.errors import HarnessError, InvalidArgument, WorkerError
-from harness.execute.campaign import CampaignSettings, Task, TaskOutcome, WorkerSet, group_key, run_task
+from harness.execute.plan import Task, group_key
+from harness.execute.settings import CampaignSettings
+from harness.execute.task_runs import TaskOutcome, run_task
+from harness.execute.worker_sets import WorkerSet
 
 __all__ = ["ClusterError", "DaskExecutor", "HarnessWorkerPlugin", "connect", "parse_cluster_spec",
            "worker_fingerprints", "close_worker_sets", "SPREADS"]

@@ -14,8 +14,9 @@ from harness.core.cases import Case
 from harness.core.contexts import Context
 from harness.core.devices import Device
 from harness.core.records import Measure, TaskRecord
-from harness.execute.campaign import Campaign, CampaignSettings, Task, plan
+from harness.execute.campaign import Campaign, CampaignSettings
 from harness.execute.measures import measure_campaign
+from harness.execute.plan import Task, plan
 from harness.subjects.base import Subject
 
 __all__ = ["CampaignRun", "run_campaign", "load_run"]
@@ -64,7 +65,7 @@ def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subje
     beside = None
     if while_starting is not None:
         if executor is None:
-            from harness.execute.campaign import LocalPool
+            from harness.execute.lanes import LocalPool
 
             executor = LocalPool()
         launch = getattr(executor, "launch", None)  # a cluster's executor starts its workers elsewhere

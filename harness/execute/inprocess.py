@@ -1,7 +1,7 @@
 """Runs in this process, measured exactly as a campaign's measure pass measures worker runs.
 
 The pytest suites and ``replay`` use :func:`measure_here`: R runs of a subject on a case, the record the
-campaign would write for them (:func:`harness.execute.campaign.outcome_of`), and its measures from
+campaign would write for them (:func:`harness.execute.task_runs.outcome_of`), and its measures from
 :func:`harness.judge.measure.measure_task` -- the same judges, so an in-process verdict and a campaign verdict
 on the same runs cannot disagree.
 """
@@ -18,7 +18,8 @@ from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.devices import CPU, Device
 from harness.core.records import Measure, TaskRecord
-from harness.execute.campaign import Task, outcome_of
+from harness.execute.plan import Task
+from harness.execute.task_runs import outcome_of
 from harness.judge.contracts import Contracts
 from harness.judge.measure import Reference, measure_task
 from harness.subjects.base import RunResult

@@ -1,8 +1,8 @@
 """Runs for ``replay`` and ``shrink``: every subject call in the campaign's worker processes, never here.
 
-A :class:`Runner` keeps one :class:`~harness.execute.campaign.WorkerSet` per start-up environment alive between
+A :class:`Runner` keeps one :class:`~harness.execute.worker_sets.WorkerSet` per start-up environment alive between
 calls (``shrink`` runs dozens of candidates; each costs a run, not an interpreter), and runs a task exactly as
-the campaign does (:func:`~harness.execute.campaign.run_task`: R runs in the pooled worker, one in each fresh
+the campaign does (:func:`~harness.execute.task_runs.run_task`: R runs in the pooled worker, one in each fresh
 one). :func:`measure_isolated` then measures those runs with the campaign's own judge
 (:func:`~harness.judge.measure.measure_task`), so a replayed verdict and a campaign verdict cannot disagree. A
 crash, a hang past the timeout or an exit in a worker is a row, as in a campaign.
@@ -18,7 +18,10 @@ from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.devices import CPU, Device
 from harness.core.records import Measure, TaskRecord
-from harness.execute.campaign import CampaignSettings, Task, TaskOutcome, WorkerSet, group_key, run_task
+from harness.execute.plan import Task, group_key
+from harness.execute.settings import CampaignSettings
+from harness.execute.task_runs import TaskOutcome, run_task
+from harness.execute.worker_sets import WorkerSet
 from harness.judge.contracts import Contracts
 from harness.judge.measure import Reference, measure_task
 from harness.subjects.base import RunResult

@@ -61,7 +61,7 @@ class Running:
             return key, label, start, len(self._now)
 
 
-#: The one registry the lanes mark their tasks in (:mod:`harness.execute.campaign`).
+#: The one registry the lanes mark their tasks in (:mod:`harness.execute.lanes`).
 RUNNING = Running()
 
 

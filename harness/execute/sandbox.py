@@ -75,7 +75,7 @@ def run_call(fn: Callable[[Mapping[str, Any]], Any], request: Mapping[str, Any],
 
     The child is forked from the workers' zygote where there is one (NumPy and Chainer imported already: a
     fork, not an interpreter's start), else it is a new interpreter. Either way it is a process of its own."""
-    from harness.execute.worker import worker_env, zygote_for
+    from harness.execute.zygote import Forked, worker_env, zygote_for
 
     name, extra = name_of(fn), {CHILD_ENV: "1"}
     fds = [*os.pipe(), *os.pipe(), *os.pipe()]  # stdout, stderr, answer: (read, write) each
@@ -84,11 +84,9 @@ def run_call(fn: Callable[[Mapping[str, Any]], Any], request: Mapping[str, Any],
     try:
         zygote = zygote_for(worker_env({}))
         if zygote is not None:
-            from harness.execute.worker import _Forked
-
             try:
                 pid = zygote.call(name, dict(request), extra, os.getcwd(), writes)
-                proc = _Forked(pid, zygote)
+                proc = Forked(pid, zygote)
             except (OSError, ValueError, KeyError):
                 proc = None  # the zygote went away: a new interpreter instead
         if proc is None:

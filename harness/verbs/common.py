@@ -30,7 +30,7 @@ def subject_case(r: Reproducer, subject: Any, max_case_bytes: int | None) -> Any
 def check_worker_limits() -> None:
     """The environment's limits on worker processes (``$HARNESS_WORKER_MEMORY``, ``$HARNESS_MAX_OUTPUT_BYTES``),
     read before any work or output of a verb that starts workers: a bad value is one line naming the variable."""
-    from harness.execute.worker import default_memory_limit, output_limit
+    from harness.execute.memory_limits import default_memory_limit, output_limit
 
     default_memory_limit()
     output_limit()

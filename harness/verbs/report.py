@@ -132,7 +132,7 @@ def _check_values(opts: ReportOptions) -> None:
 def _fresh_cases(opts: ReportOptions, default_corpus: Callable[..., list[Case]]) -> list[Case]:
     from harness.core.case_limits import check_case_size
     from harness.core.corpus_files import load_corpus
-    from harness.execute.campaign import parse_shard, shard
+    from harness.execute.plan import parse_shard, shard
     from harness.generate.corpora import DEFAULT_SEED
 
     if opts.corpus:  # checked by the parser: a readable regular file
@@ -230,7 +230,7 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
         devices = sel.planned  # an implied, unusable GPU stays in the plan: its rows say "skipped: <reason>"
         contexts = parse_contexts(opts.contexts)
         if opts.cluster.address is None:  # here, not on a cluster's workers
-            from harness.execute.campaign import start_early
+            from harness.execute.worker_sets import start_early
 
             start_early(contexts, devices)  # the first workers' Chainer import, while the corpus is built
         t0 = time.perf_counter()

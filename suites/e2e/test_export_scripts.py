@@ -189,7 +189,8 @@ def test_a_baseline_finding_exports_the_baselines_bits_and_fails_only_where_they
 
     from harness.core.contexts import get_context
     from harness.core.devices import CPU
-    from harness.execute.campaign import Campaign, CampaignSettings, load_tasks, plan
+    from harness.execute.campaign import Campaign, CampaignSettings, load_tasks
+    from harness.execute.plan import plan
     from harness.subjects.registry import subjects_for
 
     run = tmp_path / "baseline"

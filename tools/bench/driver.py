@@ -1,7 +1,7 @@
 """One report-like campaign, timed through the campaign's public hooks (no patching of private names).
 
 :class:`TimedExecutor` is an executor for :meth:`harness.execute.campaign.Campaign.run`: it wraps another
-(a :class:`~harness.execute.campaign.LocalPool` by default) and measures, per task, the time spent inside
+(a :class:`~harness.execute.lanes.LocalPool` by default) and measures, per task, the time spent inside
 the wrapped executor (worker start-up and close, the runs, the per-run records, the comparison) apart from
 the time the campaign spends on each outcome it is handed (``runs.jsonl``, ``tasks.jsonl``, the npz).
 What the outcomes themselves account for (``TaskOutcome.seconds``: subject, transfer_and_overhead,
@@ -44,7 +44,7 @@ class TimedExecutor:
     """
 
     def __init__(self, inner: Any = None) -> None:
-        from harness.execute.campaign import LocalPool
+        from harness.execute.lanes import LocalPool
 
         self.inner = inner if inner is not None else LocalPool()
         self.stats: dict[str, float] = self.inner.stats
@@ -54,19 +54,19 @@ class TimedExecutor:
         self.final_inside = 0.0  # the last step: the last group's workers closing
 
     def launch(self, tasks: Sequence[Any], settings: Any) -> None:
-        """The wrapped executor's :meth:`~harness.execute.campaign.LocalPool.launch` (before :meth:`run`)."""
+        """The wrapped executor's :meth:`~harness.execute.lanes.LocalPool.launch` (before :meth:`run`)."""
         launch = getattr(self.inner, "launch", None)
         if launch is not None:
             launch(tasks, settings)
 
     def discard(self) -> None:
-        """The wrapped executor's :meth:`~harness.execute.campaign.LocalPool.discard`."""
+        """The wrapped executor's :meth:`~harness.execute.lanes.LocalPool.discard`."""
         discard = getattr(self.inner, "discard", None)
         if discard is not None:
             discard()
 
     def run(self, tasks: Sequence[Any], settings: Any) -> Iterator[tuple[Any, Any]]:
-        from harness.execute.campaign import group_key
+        from harness.execute.plan import group_key
 
         stream = iter(self.inner.run(tasks, settings))
         last_group: Any = object()
@@ -145,7 +145,7 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
             fp = Forked(fingerprint, nice=BEHIND).start()
             figures = FigureServer().start()
         if report:  # as harness report: the first workers' zygote imports Chainer while the corpus is built
-            from harness.execute.campaign import start_early
+            from harness.execute.worker_sets import start_early
 
             start_early(parse_contexts(contexts), parse_devices("cpu"))
         cases = scaled_corpus(factor, quick)

@@ -78,7 +78,7 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
 
     ``devices`` and ``contexts`` are comma strings (``"cpu"``, ``"all"``; ``"default,blas1"``)
     or lists of names; ``subjects`` None means every registered subject except the
-    ``control.*`` self-tests. ``shard="i/n"`` runs the cases of :func:`harness.execute.campaign.shard`.
+    ``control.*`` self-tests. ``shard="i/n"`` runs the cases of :func:`harness.execute.plan.shard`.
     ``executor`` runs the tasks (default the local pool; :class:`harness.execute.cluster.DaskExecutor` for
     a cluster), ``environment`` is the fingerprint to record (default this process's: a cluster passes the
     one taken on the worker that ran the tasks) and ``extra`` adds top-level fields (``cluster``).
@@ -89,9 +89,10 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
     from harness.core.corpus_files import corpus_digest, load_corpus
     from harness.core.devices import Device, parse_device, parse_devices
     from harness.core.env import fingerprint
-    from harness.execute.campaign import CampaignSettings, load_arrays, parse_shard, plan
-    from harness.execute.campaign import shard as shard_cases
+    from harness.execute.campaign import CampaignSettings, load_arrays
     from harness.execute.driver import run_campaign
+    from harness.execute.plan import parse_shard, plan
+    from harness.execute.plan import shard as shard_cases
     from harness.judge.digest import DIGEST_ALGORITHM
     from harness.subjects.registry import subjects_for
 

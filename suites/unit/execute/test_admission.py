@@ -12,7 +12,10 @@ from harness.core.contexts import get_context
 from harness.core.cost import BASE_TIMEOUT, estimate
 from harness.core.devices import CPU
 from harness.execute import admission
-from harness.execute.campaign import CampaignSettings, Task, _Lanes, plan, run_task
+from harness.execute.campaign import CampaignSettings
+from harness.execute.lanes import _Lanes
+from harness.execute.plan import Task, plan
+from harness.execute.task_runs import run_task
 from harness.subjects.registry import get_subject
 
 BIG = Case("lstm", 1, {"n_layers": 2, "hidden": 320, "in_size": 83, "lengths": [160, 150, 140, 130],

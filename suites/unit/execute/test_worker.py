@@ -7,7 +7,8 @@ import pytest
 
 from harness.core.cases import Case
 from harness.core.errors import InvalidArgument
-from harness.execute.worker import OUTPUT_ENV, Worker, output_limit
+from harness.execute.memory_limits import OUTPUT_ENV, output_limit
+from harness.execute.worker import Worker
 
 PLUGIN = "suites.plugins.leaves:SUBJECTS"  # leaves.pid answers one int64: 8 bytes
 CASE = Case("embed", 0, {"vocab": 5, "width": 3, "ids_shape": [4]})

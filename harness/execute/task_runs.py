@@ -1,0 +1,208 @@
+"""One task's runs: ``R`` in the pooled worker and one in each of ``K`` fresh workers, and their summary.
+
+:func:`run_task` runs a task in a :class:`~harness.execute.worker_sets.WorkerSet` and returns its
+:class:`TaskOutcome`: the task's record (the comparison of its repetitions, from the digests the workers
+took, so repetitions whose digests agree are compared without reading an array), one line per run, and
+repetition 0's arrays. It writes nothing: the caller (a :class:`~harness.execute.campaign.Campaign`, or a
+cluster worker sending the outcome back) does.
+
+Apart from the lanes that call it (:mod:`harness.execute.lanes`): ``replay``, ``shrink``, a Dask worker and
+the in-process runs (:func:`outcome_of`) take a task's outcome the same way without the campaign's lanes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from harness.core.devices import parse_device
+from harness.core.errors import WorkerError
+from harness.core.records import TaskRecord, TensorStats
+from harness.execute import admission
+from harness.execute.answers import tensor_meta
+from harness.execute.plan import Task
+from harness.execute.settings import CampaignSettings
+from harness.execute.worker_sets import WorkerSet
+from harness.judge import bitwise as compare
+from harness.judge.bits import value_text
+from harness.judge.sketch import tensor_sketch
+from harness.subjects.base import ErrorInfo, RunResult
+from harness.subjects.registry import accepts_error, get_subject
+
+__all__ = ["TaskOutcome", "run_task", "outcome_of"]
+
+
+def _tensor_meta(arrays: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+    """What a run record says of each array (digest, dtype, shape, NaN/Inf counts): for results that did not
+    come from a worker's answer, which carries the same, taken in the worker by the same function."""
+    return tensor_meta(arrays)
+
+
+@dataclass
+class TaskOutcome:
+    """What running one task produced, before anything is written: the task record, one line per run,
+    repetition 0's arrays (empty when no run succeeded) and the time spent (for ``timings.json``)."""
+
+    record: TaskRecord
+    runs: list[dict[str, Any]]
+    arrays: dict[str, np.ndarray]
+    seconds: dict[str, float]
+
+
+def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> TaskOutcome:
+    """Run one task R times in the pooled worker and once in each fresh worker; summarize the repetitions.
+
+    Pure of files: the caller (a :class:`~harness.execute.campaign.Campaign`, or a cluster worker sending the
+    outcome back) writes it.
+    """
+    device = parse_device(task.device)
+    ok, reason = admission.availability(device, task.case, task.subject)  # a case too large: "needs N GiB"
+    timeout = admission.timeout(task.case, task.subject, task.device, settings.timeout)
+    refused = accepts_error(task.subject, task.case.id)
+    if refused is not None:  # a plug-in's accepts() raised, crashed or hung on this case: its row says so
+        res = RunResult(task.subject, task.case.id, task.device, task.context, "error",
+                        error=ErrorInfo("PluginError", refused, "setup"))
+        return outcome_of(task, [("pool", res)], None, [{"key": task.key, "rep": 0, "process": "parent", "pid": None,
+                                                        "wall": 0.0, **res.meta(), "tensors": {}}])
+    # each fresh run in a fresh worker this task has not run in yet (which one: the first free, see WorkerSet.use)
+    slots = ["pool"] * settings.repeats + ["fresh"] * settings.fresh
+    if get_subject(task.subject).role == "oracle" or task.case.spec.get("relation") is not None:
+        # The float64 oracles are references, not subjects under suspicion, and a relation's member is
+        # compared with its base case, not with itself: two runs in one process show they are stable;
+        # more would only cost time (the base case gets the full R + K).
+        slots = ["pool"] * min(2, settings.repeats)
+    results: list[tuple[str, RunResult]] = []
+    metas: list[dict[str, dict[str, Any]]] = []
+    lines: list[dict[str, Any]] = []
+    seconds = {"subject": 0.0, "transfer_and_overhead": 0.0, "compare": 0.0, "runs": 0}
+    case_json = task.case.to_json()
+    used: set[int] = set()
+
+    def record(slot: str, pid: int | None, res: RunResult, meta: dict[str, dict[str, Any]], wall: float) -> bool:
+        """One run's line and result; False when the runs stop here (a skip is decided before anything runs:
+        once is the whole story)."""
+        rep = len(results)
+        seconds["runs"] += 1
+        seconds["subject"] += res.subject_seconds
+        seconds["transfer_and_overhead"] += max(wall - res.subject_seconds, 0.0)
+        if not ok or res.arrays.keys() != meta.keys():
+            meta = _tensor_meta(res.arrays)
+        metas.append(meta)
+        lines.append({"key": task.key, "rep": rep, "process": slot, "pid": pid, "wall": wall, **res.meta(),
+                      "tensors": meta})
+        results.append((slot, res))
+        return res.status != "skipped"
+
+    def crashed(exc: WorkerError) -> RunResult:
+        return RunResult(task.subject, task.case.id, task.device, task.context, "crashed",
+                         error=ErrorInfo("WorkerError", str(exc), "setup"))
+
+    while len(results) < len(slots):
+        want = slots[len(results)]
+        t0 = time.perf_counter()
+        if not ok:
+            res = RunResult(task.subject, task.case.id, task.device, task.context, "skipped", skip_reason=reason)
+            if not record(want, None, res, {}, time.perf_counter() - t0):
+                break
+        elif want == "pool":
+            # The task's pooled runs asked for at once: the worker runs them back to back while this process
+            # takes in each answer; one that ends the worker ends the stream, and the rest go to its successor.
+            n = slots.count("pool") - len(results)  # the pooled slots come first: every run so far was one
+            go = True
+            try:
+                with workers.use("pool") as (slot, w):
+                    pid = w.pid
+                    for answer in w.run_answers(case_json, task.subject, task.device, task.context,
+                                                timeout, n, case_id=task.case.id):
+                        now = time.perf_counter()  # the worker ran this one while the last was taken in
+                        go = record(slot, pid, answer.result, answer.tensors, now - t0)
+                        t0 = now
+                        if not go:
+                            break
+            except WorkerError as exc:
+                go = record("pool", None, crashed(exc), {}, time.perf_counter() - t0)
+            if not go:
+                break
+        else:
+            before = set(used)
+            meta: dict[str, dict[str, Any]] = {}
+            slot = f"fresh:{len(used)}"
+            try:
+                with workers.use(want, used) as (slot, w):  # marks the fresh worker it takes as used
+                    pid = w.pid
+                    answer = w.run_answer(case_json, task.subject, task.device, task.context, timeout,
+                                          case_id=task.case.id)
+                res, meta = answer.result, answer.tensors  # digests and NaN/Inf counts taken in the worker
+            except WorkerError as exc:
+                taken = used - before  # a fresh worker that could not run: the row names it, the next run tries another
+                slot = f"fresh:{min(taken)}" if taken else slot
+                pid = None
+                res = crashed(exc)
+            if not record(slot, pid, res, meta, time.perf_counter() - t0):
+                break
+    t0 = time.perf_counter()
+    outcome = outcome_of(task, results, metas, lines)
+    seconds["compare"] += time.perf_counter() - t0
+    outcome.seconds.update(seconds)
+    return outcome
+
+
+def outcome_of(task: Task, results: Sequence[tuple[str, RunResult]],
+               metas: list[dict[str, dict[str, Any]]] | None = None,
+               runs: list[dict[str, Any]] | None = None) -> TaskOutcome:
+    """The outcome of a task from its run results (each labelled by its worker slot, 'pool' or 'fresh:k')."""
+    results = list(results)
+    ok_reps = [r for _, r in results if r.ok]
+    return TaskOutcome(_summarize(task, results, metas), list(runs or []),
+                       dict(ok_reps[0].arrays) if ok_reps else {}, {})
+
+
+def _summarize(task: Task, results: list[tuple[str, RunResult]],
+               metas: list[dict[str, dict[str, Any]]] | None = None) -> TaskRecord:
+    if metas is None:
+        metas = [_tensor_meta(r.arrays) for _, r in results]
+    statuses = [r.status for _, r in results]
+    ok_reps = [r for _, r in results if r.ok]
+    errors = [r.error.to_dict() for _, r in results if r.error is not None]
+    tensors: dict[str, TensorStats] = {}
+    rep_digests: dict[str, tuple[str | None, ...]] = {}
+    if ok_reps:
+        reps = [r.arrays for r in ok_reps]
+        names = sorted({k for a in reps for k in a})
+        # Per repetition, so the judge can tell run-to-run (pool) from across-process (fresh) drift.
+        ok_metas = [m for m, (_, r) in zip(metas, results) if r.ok]
+        # Digests already taken for runs.jsonl: reuse them rather than hash every array again.
+        rep_digests = {k: tuple(m[k]["digest"] if k in m else None for m in ok_metas) for k in names}
+        # NaN/Inf counts of the first repetition holding the name, as recorded: nothing is counted again.
+        counts = {}
+        for k in names:
+            first = next((m[k] for m in ok_metas if k in m), None)
+            if first is not None and "nan" in first:
+                counts[k] = (int(first["nan"]), int(first["inf"]))
+            elif first is not None and np.dtype(first["dtype"]).kind not in "fc":
+                counts[k] = (0, 0)  # no NaN in integers; complex ones are counted by the comparator
+        for name, c in compare.compare_results(reps, rep_digests, counts).items():
+            worst = None
+            if not c.bitwise_identical and c.diff_reps:
+                idx = c.max_ulp_index if c.max_ulp_index is not None else c.first_diff_index
+                worst = (value_text(reps[0].get(name), idx),
+                         value_text(reps[c.diff_reps[0]].get(name), idx))
+            tensors[name] = TensorStats.from_comparison(c, worst, sketch=tensor_sketch(reps[0].get(name)))
+    return TaskRecord(
+        key=task.key, case_id=task.case.id, family=task.case.family, subject=task.subject,
+        device=task.device, context=task.context, bad_input=task.case.bad,
+        runs=len(results), ok_runs=len(ok_reps),
+        statuses={s: statuses.count(s) for s in sorted(set(statuses))},
+        status=("ok" if len(ok_reps) == len(results) else
+                "skipped" if statuses and statuses[0] == "skipped" else
+                "error" if not ok_reps else "partial"),
+        skip_reason=next((r.skip_reason for _, r in results if r.skip_reason), None),
+        errors=tuple(errors[:1] + [e for e in errors[1:] if e["message"] != errors[0]["message"]][:3]),
+        declared_warnings=tuple(sorted({w for _, r in results for w in r.declared_warnings})),
+        subject_seconds=sum(r.subject_seconds for _, r in results),
+        processes=tuple(sorted({slot for slot, _ in results})),
+        tensors=tensors, array_file=None,
+        rep_processes=tuple(slot for slot, r in results if r.ok), rep_digests=rep_digests)

@@ -1,0 +1,184 @@
+"""The worker processes of one start-up environment, as a campaign's lanes use them.
+
+A :class:`WorkerSet` holds one pooled worker (forked from the environment's zygote) and ``K`` fresh ones
+(brand-new interpreters); the lanes of one environment each have their own pooled worker and share the
+fresh ones, a fresh run holding its worker meanwhile (:class:`_Busy`). A worker that died is started again
+by the next run that asks for it. :func:`start_early` starts the first environment's zygote before the
+corpus is built.
+
+Apart from the lanes (:mod:`harness.execute.lanes`) and the runs of one task
+(:mod:`harness.execute.task_runs`), which both take a set of workers: ``replay`` and ``shrink``
+(:mod:`harness.execute.isolated`) and a Dask worker (:mod:`harness.execute.cluster`) keep sets of their own.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+from harness.core.contexts import Context
+from harness.core.devices import Device
+from harness.core.errors import WorkerError
+from harness.execute.settings import CampaignSettings
+from harness.execute.worker import Worker
+from harness.execute.zygote import prestart_zygote
+
+__all__ = ["WorkerSet", "start_early"]
+
+
+def start_early(contexts: Sequence[Context], devices: Sequence[Device]) -> None:
+    """Start the zygote of the first group's environment now, before the corpus is built: it imports Chainer
+    (half a second of a core) while the caller builds cases on the other, rather than beside the fresh
+    interpreters, which all start at the campaign's launch. The plan is context-major, so the first group is
+    the first context's that applies to a device available here (a group of skipped rows needs no worker);
+    nothing starts where there is none. The campaign forks its pooled workers from it."""
+    for ctx in contexts:
+        if any(d.available and ctx.applies_to(d.kind) for d in devices):
+            prestart_zygote(ctx.env)
+            return
+
+
+class _Busy:
+    """Which fresh workers of an environment run a task now; a lane waits here for one its task has not used."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.now: set[int] = set()
+
+    @contextmanager
+    def take(self, n: int, used: set[int], stopped: Callable[[], bool]) -> Iterator[int]:
+        with self.cond:
+            while True:
+                if stopped():
+                    raise WorkerError("the campaign was stopped")
+                k = next((k for k in range(n) if k not in used and k not in self.now), None)
+                if k is not None:
+                    self.now.add(k)
+                    break
+                if all(k in used for k in range(n)):
+                    raise WorkerError(f"no fresh worker left for this task (it ran in all {n})")
+                self.cond.wait()
+        try:
+            yield k
+        finally:
+            with self.cond:
+                self.now.discard(k)
+                self.cond.notify_all()
+
+    def wake(self) -> None:
+        with self.cond:
+            self.cond.notify_all()
+
+
+@dataclass
+class WorkerSet:
+    """The worker processes of one start-up environment: one pooled worker and ``settings.fresh`` fresh ones.
+
+    The lanes of one environment each have their own pooled worker but share the first lane's fresh workers
+    (``shared``): K new interpreters per environment, not K per lane (each costs a Chainer import, the
+    largest fixed cost of a campaign). A fresh run holds its worker (:class:`_Busy`), so two lanes never run in
+    one worker at once; each task still runs once in each fresh worker, a process that is not the pooled one."""
+
+    context: Context
+    settings: CampaignSettings
+    pool: Worker | None = None
+    fresh: list[Worker] = field(default_factory=list)
+    restarts: int = 0
+    startup_seconds: float = 0.0
+    aborted: bool = False
+    #: the set whose fresh workers this one runs in (None: its own)
+    shared: "WorkerSet | None" = None
+    #: which fresh workers are running a task now (shared with the lanes that share them)
+    busy: "_Busy" = field(default_factory=lambda: _Busy())
+    #: two lanes' threads may launch the shared fresh workers at once: one does
+    launching: threading.Lock = field(default_factory=threading.Lock)
+
+    def _new(self, label: str) -> Worker:
+        # The pooled worker is forked from its environment's zygote (a fork, not an import); a fresh one is
+        # a brand-new interpreter, its own hash seed and imports (see harness.execute.worker).
+        return Worker(env=dict(self.context.env), plugins=self.settings.plugins, label=label,
+                      fork=label == "pool").start()
+
+    def launch(self) -> "WorkerSet":
+        """Start the processes without waiting for them: the fresh workers, and the environment's zygote (the
+        pooled worker is forked from it in :meth:`start`). They import Chainer meanwhile."""
+        if self.shared is not None:
+            owner = self.shared.launch()
+            self.fresh, self.busy = owner.fresh, owner.busy  # the same objects: a restart shows in every lane
+            return self
+        with self.launching:
+            if not self.fresh:
+                self.fresh = [self._new(f"fresh:{k}") for k in range(self.settings.fresh)]
+                prestart_zygote(self.context.env)
+        return self
+
+    def start(self) -> None:
+        """The pooled worker ready (launching every worker first where :meth:`launch` was not called). The
+        fresh ones are waited for by the first run that takes each (:meth:`worker`): a task's pooled runs
+        come first, so they run while the fresh interpreters still import Chainer."""
+        self.launch()
+        if self.pool is None:
+            self.pool = self._new("pool")
+        self.pool.wait_ready()
+        self.startup_seconds += self.pool.startup_seconds
+
+    def ensure_fresh(self, n: int) -> None:
+        """At least ``n`` fresh workers, started now where fewer run (a :class:`~harness.execute.isolated.Runner`
+        starts them only for the first run that asks for them: a shrink of a cross-context finding never does)."""
+        while len(self.fresh) < n:
+            w = self._new(f"fresh:{len(self.fresh)}")
+            self.fresh.append(w)
+            w.wait_ready()
+            self.startup_seconds += w.startup_seconds
+
+    @contextmanager
+    def use(self, slot: str, used: set[int] | None = None) -> Iterator[tuple[str, Worker]]:
+        """A worker for one run, and its slot: the pooled one for ``"pool"``; for ``"fresh"``, the first fresh
+        worker that is free and not in ``used`` (the ones this task ran in already; the one taken is added),
+        waiting while every such one runs another lane's task, and held meanwhile."""
+        if slot == "pool":
+            yield slot, self.worker(slot)
+            return
+        with self.busy.take(len(self.fresh), used if used is not None else set(), lambda: self.aborted) as k:
+            if used is not None:
+                used.add(k)
+            yield f"fresh:{k}", self.worker(f"fresh:{k}")
+
+    def worker(self, slot: str) -> Worker:
+        if self.aborted:
+            raise WorkerError("the campaign was stopped")
+        w = self.pool if slot == "pool" else self.fresh[int(slot.split(":")[1])]
+        if w is None or not w.alive:
+            self.restarts += 1
+            w = self._new(slot)
+            w.wait_ready()
+            self.startup_seconds += w.startup_seconds
+            if slot == "pool":
+                self.pool = w
+            else:
+                self.fresh[int(slot.split(":")[1])] = w
+        elif slot != "pool" and w.pid is None:
+            # launched with the set, not waited for yet: the run holding it now (see use()) waits, once
+            w.wait_ready()
+            self.startup_seconds += w.startup_seconds
+        return w
+
+    def abort(self) -> None:
+        """From another thread: end the workers' processes now (signals only; :meth:`close` still cleans
+        up), and restart none: the thread using them gets a ``crashed`` row at once and stops."""
+        self.aborted = True
+        self.busy.wake()
+        for w in [self.pool, *self.fresh]:
+            proc = None if w is None else w.proc
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+
+    def close(self) -> None:
+        # the lane that owns the fresh workers closes them (after every lane has stopped)
+        workers = [w for w in [self.pool, *(self.fresh if self.shared is None else ())] if w is not None]
+        for w in workers:  # ask every worker to stop first, then wait: they exit in parallel
+            w.request_stop()
+        for w in workers:
+            w.close()
