@@ -23,7 +23,7 @@ from harness.core.devices import CPU
 from harness.core.forking import Forked, fork_safe, map_forked
 from harness.execute.campaign import CampaignSettings
 from harness.execute.driver import run_campaign
-from harness.execute.measures import measure_campaign
+from harness.execute.measure_pass import measure_campaign
 from harness.judge.contracts import load_contracts
 from harness.outputs import render
 from harness.outputs.tables import FIGURES, cells_frame, draw_figures, start_figures

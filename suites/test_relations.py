@@ -13,7 +13,7 @@ from harness.core.contexts import get_context
 from harness.core.devices import CPU
 from harness.execute.campaign import CampaignSettings
 from harness.execute.driver import run_campaign
-from harness.execute.measures import measure_campaign
+from harness.execute.measure_pass import measure_campaign
 from harness.execute.relations import RELATIONS, members, pairs, parse_relations, relation_of
 from harness.judge.contracts import load_contracts
 from harness.outputs.gate import gate_violations

@@ -27,7 +27,7 @@ from harness.core.fileio import atomic_npz
 from harness.core.records import VERDICTS
 from harness.execute.campaign import Campaign, CampaignSettings, array_file, load_tasks
 from harness.execute.driver import load_run
-from harness.execute.measures import campaign_cases
+from harness.execute.measure_pass import campaign_cases
 from harness.execute.plan import Task, plan
 from harness.execute.task_runs import outcome_of
 from harness.judge.findings import Classification, Origin, loads, with_cause
@@ -268,7 +268,7 @@ def test_report_files(real: dict) -> None:
 
 def test_tables_load_no_array(real: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     """Measure once: the tables read measures.jsonl; building them loads no array and measures nothing."""
-    import harness.execute.measures as measures_mod
+    import harness.execute.measure_pass as measures_mod
 
     calls: list[str] = []
     monkeypatch.setattr(np, "load", lambda *a, **k: calls.append(a[0]) or pytest.fail("an array was loaded"))

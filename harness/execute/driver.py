@@ -15,7 +15,7 @@ from harness.core.contexts import Context
 from harness.core.devices import Device
 from harness.core.records import Measure, TaskRecord
 from harness.execute.campaign import Campaign, CampaignSettings
-from harness.execute.measures import measure_campaign
+from harness.execute.measure_pass import measure_campaign
 from harness.execute.plan import Task, plan
 from harness.subjects.base import Subject
 
@@ -123,7 +123,7 @@ def load_run(directory: str, contracts: Any = None) -> CampaignRun:
     import os
 
     from harness.execute.campaign import load_tasks
-    from harness.execute.measures import campaign_cases, load_measures
+    from harness.execute.measure_pass import campaign_cases, load_measures
 
     records = load_tasks(directory)
     have = any(os.path.exists(os.path.join(directory, "measures.jsonl" + s)) for s in ("", ".gz"))

@@ -1,6 +1,6 @@
 """Which measures a contract line requires of a task, and whether they were taken: one function.
 
-A verdict can only be green for a check that ran. The measure pass (:mod:`harness.execute.measures`) hands
+A verdict can only be green for a check that ran. The measure pass (:mod:`harness.execute.measure_pass`) hands
 :func:`missing_measures` each task's measures; every rule of the task's contract that needed a measure which is
 not there becomes a ``not judged`` measure with its reason (the gate fails on it, ``Verdict.fails``), instead of
 a cell that reads "all contracts hold" because nothing was compared:

@@ -6,7 +6,7 @@ reference summed in the subject's declared accumulation order) and hands each to
 :mod:`harness.judge.verdicts`. A bad input is judged by its rule: one that raises, where it raises; one with
 documented semantics (``no_error``), like a valid case (oracle, bit identity) once it returned values; one
 with none (``any``), by the sameness of its outcome across repeats, processes, contexts and devices. The campaign's measure pass
-(:mod:`harness.execute.measures`) calls it with arrays loaded from disk, once per task; ``replay`` and the
+(:mod:`harness.execute.measure_pass`) calls it with arrays loaded from disk, once per task; ``replay`` and the
 pytest suites call it with arrays from runs in their own process. Pure: records and NumPy arrays in.
 """
 

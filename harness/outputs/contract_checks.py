@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 __all__ = ["OUTPUT_NAMES", "problems", "contradictions", "refusal", "output_name_problem"]
 
 _LSTM = r"hy|cy|ys\.\d+|grad\.(xs\.\d+|hx|cx|ws\.\d+\.[0-7]|bs\.\d+\.[0-7])"
-#: The tensor names each family's built-in subjects record (README "Array names are shared").
+#: The tensor names each family's built-in subjects record (docs/reference.md, "Array names are shared").
 OUTPUT_NAMES: Mapping[str, re.Pattern[str]] = {
     "embed": re.compile(r"y|grad\.W|grad2\.W|grad2\.gy"),
     "lstm": re.compile(_LSTM),

@@ -2,7 +2,7 @@
 that runs them is :mod:`harness.verbs.gate`).
 
 No rule lives here: every verdict comes from :mod:`harness.judge.verdicts` through the campaign's measure pass
-(:func:`harness.execute.measures.measure_campaign`). This module turns broken measures into dossiers with a
+(:func:`harness.execute.measure_pass.measure_campaign`). This module turns broken measures into dossiers with a
 replay command that reproduces them, adds the gate's own honesty checks (the positive control fired; a
 baseline shares tasks with this run), and writes JUnit. Exit codes: 0 pass, 1 contract broken, 2 usage or
 set-up error.
@@ -18,7 +18,7 @@ from harness.core.cases import Case
 from harness.core.errors import InvalidArgument
 from harness.core.records import Measure, TaskRecord
 from harness.execute.campaign import load_tasks
-from harness.execute.measures import campaign_cases, load_measures, measure_campaign
+from harness.execute.measure_pass import campaign_cases, load_measures, measure_campaign
 from harness.judge import findings as F
 from harness.judge import verdicts
 from harness.judge.contracts import Contracts

@@ -124,7 +124,7 @@ def _gate(opts: GateOptions, devices: list) -> int:
             origin=dataclasses.replace(origin, baseline=opts.baseline, env=F.env_for_reproducer(diff))))
     failing = [f for f in found if f.fails]
     if failing and opts.shrink_budget and opts.shrink:
-        from harness.outputs.shrinking import shrink_findings
+        from harness.execute.shrink_findings import shrink_findings
 
         failing = shrink_findings(failing, contracts, budget=opts.shrink_budget, timeout=settings.timeout)
         found = F.sort_findings(failing + [f for f in found if not f.fails])

@@ -313,7 +313,7 @@ def _findings(run_dir: str, run: Any, settings: CampaignSettings, opts: ReportOp
     timings["findings"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     if worth and opts.shrink_budget > 0 and opts.shrink:
-        from harness.outputs.shrinking import shrink_findings
+        from harness.execute.shrink_findings import shrink_findings
 
         worth = shrink_findings(worth, contracts, budget=opts.shrink_budget, timeout=settings.timeout)
     timings["shrinking"] = time.perf_counter() - t0

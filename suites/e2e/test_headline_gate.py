@@ -22,7 +22,7 @@ FAILING = [c.value for c in F.Classification if c.fails]
 
 @pytest.mark.slow  # a whole gate campaign: CI runs it, `make test` leaves it out
 def test_a_regression_planted_in_one_place_is_at_most_five_headlines_in_the_gate_and_on_the_page(tmp_path):
-    from harness.execute.measures import load_measures
+    from harness.execute.measure_pass import load_measures
     from harness.outputs import render, tables
 
     out = tmp_path / "run"
