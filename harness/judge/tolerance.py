@@ -378,7 +378,7 @@ def n_terms(case: Case | None, tensor: str) -> int:
     spec = case.spec
     if tensor == "grad.W" and case.family in ("embed", "pipeline"):
         try:
-            x = np.asarray(build_arrays(case)["x"]).reshape(-1)
+            x = np.asarray(build_arrays(case, names=("x",))["x"]).reshape(-1)
             il = spec.get("ignore_label")
             if il is not None:
                 x = x[x != il]
@@ -447,7 +447,7 @@ def _bounds(case: Case, dtype: str) -> dict[str, np.ndarray]:
     key = (case.id, dtype)
     if key not in _BOUND_CACHE:
         try:
-            _BOUND_CACHE[key] = rounding_bounds(case.family, case.spec, build_arrays(case), dtype)
+            _BOUND_CACHE[key] = rounding_bounds(case.family, case.spec, build_arrays(case, names=("x", "gy")), dtype)
         except (HarnessError, KeyError, TypeError, ValueError):
             _BOUND_CACHE[key] = {}  # a case whose arrays cannot be rebuilt simply has no bound
         if len(_BOUND_CACHE) > 64:
