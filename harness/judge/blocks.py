@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -35,7 +35,7 @@ BLOCK = 1 << 17
 GATHER_BELOW = 0.5
 
 #: Tensors smaller than this are measured whole: there the count of NumPy calls is the cost.
-GATHER_MIN = 1 << 12
+GATHER_MIN = 1 << 16
 
 
 def oracle_cast(expected: np.ndarray, dt: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
@@ -64,8 +64,7 @@ def rounded_overflow(e: np.ndarray, a64: np.ndarray, dt: np.dtype) -> np.ndarray
     return np.where(ok, a64, e) if ok.any() else e
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     """What every block is measured with: the subject's dtype, the tolerance pair, the optional looser
     acceptances (``normwise`` is ``rtol * max|expected|`` of the whole tensor, already computed), and whether
     the subject's tensor and the oracle hold only finite numbers."""
@@ -78,8 +77,7 @@ class Settings:
     finite_only: bool
 
 
-@dataclass(frozen=True)
-class Elementwise:
+class Elementwise(NamedTuple):
     """The measures of some elements: the oracle as compared (overflow rounded), the error, relative error,
     error over allowed, what is allowed, within tolerance, and the ULP distance."""
 
@@ -137,7 +135,7 @@ def elementwise(a: np.ndarray, e: np.ndarray, bound: np.ndarray | None,
     return Elementwise(e, err, rel, ratio, allowed, ok, ulp)
 
 
-@dataclass
+@dataclass(slots=True)
 class Worst:
     """The greatest value of a measure so far and the flat index of its first occurrence (``numpy.argmax``'s
     choice: the first NaN, else the first greatest value); ``measures`` and ``at`` are the measures of its block
@@ -168,7 +166,7 @@ def _block_worst(m: Elementwise, values: np.ndarray, where: np.ndarray | None, s
     if values.size == 0:
         worst.offer(0.0, start, None, 0)
         return
-    j = int(np.argmax(values))
+    j = int(values.argmax())
     v = values[j].item()
     if where is None:
         worst.offer(v, start + j, m, j)
@@ -178,8 +176,7 @@ def _block_worst(m: Elementwise, values: np.ndarray, where: np.ndarray | None, s
         worst.offer(0.0, start, None, 0)
 
 
-@dataclass(frozen=True)
-class Reduced:
+class Reduced(NamedTuple):
     """The reductions of :func:`measure_blocks`: the greatest error, relative error, ULP distance and error over
     allowed (each with its flat index), and how many elements are within tolerance."""
 
@@ -194,11 +191,15 @@ def measure_blocks(a: np.ndarray, e: np.ndarray, bound: np.ndarray | None, s: Se
     """The reductions of :func:`elementwise` over the whole of the 1-D ``a`` and ``e`` (same length, at least
     one element), block by block."""
     size = a.size
-    worsts = Worst(), Worst(), Worst(), Worst()
-    n_ok = 0
     # The elements that equal the oracle have every measure 0 only in a float dtype with a ULP line; an integer
     # result can equal the oracle as float64 and still be an integer away.
     may_gather = s.dtype.kind == "f" and s.dtype.itemsize in (2, 4, 8) and size >= GATHER_MIN
+    if size <= BLOCK and not may_gather:  # one block, measured whole: no reduction across blocks
+        m = elementwise(a, expected_as_compared(a, e, s), bound, s)
+        w = [Worst(v[j].item(), j, m, j) for v in (m.err, m.rel, m.ulp, m.ratio) for j in (int(v.argmax()),)]
+        return Reduced(w[0], w[1], w[2], w[3], int(np.count_nonzero(m.ok)))
+    worsts = Worst(), Worst(), Worst(), Worst()
+    n_ok = 0
     for start in range(0, size, BLOCK):
         stop = min(start + BLOCK, size)
         n = stop - start
@@ -222,14 +223,16 @@ def measure_blocks(a: np.ndarray, e: np.ndarray, bound: np.ndarray | None, s: Se
     return Reduced(*worsts, n_ok)
 
 
-def normwise_max(a: np.ndarray, e: np.ndarray, s: Settings) -> float | None:
-    """The greatest ``|expected|`` over the finite elements of the oracle as compared (None where there are
-    none), block by block."""
+def normwise_max(a: np.ndarray, e: np.ndarray, dtype: np.dtype, finite_only: bool) -> float | None:
+    """The greatest ``|expected|`` over the finite elements of the oracle as compared with the 1-D ``a``
+    (:func:`expected_as_compared`; None where there are none), block by block."""
     most: float | None = None
     for start in range(0, a.size, BLOCK):
-        eb = expected_as_compared(a[start:start + BLOCK], e[start:start + BLOCK], s)
-        fin = np.abs(eb if s.finite_only else eb[np.isfinite(eb)])
-        if fin.size:
-            m = float(fin.max())
+        eb = e[start:start + BLOCK]
+        if not finite_only:
+            eb = rounded_overflow(eb, a[start:start + BLOCK].astype(np.float64), dtype)
+            eb = eb[np.isfinite(eb)]
+        if eb.size:
+            m = float(np.abs(eb).max())
             most = m if most is None else max(most, m)
     return most

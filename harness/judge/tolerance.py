@@ -19,7 +19,6 @@ Pure: NumPy arrays and plain data in, frozen objects out; only ``assert_*`` rais
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -288,13 +287,11 @@ def compare_oracle(
     # Almost every tensor holds only finite numbers, as does its oracle (the counts above say so): then the
     # masks for NaN, infinities and overflow to infinity change nothing, and a small tensor's comparison is
     # mostly the cost of those NumPy calls.
-    s = blocks.Settings(dt, atol, rtol, None, floor, _finite_only(nan_count, inf_count, o_nan, o_inf))
+    finite_only = _finite_only(nan_count, inf_count, o_nan, o_inf)
     af, ef = a.reshape(-1), e.reshape(-1)
     bf = np.asarray(bound, dtype=np.float64).reshape(-1) if bound is not None and np.shape(bound) == a.shape else None
-    if normwise:
-        most = blocks.normwise_max(af, ef, s)
-        if most is not None:
-            s = dataclasses.replace(s, normwise=rtol * most)
+    most = blocks.normwise_max(af, ef, dt, finite_only) if normwise else None
+    s = blocks.Settings(dt, atol, rtol, None if most is None else rtol * most, floor, finite_only)
     r = blocks.measure_blocks(af, ef, bf, s)
 
     def at(w: blocks.Worst) -> tuple[blocks.Elementwise, int]:
