@@ -347,11 +347,13 @@ def rounding_bounds(family: str, spec: Mapping[str, Any], arrays: Mapping[str, n
         return {}
     vocab, width = int(spec["vocab"]), int(spec["width"])
     flat = x.reshape(-1).astype(np.int64)
-    gy = np.abs(np.asarray(arrays["gy"], dtype=np.float64)).reshape(flat.size, -1)
+    gy = np.asarray(arrays["gy"]).reshape(flat.size, -1)
     il = spec.get("ignore_label")
     keep = (flat >= 0) & (flat < vocab) & (True if il is None else flat != il)
     if gy.shape[-1] != width:
         return {}
+    # |gy| in float64 of the rows that count (exact: a float widens to float64 exactly), in one pass
+    rows = np.abs(gy[keep], dtype=np.float64) if gy.dtype.kind == "f" else np.abs(np.asarray(gy[keep], np.float64))
     ids = flat[keep]
     counts = np.bincount(ids, minlength=vocab).astype(np.float64)
     u = float(np.finfo(dtype).eps) / 2
@@ -359,7 +361,7 @@ def rounding_bounds(family: str, spec: Mapping[str, Any], arrays: Mapping[str, n
     # The bound is scale * mass, mass[v] the sum of |gy| rows with id v added in the order of the ids (0.0 + the
     # first, + the second, ...); a row no id names has mass 0 and scale 0, so bound +0.0: only the named rows are
     # summed and multiplied.
-    named, mass = _row_sums(ids, gy[keep], width)
+    named, mass = _row_sums(ids, rows, width)
     bound = np.zeros((vocab, width))
     bound[named] = scale[named] * mass
     return {"grad.W": bound}
