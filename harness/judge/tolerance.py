@@ -361,27 +361,23 @@ def rounding_bounds(family: str, spec: Mapping[str, Any], arrays: Mapping[str, n
     # The bound is scale * mass, mass[v] the sum of |gy| rows with id v added in the order of the ids (0.0 + the
     # first, + the second, ...); a row no id names has mass 0 and scale 0, so bound +0.0: only the named rows are
     # summed and multiplied.
-    named, mass = _row_sums(ids, rows, width)
+    named, mass = _row_sums(ids, rows)
     bound = np.zeros((vocab, width))
-    bound[named] = scale[named] * mass
+    bound[named] = np.multiply(scale[named], mass, out=mass)
     return {"grad.W": bound}
 
 
-def _row_sums(ids: np.ndarray, rows: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
+def _row_sums(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``ids`` (sorted) and, for each, the sum of its ``rows`` added one at a time in their order
     in ``ids``, from 0.0 (what ``np.add.at`` into zeros computes): the k-th occurrences of every id are added
     in one step, so the Python loop runs as many times as the most frequent id occurs."""
     order = np.argsort(ids, kind="stable")
     named, first, counts = np.unique(ids[order], return_index=True, return_counts=True)
-    group = np.repeat(np.arange(named.size), counts)  # of each sorted position: its id's place in named
-    rank = np.arange(order.size) - np.repeat(first, counts)  # 0 for an id's first occurrence, 1, ...
-    by_rank = np.argsort(rank, kind="stable")
-    mass = np.zeros((named.size, width))
-    start = 0
-    for n in np.bincount(rank) if rank.size else ():
-        at = by_rank[start:start + int(n)]
-        mass[group[at]] += rows[order[at]]  # one occurrence of each of these ids: no index repeats
-        start += int(n)
+    mass = rows[order[first]]  # each id's first occurrence
+    np.add(0.0, mass, out=mass)  # 0.0 + the first, as a sum from zero has it
+    for k in range(1, int(counts.max()) if counts.size else 0):
+        more = np.flatnonzero(counts > k)  # the ids that occur a (k+1)-th time: each once, no index repeats
+        mass[more] += rows[order[first[more] + k]]
     return named, mass
 
 
