@@ -9,9 +9,12 @@ the whole array's (:func:`_better`).
 
 Most elements of a correct result equal the oracle (rows gathered unchanged, rows of the gradient no id
 touched). Where a float result equals its oracle as a float64 number (or both are NaN) every measure is 0 and
-the element is within tolerance; a block with few differing elements computes the measures on those alone.
+the element is within tolerance (the oracle is then a value of the result's dtype, so its rounding to that dtype
+is the result up to the sign of a zero: 0 ULP); a block with few differing elements computes the measures on
+those alone.
 
-Pure NumPy; :func:`measure_blocks` is the one entry point.
+Pure NumPy: :func:`normwise_max` and :func:`measure_blocks` over a whole tensor, :func:`elementwise` for some of
+its elements.
 """
 
 from __future__ import annotations
@@ -24,8 +27,8 @@ import numpy as np
 
 from harness.judge.bits import ULP_MAX, ulp_distance
 
-__all__ = ["BLOCK", "GATHER_BELOW", "GATHER_MIN", "Worst", "Settings", "Elementwise", "Reduced", "measure_blocks", "elementwise",
-           "expected_as_compared", "normwise_max", "oracle_cast", "rounded_overflow"]
+__all__ = ["BLOCK", "GATHER_BELOW", "GATHER_MIN", "Worst", "Settings", "Elementwise", "Reduced", "measure_blocks",
+           "elementwise", "expected_as_compared", "normwise_max", "oracle_cast", "rounded_overflow"]
 
 #: Elements per block: the dozen float64 temporaries of a block stay within a core's caches.
 BLOCK = 1 << 17
@@ -34,7 +37,7 @@ BLOCK = 1 << 17
 #: differing elements alone (gathered by index); otherwise on the whole block.
 GATHER_BELOW = 0.5
 
-#: Tensors smaller than this are measured whole: there the count of NumPy calls is the cost.
+#: Tensors smaller than this are never gathered: there the count of NumPy calls is the cost.
 GATHER_MIN = 1 << 16
 
 
