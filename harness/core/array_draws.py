@@ -122,24 +122,30 @@ def _lstm_arrays(spec: Mapping[str, Any], seed: int, in_size: int, lengths: list
         out[name] = _grad(array_rng(seed, name), (n_layers * dirs, batch, hidden), dtype, kind)
 
 
-def draw_arrays(family: str, seed: int, spec: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def draw_arrays(family: str, seed: int, spec: Mapping[str, Any],
+                names: frozenset[str] | None = None) -> dict[str, np.ndarray]:
     """Every drawn input array of a case of ``family`` (explicit arrays and ``inject`` are the case's own:
     :func:`harness.core.cases.build_arrays` adds them). A spec these draws cannot follow raises what NumPy
-    raises (``KeyError``, ``ValueError`` ...); the caller names the case."""
+    raises (``KeyError``, ``ValueError`` ...); the caller names the case. ``names`` (optional): an embedding
+    case draws only those (each array has its own generator, so they are what a whole draw gives)."""
     out: dict[str, np.ndarray] = {}
     if family == "embed":
         shape = tuple(int(n) for n in spec["ids_shape"])
         vocab, width = int(spec["vocab"]), int(spec["width"])
         wdt = spec.get("w_dtype", "float32")
         w_shape = tuple(spec.get("w_shape", (vocab, width)))
-        ids = _ids(spec, array_rng(seed, "x"), shape)
-        if "row_lengths" in spec and ids.ndim == 2:  # a padded batch, as a recipe'spec decoder or LM feeds it
-            rows = [int(n) for n in spec["row_lengths"]][:shape[0]]
-            ids = _padded(spec, ids, rows + [shape[1]] * (shape[0] - len(rows)))
-        out["x"] = _as_id_dtype(ids, spec.get("id_dtype", "int32"))
-        out["W"] = (array_rng(seed, "W").standard_normal(w_shape) * float(spec.get("w_scale", 1.0))).astype(wdt)
-        out["gy"] = _grad(array_rng(seed, "gy"), shape + (width,), wdt, spec.get("gy_kind", "random"))
-        out["ggW"] = array_rng(seed, "ggW").standard_normal((vocab, width)).astype(wdt)
+        if names is None or "x" in names:
+            ids = _ids(spec, array_rng(seed, "x"), shape)
+            if "row_lengths" in spec and ids.ndim == 2:  # a padded batch, as a recipe'spec decoder or LM feeds it
+                rows = [int(n) for n in spec["row_lengths"]][:shape[0]]
+                ids = _padded(spec, ids, rows + [shape[1]] * (shape[0] - len(rows)))
+            out["x"] = _as_id_dtype(ids, spec.get("id_dtype", "int32"))
+        if names is None or "W" in names:
+            out["W"] = (array_rng(seed, "W").standard_normal(w_shape) * float(spec.get("w_scale", 1.0))).astype(wdt)
+        if names is None or "gy" in names:
+            out["gy"] = _grad(array_rng(seed, "gy"), shape + (width,), wdt, spec.get("gy_kind", "random"))
+        if names is None or "ggW" in names:
+            out["ggW"] = array_rng(seed, "ggW").standard_normal((vocab, width)).astype(wdt)
     elif family == "lstm":
         _lstm_arrays(spec, seed, int(spec["in_size"]), [int(n) for n in spec["lengths"]], out, with_xs=True)
     else:  # pipeline

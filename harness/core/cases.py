@@ -24,7 +24,7 @@ import json
 from collections import OrderedDict
 from dataclasses import InitVar, dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 import numpy as np
 
@@ -272,43 +272,52 @@ _BUILT = _BuiltArrays()
 BUILT_BYTES = 64 << 20
 
 
-def build_arrays(case: Case, max_bytes: int | None = None) -> dict[str, np.ndarray]:
+def build_arrays(case: Case, max_bytes: int | None = None,
+                 names: Collection[str] | None = None) -> dict[str, np.ndarray]:
     """Every input array of ``case``, rebuilt bit-identically on any machine (host NumPy arrays).
 
     The arrays of recent cases are kept (up to :data:`BUILT_BYTES`), so the runs of a case pay for the random
     draws once per process; each call returns fresh copies, so a subject that writes into its inputs changes
     nothing. A case whose estimate (:func:`harness.core.case_limits.estimate_case_bytes`) exceeds ``max_bytes``
     (default :func:`harness.core.case_limits.max_case_bytes_default`) is refused with a :class:`CaseError` before anything is allocated.
+    ``names`` (optional) asks for those arrays only; an embedding case then draws only them (the judge needs the
+    ids and the upstream gradient of a case, not its weights). Such a partial build is not kept.
     """
     key = case.id
     built = _BUILT.get(key)
     if built is None:
         check_case_size(case, max_bytes)
+        if names is not None:
+            return _build_arrays(case, frozenset(names))
         built = _build_arrays(case)
         _BUILT.add(key, built, BUILT_BYTES)
     else:
         _BUILT.move_to_end(key)
-    return {k: v.copy() for k, v in built.items()}
+    return {k: v.copy() for k, v in built.items() if names is None or k in names}
 
 
-def _build_arrays(case: Case) -> dict[str, np.ndarray]:
+def _build_arrays(case: Case, names: frozenset[str] | None = None) -> dict[str, np.ndarray]:
     try:
-        out = draw_arrays(case.family, case.seed, case.spec)
+        out = draw_arrays(case.family, case.seed, case.spec, names)
     except (KeyError, TypeError, ValueError, OverflowError, IndexError, MemoryError) as exc:
         raise CaseError(f"case {case.id}: arrays cannot be rebuilt: {type(exc).__name__}: {exc}") from exc
     for name, a in case._decoded.items():  # type: ignore[attr-defined]  # set by _validate
         out[name] = a.copy()
+    if names is not None:
+        out = {k: v for k, v in out.items() if k in names}
     try:
-        _inject(case, out)
+        _inject(case, out, names)
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise CaseError(f"case {case.id}: inject cannot be applied: {type(exc).__name__}: {one_line(exc)}") from exc
     return out
 
 
-def _inject(case: Case, out: dict[str, np.ndarray]) -> None:
+def _inject(case: Case, out: dict[str, np.ndarray], names: frozenset[str] | None = None) -> None:
     s = case.spec
     for inj in s.get("inject", ()):  # bad inputs: NaN / Inf planted at given flat positions (names checked
         # when the case was made: harness.core.case_arrays)
+        if names is not None and inj["array"] not in names:
+            continue  # an array not asked for (not built)
         arr = out[inj["array"]]
         if arr.size:
             arr.ravel()[int(inj["index"]) % arr.size] = float(inj["value"])

@@ -28,6 +28,7 @@ import numpy as np
 from harness.core import schemas
 from harness.core.cases import Case, build_arrays
 from harness.core.errors import ComparisonFailure, HarnessError
+from harness.judge import blocks
 from harness.judge.bits import (
     ULP_MAX,
     array_text,
@@ -36,7 +37,6 @@ from harness.judge.bits import (
     item_path,
     native,
     nonfinite_counts,
-    ulp_distance,
     unravel,
     value_text,
 )
@@ -207,35 +207,9 @@ class OracleError:
         return "\n".join(lines + item_line(self.name))
 
 
-def _oracle_cast(expected: np.ndarray, dt: np.dtype) -> tuple[np.ndarray, np.ndarray | None]:
-    """The oracle in the subject's dtype, and where (for integer dtypes) it was not finite."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        if dt.kind == "f":
-            return expected.astype(dt), None
-        bad = ~np.isfinite(expected)
-        if dt.kind == "b":
-            return np.where(bad, False, expected != 0), bad
-        info = np.iinfo(dt)
-        e = np.clip(np.rint(np.where(bad, 0.0, expected)), float(info.min), float(info.max))
-        # float(2**63 - 1) is 2**63, which does not cast to int64: saturate those explicitly
-        return np.where(e >= float(info.max), info.max, e.astype(dt)).astype(dt), bad
-
-
 def _finite_only(*counts: int) -> bool:
     """Whether a subject's tensor and its oracle hold only finite numbers (their NaN and infinity counts)."""
     return not any(counts)
-
-
-def _rounded_overflow(e: np.ndarray, a64: np.ndarray, dt: np.dtype) -> np.ndarray:
-    """The oracle as the subject's dtype can hold it, where that is an infinity: an exact value beyond the
-    dtype's range (float16's 65,504) correctly rounds to ``inf``, so a subject's ``inf`` there is exact, not an
-    error. Only there: a partial sum that overflows while the exact value fits stays an error."""
-    if dt.kind != "f" or dt.itemsize >= 8 or e.shape != a64.shape:
-        return e
-    with np.errstate(over="ignore", invalid="ignore"):
-        rounded = e.astype(dt).astype(np.float64)
-    ok = np.isinf(rounded) & np.isfinite(e) & (a64 == rounded)
-    return np.where(ok, a64, e) if ok.any() else e
 
 
 def compare_oracle(
@@ -270,7 +244,7 @@ def compare_oracle(
     (abs/rel) and on their integer line (ULP).
 
     Raises:
-        TypeError: for complex, string or object results.
+        TypeError: for complex, string or object results, and for 0-d results of the same shape as the oracle.
     """
     a = native(np.asarray(actual))
     dt = a.dtype
@@ -310,53 +284,39 @@ def compare_oracle(
     if a.size == 0:
         return OracleError(max_abs=0.0, max_rel=0.0, max_ulp=0, max_abs_index=None,
                            within_tolerance=True, shape_mismatch=False, **common)
-    a64 = a.astype(np.float64)
+    if a.ndim == 0:
+        # A 0-d result has never been measured here (the whole-array masks were NumPy scalars, which refuse item
+        # assignment): measure_task skips it like a dtype with no comparison. Kept as it was, so that no measure
+        # appears or changes; measuring 0-d results is a decision of its own.
+        raise TypeError(f"compare_oracle {name!r}: a 0-d result is not compared")
     # Almost every tensor holds only finite numbers, as does its oracle (the counts above say so): then the
     # masks for NaN, infinities and overflow to infinity change nothing, and a small tensor's comparison is
     # mostly the cost of those NumPy calls.
     finite_only = _finite_only(nan_count, inf_count, o_nan, o_inf)
-    if not finite_only:
-        e = _rounded_overflow(e, a64, dt)
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        same = a64 == e
-        err = np.abs(a64 - e)  # exactly 0 where they are equal numbers
-        finite: Any
-        if finite_only:
-            finite = True
-        else:
-            same |= np.isnan(a64) & np.isnan(e)
-            err[same] = 0.0
-            err[np.isnan(err)] = math.inf  # NaN against a number
-            finite = np.isfinite(a64) & np.isfinite(e)
-        allowed = atol + rtol * np.abs(e)
-        if bound is not None and np.shape(bound) == a.shape:
-            allowed = np.maximum(allowed, np.asarray(bound, dtype=np.float64))
-        if normwise:
-            fin = np.abs(e[np.isfinite(e)])
-            if fin.size:
-                allowed = np.maximum(allowed, rtol * float(fin.max()))
-        if floor:
-            allowed = np.maximum(allowed, float(floor))
-        ok = same | (finite & (err <= allowed))
-        rel = err / np.abs(e)
-        rel[err == 0] = 0.0
-        ratio = np.where(err == 0, 0.0, np.where(allowed > 0, err / np.where(allowed > 0, allowed, 1.0), np.inf))
-        if not finite_only:
-            ratio[~(same | finite)] = np.inf
-    ecast, bad = _oracle_cast(e, dt)
-    ulp = ulp_distance(a, ecast)
-    if bad is not None:
-        ulp[bad.reshape(ulp.shape)] = ULP_MAX
-    ia, ir, iu = int(np.argmax(err)), int(np.argmax(rel)), int(np.argmax(ulp))
-    iq = int(np.argmax(ratio))
-    n_mismatch = int(a.size - np.count_nonzero(ok))
-    q_index = unravel(iq, a.shape)
+    af, ef = a.reshape(-1), e.reshape(-1)
+    bf = np.asarray(bound, dtype=np.float64).reshape(-1) if bound is not None and np.shape(bound) == a.shape else None
+    most = blocks.normwise_max(af, ef, dt, finite_only) if normwise else None
+    s = blocks.Settings(dt, atol, rtol, None if most is None else rtol * most, floor, finite_only)
+    r = blocks.measure_blocks(af, ef, bf, s)
+
+    def at(w: blocks.Worst) -> tuple[blocks.Elementwise, int]:
+        """The measures of the element ``w`` names, as its block computed them (an element equal to the oracle
+        was not measured there: it is measured alone)."""
+        if w.measures is not None:
+            return w.measures, w.at
+        one = slice(w.index, w.index + 1)
+        return blocks.elementwise(af[one], blocks.expected_as_compared(af[one], ef[one], s),
+                                  None if bf is None else bf[one], s), 0
+
+    (q, iq), n_mismatch = at(r.ratio), int(a.size - r.n_ok)
+    (ma, ia), (mr, ir), (mu, iu) = at(r.abs), at(r.rel), at(r.ulp)
+    q_index = unravel(r.ratio.index, a.shape)
     return OracleError(
-        error_ratio=float(ratio.flat[iq]), error_ratio_index=q_index, actual_at=value_text(a, q_index),
-        expected_at=repr(float(e.flat[iq])), allowed_at=float(allowed.flat[iq]),
-        max_abs=float(err.flat[ia]), max_rel=float(rel.flat[ir]), max_ulp=int(ulp.flat[iu]),
-        max_abs_index=unravel(ia, a.shape), max_rel_index=unravel(ir, a.shape),
-        max_ulp_index=unravel(iu, a.shape), within_tolerance=n_mismatch == 0,
+        error_ratio=float(q.ratio[iq]), error_ratio_index=q_index, actual_at=value_text(a, q_index),
+        expected_at=repr(float(q.expected[iq])), allowed_at=float(q.allowed[iq]),
+        max_abs=float(ma.err[ia]), max_rel=float(mr.rel[ir]), max_ulp=int(mu.ulp[iu]),
+        max_abs_index=unravel(r.abs.index, a.shape), max_rel_index=unravel(r.rel.index, a.shape),
+        max_ulp_index=unravel(r.ulp.index, a.shape), within_tolerance=n_mismatch == 0,
         shape_mismatch=False, n_mismatch=n_mismatch, **common)
 
 
@@ -392,16 +352,38 @@ def rounding_bounds(family: str, spec: Mapping[str, Any], arrays: Mapping[str, n
         return {}
     vocab, width = int(spec["vocab"]), int(spec["width"])
     flat = x.reshape(-1).astype(np.int64)
-    gy = np.abs(np.asarray(arrays["gy"], dtype=np.float64)).reshape(flat.size, -1)
+    gy = np.asarray(arrays["gy"]).reshape(flat.size, -1)
     il = spec.get("ignore_label")
     keep = (flat >= 0) & (flat < vocab) & (True if il is None else flat != il)
     if gy.shape[-1] != width:
         return {}
-    mass = np.zeros((vocab, width))
-    np.add.at(mass, flat[keep], gy[keep])
-    counts = np.bincount(flat[keep], minlength=vocab).astype(np.float64)
+    # |gy| in float64 of the rows that count (exact: a float widens to float64 exactly), in one pass
+    rows = np.abs(gy[keep], dtype=np.float64) if gy.dtype.kind == "f" else np.abs(np.asarray(gy[keep], np.float64))
+    ids = flat[keep]
+    counts = np.bincount(ids, minlength=vocab).astype(np.float64)
     u = float(np.finfo(dtype).eps) / 2
-    return {"grad.W": 2.0 * np.maximum(counts - 1, 0)[:, None] * u * mass}
+    scale = 2.0 * np.maximum(counts - 1, 0)[:, None] * u
+    # The bound is scale * mass, mass[v] the sum of |gy| rows with id v added in the order of the ids (0.0 + the
+    # first, + the second, ...); a row no id names has mass 0 and scale 0, so bound +0.0: only the named rows are
+    # summed and multiplied.
+    named, mass = _row_sums(ids, rows)
+    bound = np.zeros((vocab, width))
+    bound[named] = np.multiply(scale[named], mass, out=mass)
+    return {"grad.W": bound}
+
+
+def _row_sums(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``ids`` (sorted) and, for each, the sum of its ``rows`` added one at a time in their order
+    in ``ids``, from 0.0 (what ``np.add.at`` into zeros computes): the k-th occurrences of every id are added
+    in one step, so the Python loop runs as many times as the most frequent id occurs."""
+    order = np.argsort(ids, kind="stable")
+    named, first, counts = np.unique(ids[order], return_index=True, return_counts=True)
+    mass = rows[order[first]]  # each id's first occurrence
+    np.add(0.0, mass, out=mass)  # 0.0 + the first, as a sum from zero has it
+    for k in range(1, int(counts.max()) if counts.size else 0):
+        more = np.flatnonzero(counts > k)  # the ids that occur a (k+1)-th time: each once, no index repeats
+        mass[more] += rows[order[first[more] + k]]
+    return named, mass
 
 
 # --------------------------------------------------------------------------- the policy
@@ -420,7 +402,7 @@ def n_terms(case: Case | None, tensor: str) -> int:
     spec = case.spec
     if tensor == "grad.W" and case.family in ("embed", "pipeline"):
         try:
-            x = np.asarray(build_arrays(case)["x"]).reshape(-1)
+            x = np.asarray(build_arrays(case, names=("x",))["x"]).reshape(-1)
             il = spec.get("ignore_label")
             if il is not None:
                 x = x[x != il]
@@ -489,7 +471,7 @@ def _bounds(case: Case, dtype: str) -> dict[str, np.ndarray]:
     key = (case.id, dtype)
     if key not in _BOUND_CACHE:
         try:
-            _BOUND_CACHE[key] = rounding_bounds(case.family, case.spec, build_arrays(case), dtype)
+            _BOUND_CACHE[key] = rounding_bounds(case.family, case.spec, build_arrays(case, names=("x", "gy")), dtype)
         except (HarnessError, KeyError, TypeError, ValueError):
             _BOUND_CACHE[key] = {}  # a case whose arrays cannot be rebuilt simply has no bound
         if len(_BOUND_CACHE) > 64:

@@ -1,6 +1,8 @@
 """harness.judge.tolerance: the tolerance tables, and compare_oracle against the float64 oracle (within and beyond
 tolerance, ULP in the subject's dtype, NaN and infinities, relative error at zero, caller tolerances, integers,
-empty arrays, shape mismatches, the finite-only path), and assert_within_oracle."""
+empty arrays, shape mismatches, the finite-only path), and assert_within_oracle; compare_oracle's measures, taken
+block by block and on the elements that differ from the oracle only, are exactly what the documented definitions
+give over the whole array; rounding_bounds' row sums are the sums of the rows in the order of the ids."""
 
 from __future__ import annotations
 
@@ -12,8 +14,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.core.errors import ComparisonFailure
-from harness.judge.bits import ULP_MAX
-from harness.judge.tolerance import TOLERANCES, OracleError, assert_within_oracle, compare_oracle, gradient_tolerance
+from harness.judge import blocks
+from harness.judge.bits import ULP_MAX, ulp_distance, unravel, value_text
+from harness.judge.tolerance import (
+    TOLERANCES,
+    OracleError,
+    assert_within_oracle,
+    compare_oracle,
+    gradient_tolerance,
+    rounding_bounds,
+)
 
 # --------------------------------------------------------------------------- tolerances
 
@@ -185,3 +195,170 @@ def test_assert_within_oracle():
     assert isinstance(exc.value, AssertionError)
     assert str(exc.value).startswith("Gradient error against the float64 oracle exceeds")
     assert "['grads']['W']" in str(exc.value)
+
+
+# --------------------------------------------------------------------------- block by block, against the definitions
+
+# Values that take the special paths: NaN, both infinities, signed zeros, float64 / float32 / float16
+# subnormals, the edges of float16 and float32 (and beyond them), and ordinary numbers.
+SPECIAL = [math.nan, math.inf, -math.inf, 0.0, -0.0, 5e-324, -5e-324, 2.2250738585072014e-308, 1e-45, -1.4e-45,
+           6e-8, 6.1e-5, 65504.0, 65520.0, 70000.0, -70000.0, 3.4028234663852886e38, 3.5e38, 1e300, 1.0, -1.0,
+           1 / 3, 2.5, -7.0]
+VALUES = st.one_of(st.sampled_from(SPECIAL), st.floats(-4, 4), st.floats(allow_nan=True, allow_infinity=True))
+SHAPES = [(), (0,), (0, 3), (1,), (2,), (7,), (3, 5), (2, 3, 4), (41,)]
+MEASURED = ["max_abs", "max_abs_index", "max_rel", "max_rel_index", "max_ulp", "max_ulp_index", "error_ratio",
+            "error_ratio_index", "actual_at", "expected_at", "allowed_at", "n_mismatch", "within_tolerance"]
+
+
+def _cast(values: np.ndarray, dtype: str) -> np.ndarray:
+    """``values`` in ``dtype`` (integers: rounded, clipped, 0 where not finite)."""
+    dt = np.dtype(dtype)
+    with np.errstate(all="ignore"):
+        if dt.kind == "f":
+            return values.astype(dt)
+        if dt.kind == "b":
+            return np.where(np.isfinite(values), values != 0, False)
+        info = np.iinfo(dt)
+        return np.clip(np.rint(np.where(np.isfinite(values), values, 0.0)), info.min, info.max).astype(dt)
+
+
+def _definition(a: np.ndarray, e: np.ndarray, atol: float, rtol: float, bound: np.ndarray | None, normwise: bool,
+                floor: float | None) -> dict[str, object]:
+    """The measured fields of OracleError from its documented definitions, over the whole array at once."""
+    if a.size == 0:
+        return dict(max_abs=0.0, max_abs_index=None, max_rel=0.0, max_rel_index=None, max_ulp=0,
+                    max_ulp_index=None, error_ratio=0.0, error_ratio_index=None, actual_at="", expected_at="",
+                    allowed_at=0.0, n_mismatch=0, within_tolerance=True)
+    dt, shape = a.dtype, a.shape
+    a, e = a.reshape(-1), e.reshape(-1).astype(np.float64)
+    a64 = a.astype(np.float64)
+    with np.errstate(all="ignore"):
+        if dt.kind == "f" and dt.itemsize < 8:
+            # an exact value beyond the dtype's range is an infinity there: a subject's equal infinity is exact
+            rounded = e.astype(dt).astype(np.float64)
+            e = np.where(np.isinf(rounded) & np.isfinite(e) & (a64 == rounded), a64, e)
+        same = (a64 == e) | (np.isnan(a64) & np.isnan(e))
+        finite = np.isfinite(a64) & np.isfinite(e)
+        diff = np.abs(a64 - e)
+        err = np.where(same, 0.0, np.where(np.isnan(diff), np.inf, diff))  # NaN against a number: inf
+        allowed = atol + rtol * np.abs(e)
+        if bound is not None and bound.shape == shape:
+            allowed = np.maximum(allowed, bound.reshape(-1).astype(np.float64))
+        if normwise and np.isfinite(e).any():
+            allowed = np.maximum(allowed, rtol * float(np.abs(e[np.isfinite(e)]).max()))
+        if floor:
+            allowed = np.maximum(allowed, floor)
+        ok = same | (finite & (err <= allowed))
+        rel = np.where(err == 0, 0.0, err / np.abs(e))
+        ratio = np.where(err == 0, 0.0, np.where(~(same | finite), np.inf,
+                                                 np.where(allowed > 0, err / allowed, np.inf)))
+    if dt.kind == "f":
+        with np.errstate(over="ignore"):
+            ulp = ulp_distance(a, e.astype(dt))
+    else:  # on the integer line, the oracle rounded (True/False for bool); not finite: as far as can be
+        target = _cast(e, dt.name).astype(np.int64)
+        ulp = np.abs(a.astype(np.int64) - target).astype(np.uint64)
+        ulp[~np.isfinite(e)] = ULP_MAX
+    ia, ir, iu, iq = (int(np.argmax(v)) for v in (err, rel, ulp, ratio))
+    return dict(max_abs=float(err[ia]), max_abs_index=unravel(ia, shape), max_rel=float(rel[ir]),
+                max_rel_index=unravel(ir, shape), max_ulp=int(ulp[iu]), max_ulp_index=unravel(iu, shape),
+                error_ratio=float(ratio[iq]), error_ratio_index=unravel(iq, shape),
+                actual_at=value_text(a.reshape(shape), unravel(iq, shape)), expected_at=repr(float(e[iq])),
+                allowed_at=float(allowed[iq]), n_mismatch=int(a.size - np.count_nonzero(ok)),
+                within_tolerance=bool(ok.all()))
+
+
+@st.composite
+def _pairs(draw):
+    """A subject's result and its oracle: mostly the oracle rounded to the dtype (often an oracle the dtype holds
+    exactly, so that they are equal), some a few ULPs off, some unrelated values."""
+    dtype = draw(st.sampled_from(["float16", "float32", "float64", "int32", "bool"]))
+    shape = draw(st.sampled_from(SHAPES))
+    n = math.prod(shape)
+    e = np.array(draw(st.lists(VALUES, min_size=n, max_size=n)), dtype=np.float64)
+    held = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=bool)
+    if dtype.startswith("float"):
+        with np.errstate(all="ignore"):
+            e = np.where(held, e.astype(dtype).astype(np.float64), e)
+    a = _cast(e, dtype)
+    modes = draw(st.lists(st.sampled_from([0, 0, 0, 1, 2]), min_size=n, max_size=n))
+    other = _cast(np.array(draw(st.lists(VALUES, min_size=n, max_size=n)), dtype=np.float64), dtype)
+    steps = draw(st.lists(st.integers(-3, 3), min_size=n, max_size=n))
+    with np.errstate(over="ignore"):  # a step past the largest finite value is an infinity
+        for i, (mode, k) in enumerate(zip(modes, steps)):
+            if mode == 1 and dtype.startswith("float"):
+                for _ in range(abs(k)):
+                    a[i] = np.nextafter(a[i], a.dtype.type(math.copysign(math.inf, k)))
+            elif mode == 2:
+                a[i] = other[i]
+    return a.reshape(shape), e.reshape(shape)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True, database=None)
+@given(pair=_pairs(), atol=st.sampled_from([None, 0.0, -1.0, 1e-6, 1e-2]), rtol=st.sampled_from([None, 0.0, 1e-3]),
+       bound=st.sampled_from([None, "same", "other"]), bound_value=st.sampled_from([0.0, 1e-3, 5e-324, math.nan,
+                                                                                      math.inf]),
+       normwise=st.booleans(), floor=st.sampled_from([None, 0.0, 1e-3]),
+       block=st.sampled_from([1, 2, 3, 8, blocks.BLOCK]), gather_min=st.sampled_from([0, blocks.GATHER_MIN]),
+       gather_below=st.sampled_from([0.0, blocks.GATHER_BELOW, 2.0]))
+def test_compare_oracle_is_the_whole_array_definition_for_any_block_size_and_gathering(
+        pair, atol, rtol, bound, bound_value, normwise, floor, block, gather_min, gather_below):
+    a, e = pair
+    b = None if bound is None else np.full(a.shape if bound == "same" else (a.size + 1,), bound_value)
+    options = dict(atol=atol, rtol=rtol, bound=b, normwise=normwise, floor=floor, text=False)
+    if a.ndim == 0:  # never compared (measure_task skips it): kept so
+        with pytest.raises(TypeError, match="0-d"):
+            compare_oracle("t", a, e, **options)
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(blocks, "BLOCK", block)
+        mp.setattr(blocks, "GATHER_MIN", gather_min)
+        mp.setattr(blocks, "GATHER_BELOW", gather_below)
+        got = compare_oracle("t", a, e, **options)
+    want = _definition(a, e, got.atol, got.rtol, b, normwise, floor)
+    assert {k: repr(getattr(got, k)) for k in MEASURED} == {k: repr(v) for k, v in want.items()}
+
+
+def test_compare_oracle_gathers_a_large_float_tensor_that_mostly_equals_its_oracle():
+    # The fast path on a real size: most rows of a gradient untouched (equal), a few rounded and one far off.
+    rng = np.random.default_rng(0)
+    e = np.zeros((300, 1000))
+    e[rng.integers(0, 300, 40)] = rng.standard_normal((40, 1000))
+    a = e.astype(np.float32)
+    a[17, 3] = np.nextafter(a[17, 3], np.float32(np.inf))
+    a[250, 999] = 1.0
+    got = compare_oracle("g", a, e, normwise=True, bound=np.full(e.shape, 1e-9), text=False)
+    want = _definition(a, e, got.atol, got.rtol, np.full(e.shape, 1e-9), True, None)
+    assert {k: repr(getattr(got, k)) for k in MEASURED} == {k: repr(v) for k, v in want.items()}
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(vocab=st.integers(1, 6), width=st.integers(1, 4), batch=st.sampled_from([(0,), (1,), (5,), (3, 4), (2, 9)]),
+       data=st.data(), dtype=st.sampled_from(["float16", "float32", "float64"]),
+       id_dtype=st.sampled_from(["int32", "int64", "uint8"]), ignore_label=st.sampled_from([None, -1, 0, 2]))
+def test_rounding_bounds_sums_each_row_in_the_order_of_its_ids(vocab, width, batch, data, dtype, id_dtype,
+                                                              ignore_label):
+    n = math.prod(batch)
+    low = 0 if id_dtype == "uint8" else -2
+    ids = np.array(data.draw(st.lists(st.integers(low, vocab + 1), min_size=n, max_size=n)), dtype=id_dtype)
+    gy = np.array(data.draw(st.lists(VALUES, min_size=n * width, max_size=n * width)), dtype=np.float64)
+    with np.errstate(all="ignore"):
+        gy = gy.astype(dtype).reshape(batch + (width,))
+    spec = {"vocab": vocab, "width": width, "ignore_label": ignore_label}
+    arrays = {"x": ids.reshape(batch), "gy": gy}
+    if n == 0:  # no ids: gy's rows cannot be told apart (the judge then has no bound)
+        with pytest.raises(ValueError):
+            rounding_bounds("embed", spec, arrays, dtype)
+        return
+    # The definition: mass[v] adds the |gy| rows with id v one at a time, in the order of the ids, from 0.0.
+    mass, counts = np.zeros((vocab, width)), np.zeros(vocab)
+    for v, row in zip(ids.reshape(-1).astype(np.int64), np.abs(gy.astype(np.float64)).reshape(n, width)):
+        if 0 <= v < vocab and v != ignore_label:
+            mass[v] = mass[v] + row
+            counts[v] += 1
+    u = float(np.finfo(dtype).eps) / 2
+    with np.errstate(all="ignore"):
+        want = 2.0 * np.maximum(counts - 1, 0)[:, None] * u * mass
+        got = rounding_bounds("embed", spec, arrays, dtype)["grad.W"]
+    assert got.dtype == np.float64 and got.shape == (vocab, width)
+    assert got.view(np.uint64).tolist() == want.view(np.uint64).tolist()  # the bits, NaN payloads and zero signs
