@@ -102,7 +102,7 @@ def test_a_failing_accepts_is_an_error_row_and_the_report_finishes(obj, tmp_path
 def test_a_name_with_tex_specials_does_not_break_the_figures():
     import pandas as pd
 
-    from harness.outputs.render import plot_divergence, plot_error_ratio
+    from harness.outputs.figures import plot_divergence, plot_error_ratio
 
     name = "adv.$\\foo{$"
     png = plot_divergence(pd.DataFrame({"subject": [name, "b"], "axis": ["repeat", "repeat"], "worst_ulp": [3, 0]}))
@@ -127,7 +127,7 @@ def test_a_systemexit_when_the_report_localizes_is_not_the_reports_exit(tmp_path
 
 # ---- --keep never deletes a running or unfinished run ----------------------------------------------------------
 def test_prune_keeps_locked_and_unfinished_runs(tmp_path):
-    from harness.outputs.render import FINISHED, prune_reports
+    from harness.outputs.retention import FINISHED, prune_reports
 
     base = tmp_path / "reports"
     names = [f"2020010{i}T000000Z-{i}" for i in range(1, 6)]

@@ -25,7 +25,7 @@ from harness.execute.campaign import CampaignSettings
 from harness.execute.driver import run_campaign
 from harness.execute.measure_pass import measure_campaign
 from harness.judge.contracts import load_contracts
-from harness.outputs import render
+from harness.outputs import figures, render
 from harness.outputs.tables import FIGURES, cells_frame, draw_figures, start_figures
 from harness.subjects.registry import get_subject
 
@@ -45,14 +45,14 @@ res = {"safe": fork_safe(), "threads": threading.active_count()}
 measures = list(run.measures)
 cells = cells_frame(measures)
 # matplotlib not imported here yet (the server imported it in its own process): one child draws the three
-res["preloaded_before"] = render.preloaded()
+res["preloaded_before"] = figures.preloaded()
 f = Forked(lambda: draw_figures(cells, measures, run.cases)).start()
 res["figures_forked"] = f.pid is not None
 cold = start_figures(cells, measures, run.cases)()
 res["server_running"] = [server.running, unasked.running, dying.running]
 served = start_figures(cells, measures, run.cases, server=server)()
 res["served_pids_gone"] = server.pid is None
-res["served_not_imported_here"] = not render.preloaded()
+res["served_not_imported_here"] = not figures.preloaded()
 os.kill(dying.pid, 9)  # a server that died: the figures are drawn here instead
 dead = start_figures(cells, measures, run.cases, server=dying)()
 pid = unasked.pid
@@ -64,7 +64,7 @@ except ChildProcessError:
     res["unasked_reaped"] = True
 # imported (and a figure drawn) here: one child per figure, the same bytes
 render.preload()
-res["preloaded_after"] = render.preloaded()
+res["preloaded_after"] = figures.preloaded()
 kids = []
 real_start = Forked.start
 def counting_start(self):

@@ -26,7 +26,7 @@ from harness.execute.driver import run_campaign
 from harness.execute.relations import RELATIONS
 from harness.generate.corpora import relation_cases
 from harness.judge.findings import Classification, Origin, group, with_cause
-from harness.outputs import render, screenshot, tables
+from harness.outputs import figures, matrix, page_view, palette, render, retention, screenshot, tables, terminal
 from harness.outputs.assemble import campaign_findings
 from harness.subjects.registry import subjects_for
 
@@ -90,7 +90,7 @@ def _view(files=(), findings=None, cells=None):
          "reason": "no GPU: nvidia-smi not found"},
     ])
     env = pd.DataFrame({"key": ["gpu.reason", "x"], "value": ["no GPU: nvidia-smi not found", "<i>|`"]})
-    return render.report_view("/run", cells, _findings() if findings is None else findings, [], env, files=files)
+    return page_view.report_view("/run", cells, _findings() if findings is None else findings, [], env, files=files)
 
 
 def test_md_escape_escapes_pipes_html_backticks_and_newlines():
@@ -103,7 +103,7 @@ def test_html_table_escapes_and_colours_by_value_not_text():
     df = pd.DataFrame({"verdict": ["broken", "changed"], "v": ["<b>x</b>", "-4.98e-06"]})
     out = render.html_table(df, colours={"verdict": "verdict"})
     assert "<b>x</b>" not in out and "&lt;b&gt;x&lt;/b&gt;" in out
-    assert f'style="background:{render.VERDICT_COLOURS["broken"]}"' in out and out.count("background:") == 1
+    assert f'style="background:{palette.VERDICT_COLOURS["broken"]}"' in out and out.count("background:") == 1
     audit = render.html_table(df, colours={"verdict": "verdict"}, palette={"changed": "#123456"})
     assert 'style="background:#123456"' in audit and audit.count("background:") == 1
 
@@ -164,10 +164,10 @@ def test_verdict_lines_are_coloured_by_their_verdict_not_their_words():
         assert isinstance(cls, Classification)
         li = re.search(r'<li style="background:([^"]+)">' + re.escape(text.split(":")[0]), page.replace("&lt;", "<")
                        .replace("&gt;", ">"))
-        assert li and li.group(1) == render.CLASS_COLOURS[cls], (cls, text)
+        assert li and li.group(1) == palette.CLASS_COLOURS[cls], (cls, text)
     # the same words under another verdict get that verdict's colour
-    odd = render.ReportView(**{**v.__dict__, "lines": ((Verdict.BIT_IDENTICAL, "contract(s) broken"),)})
-    assert f'<li style="background:{render.VERDICT_COLOURS["bit-identical"]}">contract(s) broken' in \
+    odd = page_view.ReportView(**{**v.__dict__, "lines": ((Verdict.BIT_IDENTICAL, "contract(s) broken"),)})
+    assert f'<li style="background:{palette.VERDICT_COLOURS["bit-identical"]}">contract(s) broken' in \
         render.summary_html(odd)
 
 
@@ -180,8 +180,8 @@ def test_a_missing_gpu_says_the_reason_the_run_recorded():
 
 def test_matrix_cells_show_ulp_or_error_over_allowed_with_the_values_on_hover():
     v = _view()
-    m = render.matrix_frame(v.cells)
-    assert list(m.index) == render.subject_order(v.cells)
+    m = matrix.matrix_frame(v.cells)
+    assert list(m.index) == matrix.subject_order(v.cells)
     assert list(m.index)[-2:] == ["control.nondeterministic", "oracle.lstm"]  # implementations first
     assert m.loc["chainer.embed_id", "cpu default"] == "≈0.31×"
     assert m.loc["chainer.NStepLSTM", "cpu blas1"] == "≠2.1M"
@@ -193,12 +193,12 @@ def test_matrix_cells_show_ulp_or_error_over_allowed_with_the_values_on_hover():
 
 def test_the_terminal_matrix_abbreviates_long_headers_with_a_key():
     cells = _view().cells
-    out = render.terminal_matrix(cells, width=60)
+    out = terminal.terminal_matrix(cells, width=60)
     head, *_rest, key = out.splitlines()
     assert key.startswith("key: ") and "= subbatch" in key and "= duplicate" in key
     for short in re.findall(r"(\S+) = ", key):
         assert short.endswith(".") and short in head
-    wide = render.terminal_matrix(cells, width=200)
+    wide = terminal.terminal_matrix(cells, width=200)
     assert "subbatch" in wide.splitlines()[0] and "duplicate" in wide.splitlines()[0] and "key:" not in wide
 
 
@@ -207,7 +207,7 @@ def test_the_terminal_matrix_of_two_devices_names_each_column_once_and_never_two
     ctxs = ["default", "debug", "duplicate", "dupe_other", "order"]
     cells = _cells([{"subject": "chainer.embed_id", "device": d, "context": c, "verdict": "bit-identical"}
                     for d in ("cpu", "gpu:0") for c in ctxs])
-    out = render.terminal_matrix(cells, width=50)
+    out = terminal.terminal_matrix(cells, width=50)
     devices, head, row, key = out.splitlines()
     assert devices.split() == ["cpu"] * 5 + ["gpu:0"] * 5
     cols = head.split()
@@ -224,12 +224,12 @@ def test_figures_have_keys_one_subject_order_and_survive_tex_specials():
                                                                 "worst_ulp": 3}])
     div = pd.DataFrame({"subject": ["a.$x_^{", "zz.impl"], "axis": ["repeat", "repeat"], "worst_ulp": [3, 0],
                         "share_identical": [0.5, 1.0], "compared": [2, 2]})
-    for png in (render.plot_matrix(cells), render.plot_divergence(div, cells),
-                render.plot_error_ratio(pd.DataFrame({"subject": ["a.$x_^{"], "case_size": [10], "error_ratio": [0.5],
+    for png in (figures.plot_matrix(cells), figures.plot_divergence(div, cells),
+                figures.plot_error_ratio(pd.DataFrame({"subject": ["a.$x_^{"], "case_size": [10], "error_ratio": [0.5],
                                                       "device": ["cpu"], "context": ["default"], "case_id": ["c"],
                                                       "tensor": ["y"], "max_abs": [1e-7]}))):
         assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    assert render.subject_order(cells) == ["zz.impl", "a.$x_^{"]
+    assert matrix.subject_order(cells) == ["zz.impl", "a.$x_^{"]
 
 
 def test_a_figure_is_drawn_once_and_its_png_is_what_savefig_alone_writes(monkeypatch):
@@ -244,7 +244,7 @@ def test_a_figure_is_drawn_once_and_its_png_is_what_savefig_alone_writes(monkeyp
     monkeypatch.setattr(FigureCanvasAgg, "draw", lambda self: (draws.append(1), real(self))[1])
 
     def figure():
-        fig = render._figure(6, 3)
+        fig = figures._figure(6, 3)
         ax = fig.add_subplot(1, 1, 1)
         ax.set_yscale("log")
         ax.plot([1.0, 10.0], [1.0, 100.0], label="a.$x_^{")
@@ -252,7 +252,7 @@ def test_a_figure_is_drawn_once_and_its_png_is_what_savefig_alone_writes(monkeyp
         fig.tight_layout()
         return fig
 
-    png = render._png(figure())
+    png = figures._png(figure())
     assert len(draws) == 1
     draws.clear()
     buf = io.BytesIO()
@@ -265,7 +265,7 @@ def test_a_figure_is_drawn_once_and_its_png_is_what_savefig_alone_writes(monkeyp
 def test_the_error_figure_keeps_every_label_inside_its_canvas(ratios):
     # its margins are fixed (no tight_layout): the widest tick labels the data can bring must still fit
     sizes = [1, 1e4, 1e9]
-    fig = render.error_ratio_figure(pd.DataFrame({"subject": ["chainer.a", "espnet.b", "pipeline.c"],
+    fig = figures.error_ratio_figure(pd.DataFrame({"subject": ["chainer.a", "espnet.b", "pipeline.c"],
                                                   "case_size": sizes, "error_ratio": ratios}))
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
@@ -287,17 +287,17 @@ def test_the_error_figure_keeps_every_label_inside_its_canvas(ratios):
 
 def test_log_tick_labels_are_plain_text_powers_of_ten():
     # matplotlib's own log labels are mathtext, whose parser cost the error figure a third of its drawing
-    assert [render.power_text(x) for x in (1e-6, 1.0, 100.0, 0.002, 2e5, 9.99999e-4, -0.03)] == [
+    assert [figures.power_text(x) for x in (1e-6, 1.0, 100.0, 0.002, 2e5, 9.99999e-4, -0.03)] == [
         "10⁻⁶", "10⁰", "10²", "2×10⁻³", "2×10⁵", "10⁻³", "−3×10⁻²"]
     for ratios, sizes in (([1e-5, 0.3, 2.0], [1, 1e4, 1e9]), ([0.2, 0.3, 0.5], [20, 30, 50])):  # wide, narrow
-        fig = render.error_ratio_figure(pd.DataFrame({"subject": ["chainer.a", "espnet.b", "pipeline.c"],
+        fig = figures.error_ratio_figure(pd.DataFrame({"subject": ["chainer.a", "espnet.b", "pipeline.c"],
                                                       "case_size": sizes, "error_ratio": ratios}))
         fig.canvas.draw()
         ax = fig.axes[0]
         shown = [(t.get_text(), t.get_position()[k]) for k, ticks in ((0, ax.get_xticklabels(which="both")),
                                                                      (1, ax.get_yticklabels(which="both")))
                  for t in ticks if t.get_text()]
-        assert len(shown) >= 4 and all(text == render.power_text(x) and "$" not in text for text, x in shown), shown
+        assert len(shown) >= 4 and all(text == figures.power_text(x) and "$" not in text for text, x in shown), shown
 
 
 def test_preload_compiles_every_template_of_the_page():
@@ -327,9 +327,9 @@ def report(tmp_path_factory):
         mp.setattr(render, "summary_html", lambda *a, **k: "")
         mp.setattr(render, "summary_md", lambda *a, **k: "")
         tables.write_report(run, environment=env, found=found, frames=frames)
-    figures = [(n, Path(d, n).read_bytes()) for n in ("verdicts.png", "divergence.png", "error_vs_size.png")]
-    files = sorted({*render.run_files(d), "summary.html", "summary.md"})
-    view = render.report_view(d, frames["cells"], found, figures, tables.flatten_environment(env), files=files)
+    pngs = [(n, Path(d, n).read_bytes()) for n in ("verdicts.png", "divergence.png", "error_vs_size.png")]
+    files = sorted({*page_view.run_files(d), "summary.html", "summary.md"})
+    view = page_view.report_view(d, frames["cells"], found, pngs, tables.flatten_environment(env), files=files)
     Path(d, "summary.html").write_text(render.summary_html(view))
     Path(d, "summary.md").write_text(render.summary_md(view))
     return d, view
@@ -428,12 +428,12 @@ def test_old_run_directories_are_pruned_and_nothing_else(tmp_path):
     runs = [f"2026120{i}T000000Z-{i}" for i in range(1, 6)]
     for r in runs:
         (base / r).mkdir(parents=True)
-        (base / r / render.FINISHED).write_text("{}")  # finished reports (an unfinished one is never pruned)
+        (base / r / retention.FINISHED).write_text("{}")  # finished reports (an unfinished one is never pruned)
     (base / "baselines").mkdir()
     (base / "README.md").write_text("x")
     (base / "latest").symlink_to(runs[0])  # the oldest is the latest's target: kept
-    gone = render.prune_reports(str(base), keep=2)
+    gone = retention.prune_reports(str(base), keep=2)
     assert gone == runs[1:3]
     assert sorted(os.listdir(base)) == sorted(["README.md", "baselines", "latest", runs[0], *runs[3:]])
     with pytest.raises(Exception, match="keep=-1"):
-        render.prune_reports(str(base), keep=-1)
+        retention.prune_reports(str(base), keep=-1)

@@ -21,7 +21,7 @@ from harness.core.forking import BEHIND, Forked, fork_safe, lower_priority
 
 __all__ = ["DRAWERS", "Job", "draw", "draw_all", "draw_forked", "FigureServer"]
 
-#: A figure's kind, and the function of :mod:`harness.outputs.render` that draws it from its arguments.
+#: A figure's kind, and the function of :mod:`harness.outputs.figures` that draws it from its arguments.
 DRAWERS = {"matrix": "plot_matrix", "divergence": "plot_divergence", "error_ratio": "plot_error_ratio"}
 
 #: One figure to draw: its file name, its kind (:data:`DRAWERS`), the drawing function's arguments.
@@ -30,9 +30,9 @@ Job = tuple[str, str, tuple[Any, ...]]
 
 def draw(kind: str, args: Sequence[Any]) -> bytes:
     """The PNG of one figure of ``kind`` drawn from ``args``."""
-    from harness.outputs import render
+    from harness.outputs import figures
 
-    return getattr(render, DRAWERS[kind])(*args)
+    return getattr(figures, DRAWERS[kind])(*args)
 
 
 def draw_all(jobs: Sequence[Job]) -> list[tuple[str, bytes]]:
@@ -111,7 +111,7 @@ class FigureServer:
                 os.close(req_w)
                 os.close(ans_r)
                 lower_priority(BEHIND)  # its children draw at its priority
-                from harness.outputs.render import preload_figures
+                from harness.outputs.figures import preload_figures
 
                 preload_figures()
                 request = _receive(req_r)

@@ -534,14 +534,15 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
     put("findings.csv", findings.to_csv(index=False))
     put("environment.json", json.dumps(dict(environment), indent=1, sort_keys=True, default=str) + "\n")
     from harness.outputs import render
+    from harness.outputs.page_view import report_view, run_files
 
     if meanwhile is not None:
         meanwhile()
     figures = drawing()
     for name, data in figures:
         put(name, data)
-    files = sorted({*render.run_files(campaign_dir), "summary.html", "summary.md"})
-    view = render.report_view(os.path.abspath(campaign_dir), cells, list(found), figures, env_table, files=files)
+    files = sorted({*run_files(campaign_dir), "summary.html", "summary.md"})
+    view = report_view(os.path.abspath(campaign_dir), cells, list(found), figures, env_table, files=files)
     put("summary.md", render.summary_md(view))
     put("summary.html", render.summary_html(view))
     # the terminal's verdict: the page's gate line and verdict lines, word for word
@@ -580,14 +581,14 @@ def start_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mappi
     children forked from here (:class:`~harness.core.forking.Forked`): one per figure where this process has
     imported matplotlib already (:func:`harness.outputs.render.preload`), so they draw at once, side by side;
     otherwise one for all three, as each would import matplotlib again. Wherever that fails, here."""
-    from harness.outputs import render
     from harness.outputs.drawing import draw_all, draw_forked
+    from harness.outputs.figures import preloaded
 
     jobs = figure_jobs(cells, measures, cases)
     if server is not None and server.running:
         waiting = server.draw(jobs)
         return lambda: waiting() or draw_all(jobs)
-    if not render.preloaded():
+    if not preloaded():
         child = Forked(lambda: draw_all(jobs)).start()
         return child.result
     # below this process's priority: the tables and the directory's tidying here are the longer path at a
@@ -607,7 +608,7 @@ def terminal_summary(summary: pd.DataFrame, headline: Sequence[str] = (), cells:
     if not len(summary):
         return "no tasks"
     if cells is not None:
-        from harness.outputs.render import terminal_matrix
+        from harness.outputs.terminal import terminal_matrix
 
         legend = "= bit-identical  ≈ within tolerance  ≠ diverged as allowed  raises: expected error  – skipped"
         return "\n".join([*headline, "", terminal_matrix(cells), legend]).strip()

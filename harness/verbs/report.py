@@ -94,7 +94,7 @@ def report(opts: ReportOptions) -> int:
             raise InvalidArgument(f"resume={opts.resume!r} is not a directory: nothing to resume")
         with lock_run_dir(opts.resume, "resume"):
             # Unfinished again until this resume writes its report: --keep never prunes it meanwhile.
-            from harness.outputs.render import FINISHED
+            from harness.outputs.retention import FINISHED
 
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(opts.resume, FINISHED))
@@ -284,7 +284,7 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
         write_timings(where, {**run.stats, **own})
         point_latest(where)
         if os.path.abspath(os.path.dirname(os.path.abspath(where))) == os.path.abspath(REPORTS_DIR):
-            from harness.outputs.render import prune_reports
+            from harness.outputs.retention import prune_reports
 
             prune_reports(REPORTS_DIR, keep=max(1, KEEP if opts.keep is None else opts.keep))
         print(tables.terminal_summary(frames["summary"], frames["headline"], frames["cells"]))
