@@ -26,7 +26,8 @@ from harness.execute.driver import run_campaign
 from harness.execute.measure_pass import measure_campaign
 from harness.judge.contracts import load_contracts
 from harness.outputs import figures, render
-from harness.outputs.tables import FIGURES, cells_frame, draw_figures, start_figures
+from harness.outputs.report_files import FIGURES, draw_figures, start_figures
+from harness.outputs.tables import cells_frame
 from harness.subjects.registry import get_subject
 
 from harness.outputs.drawing import FigureServer

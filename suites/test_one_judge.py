@@ -21,7 +21,7 @@ from harness.execute.driver import run_campaign
 from harness.execute.inprocess import measure_here
 from harness.judge.contracts import load_contracts
 from harness.judge.tolerance import assert_within_oracle, compare_oracle
-from harness.outputs import tables
+from harness.outputs import results_table
 from harness.outputs.gate import gate_violations
 from harness.subjects.registry import SUBJECTS, subjects_for
 
@@ -45,7 +45,7 @@ def campaign(tmp_path_factory):
 def test_report_gate_and_replay_give_the_same_verdict(campaign):
     contracts = load_contracts()
     run = campaign
-    results = tables.results_frame(run)
+    results = results_table.results_frame(run)
     broken = {(v.measure.case_id, v.measure.subject, v.measure.context, v.measure.tensor, v.measure.kind)
               for v in gate_violations(run.directory, run.measures)}
     checked = 0

@@ -26,7 +26,18 @@ from harness.execute.driver import run_campaign
 from harness.execute.relations import RELATIONS
 from harness.generate.corpora import relation_cases
 from harness.judge.findings import Classification, Origin, group, with_cause
-from harness.outputs import figures, matrix, page_view, palette, render, retention, screenshot, tables, terminal
+from harness.outputs import (
+    figures,
+    matrix,
+    page_view,
+    palette,
+    render,
+    report_files,
+    retention,
+    screenshot,
+    tables,
+    terminal,
+)
 from harness.outputs.assemble import campaign_findings
 from harness.subjects.registry import subjects_for
 
@@ -326,10 +337,10 @@ def report(tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:  # the pages come from the view below (the lead's wiring)
         mp.setattr(render, "summary_html", lambda *a, **k: "")
         mp.setattr(render, "summary_md", lambda *a, **k: "")
-        tables.write_report(run, environment=env, found=found, frames=frames)
+        report_files.write_report(run, environment=env, found=found, frames=frames)
     pngs = [(n, Path(d, n).read_bytes()) for n in ("verdicts.png", "divergence.png", "error_vs_size.png")]
     files = sorted({*page_view.run_files(d), "summary.html", "summary.md"})
-    view = page_view.report_view(d, frames["cells"], found, pngs, tables.flatten_environment(env), files=files)
+    view = page_view.report_view(d, frames["cells"], found, pngs, report_files.flatten_environment(env), files=files)
     Path(d, "summary.html").write_text(render.summary_html(view))
     Path(d, "summary.md").write_text(render.summary_md(view))
     return d, view

@@ -1,4 +1,5 @@
-"""The report tables (harness/tables.py) on a real tiny campaign and on hand-made task records.
+"""The report tables (harness/outputs/results_table.py, tables.py, report_files.py) on a real tiny campaign and
+on hand-made task records.
 
 The real campaign runs the two controls, the embed oracle and ``chainer.embed_id`` on a
 collision-heavy embed case (3 ids, 200 lookups: the shuffled scatter-add changes bits) plus a
@@ -31,7 +32,7 @@ from harness.execute.measure_pass import campaign_cases
 from harness.execute.plan import Task, plan
 from harness.execute.task_runs import outcome_of
 from harness.judge.findings import Classification, Origin, loads, with_cause
-from harness.outputs import tables
+from harness.outputs import report_files, results_table, tables, terminal
 from harness.outputs.assemble import campaign_findings
 from harness.subjects.base import ErrorInfo, RunResult
 from harness.subjects.registry import get_subject
@@ -77,8 +78,8 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> dict:
     run = load_run(d)
     measures = run.measures
     found = [with_cause(f, f"cause of {f.kind}") for f in _found(d, measures)]
-    written = tables.write_report(run, environment=env, found=found)
-    results = tables.results_frame(run)
+    written = report_files.write_report(run, environment=env, found=found)
+    results = results_table.results_frame(run)
     return {"dir": d, "written": written, "env": env, "results": results, "measures": measures,
             "summary": tables.summary_frame(results), "findings": tables.findings_frame(_found(d, measures)),
             "found": found}
@@ -100,7 +101,7 @@ def test_results_columns_in_order(real: dict) -> None:
                   "declared_nondeterministic", "chainer_declared", "observed_nondeterministic", "status", "error",
                   "bad_input", "case_size", "error_ratio", "verdict", "contract"]
     assert list(r.columns[:len(documented)]) == documented
-    assert list(r.columns) == list(tables.RESULT_COLUMNS)
+    assert list(r.columns) == list(results_table.RESULT_COLUMNS)
     # every task of the plan is there: 4 subjects x good case in default, 3 in blas1 (no oracle),
     # chainer.embed_id on the bad case in both contexts
     assert r["key"].nunique() == 4 + 3 + 2
@@ -260,7 +261,7 @@ def test_report_files(real: dict) -> None:
     assert "diverged as allowed" in html and "-m harness replay" in html and "gpu.reason" in html
     for png in ("verdicts.png", "divergence.png", "error_vs_size.png"):
         assert _bytes(w[png])[:8] == b"\x89PNG\r\n\x1a\n"
-    text = tables.terminal_summary(real["summary"], ["a headline"])
+    text = terminal.terminal_summary(real["summary"], ["a headline"])
     assert text.startswith("a headline") and "control.nondeterministic" in text and "diverged as allowed" in text
     cells = pd.read_csv(w["cells.csv"], keep_default_na=False)
     assert list(cells.columns) == list(tables.CELL_COLUMNS) and set(cells["verdict"]) <= set(VERDICTS)
@@ -273,7 +274,7 @@ def test_tables_load_no_array(real: dict, monkeypatch: pytest.MonkeyPatch) -> No
     calls: list[str] = []
     monkeypatch.setattr(np, "load", lambda *a, **k: calls.append(a[0]) or pytest.fail("an array was loaded"))
     monkeypatch.setattr(measures_mod, "measure_task", lambda *a, **k: pytest.fail("a task was measured again"))
-    r = tables.results_frame(load_run(real["dir"]))
+    r = results_table.results_frame(load_run(real["dir"]))
     assert len(r) and not calls
     assert (r.loc[r["tensor"] != "", "verdict"] != "").all()
 
@@ -336,7 +337,7 @@ def synthetic(tmp_path) -> str:
 
 
 def test_synthetic_cross_device_and_oracle(synthetic: str) -> None:
-    r = tables.results_frame(load_run(synthetic))
+    r = results_table.results_frame(load_run(synthetic))
     gpu = _row(r, subject="chainer.embed_id", device="gpu:0", tensor="grad.W")
     assert gpu["bitwise_reproducible"] and not gpu["cross_device_identical"] and gpu["cross_device_max_ulp"] == 1
     assert gpu["chainer_declared"] == "atomicAdd" and gpu["finding"] == "declared, not observed"
@@ -355,7 +356,7 @@ def test_synthetic_cross_device_and_oracle(synthetic: str) -> None:
 
 
 def test_synthetic_findings_order(synthetic: str) -> None:
-    r = tables.results_frame(load_run(synthetic))
+    r = results_table.results_frame(load_run(synthetic))
     s = tables.summary_frame(r)
     assert _row(s, subject="control.deterministic", device="cpu", context="default")["finding"] == \
         "observed but not declared"
@@ -387,20 +388,20 @@ def test_synthetic_findings_order(synthetic: str) -> None:
 def test_empty_campaign(tmp_path) -> None:
     d = str(tmp_path / "empty")
     os.makedirs(d)
-    r = tables.results_frame(load_run(d))
-    assert len(r) == 0 and list(r.columns) == list(tables.RESULT_COLUMNS)
+    r = results_table.results_frame(load_run(d))
+    assert len(r) == 0 and list(r.columns) == list(results_table.RESULT_COLUMNS)
     s = tables.summary_frame(r)
     assert len(s) == 0 and list(s.columns) == list(tables.SUMMARY_COLUMNS)
     assert len(tables.findings_frame(_found(d))) == 0
-    assert tables.terminal_summary(s) == "no tasks"
-    w = tables.write_report(load_run(d), environment={})
+    assert terminal.terminal_summary(s) == "no tasks"
+    w = report_files.write_report(load_run(d), environment={})
     for name in ("verdicts.png", "divergence.png", "error_vs_size.png", "summary.html", "summary.md"):
         assert os.path.getsize(w[name]) > 0
     assert "_none_" in _text(w["summary.md"])
 
 
 def test_flatten_environment() -> None:
-    env = tables.flatten_environment({"a": {"b": 1, "c": [1, 2]}, "d": [{"x": None}], "e": "text", "f": {}})
+    env = report_files.flatten_environment({"a": {"b": 1, "c": [1, 2]}, "d": [{"x": None}], "e": "text", "f": {}})
     assert dict(zip(env["key"], env["value"])) == {"a.b": "1", "a.c": "[1, 2]", "d.0.x": "null", "e": "text",
                                                    "f": "{}"}
 
@@ -422,7 +423,7 @@ def test_the_report_is_written_from_the_run_in_memory(real, monkeypatch, tmp_pat
 
     monkeypatch.setattr(builtins, "open", guarded)
     frames: dict = {}
-    written = tables.write_report(run, environment={}, found=real["found"], frames=frames)
+    written = report_files.write_report(run, environment={}, found=real["found"], frames=frames)
     assert os.path.getsize(written["summary.html"]) > 0
     assert len(frames["results"]) == len(real["results"]) and len(frames["findings"]) == len(real["found"])
     assert refused == []

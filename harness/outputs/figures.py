@@ -26,7 +26,7 @@ __all__ = ["preload_figures", "preloaded", "power_text", "plot_divergence", "plo
 def preload_figures() -> None:
     """Import what the figures need (matplotlib's figure and Agg canvas: a third of a second) and draw one small
     figure to PNG (fonts, a log axis), so that children forked from this process afterwards draw at once
-    (:func:`harness.outputs.tables.start_figures`). A failure here is left to the drawing, which reports it."""
+    (:func:`harness.outputs.report_files.start_figures`). A failure here is left to the drawing, which reports it."""
     try:
         fig = _figure(1.0, 1.0)
         ax = fig.add_subplot(1, 1, 1)

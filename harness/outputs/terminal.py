@@ -1,4 +1,5 @@
-"""What the terminal shows of a report: the verdict matrix in columns a terminal holds, or a compact table.
+"""What the terminal shows of a report: its verdict lines, then the verdict matrix in columns a terminal holds
+(:func:`terminal_matrix`), or a compact table of the summary (:func:`terminal_summary`).
 
 Headers too long for their column are abbreviated and spelled out in a key line, never cut silently.
 """
@@ -11,7 +12,7 @@ import pandas as pd
 
 from harness.outputs.matrix import matrix_frame
 
-__all__ = ["terminal_matrix"]
+__all__ = ["terminal_matrix", "terminal_summary"]
 
 
 def _abbreviations(labels: Sequence[str], room: int) -> list[str]:
@@ -53,3 +54,28 @@ def terminal_matrix(cells: pd.DataFrame, width: int = 100) -> str:
         heads.insert(0, " " * (name_w + 2) + "".join(d.rjust(cell_w) for d in dev))
     body = [s.ljust(name_w + 2) + "".join(str(v)[:cell_w - 1].rjust(cell_w) for v in row) for s, row in m.iterrows()]
     return "\n".join([*heads, *body] + (["key: " + ", ".join(dict.fromkeys(key))] if key else []))
+
+
+def terminal_summary(summary: pd.DataFrame, headline: Sequence[str] = (), cells: pd.DataFrame | None = None) -> str:
+    """The verdict in a few lines, then the verdict matrix (with ``cells``) or a compact table of
+    :func:`~harness.outputs.tables.summary_frame`."""
+    if not len(summary):
+        return "no tasks"
+    if cells is not None:
+        legend = "= bit-identical  ≈ within tolerance  ≠ diverged as allowed  raises: expected error  – skipped"
+        return "\n".join([*headline, "", terminal_matrix(cells), legend]).strip()
+    cols = ["subject", "device", "context", "verdict", "cases_run", "bitwise_share_tensors", "worst_max_ulp_repeat",
+            "worst_cross_context_ulp", "worst_error_ratio", "errors", "skipped"]
+    shown = summary[cols].rename(columns={"cases_run": "cases", "bitwise_share_tensors": "bitwise",
+                                          "worst_max_ulp_repeat": "max_ulp", "worst_cross_context_ulp": "ctx_ulp",
+                                          "worst_error_ratio": "err/allowed"})
+    # Groups where everything was skipped (a device that is not here) become one line per device.
+    empty = (summary["verdict"] == "skipped")
+    tail = []
+    for dev, grp in summary[empty].groupby("device", sort=True):
+        tail.append(f"{dev}: {len(grp)} subject x context groups, every run skipped "
+                    f"({int(grp['skipped'].fillna(0).sum())} tasks); see results.csv.gz for the reason")
+    shown = shown[~empty.to_numpy()]
+    shown = shown.astype(object).where(shown.notna(), None)
+    table = shown.to_markdown(index=False, tablefmt="simple", floatfmt=".3g", missingval="-") if len(shown) else ""
+    return "\n".join([*headline, "", table, *tail]).strip()

@@ -201,7 +201,7 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
     from harness.execute.campaign import resume_inputs
     from harness.execute.driver import run_campaign
     from harness.execute.relations import parse_relations
-    from harness.outputs import tables
+    from harness.outputs import report_files, terminal
     from harness.outputs.drawing import FigureServer
     from harness.outputs.fleet import out_for, run_on_cluster
     from harness.outputs.report import REPORTS_DIR, point_latest, prune_arrays, read_campaign_meta, write_timings
@@ -275,7 +275,7 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
                 for name in ("tasks.jsonl", "runs.jsonl", "measures.jsonl"):
                     compress_jsonl(os.path.join(where, name))  # read back transparently; --resume restores them
 
-            files = tables.write_report(run, environment=env, found=found, frames=frames, meanwhile=tidy,
+            files = report_files.write_report(run, environment=env, found=found, frames=frames, meanwhile=tidy,
                                         figures=figures)
         finally:
             figures.close()  # a server never asked (the runs or the findings failed) stops here
@@ -287,7 +287,7 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
             from harness.outputs.retention import prune_reports
 
             prune_reports(REPORTS_DIR, keep=max(1, KEEP if opts.keep is None else opts.keep))
-        print(tables.terminal_summary(frames["summary"], frames["headline"], frames["cells"]))
+        print(terminal.terminal_summary(frames["summary"], frames["headline"], frames["cells"]))
         print(f"\nreport: {files.get('summary.html', where)} ({own['total']:.0f} s)")
         return 0
 

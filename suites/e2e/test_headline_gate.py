@@ -23,7 +23,7 @@ FAILING = [c.value for c in F.Classification if c.fails]
 @pytest.mark.slow  # a whole gate campaign: CI runs it, `make test` leaves it out
 def test_a_regression_planted_in_one_place_is_at_most_five_headlines_in_the_gate_and_on_the_page(tmp_path):
     from harness.execute.measure_pass import load_measures
-    from harness.outputs import page_view, render, tables
+    from harness.outputs import page_view, render, report_files, tables
 
     out = tmp_path / "run"
     r = subprocess.run([sys.executable, "-m", "harness", "gate", "--devices", "cpu", "--out", str(out), "--quiet",
@@ -42,7 +42,7 @@ def test_a_regression_planted_in_one_place_is_at_most_five_headlines_in_the_gate
     assert any("beyond oracle tolerance of outputs" in t and "in every CPU context: " in t for _, t in dossiers)
 
     cells = tables.cells_frame(load_measures(str(out)))
-    env = tables.flatten_environment(json.loads((out / "environment.json").read_text()))
+    env = report_files.flatten_environment(json.loads((out / "environment.json").read_text()))
     view = page_view.report_view(str(out), cells, found, [], env)
     page = render.summary_html(view)
     cards = re.findall(r'<article class="finding".*?<span class="badge"[^>]*>([^<]+)</span>', page, re.S)

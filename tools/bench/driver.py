@@ -164,9 +164,9 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
         t_measure = float(run.stats["measuring"])
         t_campaign = t1 - t0 - t_measure
         if fp is not None:  # the report of the run in memory, as harness report writes it
-            from harness.outputs import tables
+            from harness.outputs import report_files
 
-            tables.write_report(run, environment=fp.result(), figures=figures)
+            report_files.write_report(run, environment=fp.result(), figures=figures)
         t2 = time.perf_counter()
         t_report = t2 - t1
         total = t2 - t_start

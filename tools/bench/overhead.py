@@ -26,10 +26,11 @@ def campaign_round(factor: int, quick: bool, repeats: int, fresh: int, fresh_int
     if not fresh_interpreter:
         import importlib
 
-        importlib.import_module("harness.outputs.tables")  # imported before the clock, as in run_report
+        importlib.import_module("harness.outputs.report_files")  # imported before the clock, as in run_report
+        importlib.import_module("harness.outputs.terminal")
         return one_campaign(factor, quick, repeats, fresh, report=report, jobs=jobs)
     code = ("import json, sys\n"
-            "from harness.outputs import tables  # imported before the clock starts, as in run_report\n"
+            "from harness.outputs import report_files, terminal  # imported before the clock starts, as in run_report\n"
             "from tools.bench.driver import one_campaign\n"
             f"res = one_campaign({int(factor)}, {bool(quick)!r}, {int(repeats)}, {int(fresh)}, "
             f"report={bool(report)!r}, jobs={int(jobs)})\n"
