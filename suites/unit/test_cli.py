@@ -9,35 +9,41 @@ import pathlib
 
 import pytest
 
-from harness import cli
+from harness import cli, cli_options
 from harness.execute.settings import CampaignSettings
 from harness.judge.reproducer import OPTIONS
 
 CLI = pathlib.Path(cli.__file__)
+CLI_OPTIONS = pathlib.Path(cli_options.__file__)
 
 
 def _declared_flags(source: str) -> list[str]:
     """Every long option the source declares: literal flags of ``add_argument(...)`` calls and the keys of the
-    option table (the dict :func:`harness.cli._options` returns)."""
+    option table (the dict :func:`harness.cli_options.option_table` returns)."""
     out = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
             out += [a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")]
-        elif isinstance(node, ast.FunctionDef) and node.name == "_options":
+        elif isinstance(node, ast.FunctionDef) and node.name == "option_table":
             for ret in (n for n in ast.walk(node) if isinstance(n, ast.Return)):
                 assert isinstance(ret.value, ast.Dict)
                 out += [k.value for k in ret.value.keys if isinstance(k, ast.Constant)]
     return out
 
 
+def _command_line_source() -> str:
+    """The command line's source: its parser (cli.py) and its option table (cli_options.py)."""
+    return CLI.read_text() + "\n" + CLI_OPTIONS.read_text()
+
+
 def test_no_long_option_is_declared_twice():
-    flags = _declared_flags(CLI.read_text()) + [o.flag for o in OPTIONS if o.flag.startswith("--")]
+    flags = _declared_flags(_command_line_source()) + [o.flag for o in OPTIONS if o.flag.startswith("--")]
     twice = {f: n for f, n in collections.Counter(flags).items() if n > 1}
     assert flags and not twice, twice
 
 
 def test_the_source_check_sees_a_second_declaration():
-    planted = CLI.read_text() + '\n\ndef _x(p):\n    p.add_argument("--quiet", help="again")\n'
+    planted = _command_line_source() + '\n\ndef _x(p):\n    p.add_argument("--quiet", help="again")\n'
     flags = _declared_flags(planted) + [o.flag for o in OPTIONS]
     assert collections.Counter(flags)["--quiet"] == 2
 
@@ -48,7 +54,7 @@ def test_every_declared_option_reaches_some_verb():
     reached = {s for sp in verbs.values() for a in sp._actions for s in a.option_strings}
     reached |= {s for a in verbs["contracts"]._subparsers._group_actions[0].choices["check"]._actions
                 for s in a.option_strings}
-    assert set(cli._options()) <= reached, set(cli._options()) - reached
+    assert set(cli_options.option_table()) <= reached, set(cli_options.option_table()) - reached
 
 
 def _parse(*argv: str):
@@ -73,7 +79,7 @@ def test_the_records_hold_the_defaults_the_help_shows():
     assert (s.repeats, s.fresh, s.timeout) == (CampaignSettings.repeats, CampaignSettings.fresh,
                                                CampaignSettings.timeout)
     for verb, record in (("gate", GateOptions()), ("audit", AuditOptions(out="a.json"))):
-        shown = cli._defaults(verb)
+        shown = cli_options.verb_defaults(verb)
         for k in ("devices", "repeats", "profile"):
             assert shown[k] == getattr(record, k), (verb, k)
         assert shown["spread"] == record.cluster.spread
@@ -87,7 +93,8 @@ def test_a_verb_with_an_options_record_takes_its_defaults_from_the_record(verb, 
     args, given = _parse(verb, str(case), "--subject", "s", *extra)
     assert getattr(args, dest) is None and dest not in given  # the record, not the parser, holds the default
     text = cli.build_parser()._subparsers._group_actions[0].choices[verb].format_help()
-    assert cli._help("(default {default})", cli._defaults(verb)[dest], dest) in " ".join(text.split())
+    assert cli_options.help_text("(default {default})", cli_options.verb_defaults(verb)[dest], dest) in " ".join(
+        text.split())
 
 
 def _argparse_users(root: pathlib.Path) -> list[str]:
