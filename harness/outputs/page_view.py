@@ -24,9 +24,6 @@ __all__ = ["Line", "ReportView", "report_view", "finding_lines", "run_files"]
 Line = tuple[Verdict | Classification, str]
 
 
-# ---------------------------------------------------------------------------------------------- the view
-
-
 @dataclass(frozen=True)
 class ReportView:
     """Everything the page and the Markdown summary show, built once (:func:`report_view`)."""

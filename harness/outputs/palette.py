@@ -25,7 +25,7 @@ VERDICT_COLOURS = {
     "broken": "#e69f9f",               # vermillion
 }
 
-
+#: One mark per verdict: what a cell of the matrix shows before its number.
 MARKS = {"bit-identical": "=", "within tolerance": "≈", "expected error": "raises", "diverged as allowed": "≠",
          "known defect": "known", "skipped": "–", "not judged": "?", "error": "error", "broken": "BROKEN"}
 

@@ -34,9 +34,6 @@ def _atomic_write(path: str, data: str | bytes) -> str:
     return atomic_write(path, data)
 
 
-# --------------------------------------------------------------------------- report files
-
-
 def flatten_environment(env: Mapping[str, Any]) -> pd.DataFrame:
     """A nested environment dict as a two-column ``key`` / ``value`` frame (dotted keys)."""
     from harness.core.env import flatten_fingerprint
@@ -44,8 +41,6 @@ def flatten_environment(env: Mapping[str, Any]) -> pd.DataFrame:
     items = [(k, v if isinstance(v, str) else json.dumps(v, default=str))
              for k, v in flatten_fingerprint(dict(env)).items()]
     return pd.DataFrame(items, columns=["key", "value"])
-
-
 
 
 def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[Any] = (),

@@ -130,9 +130,6 @@ def _ulp(v: Any) -> int | None:
     return None if v is None else int(v)
 
 
-# --------------------------------------------------------------------------- results
-
-
 def results_frame(run: Any) -> pd.DataFrame:
     """One row per case x subject x device x context x tensor of a campaign (a
     :class:`~harness.execute.driver.CampaignRun`: its records, cases and measures, in memory).

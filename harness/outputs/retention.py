@@ -13,8 +13,6 @@ import shutil
 __all__ = ["prune_reports", "FINISHED"]
 
 
-# ---------------------------------------------------------------------------------------------- retention
-
 _RUN_DIR = re.compile(r"^\d{8}T\d{6}Z-\d+$")
 
 
