@@ -203,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = _verb(sub, "env", "the environment fingerprint", "Print the environment fingerprint: Python, Chainer, "
               "NumPy, CuPy, CUDA, BLAS, GPU, environment variables.",
-              _codes("0  printed (with --check: the CPU stack is usable)", "2  with --check: Chainer or ESPnet unusable"))
+              _codes("0  printed (with --check: the CPU stack is usable)",
+                     "2  with --check: Chainer or ESPnet unusable"))
     add_options(e, "env", "--json", "--check")
     e.set_defaults(func=cmd_env)
 

@@ -91,5 +91,6 @@ def finding_items(view: ReportView) -> list[dict[str, Any]]:
 def headline_items(view: ReportView, items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """One card per headline: its lead finding's item shown in full, the other findings' items beneath."""
     by_id = {i["f"].id: i for i in items}
-    return [{**by_id[h.lead.id], "h": h, "anchor": f"finding-{h.lead.id}", "rest": [by_id[f.id] for f in h.findings[1:]]}
+    return [{**by_id[h.lead.id], "h": h, "anchor": f"finding-{h.lead.id}",
+             "rest": [by_id[f.id] for f in h.findings[1:]]}
             for h in view.headlines()]

@@ -158,8 +158,8 @@ def _context(view: ReportView) -> dict[str, Any]:
         "v": view, "gate": view.gate_line(), "lines": list(view.lines), "shown": main[:SHOWN_FINDINGS],
         "more": max(len(main) - SHOWN_FINDINGS, 0), "controls": controls, "n_findings": len(items),
         "n_headlines": len(heads),
-        "matrix": matrix, "files": files, "n_cases": n_cases, "legend": [(v, "" if MARKS[v].lower() == v.split()[0] else MARKS[v], c)
-                                                        for v, c in VERDICT_COLOURS.items()],
+        "matrix": matrix, "files": files, "n_cases": n_cases,
+        "legend": [(v, "" if MARKS[v].lower() == v.split()[0] else MARKS[v], c) for v, c in VERDICT_COLOURS.items()],
         "ulp_examples": [ulp_example("float32", 1.0), ulp_example("float32", 1e-6)],
         "classes": list(Classification),
     }

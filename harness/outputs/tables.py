@@ -218,14 +218,17 @@ def findings_frame(found: Sequence[Any]) -> pd.DataFrame:
         elif f.reason:
             detail = f.reason
         elif m.kind == "oracle" and m.error_ratio is not None:
-            detail = f"error / allowed {m.error_ratio:.3g} in {m.tensor}: actual {m.actual}, oracle {m.expected} ({m.allowed})"
+            detail = (f"error / allowed {m.error_ratio:.3g} in {m.tensor}: actual {m.actual}, oracle {m.expected} "
+                      f"({m.allowed})")
         elif m.tensor:
             ulp = "NaN vs non-NaN" if (m.max_ulp or 0) >= ULP_MAX else m.max_ulp
-            detail = f"{f.n_tensors} tensor(s) differ, worst {m.tensor} {ulp} ULP at {m.max_ulp_index}: {m.actual} vs {m.expected}"
+            detail = (f"{f.n_tensors} tensor(s) differ, worst {m.tensor} {ulp} ULP at {m.max_ulp_index}: {m.actual} "
+                      f"vs {m.expected}")
         else:
             detail = m.detail or m.actual
         rows.append({
-            "id": f.id, "headline": head.get(f.id, ""), "classification": f.classification.value, "kind": f.kind, "verdict": f.verdict,
+            "id": f.id, "headline": head.get(f.id, ""), "classification": f.classification.value, "kind": f.kind,
+            "verdict": f.verdict,
             "subject": f.subject, "subjects": ", ".join(f.subjects), "device": f.device, "context": f.context,
             "other": f.other, "relation": f.relation, "rule": f.rule, "tensor_kind": f.tensor_kind,
             "n_cases": len(f.cases), "tensors_differing": f.n_tensors, "worst_tensor": m.tensor,
@@ -233,7 +236,8 @@ def findings_frame(found: Sequence[Any]) -> pd.DataFrame:
             "worst_abs": _abs_diff(m), "worst_rel": m.max_rel, "error_ratio": m.error_ratio,
             "actual": m.actual, "expected": m.expected, "detail": detail, "case_id": f.case_id,
             "minimal_case": f.shrunk.case_id if f.shrunk is not None else "", "replay": f.replay(),
-            "export": f.export(), "localize": f.localize(), "shrink": f.shrink(), "root_cause": f.cause, "role": f.role})
+            "export": f.export(), "localize": f.localize(), "shrink": f.shrink(), "root_cause": f.cause,
+            "role": f.role})
     df = pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
     df["worst_ulp"] = uint64_column(r["worst_ulp"] for r in rows)
     for c in ("worst_abs", "worst_rel", "error_ratio"):
