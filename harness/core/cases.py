@@ -184,7 +184,8 @@ class Case:
     @classmethod
     def from_json(cls, text: str | bytes) -> "Case":
         """Parse one case from JSON text (or UTF-8 bytes); every bad input raises a one-line :class:`CaseError`
-        (nesting and number sizes are limited before parsing finishes: :func:`harness.core.input_parsing.parse_json`)."""
+        (nesting and number sizes are limited before parsing finishes:
+        :func:`harness.core.input_parsing.parse_json`)."""
         try:
             data = parse_json(text, "case text")
         except InputProblem as exc:
@@ -232,7 +233,8 @@ def _validate(case: "Case", schema: bool = True) -> None:
         raise InvalidArgument(problem)
     _validate_spec(case.family, case.spec, bad=case.expect is not None)
     # the arrays and the fields that must agree with each other, decoded once here (build_arrays copies them)
-    object.__setattr__(case, "_decoded", check_case_arrays(case.family, case.spec, case.arrays, case.expect is not None))
+    decoded = check_case_arrays(case.family, case.spec, case.arrays, case.expect is not None)
+    object.__setattr__(case, "_decoded", decoded)
 
 
 def _validate_spec(family: str, spec: Mapping[str, Any], bad: bool) -> None:
@@ -279,7 +281,8 @@ def build_arrays(case: Case, max_bytes: int | None = None,
     The arrays of recent cases are kept (up to :data:`BUILT_BYTES`), so the runs of a case pay for the random
     draws once per process; each call returns fresh copies, so a subject that writes into its inputs changes
     nothing. A case whose estimate (:func:`harness.core.case_limits.estimate_case_bytes`) exceeds ``max_bytes``
-    (default :func:`harness.core.case_limits.max_case_bytes_default`) is refused with a :class:`CaseError` before anything is allocated.
+    (default :func:`harness.core.case_limits.max_case_bytes_default`) is refused with a :class:`CaseError` before
+    anything is allocated.
     ``names`` (optional) asks for those arrays only; an embedding case then draws only them (the judge needs the
     ids and the upstream gradient of a case, not its weights). Such a partial build is not kept.
     """

@@ -5,7 +5,8 @@ processes, the contexts its contract names and the reference context, the CPU fo
 reference summed in the subject's declared accumulation order) and hands each to its judge in
 :mod:`harness.judge.verdicts`. A bad input is judged by its rule: one that raises, where it raises; one with
 documented semantics (``no_error``), like a valid case (oracle, bit identity) once it returned values; one
-with none (``any``), by the sameness of its outcome across repeats, processes, contexts and devices. The campaign's measure pass
+with none (``any``), by the sameness of its outcome across repeats, processes, contexts and devices. The
+campaign's measure pass
 (:mod:`harness.execute.measure_pass`) calls it with arrays loaded from disk, once per task; ``replay`` and the
 pytest suites call it with arrays from runs in their own process. Pure: records and NumPy arrays in.
 """

@@ -451,7 +451,8 @@ def tolerance_for(case: Case | None, tensor: str, dtype: str | np.dtype, contrac
     if name in stated:
         atol, rtol = (float(v) for v in stated[name])
         rules = tuple(r for r in (getattr(contract, "oracle_rules", None) or ())
-                      if (r != "normwise" or tensor.startswith("grad.")) and (r != "summation_bound" or tensor == "grad.W"))
+                      if (r != "normwise" or tensor.startswith("grad."))
+                      and (r != "summation_bound" or tensor == "grad.W"))
         return Tolerance(atol, rtol, f"stated by contracts.toml line {getattr(contract, 'line', '?')}", rules)
     n = n_terms(case, tensor)
     atol, rtol, _ = gradient_tolerance(name, n)

@@ -11,6 +11,7 @@ import os
 from typing import Any, Sequence
 
 from harness.judge.findings import Classification, Finding
+from harness.judge.outcomes import EXIT_CODES
 from harness.outputs.page_view import ReportView
 
 __all__ = ["size_lines", "finding_items", "headline_items"]
@@ -55,9 +56,11 @@ def size_lines(f: Finding) -> list[tuple[str, str]]:
 def _replay_note(f: Finding) -> str:
     """What the finding's replay command does when it reproduces (its exit code says so)."""
     if f.classification in (Classification.KNOWN_DEFECT, Classification.EXPECTED_ERROR):
-        what = "the values beyond the oracle's tolerance" if f.kind_row.measure_kind == "oracle" else "the error"
-        return f"prints {what}; exit 0: the contracts file declares it"
-    return "exit 1 when it reproduces"
+        if f.kind_row.measure_kind == "oracle":  # values the contracts declare wrong: nothing differs
+            return f"prints the values beyond the oracle's tolerance; exit {EXIT_CODES['same']}: the contracts file " \
+                   "declares them"
+        return f"prints the error; exit {EXIT_CODES['raised']}: every run raised it, as the contracts file declares"
+    return f"exit {EXIT_CODES['differs']} when it reproduces"
 
 
 _FIGURE_OF = {"repeat": "divergence.png", "process": "divergence.png", "context": "divergence.png",
