@@ -121,8 +121,10 @@ def measure_task(record: TaskRecord, case: Case | None, contract: Any, *, role: 
                     # arrays was a sixth of the pytest gate's LSTM examples, and thrown away)
                     err, tol = tolerance.judge_oracle(case, name, mine, oracle[1][name], contract, text=False,
                                                       noise=oracle[1].get(f"noise.{name}"))
-            except (TypeError, ValueError):
-                continue  # a dtype with no oracle comparison (strings, complex): nothing to judge
+            except (TypeError, ValueError) as exc:  # no oracle comparison for it: strings, complex, 0-d
+                missed = verdicts.oracle_not_compared(contract, key, name, oracle[0], str(exc))
+                out += [missed] if missed is not None else []
+                continue
             out.append(verdicts.judge_oracle(contract, key, name, err, tol, oracle[0], known=known_defects))
     if accepted and exp is not None and oracle is None and role == "subject":
         out.append(Measure(kind="oracle", tensor="", verdict=verdicts.NOT_JUDGED, **key,

@@ -41,7 +41,7 @@ __all__ = ["Verdict", "BIT_IDENTICAL", "WITHIN", "EXPECTED_ERROR", "ALLOWED", "K
            "ERROR", "BROKEN", "worst",
            "judge_repeats", "judge_pair", "judge_oracle", "judge_bad_input", "judge_task", "Expectation",
            "expectation_for", "Violation", "violations", "assert_no_violations", "NO_CONTRACT", "judge_order",
-           "judge_same_outcome", "outcome_text", "ORDER_RULE"]
+           "judge_same_outcome", "outcome_text", "ORDER_RULE", "oracle_not_compared"]
 
 BIT_IDENTICAL = Verdict.BIT_IDENTICAL.value
 WITHIN = Verdict.WITHIN.value
@@ -211,6 +211,17 @@ def judge_oracle(contract: Any, key: Mapping[str, str], tensor: str, error: Orac
                                  "oracle = within: error within tolerance" if contract is not None else NO_CONTRACT),
                            contract=defect.cited if defect is not None else _describe(contract),
                            detail=defect.describe() if defect is not None else ""))
+
+
+def oracle_not_compared(contract: Any, key: Mapping[str, str], tensor: str, oracle_name: str,
+                        why: str) -> Measure | None:
+    """An output the oracle has values for that the comparison does not take (strings, complex, 0-d): "not
+    judged" where the contract asks for ``oracle = "within"`` (a check it asks for did not run), else nothing."""
+    if contract is None or contract.oracle != "within":
+        return None
+    return Measure(**_base("oracle", key, tensor, other=oracle_name, verdict=NOT_JUDGED,
+                           rule="oracle = within: error within tolerance", contract=_describe(contract),
+                           detail=f"not compared with the oracle: {why}"))
 
 
 # --------------------------------------------------------------------------- bad inputs

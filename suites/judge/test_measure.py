@@ -55,3 +55,16 @@ def test_an_oracle_gets_the_implicit_reference_contract_and_no_contract_is_a_fai
     assert reference_contract("oracle.x").reproducible
     none = measure_task(_record(), CASE, None, arrays={"y": np.zeros((3, 2), np.float32)})
     assert any(m.rule == "no contract" and m.verdict == "broken" for m in none)
+
+
+def test_an_output_the_oracle_comparison_does_not_take_is_not_judged_where_the_contract_asks_for_it():
+    """A plug-in's output of a dtype the comparison refuses (complex here; strings, 0-d alike) was skipped
+    silently: now "not judged" (the gate fails on it) where the contract says ``oracle = "within"``."""
+    y = np.ones((3, 2), np.complex64)
+    oracle = ("oracle.embed", {"y": y.astype(np.complex128)})
+    ms = measure_task(_record(), CASE, _contract(), arrays={"y": y}, oracle=oracle)
+    missed = [m for m in ms if m.kind == "oracle"]
+    assert [(m.tensor, m.verdict) for m in missed] == [("y", "not judged")]
+    assert "not compared with the oracle" in missed[0].detail and "complex" in missed[0].detail
+    recorded = measure_task(_record(), CASE, _contract(oracle="record"), arrays={"y": y}, oracle=oracle)
+    assert not [m for m in recorded if m.kind == "oracle"]  # not asked for: nothing missing
