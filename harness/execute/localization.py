@@ -30,7 +30,7 @@ from harness.judge.reproducer import Reproducer
 from harness.subjects.base import Subject, execute
 
 __all__ = ["Localization", "record", "align", "localize", "localize_relation", "localize_reproducer",
-           "localize_request", "localize_in_child", "localize_findings", "DEFAULT_REPEATS"]
+           "localize_request", "localize_in_child", "localize_findings"]
 
 
 # ---- recording, and the relations' row-by-row comparison ----------------------------------------------
@@ -333,7 +333,7 @@ def align(a: Stream, b: Stream) -> Localization:
 # ---- localize ----------------------------------------------------------------------------------
 def localize(case: Case, subject: str | Subject, *, device: str | Device = "cpu",
              contexts: Sequence[str | Context] | None = None, devices: Sequence[str | Device] | None = None,
-             repeats: int = 3, context: str | Context = "default") -> Localization:
+             repeats: int = LOCALIZE_REPEATS, context: str | Context = "default") -> Localization:
     """Run ``subject`` on ``case`` several times and localize the first divergence.
 
     Either ``repeats`` runs on ``device`` under ``context``, or one run under each of two
@@ -371,15 +371,13 @@ def localize(case: Case, subject: str | Subject, *, device: str | Device = "cpu"
 
 
 # ---- as a request, in a child process ---------------------------------------------------------------------
-#: Runs a localization compares on one device and context where the reproducer names no number.
-DEFAULT_REPEATS = LOCALIZE_REPEATS
 
 
 def localize_reproducer(r: Reproducer) -> Localization:
     """The localization ``r`` asks for, run here (in a process that may run subjects): its plug-ins loaded, its
     case read with :func:`~harness.core.corpus_files.load_case_file` (the one case loader). Two devices or two contexts
     compare one run each; a relation compares its members with the whole batch (the record's note says where
-    they depart); else ``r.repeats`` runs (default :data:`DEFAULT_REPEATS`)."""
+    they depart); else ``r.repeats`` runs (default :data:`harness.execute.settings.LOCALIZE_REPEATS`)."""
     from harness.subjects.registry import load_plugin
 
     for spec in r.plugins:
@@ -391,7 +389,7 @@ def localize_reproducer(r: Reproducer) -> Localization:
     return localize(case, r.subject, device=r.devices[0], context=r.contexts[0],
                     contexts=r.contexts if len(r.contexts) > 1 else None,
                     devices=r.devices if len(r.devices) > 1 else None,
-                    repeats=DEFAULT_REPEATS if r.repeats is None else r.repeats)
+                    repeats=LOCALIZE_REPEATS if r.repeats is None else r.repeats)
 
 
 def localize_request(request: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from harness.verbs.common import load_plugins, subject_case
 
 __all__ = ["LocalizeOptions", "localize", "REPEATS"]
 
-#: Runs compared where the reproducer names one device and one context and no relation.
+#: Runs compared where the reproducer names none (one device, one context, no relation): the default --help shows.
 REPEATS = LOCALIZE_REPEATS
 
 
@@ -29,10 +29,6 @@ class LocalizeOptions:
     json: bool = False
     timeout: float = 300.0
     max_case_bytes: int | None = None
-
-    @property
-    def repeats(self) -> int:
-        return REPEATS if self.reproducer.repeats is None else self.reproducer.repeats
 
 
 def localize(opts: LocalizeOptions) -> int:
