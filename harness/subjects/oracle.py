@@ -121,11 +121,36 @@ def _exact_sum(values: list[float]) -> float:
             return math.inf if exact > 0 else -math.inf
 
 
-def _scatter_rows(ids: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
+def _gather_rows(table: np.ndarray, index: np.ndarray, out: np.ndarray | None = None,
+                 at: np.ndarray | None = None) -> np.ndarray:
+    """``table[index]`` read as float64 (exactly), a block of rows at a time; with ``out`` and ``at``, written to
+    ``out[at]`` instead (a scatter). No temporary of the whole gather in the table's dtype: at a word LM's sizes
+    (12,000 rows of 1,000) gathering then casting wrote every byte twice, into freshly faulted pages."""
+    index = np.asarray(index)
+    width = table.shape[1]
+    if out is None:
+        out = np.empty((len(index), width), dtype=_F64)
+    step = max(1, _GATHER_BYTES // max(1, width * table.itemsize))
+    for s in range(0, len(index), step):
+        if at is None:
+            out[s:s + step] = table[index[s:s + step]]
+        else:
+            out[at[s:s + step]] = table[index[s:s + step]]
+    return out
+
+
+#: Bytes of the table's rows per block of :func:`_gather_rows` (a block stays in cache while it is cast).
+_GATHER_BYTES = 1 << 18
+
+
+def _scatter_rows(ids: np.ndarray, rows: np.ndarray, n_rows: int, positions: np.ndarray | None = None
+                  ) -> np.ndarray:
     """``out[r] = sum of rows[p] with ids[p] == r``, each sum correctly rounded in float64.
 
     ``ids`` is 1-D (already filtered of ignored positions), ``rows`` is ``(len(ids), D)`` of a float dtype (its
-    values are read as float64: exactly).
+    values are read as float64: exactly); or, with ``positions`` (the kept positions' row numbers, as long as
+    ``ids``), ``rows`` holds every position and ``ids[k]`` goes with ``rows[positions[k]]`` (no filtered copy of
+    the rows).
     A single term or a pair is one IEEE operation (already correctly rounded); longer segments are summed
     exactly (:func:`_exact_segment_sums`, whole arrays at once; :func:`math.fsum` column by column where the
     values span more exponents than that handles). The result does not depend on the order of the positions.
@@ -137,12 +162,15 @@ def _scatter_rows(ids: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
         return out
     order = np.argsort(ids, kind="stable")
     sid = ids[order]
+    if positions is not None:  # from here on, order names rows of ``rows``
+        order = np.asarray(positions)[order]
     starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
     ends = np.r_[starts[1:], n]
     counts = ends - starts
     one, two = starts[counts == 1], starts[counts == 2]
-    out[sid[one]] = rows[order[one]]
-    out[sid[two]] = rows[order[two]].astype(_F64) + rows[order[two + 1]]
+    _gather_rows(rows, order[one], out=out, at=sid[one])
+    if len(two):
+        out[sid[two]] = _gather_rows(rows, order[two]) + _gather_rows(rows, order[two + 1])  # one IEEE addition
     many = counts > 2
     if many.any():
         # The longer segments, a chunk at a time (bounded memory: the limbs hold several copies of a chunk).
@@ -297,13 +325,19 @@ def embed_oracle(spec: Mapping[str, Any], arrays: Mapping[str, np.ndarray]) -> d
     x = np.where(keep & (x < 0) & (x >= -vocab), x + vocab, x)  # negative ids wrap (NumPy indexing)
     _check_ids(x, keep, vocab, ignore_label, "x")
 
-    safe = np.where(keep, x, 0)
-    y, ggy = W[safe].astype(_F64, copy=False), ggW[safe].astype(_F64, copy=False)
-    if not keep.all():  # ignored positions read nothing
+    safe = np.where(keep, x, 0).ravel()
+    y = _gather_rows(W, safe).reshape(x.shape + (width,))
+    ggy = _gather_rows(ggW, safe).reshape(x.shape + (width,))
+    all_kept = bool(keep.all())
+    if not all_kept:  # ignored positions read nothing
         y[~keep] = 0.0
         ggy[~keep] = 0.0
-    flat_keep = keep.ravel()
-    gW = _scatter_rows(x.ravel()[flat_keep], gy.reshape(-1, width)[flat_keep], vocab)
+    flat_gy = gy.reshape(-1, width)
+    if all_kept:
+        gW = _scatter_rows(x.ravel(), flat_gy, vocab)
+    else:
+        kept = np.flatnonzero(keep.ravel())
+        gW = _scatter_rows(x.ravel()[kept], flat_gy, vocab, positions=kept)
     return {"y": y, "grad.W": gW, "grad2.gy": ggy}
 
 
