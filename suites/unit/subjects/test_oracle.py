@@ -56,3 +56,23 @@ def test_a_long_pile_up_on_one_row_is_summed_exactly():
     rows = np.array([[1.0], [2.0 ** -53]] * 5000)  # fifty thousand half-ULPs: a naive sum loses all of them
     ids = np.zeros(len(rows), dtype=np.int64)
     assert _scatter_rows(ids, rows, 1)[0, 0] == math.fsum(rows[:, 0].tolist()) == 5000 + 5000 * 2.0 ** -53
+
+
+def test_scatter_over_a_large_table_equals_the_fsum_reference_and_reads_kept_positions_only() -> None:
+    """At a table size that takes the mapped-zeros path (over 16 MiB of float64), with rows of every pile-up
+    (1, 2 and many ids on a row) given through ``positions``, the sums equal the correctly rounded reference and
+    rows nobody names stay 0."""
+    rng = np.random.default_rng(7)
+    vocab, width, n = 3000, 800, 600
+    ids = np.r_[rng.integers(0, vocab, n - 40), np.full(40, 5)]  # one row with 40+ terms
+    rows = (rng.standard_normal((2 * n, width)) * np.ldexp(1.0, rng.integers(-20, 20, (2 * n, width))))
+    rows = rows.astype(np.float32)
+    positions = np.sort(rng.choice(2 * n, n, replace=False))
+    got = _scatter_rows(ids, rows, vocab, positions=positions)
+    assert got.nbytes >= 1 << 24 and got.dtype == np.float64
+    kept = rows[positions].astype(np.float64)
+    named = np.unique(ids)
+    want = _fsum_rows(ids, kept, vocab)
+    assert np.array_equal(got[named].view(np.int64), want[named].view(np.int64))
+    untouched = np.setdiff1d(np.arange(vocab), named)
+    assert not got[untouched].any()
