@@ -16,7 +16,8 @@ from tools.bench.common import COLUMNS, Row, atomic_write, log, machine_info, ma
 __all__ = ["SECTIONS", "TITLES", "LEVELS", "run_bench", "new_bench_dir", "headlines"]
 
 #: Section keys, in report order.
-SECTIONS = ("overhead", "scaling", "comparator", "digest", "oracle", "sizes", "determinism", "hook", "xdist", "make")
+SECTIONS = ("overhead", "scaling", "comparator", "digest", "oracle", "sizes", "determinism", "hook", "xdist", "gate",
+            "make")
 
 #: ``full`` (``make bench``), ``quick`` (every size shrunk, about a minute), ``smoke`` (tiny inputs in this
 #: process, a few seconds: what ``make test`` runs; the xdist section is skipped there with a reason).
@@ -32,13 +33,26 @@ TITLES = {
     "determinism": "6. The price of determinism (embed_id backward)",
     "hook": "7. The localize hook: a run with HashStreamHook installed / without",
     "xdist": "8. The ci gate under pytest-xdist",
+    "gate": "8b. A failing gate against a green one",
     "make": "9. make test / make report times",
 }
 
 
 def _runners(level: str, quiet: bool, reports_dir: str | None
              ) -> dict[str, Callable[[], tuple[list[Row], dict[str, Any]]]]:
-    from tools.bench import comparator, determinism, digest, hook, make_times, oracle, overhead, scaling, sizes, xdist
+    from tools.bench import (
+        comparator,
+        determinism,
+        digest,
+        gate_speed,
+        hook,
+        make_times,
+        oracle,
+        overhead,
+        scaling,
+        sizes,
+        xdist,
+    )
 
     return {
         "overhead": lambda: overhead.bench_overhead(level, quiet=quiet),
@@ -50,6 +64,7 @@ def _runners(level: str, quiet: bool, reports_dir: str | None
         "determinism": lambda: determinism.bench_determinism(level, quiet=quiet),
         "hook": lambda: hook.bench_hook(level, quiet=quiet),
         "xdist": lambda: xdist.bench_xdist(level, quiet=quiet),
+        "gate": lambda: gate_speed.bench_gate(level, quiet=quiet),
         "make": lambda: make_times.bench_make_times(reports_dir),
     }
 
@@ -159,7 +174,7 @@ def headlines(frame: Any) -> list[str]:
     out = []
     for _, r in frame.iterrows():
         item = r["item"]
-        keep = (r["section"] in ("overhead", "make", "xdist") and not item.startswith(("context", "breakdown"))
+        keep = (r["section"] in ("overhead", "make", "xdist", "gate") and not item.startswith(("context", "breakdown"))
                 or r["section"] == "scaling" and ("overhead ratio" in item or "largest" in item)
                 or r["section"] == "digest"
                 or (r["section"] == "comparator"

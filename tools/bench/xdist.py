@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from tools.bench.common import PROJECT_ROOT, Row, log, median, ratio
 
-__all__ = ["bench_xdist", "parse_pytest_counts"]
+__all__ = ["bench_xdist", "parse_pytest_counts", "run_pytest"]
 
 #: The comparator's unit tests: the quick mode's small workload.
 COMPARATOR_TESTS = tuple(f"suites/unit/judge/test_{m}.py" for m in ("bits", "bitwise", "digest", "tolerance"))
@@ -38,7 +38,7 @@ def _clean_env() -> dict[str, str]:
     return env
 
 
-def _run_pytest(args: Sequence[str], workers: int, timeout: float) -> dict[str, Any]:
+def run_pytest(args: Sequence[str], workers: int, timeout: float) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider", "-n", str(workers)]
     t0 = time.perf_counter()
     try:
@@ -78,11 +78,11 @@ def bench_xdist(level: str = "full", rounds: int | None = None, budget_s: float 
     t_start = time.perf_counter()
     for r in range(rounds):
         for w in ((1, 2) if r % 2 == 0 else (2, 1)):
-            res = _run_pytest(workload, w, timeout)
+            res = run_pytest(workload, w, timeout)
             if res["rc"] == 5 and workload[:2] == ["-m", "gate"]:  # no tests collected: -m gate selects nothing
                 workload, why = fallback, ("-m gate selected nothing: suites/unit/judge/test_{bits,bitwise,digest,"
                                         "tolerance}.py suites/test_strategies.py")
-                res = _run_pytest(workload, w, timeout)
+                res = run_pytest(workload, w, timeout)
             runs[w].append(res)
             log(f"xdist round {r + 1}: -n {w}: {res['executed']} cases in {res['wall']:.1f} s (rc {res['rc']})",
                  quiet)
