@@ -46,21 +46,33 @@ def _audit_text(mutate: Callable[[dict], None] | None = None, *, subject: str = 
     return json.dumps(d)
 
 
+def damage_npz(kind: str, p: Path) -> None:
+    """Write a damaged array file at ``p``, one of :data:`NPZ_DAMAGE`: a zip that is not one, an object array
+    that only unpickling would read, a bare ``.npy``, or arrays of another shape than an audit entry's (2, 3)."""
+    import numpy as np
+
+    if kind == "corrupt":
+        p.write_bytes(b"PK\x03\x04" + bytes(30))
+    elif kind == "pickled":
+        np.savez(p, y=np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    elif kind == "npy":
+        with open(p, "wb") as f:
+            np.save(f, np.zeros((2, 3), np.float32))
+    elif kind == "shape":
+        np.savez(p, y=np.zeros((3, 2), np.float32))
+    else:
+        raise ValueError(f"kind={kind!r} is not one of {', '.join(NPZ_DAMAGE)}")
+
+
+#: The kinds of :func:`damage_npz`, with what each is.
+NPZ_DAMAGE = {"corrupt": "a corrupt zip", "pickled": "a pickled object array", "npy": "a bare .npy",
+              "shape": "arrays of another shape"}
+
+
 def _npz(kind: str) -> Callable[[Path], None]:
     def setup(tmp: Path) -> None:
-        import numpy as np
-
         (tmp / "arrays").mkdir(exist_ok=True)
-        p = tmp / "arrays" / "0.npz"
-        if kind == "corrupt":
-            p.write_bytes(b"PK\x03\x04" + bytes(30))
-        elif kind == "pickled":
-            np.savez(p, y=np.array([{"a": 1}], dtype=object), allow_pickle=True)
-        elif kind == "npy":
-            with open(p, "wb") as f:
-                np.save(f, np.zeros((2, 3), np.float32))
-        else:  # another shape than the entry's
-            np.savez(p, y=np.zeros((3, 2), np.float32))
+        damage_npz(kind, tmp / "arrays" / "0.npz")
         (tmp / "a.json").write_text(_audit_text(arrays=True))
         (tmp / "b.json").write_text(_audit_text(arrays=True))
     return setup
@@ -138,7 +150,7 @@ def input_check_attacks() -> list[Attack]:
                                                                    "{tmp}/m"]):
             out.append(Attack(f"audit-field:{name}:{verb[0]}", verb,
                               setup=both(write("a.json", _audit_text(mutate)), write("b.json", _audit_text()))))
-    for kind in ("corrupt", "pickled", "npy", "shape"):
+    for kind in NPZ_DAMAGE:
         out.append(Attack(f"audit-arrays:{kind}", ["compare", "{tmp}/a.json", "{tmp}/b.json"], setup=_npz(kind)))
     out.append(Attack("audit-name:mathtext", ["compare", "{tmp}/a.json", "{tmp}/b.json", "--out", "{tmp}/cmp"],
                       expect="finish", setup=both(write("a.json", _audit_text(subject="$\\foo{$")),

@@ -27,6 +27,7 @@ from harness.cli import main
 from harness.core.cases import Case, encode_array
 from harness.core.errors import HarnessError
 from harness.core.schema_check import brief
+from tools.attacks_inputs import NPZ_DAMAGE, damage_npz
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = settings(max_examples=int(__import__("os").environ.get("INPUT_CHECK_EXAMPLES", "6")), deadline=None,
@@ -300,26 +301,14 @@ def test_every_field_of_an_audit_entry_made_invalid_is_one_line_exit_2(tmp_path,
     refused_in_one_line(["compare", str(f), str(good)], capsys, f, path, how, value)
 
 
-def _npz_damage(kind: str, p: Path) -> None:
-    if kind == "corrupt zip":
-        p.write_bytes(b"PK\x03\x04" + bytes(30))
-    elif kind == "pickled object array":
-        np.savez(p, y=np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    elif kind == "bare .npy":
-        with open(p, "wb") as fh:
-            np.save(fh, np.zeros((2, 3), np.float32))
-    elif kind == "another shape":
-        np.savez(p, y=np.zeros((3, 2), np.float32))
-
-
-@pytest.mark.parametrize("kind", ["corrupt zip", "pickled object array", "bare .npy", "another shape"])
+@pytest.mark.parametrize("kind", list(NPZ_DAMAGE))
 def test_the_arrays_an_audit_points_to_are_checked_as_they_are_read(tmp_path, capsys, kind):
     keep = tmp_path / "arrays"
     keep.mkdir()
     doc = copy.deepcopy(AUDIT)
     doc["arrays_dir"] = str(keep)
     doc["entries"][0]["array_file"] = "0.npz"
-    _npz_damage(kind, keep / "0.npz")
+    damage_npz(kind, keep / "0.npz")
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps(doc))
     b.write_text(json.dumps(doc))
