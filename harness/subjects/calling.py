@@ -78,7 +78,8 @@ def call_run(fn: Callable[..., None], **params: Any) -> Callable[[Case, Device, 
 
     def run(case: Case, device: Device, context: Context, rec: Recorder) -> None:
         env = CallEnv(case, device, context, rec)
-        a = {k: device.put(v) for k, v in build_arrays(case).items()}
+        built = build_arrays(case)  # this run's own copies: on the host they are the device's arrays already
+        a = built if device.kind == "cpu" else {k: device.put(v) for k, v in built.items()}
         fn(env, a, case.spec, rec.output, **params)
 
     run.harness_call = Call(fn, dict(params))  # type: ignore[attr-defined]

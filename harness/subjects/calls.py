@@ -60,7 +60,8 @@ def embed_link(env: Any, a: dict, spec: Any, emit: Emit, target: str = "chainer"
     """The ``EmbedID`` link with the case's ``W`` (bit for bit, no initializer draw), forward and backward."""
     cls = _embed_target(env, target, "EmbedID")
     vocab, width = a["W"].shape[0], a["W"].shape[-1]
-    link = cls(vocab, width, ignore_label=spec.get("ignore_label"))
+    # initialW=0: the case's W replaces the parameter, so a constant fill, not a random draw of its size
+    link = cls(vocab, width, initialW=0, ignore_label=spec.get("ignore_label"))
     env.to_device(link)
     link.W.array = a["W"]
     with env.phase("forward"):
@@ -165,7 +166,8 @@ def lstm_link(env: Any, a: dict, spec: Any, emit: Emit, bidirectional: bool = Fa
     s = spec
     n_layers, in_size, hidden = int(s["n_layers"]), int(s["in_size"]), int(s["hidden"])
     cls = L.NStepBiLSTM if bidirectional else L.NStepLSTM
-    link = cls(n_layers, in_size, hidden, float(s.get("dropout", 0.0)))
+    # initialW=0: the case's arrays replace every parameter (load_link_params), so no random draw of them
+    link = cls(n_layers, in_size, hidden, float(s.get("dropout", 0.0)), initialW=0)
     env.to_device(link)
     params = load_link_params(link, a, n_layers * (2 if s.get("bidirectional", False) else 1))
     xs = [chainer.Variable(a[f"xs.{i}"]) for i in range(len(s["lengths"]))]
@@ -192,8 +194,10 @@ def embed_lstm(env: Any, a: dict, spec: Any, emit: Emit, target: str = "chainer"
     vocab, width, hidden, n_layers = int(s["vocab"]), int(s["width"]), int(s["hidden"]), int(s["n_layers"])
     bi = bool(s.get("bidirectional", False))
     ignore = s.get("ignore_label")
-    embed = _embed_target(env, target, "EmbedID")(vocab, width, ignore_label=-1 if ignore is None else ignore)
-    lstm = (L.NStepBiLSTM if bi else L.NStepLSTM)(n_layers, width, hidden, float(s.get("dropout", 0.0)))
+    # initialW=0: the case's arrays replace every parameter below, so no random draw of them
+    embed = _embed_target(env, target, "EmbedID")(vocab, width, initialW=0,
+                                                  ignore_label=-1 if ignore is None else ignore)
+    lstm = (L.NStepBiLSTM if bi else L.NStepLSTM)(n_layers, width, hidden, float(s.get("dropout", 0.0)), initialW=0)
     env.to_device(embed)
     env.to_device(lstm)
     embed.W.array = a["W"]
