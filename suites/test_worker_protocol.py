@@ -334,3 +334,67 @@ def test_a_big_answer_comes_through_its_spool_file_and_the_file_goes():
     for k, arr in answers[0].result.arrays.items():
         assert np.array_equal(arr, answers[1].result.arrays[k])
     assert left == []
+
+
+def test_a_run_with_the_bits_of_the_last_one_comes_without_its_arrays():
+    """A request's runs whose outputs have the digests of its last ok answer send none (no spool file): the
+    answer holds that answer's arrays, the same as the single run's after it."""
+    big = Case("embed", 5, {"vocab": 4096, "width": 96, "ids_shape": [10]})  # W and its gradient: 1.5 MiB each
+    w = Worker(plugins=PLUGINS, fork=True).start()
+    try:
+        streamed = list(w.run_answers(big.to_json(), "control.deterministic", "cpu", "default", timeout=60,
+                                      count=3, case_id=big.id))
+        single = w.run_answer(big.to_json(), "control.deterministic", "cpu", "default", timeout=60, case_id=big.id)
+    finally:
+        w.close()
+    assert [a.result.status for a in streamed] == ["ok"] * 3
+    assert [a.spooled for a in streamed] == [True, False, False] and single.spooled
+    for a in streamed[1:]:
+        assert a.tensors == single.tensors and a.result.timings
+        assert all(np.array_equal(v, single.result.arrays[k]) for k, v in a.result.arrays.items())
+        assert a.result.arrays.keys() == single.result.arrays.keys()
+
+
+def _repeat_frame(tmp_path, previous):
+    from harness.execute.answers import decode_answer
+
+    return decode_answer(_frame({"result": GOOD_RESULT, "inline": True, "arrays": [], "repeat": True}), BASE,
+                         str(tmp_path / "absent.bin"), previous=previous)
+
+
+def test_a_repeat_answer_needs_an_earlier_ok_answer_and_takes_its_arrays(tmp_path):
+    from harness.execute.answers import Answer, Malformed
+    from harness.subjects.base import ErrorInfo, RunResult
+
+    with pytest.raises(Malformed):
+        _repeat_frame(tmp_path, None)
+    with pytest.raises(Malformed):
+        _repeat_frame(tmp_path, Answer(RunResult(**BASE, status="error", error=ErrorInfo("E", "m", "run")), {}))
+    y = np.arange(4, dtype=np.float32)
+    meta = {"y": {"dtype": "float32", "shape": [4], "digest": "d", "nan": 0, "inf": 0}}
+    got = _repeat_frame(tmp_path, Answer(RunResult(**BASE, status="ok", arrays={"y": y}), meta))
+    assert got.result.status == "ok" and got.result.arrays["y"] is y and got.tensors == meta
+    assert got.result.timings == {"forward": 0.1}  # this run's own
+    too_large = Answer(RunResult(**BASE, status="error", error=ErrorInfo("OutputTooLarge", "m", "transfer")), {},
+                       sent_ok=True)
+    again = _repeat_frame(tmp_path, too_large)  # refused here as the run it repeats was
+    assert again.result.status == "error" and again.result.error.type == "OutputTooLarge" and not again.result.arrays
+
+
+def test_the_worker_sends_a_repeat_only_for_the_same_bits(tmp_path):
+    from harness.execute.answers import encode_answer
+    from harness.subjects.base import RunResult
+
+    y = np.arange(4, dtype=np.float32)
+    first, meta = encode_answer(RunResult(**BASE, status="ok", arrays={"y": y}), str(tmp_path / "1.bin"))
+    same, meta2 = encode_answer(RunResult(**BASE, status="ok", arrays={"y": y.copy()}), str(tmp_path / "2.bin"), meta)
+    other, _ = encode_answer(RunResult(**BASE, status="ok", arrays={"y": y + 1}), str(tmp_path / "3.bin"), meta)
+    renamed, _ = encode_answer(RunResult(**BASE, status="ok", arrays={"z": y}), str(tmp_path / "4.bin"), meta)
+
+    def head(pieces):
+        return json.loads(bytes(pieces[1]))
+
+    assert "repeat" not in head(first) and meta is not None and meta2 is meta
+    assert head(same)["repeat"] is True and head(same)["arrays"] == []
+    for frame in (other, renamed):
+        assert "repeat" not in head(frame) and len(head(frame)["arrays"]) == 1

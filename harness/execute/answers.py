@@ -33,7 +33,7 @@ from harness.judge.bits import dtype_name as _dtype_name
 from harness.subjects.base import ErrorInfo, RunResult
 
 __all__ = ["MAX_ANSWER_BYTES", "Answer", "Malformed", "NoAnswer", "tensor_meta", "write_frame", "read_frame",
-           "encode_answer", "transfer_error", "decode_answer"]
+           "encode_answer", "transfer_error", "decode_answer", "widen_pipe"]
 
 #: The largest answer frame (JSON, arrays excluded) the parent reads; a longer one is malformed.
 MAX_ANSWER_BYTES = 64 << 20
@@ -59,6 +59,24 @@ def write_frame(fd: int, payload: bytes | list[bytes | memoryview]) -> None:
         while view:
             n = os.write(fd, view)
             view = view[n:]
+
+
+def widen_pipe(fd: int) -> None:
+    """Make the answer pipe ``fd`` hold a whole inline frame where the system lets it (Linux's
+    ``F_SETPIPE_SZ``, up to ``/proc/sys/fs/pipe-max-size``): the worker then writes an answer in one go and
+    starts its next run while the parent reads, instead of waiting for the parent to drain 64 KiB at a time.
+    Elsewhere, or refused, the pipe keeps its size: only the waiting differs."""
+    import fcntl
+
+    op = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if op is None:
+        return
+    for size in (_INLINE_BYTES + (1 << 17), _INLINE_BYTES):
+        try:
+            fcntl.fcntl(fd, op, size)
+            return
+        except OSError:
+            continue
 
 
 class Malformed(Exception):
@@ -109,23 +127,32 @@ class Answer:
     """A run's result and, per array, what the worker measured of it (``dtype`` name, ``shape``, ``digest``,
     and for floats ``nan``/``inf``): the campaign's run record takes it as it is."""
 
-    __slots__ = ("result", "tensors", "spooled")
+    __slots__ = ("result", "tensors", "spooled", "sent_ok")
 
-    def __init__(self, result: RunResult, tensors: dict[str, dict[str, Any]], spooled: bool = False) -> None:
+    def __init__(self, result: RunResult, tensors: dict[str, dict[str, Any]], spooled: bool = False,
+                 sent_ok: bool | None = None) -> None:
         self.result = result
         self.tensors = tensors
         #: whether its arrays came through a spool file (which the reader then unlinks)
         self.spooled = spooled
+        #: whether the worker answered ``ok`` (the result may say otherwise: outputs over the parent's limit);
+        #: the worker compares its next run of the request with this one (a ``"repeat"``)
+        self.sent_ok = result.ok if sent_ok is None else sent_ok
 
 
-def tensor_meta(arrays: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
-    """Digest, dtype, shape and NaN/Inf counts of each array (in the worker, where the arrays are)."""
+def tensor_meta(arrays: Mapping[str, np.ndarray],
+                previous: Mapping[str, dict[str, Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """Digest, dtype, shape and NaN/Inf counts of each array (in the worker, where the arrays are).
+    ``previous``: another answer's meta; where every array has the name, dtype, shape and digest it gives
+    (the same bits, so the same counts), that very object is returned, nothing counted again."""
     from harness.judge.bits import nonfinite_counts_all
     from harness.judge.digest import digest_all
 
     names = list(arrays)
     arrs = [arrays[k] for k in names]
     digests = digest_all(arrs)
+    if previous is not None and _same_bits(names, arrs, digests, previous):
+        return previous  # type: ignore[return-value]
     counts = nonfinite_counts_all(arrs)
     out = {}
     for k, a, d, c in zip(names, arrs, digests, counts):
@@ -136,6 +163,18 @@ def tensor_meta(arrays: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _same_bits(names: list[str], arrs: list[np.ndarray], digests: tuple[str, ...],
+               previous: Mapping[str, dict[str, Any]]) -> bool:
+    """Whether these arrays are, name for name, those ``previous`` describes: dtype, shape and digest."""
+    if list(previous) != names:
+        return False
+    for k, a, d in zip(names, arrs, digests):
+        p = previous[k]
+        if p.get("digest") != d or p.get("dtype") != _dtype_name(a.dtype) or p.get("shape") != list(a.shape):
+            return False
+    return True
+
+
 #: Answers whose arrays add up to at most this many bytes carry them in the frame itself (read straight into
 #: the buffer the arrays then view); bigger ones go through a spool file (mapped, never read or piped). Below
 #: it, creating, mapping and unlinking a file costs more than the bytes: measured on the bench's overhead
@@ -144,11 +183,19 @@ _INLINE_BYTES = 1 << 20
 _JSON_LEN = struct.Struct("<I")
 
 
-def encode_answer(result: RunResult, path: str) -> list[bytes | memoryview]:
+def encode_answer(result: RunResult, path: str,
+                  previous: dict[str, dict[str, Any]] | None = None) -> tuple[list[bytes | memoryview],
+                                                                        dict[str, dict[str, Any]] | None]:
     """The worker's answer frame, in pieces: JSON meta, then (small answers) the arrays themselves, aligned;
-    bigger answers write their arrays into ``path`` instead."""
+    bigger answers write their arrays into ``path`` instead. ``previous``: the meta of the last ``ok`` answer
+    of this request; where this run's arrays are bit for bit those (the digests agree), the frame says so
+    (``"repeat"``) and carries no arrays: the parent holds them already (:func:`decode_answer`). Also returns
+    this answer's meta when it is ``ok`` (the next run's ``previous``), else None."""
     arrays = {k: np.ascontiguousarray(v) for k, v in result.arrays.items()}
-    tensors = tensor_meta(arrays)
+    tensors = tensor_meta(arrays, previous if result.status == "ok" else None)
+    if previous is not None and tensors is previous:
+        head = json.dumps({"result": result.meta(), "arrays": [], "inline": True, "repeat": True}).encode()
+        return [_JSON_LEN.pack(len(head)), head], tensors
     layout = []
     pieces: list[bytes | memoryview] = []
     offset = 0
@@ -175,7 +222,7 @@ def encode_answer(result: RunResult, path: str) -> list[bytes | memoryview]:
         pieces = []
     head = json.dumps({"result": result.meta(), "arrays": layout, "inline": inline}).encode()
     head += b" " * ((-(_JSON_LEN.size + len(head))) % _ALIGN)  # the arrays start aligned in the frame
-    return [_JSON_LEN.pack(len(head)), head, *pieces]
+    return [_JSON_LEN.pack(len(head)), head, *pieces], (tensors if result.status == "ok" else None)
 
 
 def transfer_error(exc: BaseException) -> list[bytes | memoryview]:
@@ -190,18 +237,22 @@ def _check(cond: bool, what: str) -> None:
         raise Malformed(what)
 
 
-def decode_answer(payload: bytearray, base: dict[str, str], path: str, limit: int | None = None) -> Answer:
+def decode_answer(payload: bytearray, base: dict[str, str], path: str, limit: int | None = None,
+                  previous: Answer | None = None) -> Answer:
     """The answer in ``payload`` (its arrays viewed in it, or mapped from ``path``); :class:`Malformed` for
-    anything else, whatever it held: the worker's fault is a row, never the campaign's end."""
+    anything else, whatever it held: the worker's fault is a row, never the campaign's end. ``previous``: the
+    last ``ok`` answer of this request, whose arrays a ``"repeat"`` answer says it holds bit for bit (an
+    ``ok`` answer the worker found to have the same digests); a repeat with no such answer is malformed."""
     try:
-        return _decode(payload, base, path, limit)
+        return _decode(payload, base, path, limit, previous)
     except Malformed:
         raise
     except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError, MemoryError) as exc:
         raise Malformed(f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
-def _decode(payload: bytearray, base: dict[str, str], path: str, limit: int | None = None) -> Answer:
+def _decode(payload: bytearray, base: dict[str, str], path: str, limit: int | None = None,
+            previous: Answer | None = None) -> Answer:
     _check(len(payload) >= _JSON_LEN.size, "the answer is empty")
     (n,) = _JSON_LEN.unpack_from(payload)
     _check(_JSON_LEN.size + n <= len(payload), "the answer's meta runs past its end")
@@ -233,12 +284,23 @@ def _decode(payload: bytearray, base: dict[str, str], path: str, limit: int | No
     arrays: dict[str, np.ndarray] = {}
     tensors: dict[str, dict[str, Any]] = {}
     layout = msg["arrays"]
+    if msg.get("repeat") is not None:
+        _check(msg["repeat"] is True and status == "ok" and not layout, "a repeat answer that is not a plain ok")
+        _check(previous is not None and previous.sent_ok, "a repeat answer with no earlier ok answer")
+        assert previous is not None
+        seconds = {k: float(v) for k, v in timings.items()}
+        if not previous.result.ok:  # the same outputs as one refused here (too large): refused the same way
+            return Answer(RunResult(**base, status=previous.result.status, error=previous.result.error,
+                                    timings=seconds), {}, False, sent_ok=True)
+        result = RunResult(**base, status=status, arrays=dict(previous.result.arrays), declared_warnings=tuple(warns),
+                           error=error, skip_reason=skip, timings=seconds)
+        return Answer(result, previous.tensors, False)
     spooled = bool(layout) and msg.get("inline") is not True
     total = sum(t.get("nbytes", 0) for t in layout if type(t) is dict and type(t.get("nbytes")) is int)
     if limit is not None and total > limit:  # a row of its own, before anything of it is mapped or measured
         return Answer(RunResult(**base, status="error", error=ErrorInfo(
             "OutputTooLarge", f"the run's outputs hold {total:,} bytes, more than the {limit:,} the harness takes "
-            f"from one run ({OUTPUT_ENV})", "transfer")), {}, spooled)
+            f"from one run ({OUTPUT_ENV})", "transfer")), {}, spooled, sent_ok=status == "ok")
     if layout:
         start = _JSON_LEN.size + n
         arrays, tensors = _view_arrays(layout, _map_file(path) if spooled else memoryview(payload)[start:])

@@ -38,7 +38,7 @@ from typing import Any, Iterator, Mapping
 
 from harness.core import lifeline
 from harness.core.errors import WorkerError
-from harness.execute.answers import Answer, Malformed, NoAnswer, decode_answer, read_frame
+from harness.execute.answers import Answer, Malformed, NoAnswer, decode_answer, read_frame, widen_pipe
 from harness.execute.memory_limits import LIMIT_ENV, default_memory_limit, output_limit
 from harness.execute.worker_loop import child_main
 from harness.execute.zygote import Forked, worker_env, zygote_for, zygote_main
@@ -109,6 +109,7 @@ class Worker:
         subject prints cannot corrupt them."""
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
+        widen_pipe(resp_w)
         self.spool = tempfile.mkdtemp(prefix=lifeline.owned_prefix(_SPOOL_PREFIX), dir=_spool_base())
         self.started_at = time.perf_counter()
         env = worker_env(self.env)
@@ -200,13 +201,16 @@ class Worker:
         except (BrokenPipeError, OSError):
             yield Answer(self._dead(base, "setup"), {})
             return
+        previous: Answer | None = None  # the last ok answer: a repeat of its bits comes without arrays
         for seq in range(first, first + count):
             path = os.path.join(self.spool or "", f"{seq}.bin")
             spooled = True  # until the answer says it came whole in the frame: a file may be there
             try:
                 payload = read_frame(self._rx_fd, time.monotonic() + timeout)
-                answer = decode_answer(payload, base, path, self.output_limit)
+                answer = decode_answer(payload, base, path, self.output_limit, previous)
                 spooled = answer.spooled
+                if answer.sent_ok:
+                    previous = answer
             except NoAnswer:
                 self.kill()
                 yield Answer(RunResult(**base, status="timeout", error=ErrorInfo(

@@ -56,6 +56,7 @@ def worker_main(rx: Connection, tx_fd: int, plugins: tuple[str, ...], spool: str
         case = cases.get(case_json)
         if case is None:  # the campaign's own Case.to_json: checked when the parent built the case
             case = cases[case_json] = Case.from_own_json(case_json)
+        previous = None  # the meta of this request's last ok answer: a run with the same bits sends none
         for k in range(count):  # the runs one after another, each answered as soon as it ends
             try:
                 result = execute(get_subject(subject_name), case, parse_device(device_id), get_context(context_name))
@@ -64,7 +65,9 @@ def worker_main(rx: Connection, tx_fd: int, plugins: tuple[str, ...], spool: str
                                    error=ErrorInfo(type(exc).__name__, str(exc), "setup"))
             path = os.path.join(spool, f"{seq + k}.bin")
             try:
-                payload = encode_answer(result, path)
+                payload, meta = encode_answer(result, path, previous)
+                if meta is not None:
+                    previous = meta
             except Exception as exc:  # noqa: BLE001 - a full spool, an unwritable array: the parent says so
                 payload = transfer_error(exc)
             write_frame(tx_fd, payload)
