@@ -27,22 +27,48 @@ def array_rng(seed: int, name: str) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, zlib.crc32(name.encode())])))
 
 
+#: Elements drawn at a time by :func:`_normal` (an 8 MiB float64 buffer).
+_CHUNK = 1 << 20
+
+
+def _normal(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any, scale: Any = None) -> np.ndarray:
+    """``(rng.standard_normal(shape) * scale).astype(dtype)`` bit for bit (the generator's stream is the same
+    drawn in pieces, and the product and the cast are element by element), a chunk at a time: no float64
+    temporaries of the whole array's size (an embedding of 65,000 x 1,000 drew 520 MB twice over)."""
+    out = np.empty(shape, dtype=dtype)
+    flat = out.reshape(-1)
+    buf = np.empty(min(flat.size, _CHUNK))
+    for start in range(0, flat.size, _CHUNK):
+        part = buf[:min(_CHUNK, flat.size - start)]
+        rng.standard_normal(out=part)
+        if scale is not None:
+            part *= scale
+        flat[start:start + part.size] = part
+    return out
+
+
+def _zero_some(rng: np.random.Generator, out: np.ndarray, p: float) -> None:
+    """``out.ravel()[rng.random(out.size) < p] = 0`` bit for bit (``out`` C-contiguous), a chunk at a time."""
+    flat = out.reshape(-1)
+    for start in range(0, flat.size, _CHUNK):
+        part = flat[start:start + _CHUNK]
+        part[rng.random(part.size) < p] = 0
+
+
 def _grad(rng: np.random.Generator, shape: tuple[int, ...], dtype: str, kind: str) -> np.ndarray:
     if kind == "ones":
         return np.ones(shape, dtype=dtype)
     if kind == "zeros":
         return np.zeros(shape, dtype=dtype)
-    g = rng.standard_normal(shape)
-    if kind == "large":
-        # Large but finite in every dtype: float16 tops out at 65504.
-        g = g * (1e3 if dtype == "float16" else 1e6)
-    elif kind == "cancel":
+    if kind == "cancel":
         # Pairs of nearly opposite values make sums cancel, so accumulation order shows in the bits.
+        g = rng.standard_normal(shape)
         big = np.where(rng.random(shape) < 0.5, -1.0, 1.0) * (1e2 if dtype == "float16" else 1e4)
-        g = big + g * 1e-2
-    out = g.astype(dtype)
+        return (big + g * 1e-2).astype(dtype)
+    # Large but finite in every dtype: float16 tops out at 65504.
+    out = _normal(rng, shape, dtype, (1e3 if dtype == "float16" else 1e6) if kind == "large" else None)
     if kind == "random" and out.size:
-        out.ravel()[rng.random(out.size) < 0.05] = 0  # exact zeros too
+        _zero_some(rng, out, 0.05)  # exact zeros too
     return out
 
 
@@ -111,7 +137,7 @@ def _lstm_arrays(spec: Mapping[str, Any], seed: int, in_size: int, lengths: list
         k, j = (int(v) for v in name.split(".")[1:])
         fan_in = (in_size if k // dirs == 0 else hidden * dirs) if j < 4 else hidden
         base = 0.5 if kind == "chaotic" else 1.0 / np.sqrt(max(1, fan_in))
-        out[name] = (array_rng(seed, name).standard_normal(shape) * (scale * base)).astype(dtype)
+        out[name] = _normal(array_rng(seed, name), shape, dtype, scale * base)
     if spec.get("initial_state", "none") == "given":
         for name in ("hx", "cx"):
             out[name] = array_rng(seed, name).standard_normal((n_layers * dirs, batch, hidden)).astype(dtype)
@@ -141,11 +167,11 @@ def draw_arrays(family: str, seed: int, spec: Mapping[str, Any],
                 ids = _padded(spec, ids, rows + [shape[1]] * (shape[0] - len(rows)))
             out["x"] = _as_id_dtype(ids, spec.get("id_dtype", "int32"))
         if names is None or "W" in names:
-            out["W"] = (array_rng(seed, "W").standard_normal(w_shape) * float(spec.get("w_scale", 1.0))).astype(wdt)
+            out["W"] = _normal(array_rng(seed, "W"), w_shape, wdt, float(spec.get("w_scale", 1.0)))
         if names is None or "gy" in names:
             out["gy"] = _grad(array_rng(seed, "gy"), shape + (width,), wdt, spec.get("gy_kind", "random"))
         if names is None or "ggW" in names:
-            out["ggW"] = array_rng(seed, "ggW").standard_normal((vocab, width)).astype(wdt)
+            out["ggW"] = _normal(array_rng(seed, "ggW"), (vocab, width), wdt)
     elif family == "lstm":
         _lstm_arrays(spec, seed, int(spec["in_size"]), [int(n) for n in spec["lengths"]], out, with_xs=True)
     else:  # pipeline
@@ -155,6 +181,6 @@ def draw_arrays(family: str, seed: int, spec: Mapping[str, Any],
         ids = _ids({**spec, "ignore_label": None}, array_rng(seed, "x"), (len(lengths), max(lengths)))
         ids = _padded({**spec, "pad_id": spec.get("pad_id", -1 if il is None else il)}, ids, lengths)
         out["x"] = ids.astype(spec.get("id_dtype", "int32"))
-        out["W"] = (array_rng(seed, "W").standard_normal((vocab, width))).astype(spec.get("dtype", "float32"))
+        out["W"] = _normal(array_rng(seed, "W"), (vocab, width), spec.get("dtype", "float32"))
         _lstm_arrays(spec, seed, width, lengths, out, with_xs=False)
     return out
