@@ -83,3 +83,13 @@ def test_the_task_record_keeps_the_sketch_through_its_json_round_trip():
     assert TensorStats.from_dict({**t.to_dict(), "sketch": None}).sketch is None  # records from before sketches
     with pytest.raises(RecordError, match="sketch"):
         TensorStats.from_dict({**t.to_dict(), "sketch": [1, 2]})
+
+
+def test_counts_taken_already_give_the_sketch_counting_them_would():
+    tensor_sketch = S.tensor_sketch
+    a = np.array([1.0, np.nan, -3.0, np.inf, np.nan, 2.0], dtype=np.float32)
+    assert tensor_sketch(a, (2, 1)) == tensor_sketch(a)
+    clean = np.linspace(-1, 1, 50, dtype=np.float64)
+    assert tensor_sketch(clean, (0, 0)) == tensor_sketch(clean)
+    assert tensor_sketch(a, (2, 1))["nan"] == 2  # the counts given are the ones it reports
+    assert tensor_sketch(a, (5, 1))["nan"] == 5

@@ -190,7 +190,9 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
                 idx = c.max_ulp_index if c.max_ulp_index is not None else c.first_diff_index
                 worst = (value_text(reps[0].get(name), idx),
                          value_text(reps[c.diff_reps[0]].get(name), idx))
-            tensors[name] = TensorStats.from_comparison(c, worst, sketch=tensor_sketch(reps[0].get(name)))
+            # rep 0's NaN/Inf counts, where its answer carried them: the sketch does not count them again
+            known = counts.get(name) if name in ok_metas[0] else None
+            tensors[name] = TensorStats.from_comparison(c, worst, sketch=tensor_sketch(reps[0].get(name), known))
     return TaskRecord(
         key=task.key, case_id=task.case.id, family=task.case.family, subject=task.subject,
         device=task.device, context=task.context, bad_input=task.case.bad,

@@ -92,9 +92,10 @@ def _l2(x: np.ndarray, max_abs: float) -> float:
     return math.sqrt(float(np.square(x, out=x).sum()))
 
 
-def tensor_sketch(a: Any) -> dict[str, Any] | None:
+def tensor_sketch(a: Any, counts: tuple[int, int] | None = None) -> dict[str, Any] | None:
     """The sketch of one array (see the module docstring), or None for an array with no bits to sketch
-    (objects, strings, records) or no array at all.
+    (objects, strings, records) or no array at all. ``counts``: the array's NaN and Inf counts where they
+    were taken already (a worker's answer carries them), so they are not counted again here.
 
     >>> s = tensor_sketch(np.array([3.0, -4.0, np.inf], dtype=np.float32))
     >>> (s["n"], s["l2"], s["max_abs"], s["nan"], s["inf"], s["bits"])
@@ -108,7 +109,9 @@ def tensor_sketch(a: Any) -> dict[str, Any] | None:
     flat = a.reshape(-1)
     idx = sample_indices(a.shape)
     nan = inf = 0
-    if a.dtype.kind in "fc":
+    if a.dtype.kind in "fc" and counts is not None:
+        nan, inf = int(counts[0]), int(counts[1])
+    elif a.dtype.kind in "fc":
         nan = int(np.count_nonzero(np.isnan(flat)))
         inf = int(np.count_nonzero(np.isinf(flat)))
     mag = np.abs(flat) if a.dtype.kind == "c" else flat
