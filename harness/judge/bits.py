@@ -246,16 +246,18 @@ def nonfinite_counts(a: np.ndarray) -> tuple[int, int]:
         if np.isfinite(a).all():
             return 0, 0
         return counted_nonfinite(a)
-    # One reduction first (a fraction of the cost of the two counts): a sum of squares (BLAS dot,
-    # float32/64) or a plain sum is finite only when no element is NaN or +-inf, and almost every
-    # tensor is all finite. One that overflows from finite values only sends us on to the exact counts.
+    # A probe first (a fraction of the cost of the two counts), and almost every tensor is all finite. A
+    # real array's largest and smallest values are both finite exactly when none is NaN or +-inf (a NaN
+    # propagates through both): the probe digest_counted takes, single-threaded and with no temporary (a
+    # BLAS dot, the probe before, starts threads that compete with the other lane's or the measure pass's
+    # other slice on a machine of few cores). A complex array's sum is finite only when no element is NaN or
+    # infinite; one that overflows from finite values only sends us on to the exact counts.
     with np.errstate(over="ignore", invalid="ignore"):
-        flat = a.reshape(-1) if a.flags.c_contiguous else None
-        if flat is not None and a.dtype.kind == "f" and a.dtype.itemsize in (4, 8):
-            probe = np.dot(flat, flat)  # faster than np.add.reduce on large float arrays (a BLAS kernel)
-        else:
-            probe = np.add.reduce(a, axis=None, dtype=a.dtype)
-        if np.isfinite(probe):
+        flat = a.reshape(-1)
+        if a.dtype.kind == "f":
+            if np.isfinite(np.maximum.reduce(flat)) and np.isfinite(np.minimum.reduce(flat)):
+                return 0, 0
+        elif np.isfinite(np.add.reduce(flat, dtype=a.dtype)):
             return 0, 0
     return counted_nonfinite(a)
 

@@ -220,3 +220,20 @@ def test_the_batched_nonfinite_counts_are_each_arrays_own():
 
     run()
     assert len(ran) >= 100 and 0 < sum(ran) < len(ran), (len(ran), sum(ran))  # both answers were checked
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64"])
+@pytest.mark.parametrize("planted", [(), (math.nan,), (math.inf,), (-math.inf, math.nan, math.nan)])
+def test_counts_of_a_large_array_are_exact_whatever_its_values(dtype, planted):
+    """Above the small-array bound the counts start from a probe: finite values far beyond a sum of squares'
+    range, a NaN, an infinity of either sign, a strided view all give the exact counts."""
+    n = B.SMALL_BYTES // 2 + 3
+    a = (np.random.default_rng(1).standard_normal(n) * (1e4 if dtype == "float16" else 1e30)).astype(dtype)
+    for j, v in enumerate(planted):
+        a[(j * 7919) % n] = v
+    exact = (int(np.count_nonzero(np.isnan(a))), int(np.count_nonzero(np.isinf(a))))
+    assert B.nonfinite_counts(a) == exact
+    assert exact == (0, 0) or sum(exact) == len(planted)
+    strided = a[::2]
+    assert B.nonfinite_counts(strided) == (int(np.count_nonzero(np.isnan(strided))),
+                                           int(np.count_nonzero(np.isinf(strided))))
