@@ -204,7 +204,8 @@ def test_scaling_pairs_each_round_in_lanes_with_one_in_one_lane_and_keeps_the_pa
     lane: the denominator) and keeps the pair whose ratio is the median (its note lists them all); other sizes
     run once, in lanes. The rounds here are canned: the choice is what is tested."""
     walls = {1: [9.0, 5.0, 7.0], 4: [30.0, 20.0, 25.0], 16: [80.0]}
-    alone = {1: [3.0, 5.0, 5.0], 4: [10.0, 16.0, 25.0]}  # 4x ratios 3.0, 1.25, 1.0: the median is not the median wall
+    alone = {1: [3.0, 5.0, 5.0], 4: [10.0, 16.0, 25.0], 16: [64.0]}  # 4x ratios 3.0, 1.25, 1.0: the median is
+    # not the median wall
     calls: list[tuple[int, int]] = []
 
     def fake_round(factor, quick, repeats, fresh, fresh_interpreter=True, report=True, jobs=0):
@@ -222,7 +223,7 @@ def test_scaling_pairs_each_round_in_lanes_with_one_in_one_lane_and_keeps_the_pa
     monkeypatch.setattr(scaling, "campaign_round", fake_round)
     monkeypatch.setattr(overhead, "campaign_round", fake_round)  # the pairs' rounds (paired_rounds)
     rows, raw = scaling.bench_scaling("quick", factors=(1, 4, 16), quiet=True)
-    assert calls == [(1, 0), (1, 1)] * 3 + [(4, 0), (4, 1)] * 3 + [(16, 0)]  # each pair back to back
+    assert calls == [(1, 0), (1, 1)] * 3 + [(4, 0), (4, 1)] * 3 + [(16, 0), (16, 1)]  # each pair back to back
     totals = {p["factor"]: p["total"] for p in raw["points"]}
     assert totals == {1: 7.0, 4: 20.0, 16: 80.0}
     ratio_rows = {r.item: r for r in rows if r.item.endswith("overhead ratio")}
@@ -230,6 +231,9 @@ def test_scaling_pairs_each_round_in_lanes_with_one_in_one_lane_and_keeps_the_pa
     assert ratio_rows["4x: overhead ratio"].ratio == pytest.approx(20.0 / 16.0)
     assert ratio_rows["4x: overhead ratio"].denominator_value == pytest.approx(16.0)
     assert ratio_rows["4x: overhead ratio"].rounds == 3 and ratio_rows["16x: overhead ratio"].rounds == 1
+    # the largest size's denominator is its own one-lane round too, never the subjects' seconds summed in lanes
+    assert ratio_rows["16x: overhead ratio"].denominator_value == pytest.approx(64.0)
+    assert ratio_rows["16x: overhead ratio"].ratio == pytest.approx(80.0 / 64.0)
     assert "30.00 s / 10.00 s = 3.00, 20.00 s / 16.00 s = 1.25, 25.00 s / 25.00 s = 1.00" in \
         ratio_rows["4x: overhead ratio"].note
 
@@ -258,7 +262,10 @@ def test_every_scaling_row_is_a_non_negative_ratio_of_its_own_numerator_and_deno
             assert r.ratio == pytest.approx(r.numerator_value / r.denominator_value), r.item
     own = {r.item: r for r in rows if "harness" in r.item}
     assert set(own) == {"1x: harness seconds per task, one lane", "4x: harness seconds per task, one lane",
+                        "16x: harness seconds per task, one lane",
                         "harness cost per task, largest / smallest size (one lane)"}
+    for f in (1, 4, 16):  # every size's overhead ratio divides by the subjects' seconds in one lane
+        assert next(r for r in rows if r.item == f"{f}x: overhead ratio").denominator.endswith(", one lane")
     assert own["1x: harness seconds per task, one lane"].numerator_value == pytest.approx(5.0 - 4.0)
 
 
@@ -275,7 +282,8 @@ def test_the_overhead_section_takes_its_denominator_from_the_one_lane_round_besi
         point = {k_: 0.1 for k_, _ in driver.PARTS}
         point.update(total=lanes_walls[k] if jobs == 0 else 20.0, subject=alone_subjects[k] if jobs == 1 else 9.0,
                      oracle=0.1, tasks=100.0, runs=500.0, cases=10.0, campaign=9.0, jobs=2.0 if jobs == 0 else 1.0,
-                     worker_startup_summed=1.0)
+                     worker_startup_summed=1.0, subject_cpu=2.5 * alone_subjects[k] if jobs == 1 else 30.0,
+                     cpu_all=36.0 if jobs == 1 else 33.0, cores=2.0)
         return point
 
     monkeypatch.setattr(overhead, "campaign_round", fake_round)
@@ -284,6 +292,16 @@ def test_the_overhead_section_takes_its_denominator_from_the_one_lane_round_besi
     top = rows[0]
     assert top.item == "overhead ratio" and top.ratio == pytest.approx(11.0 / 8.0)
     assert top.numerator_value == 11.0 and top.denominator_value == 8.0 and raw["alone"]["subject"] == 8.0
+    # the floor: the same one-lane round's CPU seconds (20 s) over 2 cores, against its subjects' 8 s
+    floor = next(r for r in rows if r.item == "two-lane floor: subjects' CPU seconds / cores")
+    assert floor.numerator_value == pytest.approx(10.0) and floor.denominator_value == 8.0
+    assert floor.ratio == pytest.approx(10.0 / 8.0)
+    whole = next(r for r in rows if r.item == "two-lane floor: the campaign's CPU seconds / cores")
+    assert whole.numerator_value == pytest.approx(18.0) and whole.ratio == pytest.approx(18.0 / 8.0)
+    busy = next(r for r in rows if r.item == "cores kept busy in lanes")
+    assert busy.ratio == pytest.approx(33.0 / (2 * 11.0))
+    spin = next(r for r in rows if r.item == "subjects' CPU seconds in lanes / in one lane")
+    assert spin.ratio == pytest.approx(30.0 / 20.0)
 
 
 def test_the_bench_says_when_no_bytecode_cache_can_be_kept() -> None:

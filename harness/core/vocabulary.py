@@ -7,7 +7,7 @@ is implemented.
 
 from __future__ import annotations
 
-__all__ = ["FAMILIES", "PHASES", "COMPUTE_PHASES", "PHASE_SPELLINGS", "RELATIONS", "ROLES", "phase_name"]
+__all__ = ["FAMILIES", "PHASES", "COMPUTE_PHASES", "CPU_TIMING", "PHASE_SPELLINGS", "RELATIONS", "ROLES", "phase_name"]
 
 #: The case families: an embedding lookup, a (bi)LSTM stack, an embedding followed by an LSTM.
 FAMILIES: tuple[str, ...] = ("embed", "lstm", "pipeline")
@@ -17,6 +17,10 @@ PHASES: tuple[str, ...] = ("setup", "forward", "backward", "double-backward", "t
 #: The phases that run the subject's arithmetic: where its time is counted and where a contract may expect an
 #: error to be raised.
 COMPUTE_PHASES: tuple[str, ...] = ("forward", "backward", "double-backward")
+#: The key of a run's timings that holds the CPU seconds of its compute phases, every thread of the process
+#: counted (BLAS's included), beside their wall seconds under each phase's own name: what the subject asked of
+#: the machine's cores, where the wall seconds say how long it took.
+CPU_TIMING = "cpu"
 #: Other spellings a contracts file may use for a phase, and the phase each one means.
 PHASE_SPELLINGS: dict[str, str] = {"double_backward": "double-backward"}
 

@@ -24,7 +24,7 @@ from harness.execute.settings import CampaignSettings
 from harness.execute.task_runs import TaskOutcome, run_task
 from harness.execute.worker_sets import WorkerSet
 
-__all__ = ["LocalPool", "MIN_TASKS_PER_LANE"]
+__all__ = ["LocalPool", "MIN_TASKS_PER_LANE", "BESIDE_NICE"]
 
 
 #: With ``jobs=0``, a group of tasks gets one lane per this many tasks (and at most
@@ -32,12 +32,20 @@ __all__ = ["LocalPool", "MIN_TASKS_PER_LANE"]
 #: thread, which a few short tasks do not repay.
 MIN_TASKS_PER_LANE = 32
 
+#: Nice levels the pooled workers of every lane but the first run below the campaign's process. The first lane's
+#: subject then runs as it would alone: where its BLAS threads split a product over the cores, the sibling
+#: thread gets a core when it wakes rather than waiting behind another lane's run; the other lanes take the CPU
+#: time it leaves (its threads wait between products). A priority changes when a thread runs, never what it
+#: computes: the thread counts and the splits are the context's.
+BESIDE_NICE = 10
+
 
 class LocalPool:
     """Runs task groups on this machine: per start-up environment, :meth:`CampaignSettings.lanes` lanes, each
     its own :class:`~harness.execute.worker_sets.WorkerSet`, taking the group's tasks in turn; outcomes come
     back in the tasks' order. Tasks on a usable GPU run in the first lane only, one at a time (two at once on
     one GPU would make every context a contention context), and a group under GPU contention runs in one lane.
+    Every lane but the first runs its pooled worker :data:`BESIDE_NICE` levels below this process.
     The default executor of a :class:`~harness.execute.campaign.Campaign`."""
 
     #: A lane does not start a task more than this many tasks ahead of the oldest one not yet handed back
@@ -71,7 +79,7 @@ class LocalPool:
             most = len(group) if settings.jobs else -(-len(group) // MIN_TASKS_PER_LANE)
             lanes = max(1, min(settings.lanes(), most))
         first = WorkerSet(ctx, settings)
-        return [first] + [WorkerSet(ctx, settings, shared=first) for _ in range(lanes - 1)]
+        return [first] + [WorkerSet(ctx, settings, shared=first, nice=BESIDE_NICE) for _ in range(lanes - 1)]
 
     def _launch_ahead(self, group: Sequence[Task], settings: CampaignSettings) -> None:
         key = group_key(group[0])

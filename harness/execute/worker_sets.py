@@ -13,6 +13,7 @@ Apart from the lanes (:mod:`harness.execute.lanes`) and the runs of one task
 
 from __future__ import annotations
 
+import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from harness.execute.settings import CampaignSettings
 from harness.execute.worker import Worker
 from harness.execute.zygote import prestart_zygote
 
-__all__ = ["WorkerSet", "start_early"]
+__all__ = ["WorkerSet", "start_early", "lower_priority"]
 
 
 def start_early(contexts: Sequence[Context], devices: Sequence[Device]) -> None:
@@ -38,6 +39,19 @@ def start_early(contexts: Sequence[Context], devices: Sequence[Device]) -> None:
         if any(d.available and ctx.applies_to(d.kind) for d in devices):
             prestart_zygote(ctx.env)
             return
+
+
+def lower_priority(pid: int, steps: int) -> None:
+    """Every thread of process ``pid`` ``steps`` nice levels below this process's (Linux's ``setpriority`` names
+    one thread: each one in ``/proc/<pid>/task`` is set; threads started later inherit their starter's). Where
+    the system refuses or the process is gone, nothing changes: a priority is never a reason for a run to fail."""
+    try:
+        level = os.getpriority(os.PRIO_PROCESS, 0) + int(steps)
+        tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")] if os.path.isdir(f"/proc/{pid}/task") else [pid]
+        for tid in tids:
+            os.setpriority(os.PRIO_PROCESS, tid, level)
+    except (OSError, AttributeError, ValueError):
+        pass
 
 
 class _Busy:
@@ -94,6 +108,8 @@ class WorkerSet:
     busy: "_Busy" = field(default_factory=lambda: _Busy())
     #: two lanes' threads may launch the shared fresh workers at once: one does
     launching: threading.Lock = field(default_factory=threading.Lock)
+    #: nice levels the pooled worker runs below this process (:func:`lower_priority`): 0 in the first lane
+    nice: int = 0
 
     def _new(self, label: str) -> Worker:
         # The pooled worker is forked from its environment's zygote (a fork, not an import); a fresh one is
@@ -122,7 +138,12 @@ class WorkerSet:
         if self.pool is None:
             self.pool = self._new("pool")
         self.pool.wait_ready()
+        self._prioritize(self.pool)
         self.startup_seconds += self.pool.startup_seconds
+
+    def _prioritize(self, w: Worker) -> None:
+        if self.nice and w.pid is not None:
+            lower_priority(w.pid, self.nice)
 
     def ensure_fresh(self, n: int) -> None:
         """At least ``n`` fresh workers, started now where fewer run (a :class:`~harness.execute.isolated.Runner`
@@ -157,6 +178,7 @@ class WorkerSet:
             self.startup_seconds += w.startup_seconds
             if slot == "pool":
                 self.pool = w
+                self._prioritize(w)
             else:
                 self.fresh[int(slot.split(":")[1])] = w
         elif slot != "pool" and w.pid is None:

@@ -22,7 +22,7 @@ import numpy as np
 from harness.core.cases import Case
 from harness.core.contexts import Context
 from harness.core.devices import Device
-from harness.core.vocabulary import COMPUTE_PHASES, ROLES
+from harness.core.vocabulary import COMPUTE_PHASES, CPU_TIMING, ROLES
 
 __all__ = ["Subject", "Declared", "RunResult", "ErrorInfo", "Recorder", "execute"]
 
@@ -146,6 +146,11 @@ class RunResult:
         """Time the subject itself spent in forward, backward and double backward."""
         return sum(v for k, v in self.timings.items() if k in COMPUTE_PHASES)
 
+    @property
+    def subject_cpu_seconds(self) -> float:
+        """CPU seconds (every thread of the process) the subject spent in forward, backward and double backward."""
+        return float(self.timings.get(CPU_TIMING, 0.0))
+
     def meta(self) -> dict[str, Any]:
         """Everything but the arrays, as JSON-able data."""
         return {
@@ -167,12 +172,16 @@ class Recorder:
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
-        """Run a block as phase ``name``; its time (device work included) adds to ``timings[name]``."""
+        """Run a block as phase ``name``; its time (device work included) adds to ``timings[name]``, and for a
+        compute phase its CPU seconds (every thread of this process) to ``timings[CPU_TIMING]``."""
         self.phase_name = name
+        c0 = time.process_time()
         t0 = time.perf_counter()
         yield
         self.device.synchronize()
         self.timings[name] = self.timings.get(name, 0.0) + (time.perf_counter() - t0)
+        if name in COMPUTE_PHASES:
+            self.timings[CPU_TIMING] = self.timings.get(CPU_TIMING, 0.0) + (time.process_time() - c0)
 
     def output(self, name: str, array: Any) -> None:
         """Record one named output or gradient (a device array, a Variable, or None to skip)."""

@@ -20,7 +20,7 @@ from typing import Any, Iterator, Sequence
 
 from tools.bench.common import median
 
-__all__ = ["TimedExecutor", "scaled_corpus", "one_campaign", "PARTS"]
+__all__ = ["TimedExecutor", "scaled_corpus", "one_campaign", "campaign_cpu_seconds", "PARTS"]
 
 #: The additive parts of a campaign's wall time above the subjects' own time, with what each holds.
 PARTS = (
@@ -99,6 +99,15 @@ class TimedExecutor:
                 "inside": sum(s["inside"] for s in self.steps) + self.final_inside}
 
 
+def campaign_cpu_seconds() -> float:
+    """CPU seconds of this process and of every child it (or a child of it) has reaped: user and system, every
+    thread."""
+    import resource
+
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 def scaled_corpus(factor: int, quick: bool = False) -> list[Any]:
     """``factor`` times the default corpus: copy ``j`` is :func:`default_corpus` with seed ``DEFAULT_SEED + j``
     and its anchors re-seeded (same shapes, new values), so every case is new and sizes stay the default's.
@@ -127,6 +136,7 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
     and comparator seconds are summed over lanes running at once, so only ``total`` is a wall time."""
     from harness.core.contexts import parse_contexts
     from harness.core.devices import parse_devices
+    from harness.core.vocabulary import COMPUTE_PHASES, CPU_TIMING
     from harness.execute.campaign import CampaignSettings
     from harness.execute.driver import run_campaign
     from harness.subjects.registry import get_subject, subjects_for
@@ -134,6 +144,7 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
     tmp = tempfile.mkdtemp(prefix="harness-bench-")
     figures = None
     try:
+        cpu_start = campaign_cpu_seconds()
         t_start = time.perf_counter()
         fp = None
         if report:  # as harness report: the environment's fingerprint in a forked child while the campaign runs,
@@ -170,18 +181,29 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
         t2 = time.perf_counter()
         t_report = t2 - t1
         total = t2 - t_start
-        oracle = 0.0
+        # the campaign's CPU seconds, every process of it: its workers are reaped once their zygote is closed
+        # (a later round in this process starts another)
+        from harness.execute.zygote import close_zygotes
+
+        close_zygotes()
+        cpu_all = campaign_cpu_seconds() - cpu_start
+        oracle = cpu = 0.0
         with open(os.path.join(tmp, "runs.jsonl"), encoding="utf-8") as f:
             for line in f:
                 r = json.loads(line)
                 if get_subject(r["subject"]).role == "oracle":
-                    oracle += sum(v for k, v in r["timings"].items() if k in ("forward", "backward", "double-backward"))
+                    oracle += sum(v for k, v in r["timings"].items() if k in COMPUTE_PHASES)
+                else:
+                    cpu += float(r["timings"].get(CPU_TIMING, 0.0))
         st = run.stats
         split = executor.split()
         subject_all = float(st["subject"])
         return {
             "total": total,
             "subject": subject_all - oracle,
+            # the same runs' CPU seconds, every thread of each worker counted (BLAS's included)
+            "subject_cpu": cpu,
+            "cpu_all": cpu_all,
             "case_building": t_cases,
             "worker_startup": split["worker_startup"],
             "transfer": float(st["transfer_and_overhead"]),
@@ -194,6 +216,7 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
             "report_writing": t_report,
             "campaign": t_campaign,
             "jobs": float(settings.lanes()),
+            "cores": float(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1),
             "worker_startup_summed": float(st.get("worker_startup", 0.0)),
             "runs": float(st["runs"]),
             "tasks": float(len(run.tasks)),

@@ -10,7 +10,7 @@ from tools.bench.common import Row, figure, linear_fit, log, ratio, save_fig, sl
 from tools.bench.driver import PARTS
 from tools.bench.overhead import TARGET, campaign_round, pair_ratios, paired_rounds
 
-__all__ = ["bench_scaling", "plot_scaling", "FACTORS", "linearity"]
+__all__ = ["bench_scaling", "plot_scaling", "FACTORS", "linearity", "ALONE"]
 
 #: Corpus sizes, as multiples of the default corpus.
 FACTORS = (1, 4, 16)
@@ -41,12 +41,14 @@ def linearity(tasks: Sequence[float], walls: Sequence[float]) -> dict[str, Any]:
     return {"a": a, "b": b, "r2": r2, "marginal": marginal, "exponent": slope(tasks, walls), "verdict": verdict}
 
 
-#: The sizes whose subjects' time is also measured in one lane (the targets' sizes; 16x alone would take long).
-ALONE = (1, 2, 4)
+#: The sizes whose subjects' time is also measured in one lane, and the pairs of rounds each gets (full and quick
+#: levels), each round in lanes then one in one lane (:func:`~tools.bench.overhead.paired_rounds`): the row is
+#: the pair of median ratio. The largest size gets one pair: its two rounds take longer than the three pairs of
+#: the default size.
+ALONE = {1: 3, 2: 3, 4: 3, 16: 1}
 
-#: Rounds at the sizes in :data:`ALONE` (full and quick levels), each in lanes then in one lane
-#: (:func:`~tools.bench.overhead.paired_rounds`): the row is the pair of median ratio.
-ROUNDS = 3
+#: Pairs of rounds at the default size (``ALONE[1]``).
+ROUNDS = ALONE[1]
 
 
 def _ratio(p: dict[str, float]) -> float:
@@ -78,10 +80,11 @@ def bench_scaling(level: str = "full", factors: Sequence[int] | None = None, qui
         if f in ALONE:
             # The targets' sizes: the subjects' own time in one lane (lanes slow each subject a little, see the
             # overhead section), right after each round in lanes; three pairs, the pair of median ratio kept.
-            pairs, mid = paired_rounds(f, quick, repeats, fresh, 1 if smoke else ROUNDS,
+            pairs, mid = paired_rounds(f, quick, repeats, fresh, 1 if smoke else ALONE[f],
                                        fresh_interpreter=not smoke, report=not smoke)
             r, a = pairs[mid]
             r["subject_alone"], r["total_alone"] = a["subject"], a["total"]
+            r["subject_cpu_alone"], r["cores"] = a.get("subject_cpu", math.nan), a.get("cores", math.nan)
             r["pairs"] = pair_ratios(pairs)
             tried = [p for p, _ in pairs]
         else:
@@ -99,12 +102,15 @@ def bench_scaling(level: str = "full", factors: Sequence[int] | None = None, qui
                 f"fresh, {int(n)} tasks, {int(p['runs'])} runs; campaign {p['campaign']:.1f} s, report writing "
                 f"{p['report_writing']:.1f} s, worker start-up {p['worker_startup']:.1f} s")
         ov = _ratio(p)
-        target = f"<= {TARGET}" if p["factor"] in (1, 4) and not quick else ""
         alone = "subject_alone" in p
+        target = f"<= {TARGET}" if alone and not quick else ""
         note += (f"; {int(p['jobs'])} lanes; subject time " + (
             f"measured in one lane (--jobs 1: wall {p['total_alone']:.1f} s, ratio "
-            f"{ratio(p['total_alone'], p['subject_alone']):.2f})" if alone else
-            "summed over the lanes (inflated by running side by side: the ratio is flattered)"))
+            f"{ratio(p['total_alone'], p['subject_alone']):.2f}); the two-lane floor (subjects' CPU seconds in "
+            f"one lane {p['subject_cpu_alone']:.1f} s / {p['cores']:g} cores / their one-lane seconds) "
+            f"{ratio(p['subject_cpu_alone'] / p['cores'], p['subject_alone']):.2f}" if alone else
+            "summed over the lanes, as no round in one lane ran at this size (inflated by running side by side: "
+            "the ratio is flattered)"))
         if p["rounds"] > 1:
             note += f"; the pair of median ratio of {p['pairs']} (each in lanes, then in one lane)"
         rows.append(Row("scaling", f"{p['factor']}x: overhead ratio", ov, "campaign wall / subjects' forward+backward",
@@ -114,9 +120,12 @@ def bench_scaling(level: str = "full", factors: Sequence[int] | None = None, qui
                         status=("met" if ov <= TARGET else "missed") if target else "ok", note=note))
         rows.append(Row("scaling", f"{p['factor']}x: seconds per task", ratio(p["total"], n), "campaign wall / tasks",
                         "campaign wall", p["total"], "tasks", n, "s/task", 1, note=note))
-        rows.append(Row("scaling", f"{p['factor']}x: subject seconds per task", ratio(p["subject"], n),
-                        "subjects' forward+backward / tasks", "subjects' forward+backward", p["subject"], "tasks", n,
-                        "s/task", 1, note="the floor of the row above"))
+        own = p["subject_alone"] if alone else p["subject"]
+        rows.append(Row("scaling", f"{p['factor']}x: subject seconds per task", ratio(own, n),
+                        "subjects' forward+backward / tasks", "subjects' forward+backward" + (
+                            ", one lane" if alone else ", summed in lanes"), own, "tasks", n, "s/task", 1,
+                        note=("the row above in one lane cannot go below this; in two lanes, half of it"
+                              if alone else "summed over lanes that ran side by side: no floor of the row above")))
     fit = linearity([p["tasks"] for p in points], [p["total"] for p in points])
     last, first = points[-1], points[0]
     rows.append(Row("scaling", "cost per task, largest / smallest size",
@@ -155,7 +164,7 @@ def plot_scaling(raw: dict[str, Any], path: str) -> str:
     ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     n = [p["tasks"] for p in pts]
     ax1.plot(n, [p["total"] for p in pts], "o", label="campaign wall")
-    ax1.plot(n, [p["subject"] for p in pts], "s", label="subjects' own")
+    ax1.plot(n, [p.get("subject_alone", p["subject"]) for p in pts], "s", label="subjects' own (one lane)")
     if math.isfinite(fit["a"]):
         xs = [0.0, max(n)]
         ax1.plot(xs, [fit["a"] + fit["b"] * x for x in xs], "--", color="grey",

@@ -1,0 +1,55 @@
+"""A worker set's priority (harness.execute.worker_sets.lower_priority): every thread of the process, not one."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.core.cases import Case
+from harness.execute.lanes import BESIDE_NICE, LocalPool
+from harness.execute.plan import Task
+from harness.execute.settings import CampaignSettings
+from harness.execute.worker_sets import lower_priority
+
+THREADED = ("import sys, threading, time\n"
+            "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+            "print('up', flush=True)\n"
+            "sys.stdin.read()\n")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="threads are listed in /proc on Linux only")
+def test_every_thread_of_the_process_is_lowered() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", THREADED], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+        deadline = time.monotonic() + 30  # a bound on waiting for the second thread, not an assertion on time
+        while len(os.listdir(f"/proc/{proc.pid}/task")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        tids = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task")]
+        assert len(tids) >= 2
+        lower_priority(proc.pid, 3)
+        own = os.getpriority(os.PRIO_PROCESS, 0)
+        assert [os.getpriority(os.PRIO_PROCESS, t) for t in tids] == [min(own + 3, 19)] * len(tids)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_process_that_is_gone_is_no_error() -> None:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    lower_priority(proc.pid, 3)  # returns: a priority is never a reason for a run to fail
+    with pytest.raises(ProcessLookupError):
+        os.getpriority(os.PRIO_PROCESS, proc.pid)
+
+
+def test_the_first_lane_runs_at_the_campaigns_priority_and_the_others_below_it() -> None:
+    case = Case("embed", 1, {"vocab": 7, "width": 4, "ids_shape": [3]})
+    group = [Task(case, "chainer.EmbedID", "cpu", "default")] * 3
+    sets = LocalPool._worker_sets(group, CampaignSettings(repeats=1, fresh=0, quiet=True, jobs=3))
+    assert [ws.nice for ws in sets] == [0, BESIDE_NICE, BESIDE_NICE]
+    assert BESIDE_NICE > 0
