@@ -66,6 +66,7 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 __all__ = ["Verdict", "TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "VERDICTS", "VERDICT_ORDER",
            "read_records", "repair_jsonl", "read_tasks", "read_measures", "jsonl_line", "write_jsonl",
+           "run_lines", "read_runs",
            "compress_jsonl", "restore_jsonl", "device_kind_of", "unpack_parts", "unpack_record", "record_file",
            "record_lines"]
 
@@ -487,6 +488,45 @@ def read_tasks(path: str) -> dict[str, TaskRecord]:
     for n, obj in read_records(path):
         rec = TaskRecord.from_dict(obj, f"{path}:{n}")
         out[rec.key] = rec
+    return out
+
+
+def run_lines(runs: Iterable[Mapping[str, Any]]) -> str:
+    """One task's run lines as ``runs.jsonl`` holds them, in the order they ran. A run's tensor entry (digest,
+    dtype, shape, NaN/Inf counts) that equals the latest entry of that name in an earlier line of the same task
+    is named in ``same_tensors`` rather than written again: most repetitions agree, and their digests are in the
+    task record too. The first line holding a name holds it in full. :func:`read_runs` restores every entry."""
+    latest: dict[str, Any] = {}
+    out = []
+    for line in runs:
+        tensors = line.get("tensors") or {}
+        same = sorted(n for n, e in tensors.items() if latest.get(n) == e)
+        if same:
+            line = {**line, "tensors": {n: e for n, e in tensors.items() if n not in same}, "same_tensors": same}
+        latest.update(tensors)
+        out.append(json.dumps(line, sort_keys=True) + "\n")
+    return "".join(out)
+
+
+def read_runs(path: str) -> list[dict[str, Any]]:
+    """Every run line of a ``runs.jsonl`` (written by :func:`run_lines`), each with all its tensor entries; a line
+    naming an entry no earlier line of its task holds is a :class:`RecordError`. Lines written before
+    ``same_tensors`` existed hold every entry and read as they are."""
+    latest: dict[Any, dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    for n, obj in read_records(path):
+        if not isinstance(obj, dict):
+            raise RecordError(f"{path}:{n}: not a JSON object")
+        seen = latest.setdefault(obj.get("key"), {})
+        own = dict(obj.get("tensors") or {})
+        same = obj.pop("same_tensors", None) or ()
+        lost = [s for s in same if s not in seen]
+        if lost:
+            raise RecordError(f"{path}:{n}: tensor {lost[0]!r} is named as before, but no earlier run line of task "
+                              f"{obj.get('key')!r} holds it")
+        seen.update(own)
+        obj["tensors"] = dict(sorted({**{s: seen[s] for s in same}, **own}.items()))
+        out.append(obj)
     return out
 
 
