@@ -9,7 +9,6 @@ Each runs ``python -m harness`` as a user would; campaigns are tiny (``--example
 from __future__ import annotations
 
 import fcntl
-import gzip
 import json
 import os
 import shutil
@@ -18,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from harness.core.record_files import record_lines, remove_packed
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 300
@@ -44,8 +45,7 @@ def one_line_exit_2(p: subprocess.CompletedProcess, *needles: str) -> str:
 
 
 def jsonl(path: Path) -> list[dict]:
-    data = gzip.decompress(path.with_name(path.name + ".gz").read_bytes()) if not path.exists() else path.read_bytes()
-    return [json.loads(ln) for ln in data.decode().splitlines() if ln.strip()]
+    return [json.loads(ln) for ln in record_lines(str(path)) if ln.strip()]
 
 
 # ---- plug-ins at load: one line, exit 2 -------------------------------------------------------------------------
@@ -168,12 +168,12 @@ def test_torn_lines_anywhere_are_rerun_and_the_files_rewritten_clean(tmp_path):
     assert len(keys) >= 6
     # What two kill -9 leave: a record cut short (ended by the first resume's newline), more records, another
     # cut short at the end; the runs of the torn tasks are on disk, their records not.
-    lines = gzip.decompress((run / "tasks.jsonl.gz").read_bytes()).decode().splitlines(keepends=True)
+    lines = record_lines(str(run / "tasks.jsonl"))
     torn = lines[:2] + [lines[2][: len(lines[2]) // 2] + "\n"] + lines[3:5] + [lines[5][:40]]
-    (run / "tasks.jsonl.gz").unlink()
+    remove_packed(str(run / "tasks.jsonl"))
     (run / "tasks.jsonl").write_text("".join(torn))
-    for name in ("timings.json", "measures.jsonl.gz"):
-        (run / name).unlink()
+    (run / "timings.json").unlink()
+    remove_packed(str(run / "measures.jsonl"))
     p = harness("report", "--resume", str(run), "--quiet", "--no-shrink", "--no-localize")
     assert p.returncode == 0, p.stderr[-2000:]
     again = jsonl(run / "tasks.jsonl")

@@ -208,7 +208,7 @@ def test_scaling_pairs_each_round_in_lanes_with_one_in_one_lane_and_keeps_the_pa
     # not the median wall
     calls: list[tuple[int, int]] = []
 
-    def fake_round(factor, quick, repeats, fresh, fresh_interpreter=True, report=True, jobs=0):
+    def fake_round(factor, quick, repeats, fresh, fresh_interpreter=True, report=True, jobs=0, sizes=False):
         calls.append((factor, jobs))
         k = sum(1 for f, j in calls if f == factor and j == jobs) - 1
         total = walls[factor][k] if jobs == 0 else 4.0 * factor
@@ -245,7 +245,7 @@ def test_every_scaling_row_is_a_non_negative_ratio_of_its_own_numerator_and_deno
     row's ratio is its numerator over its denominator. Canned rounds whose lanes' subject sum exceeds the wall."""
     from tools.bench import overhead
 
-    def fake_round(factor, quick, repeats, fresh, fresh_interpreter=True, report=True, jobs=0):
+    def fake_round(factor, quick, repeats, fresh, fresh_interpreter=True, report=True, jobs=0, sizes=False):
         point = {k_: 0.1 for k_, _ in driver.PARTS}
         wall = 3.0 * factor if jobs == 0 else 5.0 * factor
         point.update(total=wall, subject=(5.5 if jobs == 0 else 4.0) * factor, oracle=0.5 * factor,
@@ -276,7 +276,7 @@ def test_the_overhead_section_takes_its_denominator_from_the_one_lane_round_besi
     calls: list[int] = []
     lanes_walls, alone_subjects = [12.0, 10.0, 11.0], [6.0, 10.0, 8.0]  # ratios 2.0, 1.0, 1.375
 
-    def fake_round(factor, quick, repeats, fresh, fresh_interpreter=True, report=True, jobs=0):
+    def fake_round(factor, quick, repeats, fresh, fresh_interpreter=True, report=True, jobs=0, sizes=False):
         calls.append(jobs)
         k = calls.count(jobs) - 1
         point = {k_: 0.1 for k_, _ in driver.PARTS}
@@ -302,6 +302,40 @@ def test_the_overhead_section_takes_its_denominator_from_the_one_lane_round_besi
     assert busy.ratio == pytest.approx(33.0 / (2 * 11.0))
     spin = next(r for r in rows if r.item == "subjects' CPU seconds in lanes / in one lane")
     assert spin.ratio == pytest.approx(30.0 / 20.0)
+
+
+def test_the_overhead_section_says_the_report_directorys_bytes_per_run_of_its_round_in_lanes(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rounds in lanes leave their report directories' sizes (as harness report leaves them); the section
+    divides each entry's bytes, and their sum, by that round's runs."""
+    from tools.bench import overhead
+
+    asked: list[bool] = []
+
+    def fake_round(factor, quick, repeats, fresh, fresh_interpreter=True, report=True, jobs=0, sizes=False):
+        asked.append(sizes)
+        point = {k_: 0.1 for k_, _ in driver.PARTS}
+        point.update(total=10.0, subject=8.0, oracle=0.1, tasks=100.0, runs=400.0, cases=10.0, campaign=9.0,
+                     jobs=2.0 if jobs == 0 else 1.0, worker_startup_summed=1.0,
+                     report_bytes={"tasks.jsonl.xz": 3000, "arrays/": 1000} if sizes else {})
+        return point
+
+    monkeypatch.setattr(overhead, "campaign_round", fake_round)
+    rows, _ = overhead.bench_overhead("quick", rounds=1, quiet=True)
+    assert asked == [True, False]  # the round in lanes measures its directory; the one-lane round does not
+    by_item = {r.item: r for r in rows if r.item.startswith("report bytes per run")}
+    assert by_item["report bytes per run"].ratio == pytest.approx(4000 / 400)
+    assert by_item["report bytes per run: tasks.jsonl.xz"].numerator_value == 3000
+    assert by_item["report bytes per run: arrays/"].ratio == pytest.approx(1000 / 400)
+
+
+def test_report_sizes_sum_folders_and_leave_out_hidden_entries(tmp_path) -> None:
+    (tmp_path / "arrays").mkdir()
+    (tmp_path / "arrays" / "a.npz").write_bytes(b"x" * 7)
+    (tmp_path / "arrays" / "b.npz").write_bytes(b"x" * 5)
+    (tmp_path / "tasks.jsonl.xz").write_bytes(b"x" * 3)
+    (tmp_path / ".lock").write_text("1")
+    assert driver.report_sizes(str(tmp_path)) == {"arrays/": 12, "tasks.jsonl.xz": 3}
 
 
 def test_the_bench_says_when_no_bytecode_cache_can_be_kept() -> None:

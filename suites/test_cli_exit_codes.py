@@ -22,7 +22,7 @@ import pytest
 from harness.core.cases import Case
 from harness.core.corpus_files import write_corpus
 from harness.core.devices import Device
-from harness.core.records import restore_jsonl
+from harness.core.records import record_file, restore_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 120
@@ -237,9 +237,8 @@ def test_a_bad_baseline_is_exit_2_before_the_campaign(tmp_path):
 
 # ---- run directories ------------------------------------------------------------------------------------
 def _tasks_bytes(run: Path) -> bytes:
-    """The task records of a run as stored (a finished report keeps them as tasks.jsonl.gz)."""
-    plain = run / "tasks.jsonl"
-    return plain.read_bytes() if plain.exists() else (run / "tasks.jsonl.gz").read_bytes()
+    """The task records of a run as stored (a finished report keeps them packed: tasks.jsonl.xz)."""
+    return Path(str(record_file(str(run / "tasks.jsonl")))).read_bytes()
 
 
 @pytest.fixture(scope="module")

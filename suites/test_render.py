@@ -380,7 +380,7 @@ def test_every_link_resolves_to_a_file_in_the_run_directory(report):
 @pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_the_page_harness_report_writes_links_only_files_it_left(tmp_path):
     """``harness report`` compresses its logs and prunes arrays after the campaign: the page it writes links the
-    files as they stay (``runs.jsonl.gz``, not the ``runs.jsonl`` that was there while the tables were built)."""
+    files as they stay (``runs.jsonl.xz``, not the ``runs.jsonl`` that was there while the tables were built)."""
     out = tmp_path / "run"
     p = subprocess.run([sys.executable, "-m", "harness", "report", "--subjects",
                         "chainer.embed_id,control.deterministic", "--devices", "cpu", "--contexts", "default",
@@ -390,7 +390,7 @@ def test_the_page_harness_report_writes_links_only_files_it_left(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     page = (out / "summary.html").read_text()
     links = _links(page) + re.findall(r"\]\(([^)]+)\)", (out / "summary.md").read_text())
-    assert "runs.jsonl.gz" in links and "tasks.jsonl.gz" in links and "measures.jsonl.gz" in links, links
+    assert "runs.jsonl.xz" in links and "tasks.jsonl.xz" in links and "measures.jsonl.xz" in links, links
     _assert_resolve(out, links)
 
 

@@ -24,6 +24,7 @@ from harness.core.contexts import get_context
 from harness.core.corpus_files import write_corpus
 from harness.core.devices import CPU, Device
 from harness.core.errors import InvalidArgument
+from harness.core.records import read_runs
 from harness.execute.campaign import Campaign, CampaignSettings, load_arrays, load_tasks
 from harness.execute.plan import parse_shard, plan, shard, task_key
 from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
@@ -82,7 +83,7 @@ def crash_campaign(tmp_path_factory, misbehaving_registered):
     # The typed records as their JSON form (what tasks.jsonl holds), so the tests read the file's fields.
     return {"dir": d, "tasks": tasks, "records": {k: r.to_dict() for k, r in records.items()}, "campaign": campaign,
             "wall": wall,
-            "runs": read_jsonl(d / "runs.jsonl")}
+            "runs": read_runs(str(d / "runs.jsonl"))}
 
 
 def key(subject: str, context: str = "default") -> str:

@@ -7,9 +7,9 @@ attack that needs one (a small report, a few seconds)."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
+import lzma
 import os
 import shutil
 import subprocess
@@ -160,10 +160,10 @@ def _finished(tmp: Path, name: str = "run") -> Path:
 
 
 def _records(d: Path, name: str) -> list[bytes]:
-    gz = d / (name + ".gz")
-    if gz.exists():
-        data = gzip.decompress(gz.read_bytes())
-        gz.unlink()
+    packed = d / (name + ".xz")  # as a finished report packs its records (harness.core.record_files)
+    if packed.exists():
+        data = lzma.decompress(packed.read_bytes())
+        packed.unlink()
     else:
         data = (d / name).read_bytes()
     return [ln for ln in data.split(b"\n") if ln.strip()]
@@ -186,7 +186,7 @@ def _line(where: str, text: bytes) -> Callable[[Path], None]:
     return fn
 
 
-def _cut_gz(name: str) -> Callable[[Path], None]:
+def _cut(name: str) -> Callable[[Path], None]:
     def fn(d: Path) -> None:
         raw = (d / name).read_bytes()
         (d / name).write_bytes(raw[:len(raw) // 2])
@@ -260,12 +260,12 @@ def run_records(Attack: Any) -> list[Any]:
         "not-utf8-middle": _line("middle", b'{"key": "\xff\xfe"}'), "nested-5000": _line("middle", deep),
         "garbage-after-brace": _line("middle", b"{garbage"), "corpus-case-removed": _drop_case,
         "corpus-case-removed-no-stamp": _drop_case_and_stamp, "shard-9/2": _campaign(shard="9/2"),
-        "shard-0/2": _campaign(shard="0/2"), "tasks-bad-crc": _bad_crc("tasks.jsonl.gz"),
-        "runs-bad-crc": _bad_crc("runs.jsonl.gz"), "tasks-gz-garbage": _json("tasks.jsonl.gz", "not gzip"),
+        "shard-0/2": _campaign(shard="0/2"), "tasks-bad-crc": _bad_crc("tasks.jsonl.xz"),
+        "runs-bad-crc": _bad_crc("runs.jsonl.xz"), "tasks-packed-garbage": _json("tasks.jsonl.xz", "not xz"),
         "campaign-list": _json("campaign.json", "[1]"),
     }
     out = [Attack(f"resume-records:{k}", resume, setup=_damage(fn)) for k, fn in refused.items()]
-    repaired = {"tasks-gz-cut": _cut_gz("tasks.jsonl.gz"), "runs-gz-cut": _cut_gz("runs.jsonl.gz"),
+    repaired = {"tasks-packed-cut": _cut("tasks.jsonl.xz"), "runs-packed-cut": _cut("runs.jsonl.xz"),
                 "npz-flipped": _flip_npz, "npz-garbage": _garbage_npz,
                 "torn-middle": _line("middle", b'{"key": "abc", "subj')}
     out += [Attack(f"resume-records:{k}", resume, setup=_damage(fn), expect="finish", lost=_every_task_once)
@@ -273,8 +273,8 @@ def run_records(Attack: Any) -> list[Any]:
     baseline = {
         "environment-garbage": _json("environment.json", "garbage"),
         "environment-list": _json("environment.json", "[]"),
-        "campaign-list": _json("campaign.json", "[]"), "measures-cut": _cut_gz("measures.jsonl.gz"),
-        "measures-bad-crc": _bad_crc("measures.jsonl.gz"), "tasks-cut": _cut_gz("tasks.jsonl.gz"),
+        "campaign-list": _json("campaign.json", "[]"), "measures-cut": _cut("measures.jsonl.xz"),
+        "measures-bad-crc": _bad_crc("measures.jsonl.xz"), "tasks-cut": _cut("tasks.jsonl.xz"),
         "npz-flipped": _flip_npz, "shard-9/2": _campaign(shard="9/2"),
     }
     for k, fn in baseline.items():

@@ -4,8 +4,8 @@ held by a running report (and the check that ``--keep`` left it whole)."""
 
 from __future__ import annotations
 
-import gzip
 import json
+import lzma
 import os
 import subprocess
 import sys
@@ -21,10 +21,10 @@ except ImportError:  # run as a script: tools/ is the path's first folder
 def _finished_run(tmp: Path) -> None:
     subprocess.run([sys.executable, "-m", "harness", "report", "--subjects", "chainer.embed_id",
                     "--out", str(tmp / "run"), *SMALL], cwd=tmp, env=harness_env({}), capture_output=True, check=True)
-    gz = tmp / "run" / "tasks.jsonl.gz"
-    if gz.exists():
-        (tmp / "run" / "tasks.jsonl").write_bytes(gzip.decompress(gz.read_bytes()))
-        gz.unlink()
+    packed = tmp / "run" / "tasks.jsonl.xz"  # as a finished report packs it (harness.core.record_files)
+    if packed.exists():
+        (tmp / "run" / "tasks.jsonl").write_bytes(lzma.decompress(packed.read_bytes()))
+        packed.unlink()
 
 
 def damaged_run(line: str) -> Callable[[Path], None]:
@@ -46,7 +46,7 @@ def torn_run(tmp: Path) -> None:
 def lost_tasks(tmp: Path) -> str:
     want = json.loads((tmp / "keys.json").read_text())
     p = tmp / "run" / "tasks.jsonl"
-    data = gzip.decompress(p.with_suffix(".jsonl.gz").read_bytes()) if not p.exists() else p.read_bytes()
+    data = lzma.decompress(p.with_suffix(".jsonl.xz").read_bytes()) if not p.exists() else p.read_bytes()
     got = sorted(json.loads(ln)["key"] for ln in data.decode().splitlines() if ln.strip())
     return "" if got == want else f"{len(want)} tasks planned, {len(got)} ({len(set(got))} distinct) on disk"
 

@@ -271,7 +271,7 @@ def run_dir_for_output(name: str, path: str) -> str:
 
 
 def jsonl_records(name: str, path: str, required: tuple[str, ...] = ()) -> int:
-    """Check a JSON-lines record file line by line (plain or gzipped:
+    """Check a JSON-lines record file line by line (plain or packed:
     :func:`harness.core.records.record_file`): every line an object holding ``required`` keys. A torn
     *last* line (an interrupted write) is allowed, as the campaign allows it. Returns the record count."""
     from harness.core.input_parsing import InputProblem, parse_json
@@ -280,7 +280,7 @@ def jsonl_records(name: str, path: str, required: tuple[str, ...] = ()) -> int:
     n = 0
     try:
         lines = record_lines(path)
-    except (OSError, EOFError, UnicodeDecodeError, RecordError) as exc:  # gzip.BadGzipFile is an OSError
+    except (OSError, EOFError, UnicodeDecodeError, RecordError) as exc:  # a damaged packed file: RecordError
         raise InvalidArgument(f"{name}={path!r} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
     last = max((i for i, ln in enumerate(lines) if ln.strip()), default=-1)
     for i, raw in enumerate(lines):
@@ -303,7 +303,7 @@ def jsonl_records(name: str, path: str, required: tuple[str, ...] = ()) -> int:
 
 def baseline_dir(name: str, path: str) -> str:
     """A stored report directory that ``gate --baseline`` can read: a directory with a non-empty,
-    well-formed ``tasks.jsonl``, plain or gzipped as a finished report leaves it (checked in well under a
+    well-formed ``tasks.jsonl``, plain or packed as a finished report leaves it (checked in well under a
     second, before any campaign runs)."""
     from harness.core.records import record_file
 
@@ -313,7 +313,7 @@ def baseline_dir(name: str, path: str) -> str:
         raise InvalidArgument(f"{name}={path!r} is not a directory (give a report directory)")
     tasks = os.path.join(path, "tasks.jsonl")
     if record_file(tasks) is None:
-        raise InvalidArgument(f"{name}={path!r} holds no tasks.jsonl (or tasks.jsonl.gz): not a report directory")
+        raise InvalidArgument(f"{name}={path!r} holds no tasks.jsonl (or tasks.jsonl.xz): not a report directory")
     if jsonl_records(name, tasks, ("key", "subject", "device", "context", "status")) == 0:
         raise InvalidArgument(f"{name}={path!r}: tasks.jsonl holds no task records")
     return path
@@ -325,8 +325,9 @@ def baseline_dir(name: str, path: str) -> str:
 #: :func:`outputs_apart`; a verb that is not here has no output file.
 VERB_FILES: dict[str, tuple[dict[str, tuple[str, ...] | None], tuple[str, ...]]] = {
     "cases": ({"out": None}, ("corpus",)),
-    "report": ({"out": ("corpus.jsonl", "campaign.json", "tasks.jsonl", "tasks.jsonl.gz", "measures.jsonl.gz",
-                        "runs.jsonl.gz", "environment.json", "timings.json", "summary.html", "summary.md",
+    "report": ({"out": ("corpus.jsonl", "campaign.json", "tasks.jsonl", "tasks.jsonl.xz", "measures.jsonl.xz",
+                        "runs.jsonl.xz", "tasks.jsonl.gz", "measures.jsonl.gz", "runs.jsonl.gz", "environment.json",
+                        "timings.json", "summary.html", "summary.md",
                         "cells.csv", "findings.csv", "summary.csv", "results.csv.gz")}, ("corpus", "resume")),
     "gate": ({"out": (), "junit": None}, ("contracts", "corpus", "baseline")),
     "shrink": ({"out": None}, ("case", "contracts", "baseline")),

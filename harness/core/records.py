@@ -19,6 +19,15 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Iterator, Mapping
 
 from harness.core.errors import RecordError
+from harness.core.record_files import (
+    compress_jsonl,
+    raw_lines,
+    record_file,
+    record_lines,
+    restore_jsonl,
+    unpack_parts,
+    unpack_record,
+)
 
 #: Exact types :func:`_plain` hands back as they are, looked up before any ``isinstance`` (a task record's
 #: sketches hold tens of thousands of them per campaign; an ``isinstance`` against ``Mapping`` costs an ABC check).
@@ -57,7 +66,9 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 __all__ = ["Verdict", "TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "VERDICTS", "VERDICT_ORDER",
            "read_records", "repair_jsonl", "read_tasks", "read_measures", "jsonl_line", "write_jsonl",
-           "compress_jsonl", "restore_jsonl", "device_kind_of", "gunzip_parts", "gunzip_record"]
+           "run_lines", "read_runs",
+           "compress_jsonl", "restore_jsonl", "device_kind_of", "unpack_parts", "unpack_record", "record_file",
+           "record_lines"]
 
 #: What a measure compares: repetitions in one process, fresh processes, another context, another device,
 #: the float64 oracle, a stored baseline, a related case (invariance), a reference summed in the order the subject
@@ -371,67 +382,6 @@ class Measure:
         return cls(**kw)
 
 
-def record_file(path: str) -> str | None:
-    """The one rule for finding a record file (``tasks.jsonl``, ``measures.jsonl``, ``runs.jsonl``): ``path``
-    itself, else ``path.gz`` (a finished report compresses them: :func:`compress_jsonl`); None where neither
-    exists. Every reader asks here: the campaign, the measure pass, the gate, the baseline check, resume.
-
-    >>> record_file("/nonexistent/tasks.jsonl") is None
-    True
-    """
-    if os.path.exists(path):
-        return path
-    return path + ".gz" if os.path.exists(path + ".gz") else None
-
-
-def record_lines(path: str) -> list[str]:
-    """The text lines of the record file :func:`record_file` finds for ``path`` (none where there is none)."""
-    found = record_file(path)
-    if found is None:
-        return []
-    if found.endswith(".gz"):
-        return gunzip_record(found).decode("utf-8", errors="strict").splitlines(keepends=True)
-    with open(found, encoding="utf-8", errors="strict") as f:
-        return f.readlines()
-
-
-def gunzip_parts(path: str) -> tuple[bytes, bool]:
-    """``(text, cut)`` of a gzipped record file: one cut short (an interrupted copy, a full disk) gives the text
-    up to the cut and ``cut`` True (its last line is then torn: its task runs again); a file that is not gzip, has
-    a bad checksum or data after its end is a :class:`RecordError` naming it (its content cannot be trusted)."""
-    import zlib
-
-    with open(path, "rb") as f:
-        raw = f.read()
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        data = d.decompress(raw)
-    except zlib.error as exc:
-        raise RecordError(f"{path}: not a readable gzip file ({exc}): damaged, not cut short") from None
-    if d.eof and d.unused_data:
-        raise RecordError(f"{path}: {len(d.unused_data)} bytes after the end of its gzip data: damaged")
-    return data, not d.eof
-
-
-def gunzip_record(path: str) -> bytes:
-    """The text of a gzipped record file that must be whole (:func:`gunzip_parts`; cut short: RecordError)."""
-    data, cut = gunzip_parts(path)
-    if cut:
-        raise RecordError(f"{path}: the gzip data is cut short: damaged")
-    return data
-
-
-def _raw_lines(path: str) -> list[bytes] | None:
-    """The lines of ``path`` (or ``path.gz``, where a finished report compressed it) as bytes; None: no file."""
-    found = record_file(path)
-    if found is None:
-        return None
-    if found.endswith(".gz"):  # cut short: the lines up to the cut (the last one torn: its task reruns)
-        return gunzip_parts(found)[0].split(b"\n")
-    with open(found, "rb") as f:
-        return f.read().split(b"\n")
-
-
 _NUMBER_START = re.compile(r"-?[0-9]*(\.[0-9]*)?([eE][+-]?[0-9]*)?")
 _NUMBER_TAIL = re.compile(r"\.|[eE][+-]?")
 
@@ -488,11 +438,11 @@ def _parse_line(raw: bytes) -> tuple[str, Any]:
 def read_records(path: str) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON) of each line of a JSONL file.
 
-    Reads ``path``, or ``path.gz`` where a finished report compressed it (:func:`compress_jsonl`).
+    Reads ``path``, or its packed form where a finished report packed it (:func:`compress_jsonl`).
     A torn line (see :func:`_parse_line`), wherever it is, is skipped: its task did not finish and reruns on
     ``--resume`` (:func:`repair_jsonl` rewrites the file without it); any other undecodable line is a
     :class:`RecordError` naming the file and line."""
-    lines = _raw_lines(path)
+    lines = raw_lines(path)
     for n, raw in enumerate(lines or [], 1):
         state, obj = _parse_line(raw)
         if state == "ok":
@@ -508,8 +458,9 @@ def repair_jsonl(path: str, keep: Any = None) -> int:
     of lines dropped; a file with nothing to drop is left untouched (only a missing last newline is added)."""
     from harness.core.fileio import atomic_write
 
-    from_gz = not os.path.exists(path)
-    lines = _raw_lines(path)
+    found = record_file(path)
+    packed = found is not None and found != path
+    lines = raw_lines(path)
     if lines is None:
         return 0
     good: list[bytes] = []
@@ -524,10 +475,10 @@ def repair_jsonl(path: str, keep: Any = None) -> int:
             dropped += 1
             continue
         good.append(raw.strip())
-    if dropped or (lines and lines[-1].strip()) or from_gz:
+    if dropped or (lines and lines[-1].strip()) or packed:
         atomic_write(path, b"".join(g + b"\n" for g in good))
-        if from_gz:
-            os.remove(path + ".gz")  # only once the plain file is in place
+        if packed:
+            os.remove(str(found))  # only once the plain file is in place
     return dropped
 
 
@@ -540,36 +491,48 @@ def read_tasks(path: str) -> dict[str, TaskRecord]:
     return out
 
 
+def run_lines(runs: Iterable[Mapping[str, Any]]) -> str:
+    """One task's run lines as ``runs.jsonl`` holds them, in the order they ran. A run's tensor entry (digest,
+    dtype, shape, NaN/Inf counts) that equals the latest entry of that name in an earlier line of the same task
+    is named in ``same_tensors`` rather than written again: most repetitions agree, and their digests are in the
+    task record too. The first line holding a name holds it in full. :func:`read_runs` restores every entry."""
+    latest: dict[str, Any] = {}
+    out = []
+    for line in runs:
+        tensors = line.get("tensors") or {}
+        same = sorted(n for n, e in tensors.items() if latest.get(n) == e)
+        if same:
+            line = {**line, "tensors": {n: e for n, e in tensors.items() if n not in same}, "same_tensors": same}
+        latest.update(tensors)
+        out.append(json.dumps(line, sort_keys=True) + "\n")
+    return "".join(out)
+
+
+def read_runs(path: str) -> list[dict[str, Any]]:
+    """Every run line of a ``runs.jsonl`` (written by :func:`run_lines`), each with all its tensor entries; a line
+    naming an entry no earlier line of its task holds is a :class:`RecordError`. Lines written before
+    ``same_tensors`` existed hold every entry and read as they are."""
+    latest: dict[Any, dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    for n, obj in read_records(path):
+        if not isinstance(obj, dict):
+            raise RecordError(f"{path}:{n}: not a JSON object")
+        seen = latest.setdefault(obj.get("key"), {})
+        own = dict(obj.get("tensors") or {})
+        same = obj.pop("same_tensors", None) or ()
+        lost = [s for s in same if s not in seen]
+        if lost:
+            raise RecordError(f"{path}:{n}: tensor {lost[0]!r} is named as before, but no earlier run line of task "
+                              f"{obj.get('key')!r} holds it")
+        seen.update(own)
+        obj["tensors"] = dict(sorted({**{s: seen[s] for s in same}, **own}.items()))
+        out.append(obj)
+    return out
+
+
 def read_measures(path: str) -> list[Measure]:
     """Every measure of a ``measures.jsonl``."""
     return [Measure.from_dict(obj, f"{path}:{n}") for n, obj in read_records(path)]
-
-
-def compress_jsonl(path: str) -> str | None:
-    """Replace a finished JSONL file by ``path.gz`` (written atomically before the plain file goes, so an
-    interruption loses nothing); returns the new path, None where there was no file."""
-    import gzip
-
-    from harness.core.fileio import atomic_write
-
-    if not os.path.exists(path):
-        return None
-    with open(path, "rb") as f:
-        data = f.read()
-    atomic_write(path + ".gz", gzip.compress(data, compresslevel=6, mtime=0))
-    os.remove(path)
-    return path + ".gz"
-
-
-def restore_jsonl(path: str) -> None:
-    """Undo :func:`compress_jsonl` (a resumed campaign appends to the plain file)."""
-
-    from harness.core.fileio import atomic_write
-
-    if os.path.exists(path) or not os.path.exists(path + ".gz"):
-        return
-    atomic_write(path, gunzip_parts(path + ".gz")[0])  # (cut short: its last line is torn, and reruns)
-    os.remove(path + ".gz")
 
 
 def jsonl_line(record: Any) -> str:

@@ -4,10 +4,10 @@ baseline (``gate --baseline``, ``replay --baseline``).
 Each problem is either repaired or refused, never passed over in silence:
 
 - repaired (the campaign runs the task again, and one ``note`` line says so): a line cut short by an interrupted
-  write, a gzipped ``tasks``/``runs`` file cut short (its lines up to the cut are kept), an arrays file that is
+  write, a packed ``tasks``/``runs`` file cut short (its lines up to the cut are kept), an arrays file that is
   damaged (its task runs again);
 - refused (:class:`~harness.core.errors.InvalidArgument`, naming the file and the line): a line that is not
-  UTF-8, nests too deep or is not a record, a gzip file with a bad checksum, a ``campaign.json`` that breaks its
+  UTF-8, nests too deep or is not a record, a packed file with a bad checksum, a ``campaign.json`` that breaks its
   schema or names a shard ``i/n`` with ``i > n``, a corpus that is not the one the campaign ran (its case count or
   digest differ from ``campaign.json``'s, or a task names a case it lacks), a baseline's ``environment.json``,
   ``campaign.json`` or ``measures.jsonl`` that does not read whole.
@@ -47,10 +47,10 @@ def npz_sound(path: str) -> bool:
 
 
 def record_notes(path: str, what: str) -> tuple[list[Any], list[str]]:
-    """``([(line number, parsed object)], notes)`` of one record file (plain, or gzipped as a finished report
-    leaves it): lines cut short are notes (their tasks run again); any other bad line or a damaged gzip file is
+    """``([(line number, parsed object)], notes)`` of one record file (plain, or packed as a finished report
+    leaves it): lines cut short are notes (their tasks run again); any other bad line or a damaged packed file is
     :class:`InvalidArgument` naming the file and line. ``what``: the verb's argument, for the message."""
-    from harness.core.records import _parse_line, gunzip_parts, record_file
+    from harness.core.records import _parse_line, record_file, unpack_parts
 
     found = record_file(path)
     if found is None:
@@ -58,8 +58,8 @@ def record_notes(path: str, what: str) -> tuple[list[Any], list[str]]:
     notes: list[str] = []
     cut = False
     try:
-        if found.endswith(".gz"):
-            data, cut = gunzip_parts(found)
+        if found != path:
+            data, cut = unpack_parts(found)
             if cut:
                 notes.append(f"{found}: cut short (a damaged copy): the tasks whose lines it lost run again")
         else:

@@ -17,7 +17,8 @@ what reads it back for ``--resume`` and the measure pass.
 
 Files under the campaign directory (each line flushed as it exists):
 
-- ``runs.jsonl``: one line per run (status, error, timings, declared warnings, tensor digests);
+- ``runs.jsonl``: one line per run (status, error, timings, declared warnings, tensor digests: an entry
+  that repeats an earlier run's of the task is named, not written again: :func:`harness.core.records.run_lines`);
 - ``tasks.jsonl``: one line per finished task: the comparison of its repetitions;
 - ``arrays/<task>.npz``: repetition 0's arrays, for cross-device, cross-context and oracle measures;
 - ``corpus.jsonl`` and ``campaign.json``: what was asked, so ``--resume`` continues it.
@@ -37,7 +38,7 @@ from harness.core.cases import Case
 from harness.core.corpus_files import load_corpus, write_corpus
 from harness.core.errors import InvalidArgument
 from harness.core.fileio import atomic_json, atomic_npz, npz_key, npz_members
-from harness.core.records import TaskRecord, read_records, read_tasks, repair_jsonl
+from harness.core.records import TaskRecord, read_records, read_tasks, repair_jsonl, run_lines
 from harness.core.rundir import corpus_stamp, npz_sound, runs_short
 from harness.execute import admission
 from harness.execute.lanes import LocalPool
@@ -132,8 +133,7 @@ class Campaign:
 
     def write_outcome(self, task: Task, outcome: TaskOutcome, runs_f: Any, tasks_f: Any) -> TaskRecord:
         """Write one task's outcome (runs first, then arrays, then the record that names them)."""
-        for line in outcome.runs:
-            runs_f.write(json.dumps(line, sort_keys=True) + "\n")
+        runs_f.write(run_lines(outcome.runs))
         runs_f.flush()
         rec = outcome.record
         if outcome.arrays:

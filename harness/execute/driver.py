@@ -122,12 +122,12 @@ def load_run(directory: str, contracts: Any = None) -> CampaignRun:
     campaign, records made elsewhere)."""
     import os
 
+    from harness.core.record_files import record_file
     from harness.execute.campaign import load_tasks
     from harness.execute.measure_pass import campaign_cases, load_measures
 
     records = load_tasks(directory)
-    have = any(os.path.exists(os.path.join(directory, "measures.jsonl" + s)) for s in ("", ".gz"))
-    if have:
+    if record_file(os.path.join(directory, "measures.jsonl")) is not None:
         measures = load_measures(directory)
     elif records:
         if contracts is None:

@@ -17,6 +17,7 @@ from harness.core.cases import Case
 from harness.core.corpus_files import load_corpus
 from harness.core.fileio import atomic_write
 from harness.core.forking import map_forked
+from harness.core.record_files import remove_packed
 from harness.core.records import Measure, TaskRecord, jsonl_line, read_measures, read_tasks
 from harness.execute.relations import pairs, relation_of
 from harness.judge.contracts import Contracts
@@ -122,8 +123,7 @@ def measure_campaign(directory: str, contracts: Contracts, *, tasks: Mapping[str
     out += extra
     if write:
         path = os.path.join(directory, MEASURES_FILE)
-        if os.path.exists(path + ".gz"):
-            os.remove(path + ".gz")  # measured again (a resumed campaign): the plain file is the current one
+        remove_packed(path)  # measured again (a resumed campaign): the plain file is the current one
         atomic_write(path, "".join(text) + "".join(jsonl_line(m) for m in extra))
     return out
 

@@ -86,7 +86,7 @@ OPTIONS: tuple[Option, ...] = (
            verbs=("replay",), shape="count"),
     Option("--relation", "relation", "an invariance relation (alone, subbatch, order, padding, duplicate): run the "
            "case and its members under it and compare them", "relation", metavar="NAME"),
-    Option("--baseline", "baseline", "a stored run directory (tasks.jsonl[.gz], corpus.jsonl, campaign.json): "
+    Option("--baseline", "baseline", "a stored run directory (tasks.jsonl[.xz], corpus.jsonl, campaign.json): "
            "compare this run's digests with its tasks of the same case, subject, device and context (shrink "
            "refuses it: a baseline holds only its own cases)",
            "run-dir", verbs=("replay", "shrink", "export"), metavar="DIR"),

@@ -221,7 +221,7 @@ def _oracle_growth(run_dir: str, baseline_dir: str) -> list[Measure]:
     """Oracle measures within tolerance in the baseline and beyond it now."""
     from harness.core.records import record_file
 
-    if record_file(os.path.join(baseline_dir, "measures.jsonl")) is None:  # plain or gzipped
+    if record_file(os.path.join(baseline_dir, "measures.jsonl")) is None:  # plain or packed
         return []
     base = {(m.case_id, m.subject, m.device, m.context, m.tensor): m for m in load_measures(baseline_dir)
             if m.kind == "oracle"}

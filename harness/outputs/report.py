@@ -13,7 +13,10 @@ from harness.core.errors import InvalidArgument
 from harness.core.records import Measure, TaskRecord
 
 __all__ = ["new_run_dir", "point_latest", "lock_run_dir", "read_campaign_meta", "prune_arrays", "write_timings",
-           "REPORTS_DIR", "KEPT_TENSORS"]
+           "REPORTS_DIR", "KEPT_TENSORS", "tidy_run_dir", "RECORD_FILES"]
+
+#: The record files a finished report packs (:func:`harness.core.record_files.compress_jsonl`).
+RECORD_FILES = ("tasks.jsonl", "runs.jsonl", "measures.jsonl")
 
 REPORTS_DIR = "reports"
 
@@ -69,7 +72,7 @@ def lock_run_dir(run_dir: str, name: str = "out") -> Iterator[None]:
 
 def read_campaign_meta(run_dir: str, name: str = "resume") -> dict[str, Any]:
     """``run_dir/campaign.json`` validated whole against :data:`harness.core.schemas.CAMPAIGN` (at least one
-    subject, device and context; repeats, fresh and timeout in range), with ``tasks.jsonl`` (plain or gzipped)
+    subject, device and context; repeats, fresh and timeout in range), with ``tasks.jsonl`` (plain or packed)
     line by line: one-line errors for a missing, garbage or incomplete file, or a task line that is not a
     record. These values come from a file, not the command line, so they are checked here."""
     from harness.core import schemas
@@ -132,6 +135,19 @@ def prune_arrays(run_dir: str, records: Mapping[str, TaskRecord], measures: Sequ
             arrays = {k: z[k] for k in z.files if k in keep}
         atomic_npz(path, arrays)
     return gone
+
+
+def tidy_run_dir(run_dir: str, records: Mapping[str, TaskRecord], measures: Sequence[Measure],
+                 keep_arrays: str = "findings") -> None:
+    """What a finished report leaves of its campaign's files: the arrays pruned (:func:`prune_arrays`; all kept
+    with ``keep_arrays="all"``) and the record files packed (read back transparently; ``--resume`` unpacks
+    them)."""
+    from harness.core.record_files import compress_jsonl
+
+    if keep_arrays != "all":
+        prune_arrays(run_dir, records, measures)
+    for name in RECORD_FILES:
+        compress_jsonl(os.path.join(run_dir, name))
 
 
 def write_timings(run_dir: str, timings: dict[str, Any]) -> None:

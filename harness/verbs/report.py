@@ -197,14 +197,13 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
     from harness.core.devices import parse_devices, select_devices
     from harness.core.env import fingerprint
     from harness.core.forking import BEHIND, Forked
-    from harness.core.records import compress_jsonl
     from harness.execute.campaign import resume_inputs
     from harness.execute.driver import run_campaign
     from harness.execute.relations import parse_relations
     from harness.outputs import report_files, terminal
     from harness.outputs.drawing import FigureServer
     from harness.outputs.fleet import out_for, run_on_cluster
-    from harness.outputs.report import REPORTS_DIR, point_latest, prune_arrays, read_campaign_meta, write_timings
+    from harness.outputs.report import REPORTS_DIR, point_latest, read_campaign_meta, tidy_run_dir, write_timings
     from harness.subjects.registry import subjects_for
 
     t_start = time.perf_counter()
@@ -270,10 +269,7 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
             frames: dict[str, Any] = {}
 
             def tidy() -> None:  # while the figures are drawn, and before the page lists the files
-                if opts.keep_arrays != "all":
-                    prune_arrays(where, run.records, run.measures)
-                for name in ("tasks.jsonl", "runs.jsonl", "measures.jsonl"):
-                    compress_jsonl(os.path.join(where, name))  # read back transparently; --resume restores them
+                tidy_run_dir(where, run.records, run.measures, opts.keep_arrays)
 
             files = report_files.write_report(run, environment=env, found=found, frames=frames, meanwhile=tidy,
                                         figures=figures)

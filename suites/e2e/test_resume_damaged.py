@@ -4,7 +4,6 @@ what runs again, and ends with every planned task's record exactly once and ever
 from __future__ import annotations
 
 import collections
-import gzip
 import json
 import os
 import shutil
@@ -13,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from harness.core.record_files import record_lines
 
 pytestmark = pytest.mark.slow
 
@@ -35,8 +36,7 @@ def finished(tmp_path_factory) -> Path:
 
 
 def _lines(path: Path) -> list[dict]:
-    data = path.read_bytes() if path.exists() else gzip.decompress(Path(str(path) + ".gz").read_bytes())
-    return [json.loads(ln) for ln in data.decode().splitlines() if ln.strip()]
+    return [json.loads(ln) for ln in record_lines(str(path)) if ln.strip()]
 
 
 def _cut(name: str):
@@ -53,8 +53,8 @@ def _flip_arrays(d: Path) -> None:
     path.write_bytes(bytes(raw))
 
 
-@pytest.mark.parametrize("damage,said", [(_cut("tasks.jsonl.gz"), "tasks.jsonl.gz: cut short"),
-                                         (_cut("runs.jsonl.gz"), "runs.jsonl.gz: cut short"),
+@pytest.mark.parametrize("damage,said", [(_cut("tasks.jsonl.xz"), "tasks.jsonl.xz: cut short"),
+                                         (_cut("runs.jsonl.xz"), "runs.jsonl.xz: cut short"),
                                          (_flip_arrays, ".npz: damaged")],
                          ids=["tasks-cut", "runs-cut", "arrays-damaged"])
 def test_a_damaged_run_resumes_with_nothing_lost_or_counted_twice(finished, tmp_path, damage, said) -> None:

@@ -20,7 +20,7 @@ from typing import Any, Iterator, Sequence
 
 from tools.bench.common import median
 
-__all__ = ["TimedExecutor", "scaled_corpus", "one_campaign", "campaign_cpu_seconds", "PARTS"]
+__all__ = ["TimedExecutor", "scaled_corpus", "one_campaign", "campaign_cpu_seconds", "report_sizes", "PARTS"]
 
 #: The additive parts of a campaign's wall time above the subjects' own time, with what each holds.
 PARTS = (
@@ -126,14 +126,33 @@ def scaled_corpus(factor: int, quick: bool = False) -> list[Any]:
     return list(out.values())
 
 
+def report_sizes(directory: str) -> dict[str, int]:
+    """Bytes on disk of each entry of a report directory (a folder: the sum of the files under it), by name;
+    hidden entries (the run's lock) left out."""
+    out: dict[str, int] = {}
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
+        if name.startswith("."):
+            continue
+        if os.path.isdir(path):
+            out[name + "/"] = sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(path)
+                                  for f in files)
+        else:
+            out[name] = os.path.getsize(path)
+    return out
+
+
 def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: int = 2,
-                 report: bool = True, contexts: str = "default", jobs: int = 0) -> dict[str, float]:
+                 report: bool = True, contexts: str = "default", jobs: int = 0, sizes: bool = False
+                 ) -> dict[str, Any]:
     """One report-like campaign (``factor`` x the default corpus, CPU, ``contexts``, ``jobs`` lanes as
     ``harness report --jobs``) in a temporary directory, through harness report's own path
     (:func:`harness.execute.driver.run_campaign`: the plan, the campaign and its measure pass), then, with
     ``report``, the report written from the run in memory; its timings, bucketed (:data:`PARTS`). In one lane
     (``jobs=1``) the buckets are additive: ``total`` = subject + the parts. In several, the subjects', transfer
-    and comparator seconds are summed over lanes running at once, so only ``total`` is a wall time."""
+    and comparator seconds are summed over lanes running at once, so only ``total`` is a wall time. With
+    ``sizes`` (and ``report``), ``report_bytes``: the directory as harness report leaves it, by entry
+    (:func:`report_sizes`), tidied after the clock stops."""
     from harness.core.contexts import parse_contexts
     from harness.core.devices import parse_devices
     from harness.core.vocabulary import COMPUTE_PHASES, CPU_TIMING
@@ -195,6 +214,12 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
                     oracle += sum(v for k, v in r["timings"].items() if k in COMPUTE_PHASES)
                 else:
                     cpu += float(r["timings"].get(CPU_TIMING, 0.0))
+        report_bytes: dict[str, int] = {}
+        if sizes and fp is not None:  # off the clock: the directory as harness report leaves it
+            from harness.outputs.report import tidy_run_dir
+
+            tidy_run_dir(tmp, run.records, run.measures)
+            report_bytes = report_sizes(tmp)
         st = run.stats
         split = executor.split()
         subject_all = float(st["subject"])
@@ -222,6 +247,7 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
             "tasks": float(len(run.tasks)),
             "cases": float(len(cases)),
             "restarts": float(st.get("restarts", 0.0)),
+            "report_bytes": report_bytes,
         }
     finally:
         if figures is not None:

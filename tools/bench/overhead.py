@@ -23,7 +23,7 @@ ONE_LANE_TARGET = 1.25
 
 
 def campaign_round(factor: int, quick: bool, repeats: int, fresh: int, fresh_interpreter: bool = True,
-                   report: bool = True, jobs: int = 0) -> dict[str, float]:
+                   report: bool = True, jobs: int = 0, sizes: bool = False) -> dict[str, Any]:
     """One campaign (:func:`tools.bench.driver.one_campaign`), by default in a fresh interpreter as
     ``harness report`` runs: nothing imported or cached from earlier rounds (matplotlib's import lands in
     report writing, as in a real report)."""
@@ -32,12 +32,12 @@ def campaign_round(factor: int, quick: bool, repeats: int, fresh: int, fresh_int
 
         importlib.import_module("harness.outputs.report_files")  # imported before the clock, as in run_report
         importlib.import_module("harness.outputs.terminal")
-        return one_campaign(factor, quick, repeats, fresh, report=report, jobs=jobs)
+        return one_campaign(factor, quick, repeats, fresh, report=report, jobs=jobs, sizes=sizes)
     code = ("import json, sys\n"
             "from harness.outputs import report_files, terminal  # imported before the clock starts, as in run_report\n"
             "from tools.bench.driver import one_campaign\n"
             f"res = one_campaign({int(factor)}, {bool(quick)!r}, {int(repeats)}, {int(fresh)}, "
-            f"report={bool(report)!r}, jobs={int(jobs)})\n"
+            f"report={bool(report)!r}, jobs={int(jobs)}, sizes={bool(sizes)!r})\n"
             "sys.stdout.write('\\n' + json.dumps(res) + '\\n')\n")
     env = dict(os.environ)
     env["PYTHONPATH"] = PROJECT_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -49,7 +49,7 @@ def campaign_round(factor: int, quick: bool, repeats: int, fresh: int, fresh_int
 
 
 def paired_rounds(factor: int, quick: bool, repeats: int, fresh: int, rounds: int, fresh_interpreter: bool = True,
-                  report: bool = True) -> tuple[list[tuple[dict[str, float], dict[str, float]]], int]:
+                  report: bool = True, sizes: bool = False) -> tuple[list[tuple[dict[str, Any], dict[str, Any]]], int]:
     """``rounds`` pairs of campaigns, each in ``harness report``'s default lanes then in one lane (``--jobs 1``,
     the subjects' own time: the ratio's denominator), back to back; and the index of the pair whose ratio
     (lanes' wall / one lane's subject seconds) is the median. A shared machine's speed drifts by more than
@@ -57,7 +57,8 @@ def paired_rounds(factor: int, quick: bool, repeats: int, fresh: int, rounds: in
     in an hour on a 2-core VM): each ratio is taken within one pair, never across the run."""
     pairs = []
     for _ in range(max(1, int(rounds))):
-        lanes = campaign_round(factor, quick, repeats, fresh, fresh_interpreter=fresh_interpreter, report=report)
+        lanes = campaign_round(factor, quick, repeats, fresh, fresh_interpreter=fresh_interpreter, report=report,
+                               sizes=sizes)
         alone = campaign_round(factor, quick, repeats, fresh, fresh_interpreter=fresh_interpreter, report=report,
                                jobs=1)
         pairs.append((lanes, alone))
@@ -91,7 +92,7 @@ def bench_overhead(level: str = "full", rounds: int | None = None, repeats: int 
     rounds = rounds or (1 if smoke else 2 if quick else 3)
     repeats = repeats or (1 if smoke else 5)
     fresh = (0 if smoke else 2) if fresh is None else fresh
-    pairs, mid = paired_rounds(1, quick, repeats, fresh, rounds, fresh_interpreter=not smoke)
+    pairs, mid = paired_rounds(1, quick, repeats, fresh, rounds, fresh_interpreter=not smoke, sizes=True)
     for k, (a, b) in enumerate(pairs):
         log(f"overhead round {k + 1}/{rounds}: total {a['total']:.1f} s in {int(a['jobs'])} lanes, subjects "
             f"{a['subject']:.1f} s summed; one lane: total {b['total']:.1f} s, subjects {b['subject']:.1f} s", quiet)
@@ -129,6 +130,7 @@ def bench_overhead(level: str = "full", rounds: int | None = None, repeats: int 
                     "summed start-up / subjects' forward+backward", "LocalPool.stats worker_startup (summed)",
                     med["worker_startup_summed"], "subjects' forward+backward", alone["subject"], "s", rounds,
                     status="context", note="workers start in parallel, so the wall cost is the breakdown row"))
+    rows += size_rows(med)
     return rows, {"rounds": per_round, "alone": alone, "alone_rounds": [b for _, b in pairs], "repeats": repeats,
                   "fresh": fresh}
 
@@ -168,6 +170,23 @@ def floor_rows(lanes: dict[str, float], alone: dict[str, float], rounds: int) ->
             note="above 1: running side by side costs the subjects CPU time (threads spinning or waiting on a "
                  "sibling thread), not only wall time"),
     ]
+
+
+def size_rows(round_: dict[str, Any]) -> list[Row]:
+    """Bytes per run of the report directory a round left (as harness report leaves it: arrays pruned, records
+    packed), in all and per entry; the runs are the round's own (its tasks' repetitions, fresh ones included)."""
+    sizes, runs = round_.get("report_bytes") or {}, float(round_["runs"])
+    if not sizes:
+        return []
+    total = float(sum(sizes.values()))
+    note = (f"{int(round_['tasks'])} tasks, {int(runs)} runs; the directory as harness report leaves it (arrays "
+            f"pruned to the findings' worst tensors, records packed), measured after the round's clock stopped")
+    rows = [Row("overhead", "report bytes per run", ratio(total, runs), "report directory bytes / runs",
+                "report directory bytes", total, "runs", runs, "B", 1, status="context", note=note)]
+    for name, n in sorted(sizes.items(), key=lambda kv: -kv[1]):
+        rows.append(Row("overhead", f"report bytes per run: {name}", ratio(float(n), runs), f"{name} bytes / runs",
+                        f"{name} bytes", float(n), "runs", runs, "B", 1, status="context"))
+    return rows
 
 
 def plot_overhead(raw: dict[str, Any], path: str) -> str:
