@@ -14,7 +14,7 @@ from tools.bench.common import PROJECT_ROOT, Row, figure, log, ratio, save_fig
 from tools.bench.driver import PARTS, one_campaign
 
 __all__ = ["bench_overhead", "plot_overhead", "campaign_round", "paired_rounds", "pair_ratio", "pair_ratios",
-           "floor_rows", "TARGET", "ONE_LANE_TARGET"]
+           "floor_rows", "size_rows", "TARGET", "ONE_LANE_TARGET"]
 
 #: The target for the overhead ratio in the default lanes at every corpus size (two lanes on a 2-core machine,
 #: whose limit is 0.5), and in one lane (whose floor is 1.0).
