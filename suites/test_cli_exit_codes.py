@@ -22,7 +22,7 @@ import pytest
 from harness.core.cases import Case
 from harness.core.corpus_files import write_corpus
 from harness.core.devices import Device
-from harness.core.records import record_file, restore_jsonl
+from harness.core.record_files import record_file, restore_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 120

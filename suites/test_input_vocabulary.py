@@ -109,7 +109,8 @@ def test_the_gate_reads_the_oracle_measures_of_a_gzipped_baseline(tmp_path):
 
 
 def test_every_reader_finds_plain_or_gzipped_records(tmp_path):
-    from harness.core.records import read_records, record_file
+    from harness.core.record_files import record_file
+    from harness.core.records import read_records
 
     plain = tmp_path / "tasks.jsonl"
     assert record_file(str(plain)) is None and list(read_records(str(plain))) == []

@@ -272,10 +272,10 @@ def run_dir_for_output(name: str, path: str) -> str:
 
 def jsonl_records(name: str, path: str, required: tuple[str, ...] = ()) -> int:
     """Check a JSON-lines record file line by line (plain or packed:
-    :func:`harness.core.records.record_file`): every line an object holding ``required`` keys. A torn
+    :func:`harness.core.record_files.record_file`): every line an object holding ``required`` keys. A torn
     *last* line (an interrupted write) is allowed, as the campaign allows it. Returns the record count."""
     from harness.core.input_parsing import InputProblem, parse_json
-    from harness.core.records import record_lines
+    from harness.core.record_files import record_lines
 
     n = 0
     try:
@@ -305,7 +305,7 @@ def baseline_dir(name: str, path: str) -> str:
     """A stored report directory that ``gate --baseline`` can read: a directory with a non-empty,
     well-formed ``tasks.jsonl``, plain or packed as a finished report leaves it (checked in well under a
     second, before any campaign runs)."""
-    from harness.core.records import record_file
+    from harness.core.record_files import record_file
 
     if not os.path.exists(path):
         raise InvalidArgument(f"{name}={path!r} does not exist")

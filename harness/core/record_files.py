@@ -1,7 +1,8 @@
 """Where a record file (``tasks.jsonl``, ``runs.jsonl``, ``measures.jsonl``) is on disk, plain or packed.
 
 A campaign appends to the plain file as it runs; a finished report packs each one into ``<name>.xz``
-(:func:`compress_jsonl`); a resumed campaign unpacks it again (:func:`restore_jsonl`). Report directories
+(:func:`compress_jsonl`); a resumed campaign writes the plain file back as it repairs it
+(:func:`harness.core.records.repair_jsonl`). Report directories
 written before the records were packed with xz hold ``<name>.gz``: every reader still finds and reads those.
 
 Why xz: the records repeat themselves far apart (a tensor's digest and sketch in every context of a case,

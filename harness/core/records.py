@@ -19,15 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Iterator, Mapping
 
 from harness.core.errors import RecordError
-from harness.core.record_files import (
-    compress_jsonl,
-    raw_lines,
-    record_file,
-    record_lines,
-    restore_jsonl,
-    unpack_parts,
-    unpack_record,
-)
+from harness.core.record_files import raw_lines, record_file
 
 #: Exact types :func:`_plain` hands back as they are, looked up before any ``isinstance`` (a task record's
 #: sketches hold tens of thousands of them per campaign; an ``isinstance`` against ``Mapping`` costs an ABC check).
@@ -66,9 +58,7 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 __all__ = ["Verdict", "TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "VERDICTS", "VERDICT_ORDER",
            "read_records", "repair_jsonl", "read_tasks", "read_measures", "jsonl_line", "write_jsonl",
-           "run_lines", "read_runs",
-           "compress_jsonl", "restore_jsonl", "device_kind_of", "unpack_parts", "unpack_record", "record_file",
-           "record_lines"]
+           "run_lines", "read_runs", "device_kind_of"]
 
 #: What a measure compares: repetitions in one process, fresh processes, another context, another device,
 #: the float64 oracle, a stored baseline, a related case (invariance), a reference summed in the order the subject
@@ -438,7 +428,8 @@ def _parse_line(raw: bytes) -> tuple[str, Any]:
 def read_records(path: str) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON) of each line of a JSONL file.
 
-    Reads ``path``, or its packed form where a finished report packed it (:func:`compress_jsonl`).
+    Reads ``path``, or its packed form where a finished report packed it
+    (:func:`harness.core.record_files.compress_jsonl`).
     A torn line (see :func:`_parse_line`), wherever it is, is skipped: its task did not finish and reruns on
     ``--resume`` (:func:`repair_jsonl` rewrites the file without it); any other undecodable line is a
     :class:`RecordError` naming the file and line."""

@@ -50,7 +50,8 @@ def record_notes(path: str, what: str) -> tuple[list[Any], list[str]]:
     """``([(line number, parsed object)], notes)`` of one record file (plain, or packed as a finished report
     leaves it): lines cut short are notes (their tasks run again); any other bad line or a damaged packed file is
     :class:`InvalidArgument` naming the file and line. ``what``: the verb's argument, for the message."""
-    from harness.core.records import _parse_line, record_file, unpack_parts
+    from harness.core.record_files import record_file, unpack_parts
+    from harness.core.records import _parse_line
 
     found = record_file(path)
     if found is None:

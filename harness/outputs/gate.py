@@ -219,7 +219,7 @@ def _environment_note(diff: Sequence[tuple[str, Any, Any]]) -> str:
 
 def _oracle_growth(run_dir: str, baseline_dir: str) -> list[Measure]:
     """Oracle measures within tolerance in the baseline and beyond it now."""
-    from harness.core.records import record_file
+    from harness.core.record_files import record_file
 
     if record_file(os.path.join(baseline_dir, "measures.jsonl")) is None:  # plain or packed
         return []
