@@ -1,4 +1,4 @@
-"""harness.subjects.oracle's scatter-add: the vectorized exact sums equal math.fsum's correctly rounded ones bit
+"""harness.subjects.exact_sums: the vectorized exact scatter-add sums equal math.fsum's correctly rounded ones bit
 for bit, whatever the exponents, cancellations, ties, long pile-ups on one row and non-finite values."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.subjects.oracle import _exact_sum, _scatter_rows, _special_sum
+from harness.subjects.exact_sums import exact_sum, scatter_rows, special_sum
 
 
 def _fsum_rows(ids: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
@@ -17,7 +17,7 @@ def _fsum_rows(ids: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
         block = rows[ids == r]
         for j in range(rows.shape[1]):
             col = block[:, j]
-            out[r, j] = _exact_sum(col.tolist()) if np.isfinite(col).all() else _special_sum(col)
+            out[r, j] = exact_sum(col.tolist()) if np.isfinite(col).all() else special_sum(col)
     return out
 
 
@@ -48,14 +48,14 @@ def test_vectorized_exact_sums_equal_fsum_bit_for_bit(kind):
     rng = np.random.default_rng(sum(map(ord, kind)))
     for _ in range(40):
         ids, rows, vocab = _draw(rng, kind)
-        ours, theirs = _scatter_rows(ids, rows, vocab), _fsum_rows(ids, rows.astype(np.float64), vocab)
+        ours, theirs = scatter_rows(ids, rows, vocab), _fsum_rows(ids, rows.astype(np.float64), vocab)
         assert np.array_equal(ours, theirs, equal_nan=True), kind
 
 
 def test_a_long_pile_up_on_one_row_is_summed_exactly():
     rows = np.array([[1.0], [2.0 ** -53]] * 5000)  # fifty thousand half-ULPs: a naive sum loses all of them
     ids = np.zeros(len(rows), dtype=np.int64)
-    assert _scatter_rows(ids, rows, 1)[0, 0] == math.fsum(rows[:, 0].tolist()) == 5000 + 5000 * 2.0 ** -53
+    assert scatter_rows(ids, rows, 1)[0, 0] == math.fsum(rows[:, 0].tolist()) == 5000 + 5000 * 2.0 ** -53
 
 
 def test_scatter_over_a_large_table_equals_the_fsum_reference_and_reads_kept_positions_only() -> None:
@@ -68,7 +68,7 @@ def test_scatter_over_a_large_table_equals_the_fsum_reference_and_reads_kept_pos
     rows = (rng.standard_normal((2 * n, width)) * np.ldexp(1.0, rng.integers(-20, 20, (2 * n, width))))
     rows = rows.astype(np.float32)
     positions = np.sort(rng.choice(2 * n, n, replace=False))
-    got = _scatter_rows(ids, rows, vocab, positions=positions)
+    got = scatter_rows(ids, rows, vocab, positions=positions)
     assert got.nbytes >= 1 << 24 and got.dtype == np.float64
     kept = rows[positions].astype(np.float64)
     named = np.unique(ids)
