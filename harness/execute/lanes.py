@@ -51,6 +51,9 @@ class LocalPool:
     #: A lane does not start a task more than this many tasks ahead of the oldest one not yet handed back
     #: (a hung run holds the order; the outcomes waiting behind it are held in memory).
     WINDOW = 64
+    #: One lane starts at most this many tasks ahead: the next task runs while the caller takes in the last, and
+    #: no more outcomes (each holding its repetition 0's arrays) wait in memory than that one.
+    ONE_LANE_WINDOW = 1
 
     def __init__(self) -> None:
         self.stats: dict[str, float] = {"worker_startup": 0.0, "restarts": 0}
@@ -123,15 +126,10 @@ class LocalPool:
 
                 gpus = sorted({t.device for t in ctx_tasks if parse_device(t.device).available})
                 contention = Contention([parse_device(g) for g in gpus]).start() if gpus else None
-            if len(sets) == 1:
-                if needs_workers:
-                    sets[0].start()
-                for task in ctx_tasks:
-                    with RUNNING.track(task):  # the progress line shows it while it runs
-                        outcome = run_task(task, sets[0], settings)
-                    yield task, outcome
-            else:
-                yield from _Lanes(ctx_tasks, sets, needs_workers, settings, self.WINDOW).outcomes()
+            # One lane runs in a thread of its own too, one task ahead of the caller: while the caller writes
+            # a task's outcome (records, arrays, progress), the worker already runs the next task.
+            window = self.WINDOW if len(sets) > 1 else self.ONE_LANE_WINDOW
+            yield from _Lanes(ctx_tasks, sets, needs_workers, settings, window).outcomes()
         finally:
             if contention is not None:
                 contention.stop()
