@@ -20,7 +20,7 @@ import pytest
 
 from harness.core.errors import InvalidArgument
 from tools import bench
-from tools.bench import comparator, driver, make_times, scaling, xdist
+from tools.bench import blas_pair, comparator, driver, make_times, scaling, xdist
 
 
 @pytest.fixture(scope="module")
@@ -287,6 +287,7 @@ def test_the_overhead_section_takes_its_denominator_from_the_one_lane_round_besi
         return point
 
     monkeypatch.setattr(overhead, "campaign_round", fake_round)
+    monkeypatch.setattr(blas_pair, "blas_pair_rows", lambda rounds, quiet: ([], {}))
     rows, raw = overhead.bench_overhead("quick", rounds=3, quiet=True)
     assert calls == [0, 1] * 3
     top = rows[0]
@@ -321,12 +322,29 @@ def test_the_overhead_section_says_the_report_directorys_bytes_per_run_of_its_ro
         return point
 
     monkeypatch.setattr(overhead, "campaign_round", fake_round)
+    monkeypatch.setattr(blas_pair, "blas_pair_rows", lambda rounds, quiet: ([], {}))
     rows, _ = overhead.bench_overhead("quick", rounds=1, quiet=True)
     assert asked == [True, False]  # the round in lanes measures its directory; the one-lane round does not
     by_item = {r.item: r for r in rows if r.item.startswith("report bytes per run")}
     assert by_item["report bytes per run"].ratio == pytest.approx(4000 / 400)
     assert by_item["report bytes per run: tasks.jsonl.xz"].numerator_value == 3000
     assert by_item["report bytes per run: arrays/"].ratio == pytest.approx(1000 / 400)
+
+
+def test_the_blas_pair_rows_divide_the_pairs_wall_by_twice_the_lone_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real child processes (a short loop): each thread count gives a row whose ratio is its own numerator (the
+    pair's wall, the slower of the two) over its denominator (twice the lone loop's wall), and a CPU-seconds row."""
+    monkeypatch.setattr(blas_pair, "PRODUCTS", 20)
+    monkeypatch.setattr(blas_pair, "SIDE", 64)
+    rows, raw = blas_pair.blas_pair_rows(threads=(1,), rounds=1, quiet=True)
+    assert [r.item for r in rows] == [
+        "two lanes' limit with BLAS at 1 thread(s): side by side / one after the other",
+        "CPU seconds side by side / alone, BLAS at 1 thread(s)"]
+    (got,) = raw["threads1"]
+    assert rows[0].numerator_value == max(p["wall"] for p in got["pair"]) > 0
+    assert rows[0].denominator_value == pytest.approx(2 * got["alone"]["wall"])
+    assert rows[0].ratio == pytest.approx(rows[0].numerator_value / rows[0].denominator_value)
+    assert rows[1].numerator_value == pytest.approx(sum(p["cpu"] for p in got["pair"]))
 
 
 def test_report_sizes_sum_folders_and_leave_out_hidden_entries(tmp_path) -> None:

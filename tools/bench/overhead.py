@@ -131,8 +131,14 @@ def bench_overhead(level: str = "full", rounds: int | None = None, repeats: int 
                     med["worker_startup_summed"], "subjects' forward+backward", alone["subject"], "s", rounds,
                     status="context", note="workers start in parallel, so the wall cost is the breakdown row"))
     rows += size_rows(med)
+    blas: dict[str, Any] = {}
+    if not smoke:  # what two lanes can gain at all where every subject's BLAS splits its products over the cores
+        from tools.bench.blas_pair import blas_pair_rows
+
+        more, blas = blas_pair_rows(rounds=rounds, quiet=quiet)
+        rows += more
     return rows, {"rounds": per_round, "alone": alone, "alone_rounds": [b for _, b in pairs], "repeats": repeats,
-                  "fresh": fresh}
+                  "fresh": fresh, "blas_pair": blas}
 
 
 def floor_rows(lanes: dict[str, float], alone: dict[str, float], rounds: int) -> list[Row]:
