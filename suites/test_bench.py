@@ -13,6 +13,7 @@ import glob
 import json
 import math
 import os
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -345,6 +346,23 @@ def test_the_blas_pair_rows_divide_the_pairs_wall_by_twice_the_lone_loops(monkey
     assert rows[0].denominator_value == pytest.approx(2 * got["alone"]["wall"])
     assert rows[0].ratio == pytest.approx(rows[0].numerator_value / rows[0].denominator_value)
     assert rows[1].numerator_value == pytest.approx(sum(p["cpu"] for p in got["pair"]))
+
+
+def test_the_timed_executors_parts_add_up_to_the_campaign_when_writing_overlapped_the_runs() -> None:
+    """One lane runs the next task while the campaign writes the last: a step can wait less inside the executor
+    than its outcome's own seconds. The parts stay non-negative and, with the outcomes' seconds, sum to the
+    campaign's wall; the writing part is what the runs did not hide."""
+    timed = driver.TimedExecutor(inner=SimpleNamespace(stats={}))
+    timed.steps = [{"inside": 2.0, "own": 1.0, "new_group": 1.0, "outside": 0.3},   # start-up: 1 s
+                   {"inside": 0.8, "own": 1.0, "new_group": 0.0, "outside": 0.3},   # 0.2 s of it ran while writing
+                   {"inside": 1.1, "own": 1.0, "new_group": 0.0, "outside": 0.3}]
+    timed.final_inside = 0.1
+    campaign = 2.0 + 0.8 + 1.1 + 0.1 + 3 * 0.3
+    parts = timed.split(campaign)
+    assert all(v >= 0 for v in parts.values())
+    assert sum(parts.values()) + 3.0 == pytest.approx(campaign)
+    assert parts["worker_startup"] == pytest.approx(0.1 + 1.0 - 0.05)  # less the typical step's residual
+    assert parts["writing"] == pytest.approx(campaign - 3.0 - parts["worker_startup"] - parts["run_records"])
 
 
 def test_report_sizes_sum_folders_and_leave_out_hidden_entries(tmp_path) -> None:

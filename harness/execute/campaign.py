@@ -30,7 +30,7 @@ import dataclasses
 import hashlib
 import json
 import os
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -89,11 +89,16 @@ class Campaign:
         atomic_json(os.path.join(self.dir, "campaign.json"), meta)
 
     # ---- running ---------------------------------------------------------------------
-    def run(self, tasks: Sequence[Task], executor: Any = None) -> dict[str, TaskRecord]:
+    def run(self, tasks: Sequence[Task], executor: Any = None,
+            on_record: Callable[[TaskRecord], None] | None = None) -> dict[str, TaskRecord]:
         """Run the tasks not finished yet with ``executor`` (default a :class:`~harness.execute.lanes.LocalPool`),
         writing each outcome as it arrives: its runs to ``runs.jsonl``, its record to ``tasks.jsonl``, its
-        arrays."""
+        arrays. ``on_record`` is handed each finished task's record, those of an earlier run first (the measure
+        pass measures them meanwhile: :class:`~harness.execute.measure_pass.Measurer`)."""
         done = self.repair()
+        if on_record is not None:
+            for rec in done.values():
+                on_record(rec)
         todo = [t for t in tasks if t.key not in done]
         progress = Progress(len(todo), self.settings.quiet,  # weighted by what each task will cost
                             admission.weights(todo, self.settings.repeats, self.settings.fresh)).start()
@@ -105,6 +110,8 @@ class Campaign:
                     rec = self.write_outcome(task, outcome, runs_f, tasks_f)
                     done[task.key] = rec
                     progress.step(rec, task.key)
+                    if on_record is not None:
+                        on_record(rec)
             finally:
                 progress.stop()
                 for k, v in getattr(executor, "stats", {}).items():

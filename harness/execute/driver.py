@@ -15,7 +15,7 @@ from harness.core.contexts import Context
 from harness.core.devices import Device
 from harness.core.records import Measure, TaskRecord
 from harness.execute.campaign import Campaign, CampaignSettings
-from harness.execute.measure_pass import measure_campaign
+from harness.execute.measure_pass import Measurer, campaign_cases, measure_campaign
 from harness.execute.plan import Task, plan
 from harness.subjects.base import Subject
 
@@ -72,8 +72,12 @@ def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subje
         if launch is not None:
             launch(tasks, settings)
         beside = _Beside(while_starting)
+    by_id = {c.id: c for c in cases}
+    # Each task is measured as soon as the tasks it is compared with have finished, beside the next runs.
+    measurer = Measurer(directory, contracts, campaign_cases(directory) if resume else by_id,
+                        [(t.case.id, t.subject, t.device, t.context) for t in tasks], held=campaign.held)
     try:
-        records = campaign.run(tasks, executor=executor)
+        records = campaign.run(tasks, executor=executor, on_record=measurer.add)
     except BaseException:
         if beside is not None:
             beside.thread.join()  # the runs' own error is the one raised
@@ -82,11 +86,9 @@ def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subje
                 discard()
         raise
     if beside is not None:
-        beside.join()  # before the measure pass forks its children (a fork wants this thread alone)
+        beside.join()  # what it raised is raised now, once the runs are written
     t0 = time.perf_counter()
-    by_id = {c.id: c for c in cases}
-    measures = measure_campaign(directory, contracts, tasks=records, held=campaign.held,
-                                cases=None if resume else by_id)
+    measures = measurer.finish(records)
     campaign.held.clear()
     campaign.stats["measuring"] = time.perf_counter() - t0
     return CampaignRun(directory, tasks, records, measures, campaign.stats, by_id)
@@ -124,7 +126,7 @@ def load_run(directory: str, contracts: Any = None) -> CampaignRun:
 
     from harness.core.record_files import record_file
     from harness.execute.campaign import load_tasks
-    from harness.execute.measure_pass import campaign_cases, load_measures
+    from harness.execute.measure_pass import load_measures
 
     records = load_tasks(directory)
     if record_file(os.path.join(directory, "measures.jsonl")) is not None:

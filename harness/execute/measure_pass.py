@@ -23,9 +23,17 @@ from harness.execute.relations import pairs, relation_of
 from harness.judge.contracts import Contracts
 from harness.judge.measure import Reference, measure_task, references_for
 
-__all__ = ["MEASURES_FILE", "measure_campaign", "load_measures", "campaign_cases"]
+__all__ = ["MEASURES_FILE", "measure_campaign", "Measurer", "key_of", "compared_with", "load_measures",
+           "campaign_cases"]
 
 MEASURES_FILE = "measures.jsonl"
+
+Key = tuple[str, str, str, str]  # (case id, subject, device, context): a task of the plan
+
+
+def key_of(rec: TaskRecord) -> Key:
+    """The task a record is of, as the measures look it up."""
+    return (rec.case_id, rec.subject, rec.device, rec.context)
 
 
 class _Arrays:
@@ -35,7 +43,7 @@ class _Arrays:
                  held: Mapping[str, Mapping[str, np.ndarray]] | None = None) -> None:
         self.directory, self.keep = directory, keep
         self._cache: OrderedDict[str, dict[str, np.ndarray]] = OrderedDict()
-        self.held = held or {}
+        self.held = held if held is not None else {}  # the caller's own mapping: it fills while a campaign runs
         self.loaded = 0
 
     def get(self, rec: TaskRecord | None) -> dict[str, np.ndarray] | None:
@@ -95,12 +103,13 @@ def measure_campaign(directory: str, contracts: Contracts, *, tasks: Mapping[str
     :func:`~harness.execute.settings.default_jobs`; one below :data:`SPLIT_TASKS` tasks); the slices after
     the first are each measured in a child forked from this process (:func:`harness.core.forking.map_forked`),
     which reads the same records and arrays without a copy. A task's measures depend only on the records, the
-    arrays and the contracts, so the measures, and their order, are those of one slice."""
+    arrays and the contracts, so the measures, and their order, are those of one slice. A campaign that is
+    running measures its tasks as they finish instead (:class:`Measurer`), to the same measures."""
     tasks = dict(tasks) if tasks is not None else read_tasks(os.path.join(directory, "tasks.jsonl"))
     cases = dict(cases) if cases is not None else campaign_cases(directory)
-    by = {(r.case_id, r.subject, r.device, r.context): r for r in tasks.values()}
+    by = {key_of(r): r for r in tasks.values()}
     arrays = _Arrays(directory, held=held)
-    order = sorted(tasks.values(), key=lambda r: (r.case_id, r.subject, r.context, r.device))
+    order = _order(tasks)
     if not parts:
         from harness.execute.settings import default_jobs
 
@@ -108,15 +117,31 @@ def measure_campaign(directory: str, contracts: Contracts, *, tasks: Mapping[str
     parts = max(1, min(parts, len(order)))
 
     def measure_slice(recs: Sequence[TaskRecord]) -> list[tuple[list[Measure], str]]:
-        return [(ms, "".join(jsonl_line(m) for m in ms) if write else "")
-                for ms in (_measure_one(rec, by, cases, contracts, arrays) for rec in recs)]
+        return [_with_lines(_measure_one(rec, by, cases, contracts, arrays), write) for rec in recs]
 
     # every parts-th task to each slice: tasks of one case (alike in cost) spread over the slices evenly
     done = map_forked(measure_slice, [order[k::parts] for k in range(parts)])
+    measured = {key_of(rec): done[i % parts][i // parts] for i, rec in enumerate(order)}
+    return _gathered(directory, contracts, tasks, cases, measured, write)
+
+
+def _order(tasks: Mapping[str, TaskRecord]) -> list[TaskRecord]:
+    """The order the measures are written in: by case, subject, context, device."""
+    return sorted(tasks.values(), key=lambda r: (r.case_id, r.subject, r.context, r.device))
+
+
+def _with_lines(measures: list[Measure], write: bool) -> tuple[list[Measure], str]:
+    return measures, "".join(jsonl_line(m) for m in measures) if write else ""
+
+
+def _gathered(directory: str, contracts: Contracts, tasks: Mapping[str, TaskRecord], cases: Mapping[str, Case],
+              measured: Mapping[Key, tuple[list[Measure], str]], write: bool) -> list[Measure]:
+    """Every task's measures (``measured``, by task) in the file's order, then what no measure judged
+    (:func:`_not_judged`); written to ``measures.jsonl`` with ``write``."""
     out: list[Measure] = []
     text: list[str] = []
-    for i in range(len(order)):
-        ms, lines = done[i % parts][i // parts]
+    for rec in _order(tasks):
+        ms, lines = measured[key_of(rec)]
         out += ms
         text.append(lines)
     extra = _not_judged(tasks.values(), cases, contracts, out)
@@ -128,40 +153,131 @@ def measure_campaign(directory: str, contracts: Contracts, *, tasks: Mapping[str
     return out
 
 
-def _measure_one(rec: TaskRecord, by: Mapping[tuple[str, str, str, str], TaskRecord], cases: Mapping[str, Case],
+class Measurer:
+    """Measures a campaign's tasks while it runs: each one once it and every task it is compared with
+    (:func:`compared_with`) that the plan holds have finished, in the caller's thread, beside the next runs.
+    :meth:`finish` measures what is left (a task whose reference never finished), then gathers and writes the
+    measures as :func:`measure_campaign` would over the same records: a task is measured against the same
+    records and arrays, so its measures are the same, in the same order. An error in a measure is raised by
+    :meth:`finish`, once the runs are written."""
+
+    def __init__(self, directory: str, contracts: Contracts, cases: Mapping[str, Case], planned: Sequence[Key],
+                 held: Mapping[str, Mapping[str, np.ndarray]] | None = None, write: bool = True) -> None:
+        self.directory, self.contracts, self.cases, self.write = directory, contracts, cases, write
+        self.planned = set(planned)
+        self.arrays = _Arrays(directory, held=held)
+        self.by: dict[Key, TaskRecord] = {}
+        self.measured: dict[Key, tuple[list[Measure], str]] = {}
+        #: task -> the tasks it waits for; task -> the tasks waiting for it
+        self.waiting: dict[Key, set[Key]] = {}
+        self.waited_by: dict[Key, list[Key]] = {}
+        self.error: Exception | None = None
+
+    def add(self, rec: TaskRecord) -> None:
+        """A finished task's record: measure it now if nothing it is compared with is still to run, and every
+        task that waited only for it."""
+        k = key_of(rec)
+        self.by[k] = rec
+        others = compared_with(rec, self.cases.get(rec.case_id),
+                               self.contracts.find(rec.subject, rec.device_kind, rec.context))
+        wait = {d for d in _dependencies(others) if d in self.planned and d not in self.by}
+        if wait:
+            self.waiting[k] = wait
+            for d in wait:
+                self.waited_by.setdefault(d, []).append(k)
+        else:
+            self._measure(k)
+        for w in self.waited_by.pop(k, []):
+            left = self.waiting.get(w)
+            if left is not None:
+                left.discard(k)
+                if not left:
+                    del self.waiting[w]
+                    self._measure(w)
+
+    def _measure(self, k: Key) -> None:
+        if self.error is not None:
+            return
+        try:
+            self.measured[k] = _with_lines(_measure_one(self.by[k], self.by, self.cases, self.contracts,
+                                                        self.arrays), self.write)
+        except Exception as exc:  # noqa: BLE001 - raised by finish(), after the runs
+            self.error = exc
+
+    def finish(self, tasks: Mapping[str, TaskRecord]) -> list[Measure]:
+        """Every finished task's measures (``tasks``: the campaign's records, old and new), measuring those not
+        measured yet against every record; written to ``measures.jsonl``."""
+        for rec in tasks.values():
+            self.by.setdefault(key_of(rec), rec)
+        for rec in tasks.values():
+            if key_of(rec) not in self.measured:
+                self._measure(key_of(rec))
+        if self.error is not None:
+            raise self.error
+        return _gathered(self.directory, self.contracts, tasks, self.cases, self.measured, self.write)
+
+
+def compared_with(rec: TaskRecord, case: Case | None, contract: Any) -> dict[str, Any]:
+    """The other tasks a task's measures read (their records and arrays): ``references`` ``[(kind, device,
+    context, key)]`` (:func:`~harness.judge.measure.references_for`), ``oracle`` ``(name, key)``, ``order``
+    ``(reference name, key, declaration)`` and the relation's ``base`` key, each None where there is none.
+    :func:`_measure_one` measures against them, and :class:`Measurer` waits for them."""
+    _, oracle_name = _role_and_oracle(rec.subject)
+    declared = order_reference(rec.subject, rec.device_kind)
+    rel = None if case is None else relation_of(case)
+    return {
+        "references": [(kind, dev, ctx, (rec.case_id, rec.subject, dev, ctx))
+                       for kind, dev, ctx in references_for(rec, contract)],
+        "oracle": None if oracle_name is None else (oracle_name, (rec.case_id, oracle_name, "cpu", "default")),
+        "order": None if declared is None else (declared[0], (rec.case_id, declared[0], "cpu", "default"),
+                                                declared[1]),
+        "base": None if rel is None else (rel["base"], rec.subject, rec.device, rec.context),
+    }
+
+
+def _dependencies(others: Mapping[str, Any]) -> list[Key]:
+    out = [k for *_, k in others["references"]]
+    out += [others[name][1] for name in ("oracle", "order") if others[name] is not None]
+    return out + ([others["base"]] if others["base"] is not None else [])
+
+
+def _measure_one(rec: TaskRecord, by: Mapping[Key, TaskRecord], cases: Mapping[str, Case],
                  contracts: Contracts, arrays: _Arrays) -> list[Measure]:
     """Every measure of one task (for a relation's member, those against its base case too)."""
-    role, oracle_name = _role_and_oracle(rec.subject)
+    role, _ = _role_and_oracle(rec.subject)
     case = cases.get(rec.case_id)
     contract = contracts.find(rec.subject, rec.device_kind, rec.context)
     tags = case.tags if case else ()
     rules = contracts.bad_rules(rec.subject, rec.device_kind, tags, rec.context)
     mine = arrays.get(rec)
+    others = compared_with(rec, case, contract)
     refs = []
-    for kind, dev, ctx in references_for(rec, contract):
-        other = by.get((rec.case_id, rec.subject, dev, ctx))
+    for kind, dev, ctx, k in others["references"]:
+        other = by.get(k)
         if other is not None and other.status != "skipped":
             # The record and its rules travel too: an ``any`` rule compares outcomes, errors included.
             refs.append(Reference(kind, ctx if kind == "context" else dev,
                                   arrays.get(other) if other.ok_runs else None, record=other,
                                   rules=contracts.bad_rules(rec.subject, other.device_kind, tags, ctx)))
     oracle = None
-    if oracle_name is not None:
-        orec = by.get((rec.case_id, oracle_name, "cpu", "default"))
+    if others["oracle"] is not None:
+        oracle_name, k = others["oracle"]
+        orec = by.get(k)
         oarr = arrays.get(orec) if orec is not None and orec.status == "ok" else None
         if oarr is not None:
             oracle = (oracle_name, oarr)
     order = None
-    declared = order_reference(rec.subject, rec.device_kind)
-    orec = None if declared is None else by.get((rec.case_id, declared[0], "cpu", "default"))
-    if orec is not None and declared is not None:  # planned (like the oracle): no values is "not judged"
-        order = (declared[0], arrays.get(orec) if orec.status == "ok" else None, declared[1])
+    if others["order"] is not None:
+        name, k, declaration = others["order"]
+        orec = by.get(k)
+        if orec is not None:  # planned (like the oracle): no values is "not judged"
+            order = (name, arrays.get(orec) if orec.status == "ok" else None, declaration)
     out = measure_task(rec, case, contract, role=role, bad_rules=rules, arrays=mine, references=refs,
                        oracle=oracle, order=order,
                        known_defects=contracts.known_defects_for(rec.subject, rec.device_kind, tags, rec.context))
     rel = None if case is None else relation_of(case)
     if rel is not None and case is not None and rec.ok_runs and role != "oracle":
-        base = by.get((rel["base"], rec.subject, rec.device, rec.context))
+        base = by.get(others["base"])
         out += relation_measures(rec, case, rel, contract, arrays.get(base) if base is not None and
                                  base.ok_runs else None, mine)
     return out
