@@ -65,7 +65,10 @@ def plan(cases: Iterable[Case], subjects: Iterable[Subject], devices: Iterable[D
     relation compares them with their base case in the same context. With ``contracts``, what judges a subject
     (its oracle, its declared order's reference) is added wherever a contract line asks for it."""
     cases, devices, contexts = list(cases), list(devices), list(contexts)
-    subjects = _with_judges(subjects, contracts, devices, contexts)
+    # What judges the others (the oracles, the references of a declared order) runs first in each context and
+    # device: a task is measured as soon as the tasks it is compared with have finished
+    # (:class:`~harness.execute.measure_pass.Measurer`), so the measures follow the runs instead of piling up.
+    subjects = sorted(_with_judges(subjects, contracts, devices, contexts), key=lambda s: s.role != "oracle")
     prepare_accepts(subjects, cases)  # plug-in subjects: asked in child processes, once per plug-in
     tasks = []
     for ctx in contexts:

@@ -86,3 +86,27 @@ def _dependencies(rec: Any, cases: Any, contracts: Any) -> set[tuple[str, str, s
     keys = {k for *_, k in others["references"]}
     keys |= {others[n][1] for n in ("oracle", "order") if others[n] is not None}
     return keys | ({others["base"]} if others["base"] is not None else set())
+
+
+def test_the_plan_runs_what_judges_a_context_first_so_its_tasks_are_measured_as_they_finish(run) -> None:
+    """Within each context and device the oracles and order references come first: every other task of the
+    default context finds them finished when it arrives, and waits only for tasks of the contexts it is compared
+    with."""
+    contracts = load_contracts(None)
+    blocks: dict[tuple[str, str], list[str]] = {}
+    for t in run.tasks:
+        blocks.setdefault((t.context, t.device), []).append(get_subject(t.subject).role)
+    assert any("oracle" in roles for roles in blocks.values())
+    for roles in blocks.values():
+        assert roles == sorted(roles, key=lambda r: r != "oracle")
+    m = Measurer(run.directory, contracts, run.cases, [key_of(r) for r in run.records.values()], write=False)
+    by_task = {(t.case.id, t.subject, t.device, t.context): t for t in run.tasks}
+    at_once = 0
+    for rec in sorted(run.records.values(), key=lambda r: run.tasks.index(by_task[key_of(r)])):
+        m.add(rec)
+        if rec.context == "default" and rec.case_id in {c.id for c in run.cases.values()
+                                                        if c.spec.get("relation") is None}:
+            waits = m.waiting.get(key_of(rec), set())
+            assert key_of(rec) in m.measured or waits and all(w[3] != "default" for w in waits), (key_of(rec), waits)
+            at_once += get_subject(rec.subject).role != "oracle" and key_of(rec) in m.measured
+    assert at_once  # e.g. control.nondeterministic's default tasks, compared with no other context
