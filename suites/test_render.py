@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -269,7 +270,29 @@ def test_a_figure_is_drawn_once_and_its_png_is_what_savefig_alone_writes(monkeyp
     buf = io.BytesIO()
     figure().savefig(buf, format="png")
     assert len(draws) == 2  # the draw _png saves: it is matplotlib's, not this test's
-    assert png == buf.getvalue()
+    assert png == figures._palette_png(buf.getvalue())
+
+
+def test_a_figure_is_kept_as_a_palette_png_that_looks_like_savefigs_and_is_smaller():
+    import io
+
+    from PIL import Image
+
+    fig = figures._figure(8, 4)
+    ax = fig.add_subplot(1, 1, 1)
+    for k in range(6):
+        ax.plot(np.arange(50), np.sin(np.arange(50) / (k + 2)), label=f"line {k}")
+    ax.legend()
+    ax.set_title("antialiased lines and text")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    rgba = buf.getvalue()
+    small = figures._palette_png(rgba)
+    with Image.open(io.BytesIO(rgba)) as a, Image.open(io.BytesIO(small)) as b:
+        assert b.mode == "P" and a.size == b.size
+        diff = np.abs(np.asarray(a.convert("RGB"), dtype=np.int16) - np.asarray(b.convert("RGB"), dtype=np.int16))
+    assert diff.mean() < 1.0 and np.quantile(diff, 0.999) <= 32  # what a reader sees is the same picture
+    assert len(small) < 0.7 * len(rgba)
 
 
 @pytest.mark.parametrize("ratios", [[0.0, 1e-3, 0.9], [1e-12, 1.0, 1e30], [5e-7, 2.0, float("inf")]])
