@@ -22,7 +22,8 @@ import pytest
 from harness.core.cases import Case
 from harness.core.corpus_files import write_corpus
 from harness.core.devices import Device
-from harness.core.record_files import record_file, restore_jsonl
+from harness.core.record_files import record_file
+from harness.core.records import repair_jsonl
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT = 120
@@ -310,7 +311,7 @@ def test_garbage_campaign_json_or_an_empty_task_line_is_one_line(finished_run, t
     (bad / "campaign.json").write_text("{not json")
     refused(harness("report", "--resume", str(bad), "--quiet"), "campaign.json", "not valid JSON")
     (bad / "campaign.json").write_text((finished_run / "campaign.json").read_text())
-    restore_jsonl(str(bad / "tasks.jsonl"))  # a finished report keeps it compressed
+    repair_jsonl(str(bad / "tasks.jsonl"))  # a finished report keeps it packed: plain again, as a resume makes it
     first = (bad / "tasks.jsonl").read_text().splitlines()[0]
     with open(bad / "tasks.jsonl", "a") as f:
         f.write("{}\n" + first + "\n")

@@ -18,6 +18,7 @@ import tempfile
 from typing import Any, Callable, TypeVar, cast
 
 from harness.core.errors import InvalidArgument, RecordError
+from harness.core.record_files import record_file, record_file_names, record_lines
 from harness.core.schemas import MAX_TIMEOUT
 
 __all__ = ["positive_seconds", "int_at_least", "name_list", "readable_file", "writable_dir", "writable_file",
@@ -275,7 +276,6 @@ def jsonl_records(name: str, path: str, required: tuple[str, ...] = ()) -> int:
     :func:`harness.core.record_files.record_file`): every line an object holding ``required`` keys. A torn
     *last* line (an interrupted write) is allowed, as the campaign allows it. Returns the record count."""
     from harness.core.input_parsing import InputProblem, parse_json
-    from harness.core.record_files import record_lines
 
     n = 0
     try:
@@ -305,8 +305,6 @@ def baseline_dir(name: str, path: str) -> str:
     """A stored report directory that ``gate --baseline`` can read: a directory with a non-empty,
     well-formed ``tasks.jsonl``, plain or packed as a finished report leaves it (checked in well under a
     second, before any campaign runs)."""
-    from harness.core.record_files import record_file
-
     if not os.path.exists(path):
         raise InvalidArgument(f"{name}={path!r} does not exist")
     if not os.path.isdir(path):
@@ -325,10 +323,9 @@ def baseline_dir(name: str, path: str) -> str:
 #: :func:`outputs_apart`; a verb that is not here has no output file.
 VERB_FILES: dict[str, tuple[dict[str, tuple[str, ...] | None], tuple[str, ...]]] = {
     "cases": ({"out": None}, ("corpus",)),
-    "report": ({"out": ("corpus.jsonl", "campaign.json", "tasks.jsonl", "tasks.jsonl.xz", "measures.jsonl.xz",
-                        "runs.jsonl.xz", "tasks.jsonl.gz", "measures.jsonl.gz", "runs.jsonl.gz", "environment.json",
-                        "timings.json", "summary.html", "summary.md",
-                        "cells.csv", "findings.csv", "summary.csv", "results.csv.gz")}, ("corpus", "resume")),
+    "report": ({"out": ("corpus.jsonl", "campaign.json", *record_file_names(), "environment.json", "timings.json",
+                        "summary.html", "summary.md", "cells.csv", "findings.csv", "summary.csv", "results.csv.gz")},
+               ("corpus", "resume")),
     "gate": ({"out": (), "junit": None}, ("contracts", "corpus", "baseline")),
     "shrink": ({"out": None}, ("case", "contracts", "baseline")),
     "export": ({"out": None, "markdown": None}, ("case", "contracts", "baseline")),

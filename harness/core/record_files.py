@@ -21,8 +21,12 @@ import os
 
 from harness.core.errors import RecordError
 
-__all__ = ["PACKED_SUFFIXES", "PACK_SUFFIX", "PACK_DICT", "record_file", "record_lines", "unpack_parts",
-           "unpack_record", "raw_lines", "compress_jsonl", "restore_jsonl", "remove_packed"]
+__all__ = ["RECORD_FILES", "PACKED_SUFFIXES", "PACK_SUFFIX", "PACK_DICT", "record_file", "record_file_names",
+           "record_lines", "unpack_parts", "unpack_record", "raw_lines", "compress_jsonl",
+           "remove_packed"]
+
+#: A campaign's record files, as it appends to them; a finished report packs each one (:func:`compress_jsonl`).
+RECORD_FILES = ("tasks.jsonl", "runs.jsonl", "measures.jsonl")
 
 #: The suffix a finished report packs its record files with.
 PACK_SUFFIX = ".xz"
@@ -48,6 +52,11 @@ def record_file(path: str) -> str | None:
     if os.path.exists(path):
         return path
     return next((path + s for s in PACKED_SUFFIXES if os.path.exists(path + s)), None)
+
+
+def record_file_names() -> tuple[str, ...]:
+    """Every name a record file takes in a run directory: each of :data:`RECORD_FILES`, plain and packed."""
+    return tuple(name + s for name in RECORD_FILES for s in ("", *PACKED_SUFFIXES))
 
 
 def remove_packed(path: str) -> None:
@@ -131,15 +140,3 @@ def compress_jsonl(path: str) -> str | None:
     atomic_write(path + PACK_SUFFIX, pack(data))
     os.remove(path)
     return path + PACK_SUFFIX
-
-
-def restore_jsonl(path: str) -> None:
-    """Undo :func:`compress_jsonl` (a resumed campaign appends to the plain file); an older report's ``.gz``
-    comes back plain the same way."""
-    from harness.core.fileio import atomic_write
-
-    found = record_file(path)
-    if found is None or found == path:
-        return
-    atomic_write(path, unpack_parts(found)[0])  # (cut short: its last line is torn, and reruns)
-    os.remove(found)

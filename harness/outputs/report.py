@@ -13,10 +13,7 @@ from harness.core.errors import InvalidArgument
 from harness.core.records import Measure, TaskRecord
 
 __all__ = ["new_run_dir", "point_latest", "lock_run_dir", "read_campaign_meta", "prune_arrays", "write_timings",
-           "REPORTS_DIR", "KEPT_TENSORS", "tidy_run_dir", "RECORD_FILES"]
-
-#: The record files a finished report packs (:func:`harness.core.record_files.compress_jsonl`).
-RECORD_FILES = ("tasks.jsonl", "runs.jsonl", "measures.jsonl")
+           "REPORTS_DIR", "KEPT_TENSORS", "tidy_run_dir"]
 
 REPORTS_DIR = "reports"
 
@@ -142,7 +139,7 @@ def tidy_run_dir(run_dir: str, records: Mapping[str, TaskRecord], measures: Sequ
     """What a finished report leaves of its campaign's files: the arrays pruned (:func:`prune_arrays`; all kept
     with ``keep_arrays="all"``) and the record files packed (read back transparently; ``--resume`` unpacks
     them)."""
-    from harness.core.record_files import compress_jsonl
+    from harness.core.record_files import RECORD_FILES, compress_jsonl
 
     if keep_arrays != "all":
         prune_arrays(run_dir, records, measures)

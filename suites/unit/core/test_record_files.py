@@ -16,11 +16,10 @@ from harness.core.record_files import (
     record_file,
     record_lines,
     remove_packed,
-    restore_jsonl,
     unpack_parts,
     unpack_record,
 )
-from harness.core.records import read_records
+from harness.core.records import read_records, repair_jsonl
 
 LINES = b"".join(b'{"key": "k%d", "n": %d}\n' % (i, i * i) for i in range(3000))
 
@@ -74,7 +73,7 @@ def test_an_older_reports_gzip_file_is_found_and_restored_plain(tmp_path) -> Non
     (tmp_path / "runs.jsonl.gz").write_bytes(gzip.compress(LINES))
     assert record_file(str(path)) == str(path) + ".gz"
     assert "".join(record_lines(str(path))).encode() == LINES
-    restore_jsonl(str(path))
+    repair_jsonl(str(path))  # what a resume does first
     assert path.read_bytes() == LINES and not (tmp_path / "runs.jsonl.gz").exists()
 
 

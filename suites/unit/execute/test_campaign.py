@@ -10,8 +10,17 @@ import numpy as np
 import pytest
 
 from harness.core.cases import Case
-from harness.core.record_files import compress_jsonl, record_file, restore_jsonl
-from harness.core.records import Measure, TaskRecord, TensorStats, jsonl_line, read_measures, read_runs, read_tasks
+from harness.core.record_files import RECORD_FILES, compress_jsonl, record_file
+from harness.core.records import (
+    Measure,
+    TaskRecord,
+    TensorStats,
+    jsonl_line,
+    read_measures,
+    read_runs,
+    read_tasks,
+    repair_jsonl,
+)
 from harness.execute.campaign import Campaign, CampaignSettings
 from harness.execute.plan import Task
 from harness.execute.task_runs import TaskOutcome
@@ -79,7 +88,7 @@ def written(tmp_path):
 
 def test_a_finished_reports_packed_records_read_back_as_written(written) -> None:
     d, records, measures, runs = written
-    for name in ("tasks.jsonl", "runs.jsonl", "measures.jsonl"):
+    for name in RECORD_FILES:
         assert compress_jsonl(os.path.join(d, name)) == os.path.join(d, name + ".xz")
     back = read_tasks(os.path.join(d, "tasks.jsonl"))
     assert back == records
@@ -92,14 +101,14 @@ def test_a_resumed_report_appends_to_its_unpacked_records_and_reads_them_back(wr
     d, records, _, _ = written
     path = os.path.join(d, "tasks.jsonl")
     compress_jsonl(path)
-    restore_jsonl(path)
+    repair_jsonl(path)  # what a resume does first: the packed file comes back plain
     assert record_file(path) == path and not os.path.exists(path + ".xz")
     assert read_tasks(path) == records
 
 
 def test_a_report_packed_with_gzip_before_xz_reads_the_same(written) -> None:
     d, records, measures, runs = written
-    for name in ("tasks.jsonl", "runs.jsonl", "measures.jsonl"):
+    for name in RECORD_FILES:
         path = os.path.join(d, name)
         with open(path, "rb") as f:
             data = f.read()
