@@ -82,10 +82,9 @@ def test_an_error_in_a_measure_is_raised_by_finish_once_the_runs_are_written(
 
 
 def _dependencies(rec: Any, cases: Any, contracts: Any) -> set[tuple[str, str, str, str]]:
-    others = compared_with(rec, cases.get(rec.case_id), contracts.find(rec.subject, rec.device_kind, rec.context))
-    keys = {k for *_, k in others["references"]}
-    keys |= {others[n][1] for n in ("oracle", "order") if others[n] is not None}
-    return keys | ({others["base"]} if others["base"] is not None else set())
+    """The tasks the measure pass reads for ``rec`` (:func:`compared_with`), as the Measurer waits for them."""
+    contract = contracts.find(rec.subject, rec.device_kind, rec.context)
+    return set(measure_pass._dependencies(compared_with(rec, cases.get(rec.case_id), contract)))
 
 
 def test_the_plan_runs_what_judges_a_context_first_so_its_tasks_are_measured_as_they_finish(run) -> None:

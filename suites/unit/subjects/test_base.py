@@ -9,30 +9,27 @@ from harness.core.vocabulary import CPU_TIMING
 from harness.subjects.base import Recorder, RunResult
 
 
-def _burn(seconds: float) -> None:
-    end = time.process_time() + seconds
-    while time.process_time() < end:
-        pass
+def _timings(*phases: str) -> dict[str, float]:
+    """A Recorder's timings after each of ``phases`` burned 0.02 s of this thread's CPU."""
+    rec = Recorder(parse_device("cpu"))
+    for name in phases:
+        with rec.phase(name):
+            end = time.process_time() + 0.02
+            while time.process_time() < end:
+                pass
+    return rec.timings
 
 
 def test_compute_phases_add_their_cpu_seconds() -> None:
-    rec = Recorder(parse_device("cpu"))
-    with rec.phase("forward"):
-        _burn(0.02)
-    with rec.phase("backward"):
-        _burn(0.02)
-    assert rec.timings[CPU_TIMING] >= 0.04
-    assert rec.timings["forward"] > 0 and rec.timings["backward"] > 0
+    timings = _timings("forward", "backward")
+    assert timings[CPU_TIMING] >= 0.04
+    assert timings["forward"] > 0 and timings["backward"] > 0
 
 
 def test_setup_and_transfer_add_no_cpu_seconds() -> None:
-    rec = Recorder(parse_device("cpu"))
-    with rec.phase("setup"):
-        _burn(0.02)
-    with rec.phase("transfer"):
-        _burn(0.02)
-    assert CPU_TIMING not in rec.timings
-    assert set(rec.timings) == {"setup", "transfer"}
+    timings = _timings("setup", "transfer")
+    assert CPU_TIMING not in timings
+    assert set(timings) == {"setup", "transfer"}
 
 
 def test_cpu_seconds_are_not_subject_seconds() -> None:
