@@ -29,8 +29,8 @@ from harness.judge import findings as F
 from harness.judge.reproducer import Reproducer
 from harness.subjects.base import Subject, execute
 
-__all__ = ["Localization", "record", "align", "localize", "localize_relation", "localize_reproducer",
-           "localize_request", "localize_in_child", "localize_findings"]
+__all__ = ["Localization", "record", "align", "chosen_comparison", "localize", "localize_relation",
+           "localize_reproducer", "localize_request", "localize_in_child", "localize_findings"]
 
 
 # ---- recording, and the relations' row-by-row comparison ----------------------------------------------
@@ -338,8 +338,7 @@ def localize(case: Case, subject: str | Subject, *, device: str | Device = "cpu"
 
     Either ``repeats`` runs on ``device`` under ``context``, or one run under each of two
     ``contexts`` on ``device``, or one run on each of two ``devices`` under ``context``. Each
-    stream is aligned against the first; the first comparison that finds a root cause is
-    returned (else the first that found any difference, else the last).
+    stream is aligned against the first; the comparison returned is chosen by ``chosen_comparison``.
     """
     if contexts is not None and devices is not None:
         raise InvalidArgument("give contexts or devices, not both")
@@ -365,9 +364,18 @@ def localize(case: Case, subject: str | Subject, *, device: str | Device = "cpu"
     lines = tuple(f"{r.runs[0]} vs {r.runs[1]}: "
                   + (f"root {r.root.short()}" if r.root is not None else
                      ("diverged" if r.diverged else "identical")) for r in results)
-    chosen = next((r for r in results if r.root is not None), None) \
-        or next((r for r in results if r.diverged), None) or results[-1]
+    chosen = chosen_comparison(results)
     return Localization(**{**{f: getattr(chosen, f) for f in chosen.__dataclass_fields__}, "comparisons": lines})
+
+
+def chosen_comparison(results: Sequence[Localization]) -> Localization:
+    """The comparison a localization reports: the first with a root cause whose divergence reaches the final
+    outputs (what the user saw differ), else the first with a root cause, else the first that found any
+    difference, else the last. A root whose differences are rounded away downstream (a saturated tanh) is
+    real but explains nothing the user saw, so a pair whose outputs differ is preferred to it."""
+    return next((r for r in results if r.root is not None and r.outputs_differ), None) \
+        or next((r for r in results if r.root is not None), None) \
+        or next((r for r in results if r.diverged), None) or results[-1]
 
 
 # ---- as a request, in a child process ---------------------------------------------------------------------
