@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -176,6 +177,45 @@ def test_only_the_first_lane_takes_gpu_tasks():
     with lanes.cond:
         assert lanes._take(1) == 1 and lanes._take(1) == 3 and lanes._take(1) is None
         assert lanes._take(0) == 0 and lanes._take(0) == 2 and lanes._take(0) is None
+
+
+def test_a_lane_runs_ahead_of_a_long_task_until_the_waiting_outcomes_fill_the_window():
+    import numpy as np
+
+    from harness.execute.task_runs import TaskOutcome
+
+    cases = [Case("embed", seed, {"vocab": 7, "width": 4, "ids_shape": [3, 5]}) for seed in range(100)]
+    tasks = plan(cases, [get_subject("control.deterministic")], [CPU], [get_context("default")])
+    lanes = _Lanes(tasks, [], False, CampaignSettings(repeats=1, fresh=0, quiet=True, jobs=2), window=1024,
+                   window_bytes=3000)
+    with lanes.cond:
+        assert lanes._take(0) == 0  # the long task: it holds the order
+        taken = []
+        while lanes.waiting_bytes < 3000:  # the other lane's short tasks finish, each outcome holding 1000 bytes
+            j = lanes._take(1)
+            assert j is not None
+            taken.append(j)
+            lanes.done[j] = TaskOutcome(None, [], {"y": np.zeros(250, np.float32)}, {})  # type: ignore[arg-type]
+            lanes.waiting_bytes += 1000
+    assert taken == [1, 2, 3]
+    blocked: list[int | None] = []
+    t = threading.Thread(target=lambda: blocked.append(_take_locked(lanes, 1)))
+    t.start()
+    t.join(0.2)
+    assert t.is_alive() and not blocked  # three outcomes of 1000 bytes wait: the window is full
+    with lanes.cond:
+        lanes.done[0] = TaskOutcome(None, [], {}, {})  # type: ignore[arg-type]
+        lanes.head, lanes.waiting_bytes = 4, 0  # the long task ended and the caller took the four outcomes
+        lanes.cond.notify_all()
+    t.join(10)
+    assert blocked == [4]
+    # a window of tasks alone would have let the lane run on: far more than 64 small tasks fit in 256 MiB
+    assert LocalPool.WINDOW > 64 and LocalPool.WINDOW_BYTES >= 2**20
+
+
+def _take_locked(lanes: _Lanes, lane: int) -> int | None:
+    with lanes.cond:
+        return lanes._take(lane)
 
 
 def test_jobs_is_checked_and_zero_means_harness_jobs_or_one_per_cpu(monkeypatch):

@@ -48,9 +48,14 @@ class LocalPool:
     Every lane but the first runs its pooled worker :data:`BESIDE_NICE` levels below this process.
     The default executor of a :class:`~harness.execute.campaign.Campaign`."""
 
-    #: A lane does not start a task more than this many tasks ahead of the oldest one not yet handed back
-    #: (a hung run holds the order; the outcomes waiting behind it are held in memory).
-    WINDOW = 64
+    #: A lane does not start a task more than this many tasks ahead of the oldest one not yet handed back (a
+    #: long or hung run holds the order; the outcomes waiting behind it are held in memory, and are lost with
+    #: this process if it dies before they are written). Many of a campaign's tasks take milliseconds: with too
+    #: small a window the other lanes run out of tasks behind one long task and wait for it, idle.
+    WINDOW = 1024
+    #: Nor while the outcomes waiting behind the oldest hold more than this many bytes of arrays (their
+    #: repetition 0's); the oldest itself may always start.
+    WINDOW_BYTES = 256 * 2**20
     #: One lane starts at most this many tasks ahead: the next task runs while the caller takes in the last, and
     #: no more outcomes (each holding its repetition 0's arrays) wait in memory than that one.
     ONE_LANE_WINDOW = 1
@@ -129,7 +134,7 @@ class LocalPool:
             # One lane runs in a thread of its own too, one task ahead of the caller: while the caller writes
             # a task's outcome (records, arrays, progress), the worker already runs the next task.
             window = self.WINDOW if len(sets) > 1 else self.ONE_LANE_WINDOW
-            yield from _Lanes(ctx_tasks, sets, needs_workers, settings, window).outcomes()
+            yield from _Lanes(ctx_tasks, sets, needs_workers, settings, window, self.WINDOW_BYTES).outcomes()
         finally:
             if contention is not None:
                 contention.stop()
@@ -147,8 +152,10 @@ class _Lanes:
     first, so none waits long)."""
 
     def __init__(self, tasks: list[Task], sets: list[WorkerSet], needs_workers: bool,
-                 settings: CampaignSettings, window: int) -> None:
+                 settings: CampaignSettings, window: int, window_bytes: int = LocalPool.WINDOW_BYTES) -> None:
         self.tasks, self.sets, self.settings, self.window = tasks, sets, settings, window
+        self.window_bytes = window_bytes
+        self.waiting_bytes = 0  # the arrays of the outcomes in ``done``
         self.needs_workers = needs_workers
         self.cond = threading.Condition()
         #: tasks on a usable GPU: only lane 0 takes them
@@ -161,16 +168,18 @@ class _Lanes:
         self.stop = False
 
     def _take(self, lane: int) -> int | None:
-        """The first task not taken that ``lane`` may run, waiting while it lies beyond the window; None when
-        there is none left for this lane (or the campaign stopped). Called with ``cond`` held."""
+        """The first task not taken that ``lane`` may run, waiting while it lies beyond the window (of tasks, or
+        of the waiting outcomes' bytes); None when there is none left for this lane (or the campaign stopped).
+        Called with ``cond`` held."""
         while not self.stop:
             j = next((j for j in range(self.head, len(self.tasks))
                       if not self.taken[j] and (lane == 0 or not self.gpu[j])), None)
             if j is None:
                 return None
             task = self.tasks[j]
-            if j - self.head < self.window and self.memory.take(j, admission.host_bytes(task.case, task.subject,
-                                                                                        task.device)):
+            ahead = j - self.head
+            in_window = ahead < self.window and (ahead == 0 or self.waiting_bytes < self.window_bytes)
+            if in_window and self.memory.take(j, admission.host_bytes(task.case, task.subject, task.device)):
                 self.taken[j] = True
                 return j
             self.cond.wait()
@@ -190,6 +199,7 @@ class _Lanes:
                 with self.cond:
                     self.memory.give(j)
                     self.done[j] = outcome
+                    self.waiting_bytes += _array_bytes(outcome)
                     self.cond.notify_all()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread by outcomes()
             with self.cond:
@@ -211,6 +221,7 @@ class _Lanes:
                     if self.error is not None:
                         raise self.error
                     outcome = self.done.pop(self.head)
+                    self.waiting_bytes -= _array_bytes(outcome)
                     task = self.tasks[self.head]
                     self.head += 1
                     self.cond.notify_all()
@@ -224,3 +235,7 @@ class _Lanes:
                     ws.abort()
             for t in threads:
                 t.join()
+
+
+def _array_bytes(outcome: TaskOutcome) -> int:
+    return sum(int(getattr(a, "nbytes", 0)) for a in outcome.arrays.values())
