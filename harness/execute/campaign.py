@@ -147,7 +147,7 @@ class Campaign:
             fname = array_file(task.key)
             atomic_npz(os.path.join(self.dir, "arrays", fname), outcome.arrays)
             rec = dataclasses.replace(rec, array_file=fname)
-            size = sum(a.nbytes for a in outcome.arrays.values())
+            size = outcome.array_bytes
             if self._held_bytes + size <= HELD_BYTES:
                 self.held[fname] = dict(outcome.arrays)
                 self._held_bytes += size

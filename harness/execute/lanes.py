@@ -199,7 +199,7 @@ class _Lanes:
                 with self.cond:
                     self.memory.give(j)
                     self.done[j] = outcome
-                    self.waiting_bytes += _array_bytes(outcome)
+                    self.waiting_bytes += outcome.array_bytes
                     self.cond.notify_all()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread by outcomes()
             with self.cond:
@@ -221,7 +221,7 @@ class _Lanes:
                     if self.error is not None:
                         raise self.error
                     outcome = self.done.pop(self.head)
-                    self.waiting_bytes -= _array_bytes(outcome)
+                    self.waiting_bytes -= outcome.array_bytes
                     task = self.tasks[self.head]
                     self.head += 1
                     self.cond.notify_all()
@@ -235,7 +235,3 @@ class _Lanes:
                     ws.abort()
             for t in threads:
                 t.join()
-
-
-def _array_bytes(outcome: TaskOutcome) -> int:
-    return sum(int(getattr(a, "nbytes", 0)) for a in outcome.arrays.values())

@@ -51,6 +51,11 @@ class TaskOutcome:
     arrays: dict[str, np.ndarray]
     seconds: dict[str, float]
 
+    @property
+    def array_bytes(self) -> int:
+        """The bytes of :attr:`arrays`: what the outcome holds in memory until it is written."""
+        return sum(a.nbytes for a in self.arrays.values())
+
 
 def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> TaskOutcome:
     """Run one task R times in the pooled worker and once in each fresh worker; summarize the repetitions.
