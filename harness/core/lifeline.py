@@ -32,7 +32,7 @@ import sys
 import threading
 from typing import Any, Callable, Mapping
 
-__all__ = ["PARENT_ENV", "die_with_parent", "adopt", "fork", "popen", "child_env", "helper_threads",
+__all__ = ["PARENT_ENV", "die_with_parent", "adopt", "fork", "popen", "run_tied", "child_env", "helper_threads",
            "owned_prefix", "sweep", "pid_alive"]
 
 #: The pid a spawned child checks its parent against (set by :func:`popen`, removed by :func:`adopt`).
@@ -171,3 +171,14 @@ def sweep(base: str, prefix: str) -> int:
                     continue
             gone += 1
     return gone
+
+
+def run_tied(args: list[str], **kwargs: Any) -> "subprocess.CompletedProcess[Any]":
+    """``subprocess.run(args, **kwargs)`` of any program (a script, pip, a venv's python) that dies with this
+    process: the parent-death signal is set in the child before it executes ``args`` (it survives ``exec``),
+    and the child is started from a lasting thread, as :func:`popen` starts Python children."""
+    def start() -> "subprocess.CompletedProcess[Any]":
+        return subprocess.run(args, preexec_fn=_set_death_signal, **kwargs)  # noqa: PLW1509 - sets one signal
+
+    result: subprocess.CompletedProcess[Any] = _on_lasting_thread(start)
+    return result
