@@ -94,12 +94,11 @@ PIN
 import numpy as np  # noqa: E402
 
 # ---- SHIM: add what is missing ----
-np.sctypes = getattr(np, "sctypes", {"int": [np.int8, np.int16, np.int32, np.int64],  # chainer/.../as_strided.py
-                                     "float": [np.float16, np.float32, np.float64]})
-for name, stub in (("numpy.distutils.system_info", {"get_info": lambda *a, **k: {}}),  # chainer/_environment_check.py
-                   ("pkg_resources", {"require": lambda *a: []})):
-    try: importlib.import_module(name)  # noqa: E701
-    except ImportError: sys.modules[name] = types.SimpleNamespace(**stub)  # noqa: E701
+# numpy.sctypes is read by chainer/functions/array/as_strided.py; the two modules by chainer/_environment_check.py
+np.sctypes = getattr(np, "sctypes", {"int": [np.int32, np.int64], "float": [np.float16, np.float32, np.float64]})
+for mod, kw in (("numpy.distutils.system_info", {"get_info": lambda *a, **k: {}}), ("pkg_resources", {"require": list})):
+    try: importlib.import_module(mod)  # noqa: E701
+    except ImportError: sys.modules[mod] = types.SimpleNamespace(**kw)  # noqa: E701
 import chainer, chainer.functions as F, chainer.links as L  # noqa: E401, E402
 '''.replace("SHIM", SHIM_LABEL)
 
@@ -136,7 +135,7 @@ _SAVE = ["if args.save_outputs:  # one run, its outputs or its error, for a call
 
 _FRESH = ["def outputs_in_fresh_process(env):  # this script's call in a new interpreter, via --save-outputs",
           "    with tempfile.TemporaryDirectory() as tmp:",
-          "        p = subprocess.run([sys.executable, *(['-I'] if sys.flags.isolated else []), __file__, '--save-outputs',",
+          "        p = subprocess.run([sys.executable, *['-I'][:sys.flags.isolated], __file__, '--save-outputs',",
           "                            f'{tmp}/o.npz'], env={**os.environ, **env}, stdout=subprocess.DEVNULL)",
           "        if p.returncode != 0:  # print, then exit 2",
           "            sys.exit(print('CANNOT TELL: a fresh process could not run the call') or 2)",
@@ -194,7 +193,7 @@ def _check(c: Check) -> list[str]:
                 *(["print('NOT REPRODUCED: accepted, which the rule allows')", "sys.exit(0)"] if c.no_error_ok else
                   ["print('REPRODUCED: the call accepted the input without an error')", "sys.exit(1)"])]
     if c.kind == "repeats":
-        return ["first = run(d))", f"for i in range(1, {c.count}):", "    again = run(d))",
+        return ["first = run(d)", f"for i in range(1, {c.count}):", "    again = run(d)",
                 *[f"    {ln}" for ln in _compare("first", "again", "run {i} and run 0", c)[:2]],
                 *[f"    {ln}" for ln in _verdict("run {i} and run 0 differ in {', '.join(differ)}", "", c.note)[:2]],
                 f"print(\"NOT REPRODUCED: {c.count} runs gave the same bits\")", "sys.exit(0)"]
@@ -214,7 +213,7 @@ def _check(c: Check) -> list[str]:
                 f"b = outputs_in_fresh_process({dict(eb)!r})  # {nb}",
                 *_compare("a", "b", f"{na} and {nb}", c)]
     if c.kind == "devices":
-        return [f"a = run(d, {c.devices[0]!r}))", f"b = run(d, {c.devices[1]!r}))",
+        return [f"a = run(d, {c.devices[0]!r})", f"b = run(d, {c.devices[1]!r})",
                 *_compare("a", "b", f"{c.devices[0]} and {c.devices[1]}", c)]
     if c.kind == "relation":
         members: dict[str, list[Any]] = {}
@@ -232,22 +231,19 @@ def _check(c: Check) -> list[str]:
                 "if differ:", *_verdict("{', '.join(differ)}", "every member gives the batch's bits", c.note)]
     if c.kind == "tolerance":
         tol = {k: list(v) for k, v in c.tolerance.items()}
-        return ["out = run(d))",
+        return ["out = run(d)",
                 f"TOLERANCE = {tol!r}  # tensor: atol, rtol, normwise",
                 "bad = []",
-                "for k, (atol, rtol, normwise) in TOLERANCE.items():",
+                "for k, (atol, rtol, normwise) in TOLERANCE.items():  # against the float64 reference's values",
                 "    got, want = out[k].astype(np.float64), d[f'expected.{k}']",
-                "    err = np.abs(got - want)",
-                "    if normwise:",
-                "        ok = np.linalg.norm(err) <= atol + rtol * np.linalg.norm(want)",
-                "    else:",
-                "        ok = bool(np.all(err <= atol + rtol * np.abs(want)))",
-                "    if not ok:",
-                "        i = np.unravel_index(np.nanargmax(np.where(np.isnan(err), np.inf, err)), err.shape)",
+                "    err = np.where(np.isnan(got) & np.isnan(want), 0, np.nan_to_num(np.abs(got - want), nan=np.inf))",
+                "    if not (np.linalg.norm(err) <= atol + rtol * np.linalg.norm(want) if normwise else",
+                "            np.all(err <= atol + rtol * np.abs(want))):",
+                "        i = np.unravel_index(np.argmax(err), err.shape)",
                 "        bad.append(f'{k}{list(i)} = {got[i]!r}, expected {want[i]!r}')",
                 "if bad:", *_verdict("{'; '.join(bad)}", "within tolerance of the float64 reference", c.note)]
     if c.kind == "bits":
-        return ["out = run(d))", "ref = {k[5:]: v for k, v in d.items() if k.startswith('bits.')}",
+        return ["out = run(d)", "ref = {k[5:]: v for k, v in d.items() if k.startswith('bits.')}",
                 f"differ = [k for k in {list(c.tensors) or 'sorted(ref)'} if not same(out[k], ref[k])]",
                 "if differ:", *_verdict(f"{{', '.join(differ)}} differ from {c.reference}",
                                         f"the bits of {c.reference}", c.note)]

@@ -163,8 +163,8 @@ def _lstm_function(spec: Mapping[str, Any], params: Mapping[str, Any], stop: str
     outs, grads = _lstm_outputs(spec, n)
     state = ('d["hx"], d["cx"]' if given else
              f'*(np.zeros(({cells}, len(xs), {hidden}), d["ws.0.0"].dtype) for _ in "hc")')
-    head = [f'ws = [[chainer.Variable(d[f"ws.{{k}}.{{j}}"]) for j in range(8)] for k in range({cells})]',
-            f'bs = [[chainer.Variable(d[f"bs.{{k}}.{{j}}"]) for j in range(8)] for k in range({cells})]',
+    head = [f'ws, bs = ([[chainer.Variable(d[f"{{p}}s.{{k}}.{{j}}"]) for j in range(8)] for k in range({cells})] '
+            f'for p in "wb")',
             _XS, f"hx, cx = (chainer.Variable(a) for a in ({state},))",
             "# as L.NStepLSTM calls it: longest first, time-major, then back to the batch's order",
             'perm = np.argsort([-len(x) for x in xs], kind="stable").astype(np.int32)',
@@ -172,7 +172,7 @@ def _lstm_function(spec: Mapping[str, Any], params: Mapping[str, Any], stop: str
     fwd = ["xs_tm = F.transpose_sequence([xs[p] for p in perm])",
            f"hy, cy, ys_tm = {fn}({n_layers}, {dropout!r}, F.permutate(hx, perm, axis=1), "
            "F.permutate(cx, perm, axis=1), ws, bs, xs_tm)",
-           "ys_sorted = F.transpose_sequence(ys_tm)", "ys = [ys_sorted[i] for i in inv]",
+           "ys = [*map(F.transpose_sequence(ys_tm).__getitem__, inv)]  # back to the batch's order",
            "hy, cy = F.permutate(hy, perm, axis=1, inv=True), F.permutate(cy, perm, axis=1, inv=True)"]
     phases = [("forward", fwd), ("backward", [*_backward(outs, grads)])]
     body = ["def run(d):", "    global phase", *[f"    {ln}" for ln in head], *_upto(phases, stop)]
