@@ -225,12 +225,11 @@ def pairs(family: str, relation: str, index: Sequence[int], base: Mapping[str, n
     """``(label, base part, member part)`` of every tensor :func:`pair_names` pairs; ``duplicate`` also pairs
     the two copies of sequence 0 with each other."""
     idx = list(index)
-    for b, rows, axis, m in pair_names(family, relation, idx, base, member):
-        part = base.get(b)
+    for name, rows, axis, other in pair_names(family, relation, idx, base, member):
+        part = base.get(name)
         if part is not None and rows is not None:
             part = _rows(part, rows, axis)
-        label = b if b == m else f"{b} as {m}"
-        yield (label, part, member.get(m))
+        yield (name if name == other else f"{name} as {other}", part, member.get(other))
     if family == "embed":
         if relation == "duplicate" and "y" in member:
             yield ("y[0] twice", member["y"][0], member["y"][len(idx) - 1])

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from harness.core.cases import Case
+from harness.core.cases import Case, build_arrays
 from harness.core.contexts import blas_info, get_context
 from harness.core.devices import CPU, parse_device
 from harness.core.errors import InvalidArgument, SetupError
@@ -23,7 +23,7 @@ from harness.judge.findings import KINDS, tensor_kind
 from harness.judge.reproducer import Reproducer
 from harness.upstream.script import Check
 
-__all__ = ["Claim", "claim_for", "check_kind", "context_env", "chainer_device"]
+__all__ = ["Claim", "claim_for", "case_arrays", "check_kind", "context_env", "chainer_device", "subject_outputs"]
 
 #: Finding kinds whose claim is an error raised in a phase (or, for a known defect without one, wrong values).
 _ERROR_KINDS = ("error", "known library defect", "expected error")
@@ -37,6 +37,14 @@ class Claim:
     data: Mapping[str, np.ndarray] = field(default_factory=dict)
     what: str = ""            # what the script shows, one sentence in the library's words
     conditions: str = ""      # what it holds under: device, dtype, BLAS threads
+
+
+def case_arrays(case: Case) -> dict[str, np.ndarray]:
+    """A case's inputs as a script reads them: its arrays, and a pipeline's sequence lengths."""
+    arrays = dict(build_arrays(case))
+    if case.family == "pipeline":
+        arrays["lengths"] = np.asarray([int(n) for n in case.spec["lengths"]], dtype=np.int64)
+    return arrays
 
 
 def check_kind(r: Reproducer) -> str:
@@ -210,12 +218,12 @@ def _reference_bits(r: Reproducer, case: Case) -> tuple[dict[str, np.ndarray], s
 
     dev = parse_device(r.devices[-1])
     if r.baseline:
+        from harness.core.rundir import task_arrays
         from harness.execute.campaign import load_tasks
-        from harness.outputs.gate import _baseline_arrays
 
         base = next((t for t in load_tasks(r.baseline).values() if (t.case_id, t.subject, t.device, t.context)
                      == (case.id, r.subject, dev.id, r.contexts[-1])), None)
-        arrays = _baseline_arrays(r.baseline, base) if base is not None else None
+        arrays = task_arrays(r.baseline, base.array_file) if base is not None else None
         if not arrays:
             raise InvalidArgument(f"baseline={r.baseline!r} keeps no arrays of case {case.id} for {r.subject}: "
                                   f"nothing to compare with")
@@ -241,8 +249,6 @@ def _relation(r: Reproducer, case: Case) -> tuple[Check, dict[str, np.ndarray]]:
     data: dict[str, np.ndarray] = {}
     pairs: list[tuple[str, str, tuple[int, ...] | None, int, str]] = []
     labels = []
-    from harness.upstream.reproducer import case_arrays
-
     for m in related:
         for k, v in case_arrays(m.case).items():
             data[f"member.{m.label}.{k}"] = v

@@ -1,6 +1,6 @@
-"""Run as a child (``python plugin_call.py PLUGINS_JSON SUBJECT``): load the plug-ins, print the subject's role and
-library call (its module file, function name and params) as one JSON line. A plug-in is imported only here,
-never in the harness's own process."""
+"""Run as a child (``python -m harness.upstream.plugin_call PLUGINS_JSON SUBJECT``, in the working directory):
+load the plug-ins, print the subject's role and library call (its module file, function name and params) as one
+JSON line. A plug-in is imported only here, never in the harness's own process."""
 
 import inspect
 import json

@@ -17,13 +17,14 @@ children tied to it (:func:`harness.core.lifeline.run_tied`).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from harness.core.corpus_files import load_case_file
 from harness.core.devices import parse_device
 from harness.core.errors import InvalidArgument, SetupError
 from harness.judge.reproducer import Reproducer
-from harness.upstream.claims import Claim, chainer_device, claim_for, context_env, subject_outputs
+from harness.upstream.claims import Claim, case_arrays, chainer_device, claim_for, context_env, subject_outputs
 from harness.upstream.script import Check, Inputs, lines_of_code, script_text
 from harness.upstream.script_calls import SHIPPED, RenderedCall, plugin_call, render_call
 
@@ -92,8 +93,8 @@ def _plugin_call_in_child(r: Reproducer) -> tuple[Any, dict[str, Any]]:
     import importlib.util
     import json
 
-    child = os.path.join(os.path.dirname(__file__), "plugin_call.py")
-    p = lifeline.run_tied([sys.executable, child, json.dumps(list(r.plugins)), r.subject], capture_output=True,
+    p = lifeline.run_tied([sys.executable, "-m", "harness.upstream.plugin_call", json.dumps(list(r.plugins)),
+                           r.subject], capture_output=True,
                           text=True, timeout=120, cwd=os.getcwd())
     if p.returncode != 0:
         raise SetupError(f"subject={r.subject!r}: its plug-ins could not be loaded to find its call: "
@@ -162,7 +163,8 @@ def _saved(script: str, env: Mapping[str, str] | None = None) -> dict[str, np.nd
             return {k: z[k] for k in z.files}
 
 
-def _same_call(script: str, r: Reproducer, case: Case, env: Mapping[str, str] | None = None) -> None:
+def _same_call(script: str, r: Reproducer, case: Case, env: Mapping[str, str] | None = None,
+               bits: bool = True) -> None:
     """The script's call, on the case's exact inputs, gives the subject's outputs bit for bit (or its error:
     the same type, phase and message). ``env``: the first context's, where the script does not set it."""
     got = _saved(script, env)
@@ -182,7 +184,7 @@ def _same_call(script: str, r: Reproducer, case: Case, env: Mapping[str, str] | 
                          f"nothing was written")
     want_arrays = {k: np.asarray(v) for k, v in ran.arrays.items() if not k.startswith("noise.") and v is not None}
     differ = [k for k, v in want_arrays.items() if k not in got or got[k].dtype != v.dtype or
-              got[k].shape != v.shape or got[k].tobytes() != v.tobytes()]
+              got[k].shape != v.shape or (bits and got[k].tobytes() != v.tobytes())]
     if differ:
         raise SetupError(f"the exported script's call does not give the subject's bits ({', '.join(differ[:5])}): "
                          f"nothing was written")
@@ -251,15 +253,23 @@ def _compose(r: Reproducer, case: Case, claim: Claim, call: RenderedCall, inputs
 
 
 def _write_data(path: str, arrays: Mapping[str, np.ndarray]) -> None:
-    np.savez_compressed(path, **{k: np.ascontiguousarray(v) for k, v in arrays.items()})
+    np.savez_compressed(path, **{k: np.ascontiguousarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
 
 
-def case_arrays(case: Case) -> dict[str, np.ndarray]:
-    """A case's inputs as a script reads them: its arrays, and a pipeline's sequence lengths."""
-    arrays = dict(build_arrays(case))
-    if case.family == "pipeline":
-        arrays["lengths"] = np.asarray([int(n) for n in case.spec["lengths"]], dtype=np.int64)
-    return arrays
+@contextlib.contextmanager
+def plugins_loaded(plugins: tuple[str, ...]) -> Iterator[None]:
+    """The plug-ins' subjects registered here as proxies (their manifests are taken in children: the oracle and
+    the declared order a claim needs) for one export, and the registry as it was afterwards."""
+    from harness.subjects import registry
+
+    saved = dict(registry.SUBJECTS)
+    try:
+        for p in plugins:
+            registry.load_plugin(p)
+        yield
+    finally:
+        registry.SUBJECTS.clear()
+        registry.SUBJECTS.update(saved)
 
 
 def export_reproducer(r: Reproducer, out: str, note: str = "") -> Written:
@@ -268,6 +278,11 @@ def export_reproducer(r: Reproducer, out: str, note: str = "") -> Written:
     the behaviour is allowed (the script then says so). Raises :class:`Refused` when the claim does not
     reproduce, ``HarnessError`` for bad input."""
     case = load_case_file(r.case, r.case_id or None)
+    with plugins_loaded(r.plugins):
+        return _export(r, case, out, note)
+
+
+def _export(r: Reproducer, case: Case, out: str, note: str) -> Written:
     fn, params = _call(r)
     claim = claim_for(r, case)
     call = _render(fn, params, case, r, _stop_phase(claim))
@@ -279,7 +294,10 @@ def export_reproducer(r: Reproducer, out: str, note: str = "") -> Written:
         _write_data(os.path.join(tmp, data_name), {**arrays, **claim.data})
         with open(exact, "w", encoding="utf-8") as fh:
             fh.write(_compose(r, case, claim, call, Inputs(data=data_name), note))
-        _same_call(exact, r, case, context_env(r.contexts[0])[0] if claim.check.kind == "contexts" else None)
+        # a plug-in's call is copied verbatim (and may be nondeterministic on purpose): its outputs' names, dtypes
+        # and shapes are checked; a shipped call, rendered anew, is checked bit for bit
+        _same_call(exact, r, case, context_env(r.contexts[0])[0] if claim.check.kind == "contexts" else None,
+                   bits=call.library != "plug-in")
         chosen, data = exact, True
         seeded = _seeded_inputs(case, arrays, call) if not claim.data else None
         if seeded is not None:
@@ -316,7 +334,8 @@ def outputs_script(case: str, subject: str, out: str, *, case_id: str = "",
     the call on the case's exact inputs, checked here to be the subject's. No claim is checked."""
     r = Reproducer(case=case, subject=subject, case_id=case_id, plugins=plugins)
     loaded = load_case_file(case, case_id or None)
-    fn, params = _call(r)
+    with plugins_loaded(plugins):
+        fn, params = _call(r)
     call = _render(fn, params, loaded, r, None)
     claim = Claim(Check("repeats", count=2), {}, "the call's outputs", "CPU (NumPy)")
     stem = os.path.splitext(os.path.basename(out))[0]
@@ -324,7 +343,9 @@ def outputs_script(case: str, subject: str, out: str, *, case_id: str = "",
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     data_path = os.path.join(os.path.dirname(os.path.abspath(out)), data_name)
     _write_data(data_path, case_arrays(loaded))
-    text = _compose(r, loaded, claim, call, Inputs(data=data_name), "")
+    # no conditions pinned in the script: the caller (bisect) gives each probe's environment
+    text = script_text(title=_title(call, claim, loaded), what=_what(call, claim, loaded), conditions="as run",
+                       call=call, check=claim.check, inputs=Inputs(data=data_name))
     with open(out, "w", encoding="utf-8") as fh:
         fh.write(text)
     _same_call(out, r, loaded)

@@ -94,11 +94,11 @@ PIN
 import numpy as np  # noqa: E402
 
 # ---- SHIM: add what is missing ----
-# numpy.sctypes is read by chainer/functions/array/as_strided.py; the two modules by chainer/_environment_check.py
+# numpy.sctypes is read by chainer/functions/array/as_strided.py, the two modules by chainer/_environment_check.py
 np.sctypes = getattr(np, "sctypes", {"int": [np.int32, np.int64], "float": [np.float16, np.float32, np.float64]})
-for mod, kw in (("numpy.distutils.system_info", {"get_info": lambda *a, **k: {}}), ("pkg_resources", {"require": list})):
-    try: importlib.import_module(mod)  # noqa: E701
-    except ImportError: sys.modules[mod] = types.SimpleNamespace(**kw)  # noqa: E701
+for m, kw in (("numpy.distutils.system_info", {"get_info": lambda *a, **k: {}}), ("pkg_resources", {"require": list})):
+    try: importlib.import_module(m)  # noqa: E701
+    except ImportError: sys.modules[m] = types.SimpleNamespace(**kw)  # noqa: E701
 import chainer, chainer.functions as F, chainer.links as L  # noqa: E401, E402
 '''.replace("SHIM", SHIM_LABEL)
 

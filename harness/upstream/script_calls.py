@@ -265,34 +265,43 @@ def _used_names(source: str, name: str) -> tuple[list[str], list[str]]:
 
 def plugin_call(source: str, name: str, params: Mapping[str, Any], spec: Mapping[str, Any], seed: int,
                 context: Mapping[str, Any], given: bool) -> RenderedCall:
-    """A plug-in's call, verbatim, behind the adapter it expects (``env``, ``emit``); a shipped call it wraps
-    (``env.calls.lstm_link``) is rendered as above and offered under the same name."""
+    """A plug-in's call, verbatim (its docstrings left out), behind the one-line ``env`` it expects; a shipped
+    call it wraps (``env.calls.lstm_link``) is rendered as above and offered under the same name."""
     sources, shipped = _used_names(source, name)
     lines: list[str] = []
     for src in sources:
-        lines += [*src.splitlines(), ""]
+        lines += [*_without_docstrings(src).splitlines(), ""]
     wrapped = []
-    for name in shipped:
-        inner = render_call(name, spec, {}, seed, given)
-        lines += [ln.replace("def run(d):", f"def _{name}(d):", 1) for ln in inner.lines] + [""]
-        wrapped.append(f"{name}=lambda env, a, spec, emit: [emit(k, v) for k, v in _{name}(a).items()]")
-    args = ", ".join(f"{k}={v!r}" for k, v in params.items())
+    for inner_name in shipped:
+        inner = render_call(inner_name, spec, {}, seed, given)
+        lines += [ln.replace("def run(d):", f"def _{inner_name}(d):", 1) for ln in inner.lines] + [""]
+        wrapped.append(f"{inner_name}=lambda env, a, spec, emit: [emit(k, v) for k, v in _{inner_name}(a).items()]")
+    args = "".join(f", {k}={v!r}" for k, v in params.items())
     lines += [
-        "class Env:  # what the plug-in's call expects of its caller",
-        f"    chainer, xp, context, case_seed = chainer, np, {dict(context)!r}, {seed}",
-        f"    calls = types.SimpleNamespace({', '.join(wrapped)})",
-        "    @contextlib.contextmanager",
-        "    def phase(self, name):",
-        "        global phase",
-        "        phase = name",
-        "        yield",
-        "",
-        "def run(d):",
+        "def run(d):  # the plug-in's call with what it expects of its caller: env (phase sets the global) and emit",
+        f"    env = types.SimpleNamespace(chainer=chainer, xp=np, context={dict(context)!r}, case_seed={seed}, "
+        f"calls=types.SimpleNamespace({', '.join(wrapped)}), "
+        "phase=lambda name: contextlib.nullcontext(globals().update(phase=name)))",
         "    out = {}",
-        f"    {name}(Env(), d, {_plain(spec)!r}, out.__setitem__{', ' + args if args else ''})",
-        RETURN,
+        f"    {name}(env, d, {_plain(spec)!r}, out.__setitem__{args})",
+        "    return {k: chainer.backend.CpuDevice().send(getattr(v, 'array', v)) for k, v in out.items() "
+        "if v is not None}",
     ]
-    return RenderedCall(("import contextlib",), tuple(lines), "plug-in", name)
+    typing = sorted(n for n in ("Any", "Mapping", "Sequence") if any(f": {n}" in s or f"[{n}" in s for s in sources))
+    imports = ("import contextlib", *([f"from typing import {', '.join(typing)}"] if typing else []))
+    return RenderedCall(imports, tuple(lines), "plug-in", name)
+
+
+def _without_docstrings(src: str) -> str:
+    """A function's source without its docstrings (and those of functions inside it)."""
+    tree = ast.parse(src)
+    cut: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.body and isinstance(node.body[0], ast.Expr) \
+                and isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str):
+            doc = node.body[0]
+            cut |= set(range(doc.lineno, (doc.end_lineno or doc.lineno) + 1))
+    return "\n".join(ln for i, ln in enumerate(src.splitlines(), 1) if i not in cut)
 
 
 def _plain(value: Any) -> Any:
