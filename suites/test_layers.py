@@ -29,7 +29,9 @@ ALLOWED = {
     "judge": {"core", "judge"},
     "execute": {"core", "generate", "subjects", "judge", "execute"},
     "outputs": {"core", "generate", "subjects", "judge", "execute", "outputs"},
-    "verbs": {"core", "generate", "subjects", "judge", "execute", "outputs", "verbs"},
+    # what leaves the harness (the exported reproducer, bisection): beside outputs, below verbs
+    "upstream": {"core", "generate", "subjects", "judge", "execute", "upstream"},
+    "verbs": {"core", "generate", "subjects", "judge", "execute", "outputs", "upstream", "verbs"},
 }
 
 _MODULE_NAME = re.compile(r"^(harness|tools)(\.[A-Za-z_][A-Za-z0-9_]*)+$")
