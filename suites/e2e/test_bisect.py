@@ -258,3 +258,50 @@ def test_a_bisect_killed_during_an_install_leaves_no_process_and_the_next_run_cl
     assert r.returncode == 2 and "the good end (chainer==98.0) cannot be probed" in r.stderr, r.stderr
     assert f"removed {left[0]}, left by a bisect that did not finish" in r.stderr, r.stderr
     assert sorted(os.listdir(cache / "envs")) == ["mine"] and (cache / "envs" / "mine" / "notes.txt").exists()
+
+
+LSTM_CASE = ROOT / "docs" / "bisect-numpy" / "case-869ae8d1d50c.json"
+
+
+def _cli(tmp_path: Path, *argv: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness", "bisect", *argv, "--cache", str(tmp_path / "c")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120, **kw)
+
+
+def test_bisect_refuses_bad_input_in_one_line_before_any_work(tmp_path):
+    nstep = (str(LSTM_CASE), "--subject", "chainer.NStepLSTM")
+    no_uv = {**os.environ, "PATH": os.path.dirname(sys.executable)}  # (python, and no uv, on this PATH)
+    for argv, says, env in (
+            ((*nstep, "--good", "numpy=2.2", "--bad", "numpy==2.3.0"), "good='numpy=2.2'", None),
+            ((*nstep, "--good", "numpy==2.2.6", "--bad", "chainer==7.8.1"), "pinned at one end only", None),
+            ((*nstep, "--good", "numpy==2.2.6", "--bad", "numpy==2.2.6"), "the same versions", None),
+            ((*nstep, "--good", "numpy==2.2.6", "--bad", "numpy==2.4.6", "--env", "OPENBLAS_CORETYPE"),
+             "env='OPENBLAS_CORETYPE'", None),
+            ((str(LSTM_CASE), "--subject", "chainer.EmbedID", "--good", "numpy==2.2.6", "--bad", "numpy==2.4.6"),
+             "is a lstm case; subject='chainer.EmbedID' takes embed cases", None),
+            ((*nstep, "--good", "numpy==2.2.6", "--bad", "numpy==2.4.6", "--installer", "uv"),
+             "installer='uv': uv is not on the PATH", no_uv),
+            ((*nstep, "--good", "numpy==2.2.6", "--bad", "numpy==2.4.6", "--context", "cublas_ws"),
+             "context='cublas_ws'", None)):
+        r = _cli(tmp_path, *argv, env=env)
+        assert r.returncode == 2 and r.stderr.startswith("harness: error: ") and says in r.stderr, (argv, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert not (tmp_path / "c" / "envs").exists() or os.listdir(tmp_path / "c" / "envs") == []
+    (tmp_path / "file").write_text("x")
+    r = subprocess.run([sys.executable, "-m", "harness", "bisect", *nstep, "--good", "numpy==2.2.6", "--bad",
+                        "numpy==2.4.6", "--cache", str(tmp_path / "file")], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode == 2 and "cache=" in r.stderr and "is not a directory" in r.stderr, r.stderr
+
+
+def test_bisect_reads_its_ends_from_two_fingerprints(tmp_path):
+    """Two run directories' environment.json: the packages both list are the pins (here all the same, so
+    refused before any work, naming them)."""
+    for end in ("good", "bad"):
+        (tmp_path / end).mkdir()
+        (tmp_path / end / "environment.json").write_text(
+            '{"packages": {"numpy": "2.2.6", "chainer": "7.8.1", "pandas": "2.2.%d"}}' % len(end))
+    r = _cli(tmp_path, str(LSTM_CASE), "--subject", "chainer.NStepLSTM", "--good-env", str(tmp_path / "good"),
+             "--bad-env", str(tmp_path / "bad"))
+    assert r.returncode == 2 and "the two ends pin the same versions (chainer==7.8.1 numpy==2.2.6)" in r.stderr, \
+        r.stderr
