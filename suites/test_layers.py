@@ -29,7 +29,6 @@ ALLOWED = {
     "judge": {"core", "judge"},
     "execute": {"core", "generate", "subjects", "judge", "execute"},
     "outputs": {"core", "generate", "subjects", "judge", "execute", "outputs"},
-    # what leaves the harness (the exported reproducer, bisection): beside outputs, below verbs
     "upstream": {"core", "generate", "subjects", "judge", "execute", "upstream"},
     "verbs": {"core", "generate", "subjects", "judge", "execute", "outputs", "upstream", "verbs"},
 }

@@ -1,1 +1,1 @@
-"""What leaves the harness for upstream: the exported reproducer, and the bisection that probes with it."""
+"""What leaves the harness for a library's maintainers: the reproducer script, its issue text, bisection."""
