@@ -243,7 +243,7 @@ class _Prober:
         python = envs.make_env(env_dir, self.inst)
         envs.install(python, pins, self.inst)
         env = self.cond.probe_env()
-        report = conditions._report(python, env, sorted(pins))
+        report = conditions.report_of(python, env, sorted(pins))
         wrong = {n: report["versions"].get(n) for n, v in pins.items()
                  if _norm(report["versions"].get(n)) != _norm(v)}
         if wrong:

@@ -25,7 +25,7 @@ from harness.core.contexts import get_context
 from harness.core.errors import InvalidArgument, SetupError
 from harness.upstream import bisect_envs as envs
 
-__all__ = ["Conditions", "THREAD_VARS", "CORETYPE", "REPORT", "parse_env", "context_env", "measure", "held",
+__all__ = ["Conditions", "THREAD_VARS", "CORETYPE", "REPORT", "parse_env", "context_env", "measure", "held", "report_of",
            "blas_words"]
 
 #: The variables that set how many threads a BLAS runs (OpenBLAS, OpenMP, MKL): all pinned to one count.
@@ -138,7 +138,7 @@ class Conditions:
         return {**{k: v for k, v in os.environ.items() if k not in relevant}, **dict(self.env)}
 
 
-def _report(python: str, env: Mapping[str, str], dists: Sequence[str] = ()) -> dict[str, Any]:
+def report_of(python: str, env: Mapping[str, str], dists: Sequence[str] = ()) -> dict[str, Any]:
     r = envs.run([python, "-I", "-c", REPORT, *dists], 300, env=env)
     try:
         out = json.loads((r.stdout.strip().splitlines() or [""])[-1])
@@ -154,7 +154,7 @@ def measure(context: str, user: Sequence[tuple[str, str]]) -> Conditions:
     pinned = {**fingerprint._result_env(), **context_env(context), **dict(user)}
     start = Conditions(fingerprint._cpu_model(), "", tuple(sorted(pinned.items())), "")
     try:
-        got = _report(sys.executable, start.probe_env(), ())
+        got = report_of(sys.executable, start.probe_env(), ())
     except envs.InstallFailed as exc:
         raise SetupError(f"bisect: cannot read which BLAS kernels and threads NumPy picks here: {exc}") from None
     blas = got.get("blas") or []

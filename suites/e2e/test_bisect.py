@@ -218,10 +218,9 @@ def _ours(marker: str) -> list[int]:
     return out
 
 
-@pytest.mark.slow
-def test_a_bisect_killed_during_an_install_leaves_no_process_and_the_next_run_clears_its_folder(offline, tmp_path):
-    """A planted Chainer sdist whose build waits: bisect is SIGKILLed while pip builds it; pip, the build and the
-    guard go with it, and the next run removes the killed run's folder and nothing of the user's."""
+def _stopped_during_an_install(offline, tmp_path: Path, sig: int) -> tuple[Path, list[str], subprocess.Popen]:
+    """A planted Chainer sdist whose build waits; bisect is sent ``sig`` while pip builds it. The cache, its
+    argv, and the stopped process."""
     tmp, _, case = offline
     started = tmp_path / "build-started"
     wheels = tmp_path / "wheels"
@@ -233,7 +232,7 @@ def test_a_bisect_killed_during_an_install_leaves_no_process_and_the_next_run_cl
     (cache / "envs" / "mine").mkdir(parents=True)
     (cache / "envs" / "mine" / "notes.txt").write_text("the user's")
     argv = _argv(tmp, wheels, case, str(cache), "--good", "chainer==98.0", "--bad", "chainer==99.0")
-    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         for _ in range(3000):  # until pip runs the build (a wait, bounded; no time is asserted)
             if started.exists() or proc.poll() is not None:
@@ -242,66 +241,84 @@ def test_a_bisect_killed_during_an_install_leaves_no_process_and_the_next_run_cl
         assert started.exists() and proc.poll() is None, "the build never started"
         assert _ours(str(wheels)), "no pip process seen"
     finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-    for _ in range(300):
+        proc.send_signal(sig)
+        proc.wait(timeout=300)
+    for _ in range(300):  # the kernel and the guard end the children at once; wait for them to be reaped
         if not _ours(str(wheels)) and not _ours(str(started)):
             break
         time.sleep(0.1)
-    assert _ours(str(wheels)) == [] and _ours(str(started)) == []
+    assert _ours(str(wheels)) == [] and _ours(str(started)) == []  # no pip, no build, no guard
+    assert list((cache / "logs").glob("*.jsonl")) == []  # no line for the probe that did not finish
+    for f in wheels.iterdir():  # a later run finds nothing to build: its good end cannot be installed
+        f.unlink()
+    return cache, argv, proc
+
+
+@pytest.mark.slow
+def test_a_bisect_killed_during_an_install_leaves_no_process_and_the_next_run_clears_its_folder(offline, tmp_path):
+    cache, argv, _ = _stopped_during_an_install(offline, tmp_path, signal.SIGKILL)
     left = [p for p in os.listdir(cache / "envs") if p != "mine"]
     assert len(left) == 1 and left[0].startswith("run-"), left  # recognisably bisect's, and incomplete
-    assert list((cache / "logs").glob("*.jsonl")) == []  # no line for the probe that did not finish
-    for f in wheels.iterdir():  # the next run finds nothing to build: its good end cannot be installed
-        f.unlink()
     r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert r.returncode == 2 and "the good end (chainer==98.0) cannot be probed" in r.stderr, r.stderr
     assert f"removed {left[0]}, left by a bisect that did not finish" in r.stderr, r.stderr
     assert sorted(os.listdir(cache / "envs")) == ["mine"] and (cache / "envs" / "mine" / "notes.txt").exists()
 
 
+@pytest.mark.slow
+def test_a_bisect_interrupted_during_an_install_cleans_up_and_offers_no_resume(offline, tmp_path):
+    cache, _, proc = _stopped_during_an_install(offline, tmp_path, signal.SIGINT)
+    err = proc.stderr.read() if proc.stderr else ""
+    assert proc.returncode == 130 and "interrupted" in err and "--resume" not in err, err
+    assert sorted(os.listdir(cache / "envs")) == ["mine"] and (cache / "envs" / "mine" / "notes.txt").exists()
+
+
 LSTM_CASE = ROOT / "docs" / "bisect-numpy" / "case-869ae8d1d50c.json"
+NSTEP = (str(LSTM_CASE), "--subject", "chainer.NStepLSTM")
 
 
-def _cli(tmp_path: Path, *argv: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness", "bisect", *argv, "--cache", str(tmp_path / "c")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120, **kw)
+def _main(tmp_path: Path, capsys, *argv: str) -> tuple[int, str]:
+    """The command line in this process (nothing of a subject runs here before the probes, and no probe is
+    reached): its exit code and stderr."""
+    from harness.cli import main
+
+    try:
+        code = main(["bisect", *argv, "--cache", str(tmp_path / "c")])
+    except SystemExit as exc:  # argparse's usage errors
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().err
 
 
-def test_bisect_refuses_bad_input_in_one_line_before_any_work(tmp_path):
-    nstep = (str(LSTM_CASE), "--subject", "chainer.NStepLSTM")
-    no_uv = {**os.environ, "PATH": os.path.dirname(sys.executable)}  # (python, and no uv, on this PATH)
-    for argv, says, env in (
-            ((*nstep, "--good", "numpy=2.2", "--bad", "numpy==2.3.0"), "good='numpy=2.2'", None),
-            ((*nstep, "--good", "numpy==2.2.6", "--bad", "chainer==7.8.1"), "pinned at one end only", None),
-            ((*nstep, "--good", "numpy==2.2.6", "--bad", "numpy==2.2.6"), "the same versions", None),
-            ((*nstep, "--good", "numpy==2.2.6", "--bad", "numpy==2.4.6", "--env", "OPENBLAS_CORETYPE"),
-             "env='OPENBLAS_CORETYPE'", None),
-            ((str(LSTM_CASE), "--subject", "chainer.EmbedID", "--good", "numpy==2.2.6", "--bad", "numpy==2.4.6"),
-             "is a lstm case; subject='chainer.EmbedID' takes embed cases", None),
-            ((*nstep, "--good", "numpy==2.2.6", "--bad", "numpy==2.4.6", "--installer", "uv"),
-             "installer='uv': uv is not on the PATH", no_uv),
-            ((*nstep, "--good", "numpy==2.2.6", "--bad", "numpy==2.4.6", "--context", "cublas_ws"),
-             "context='cublas_ws'", None)):
-        r = _cli(tmp_path, *argv, env=env)
-        assert r.returncode == 2 and r.stderr.startswith("harness: error: ") and says in r.stderr, (argv, r.stderr)
-        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+def test_bisect_refuses_bad_input_in_one_line_before_any_work(tmp_path, capsys, monkeypatch):
+    ends = ("--good", "numpy==2.2.6", "--bad", "numpy==2.4.6")
+    for argv, says in (
+            ((*NSTEP, "--good", "numpy=2.2", "--bad", "numpy==2.3.0"), "good='numpy=2.2'"),
+            ((*NSTEP, "--good", "numpy==2.2.6", "--bad", "chainer==7.8.1"), "pinned at one end only"),
+            ((*NSTEP, "--good", "numpy==2.2.6", "--bad", "numpy==2.2.6"), "the same versions"),
+            ((*NSTEP, *ends, "--env", "OPENBLAS_CORETYPE"), "env='OPENBLAS_CORETYPE'"),
+            ((str(LSTM_CASE), "--subject", "chainer.EmbedID", *ends),
+             "is a lstm case; subject='chainer.EmbedID' takes embed cases"),
+            ((*NSTEP, *ends, "--context", "cublas_ws"), "context='cublas_ws'"),
+            ((*NSTEP, *ends, "--installer", "uv"), "installer='uv': uv is not on the PATH")):
+        if "uv" in argv:
+            monkeypatch.setenv("PATH", os.path.dirname(sys.executable))  # (python, and no uv, on this PATH)
+        code, err = _main(tmp_path, capsys, *argv)
+        assert code == 2 and err.startswith("harness: error: ") and says in err, (argv, err)
+        assert len(err.strip().splitlines()) == 1, err
         assert not (tmp_path / "c" / "envs").exists() or os.listdir(tmp_path / "c" / "envs") == []
     (tmp_path / "file").write_text("x")
-    r = subprocess.run([sys.executable, "-m", "harness", "bisect", *nstep, "--good", "numpy==2.2.6", "--bad",
-                        "numpy==2.4.6", "--cache", str(tmp_path / "file")], capture_output=True, text=True,
-                       cwd=ROOT, timeout=120)
+    r = subprocess.run([sys.executable, "-m", "harness", "bisect", *NSTEP, *ends, "--cache", str(tmp_path / "file")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 2 and "cache=" in r.stderr and "is not a directory" in r.stderr, r.stderr
 
 
-def test_bisect_reads_its_ends_from_two_fingerprints(tmp_path):
+def test_bisect_reads_its_ends_from_two_fingerprints(tmp_path, capsys):
     """Two run directories' environment.json: the packages both list are the pins (here all the same, so
     refused before any work, naming them)."""
     for end in ("good", "bad"):
         (tmp_path / end).mkdir()
         (tmp_path / end / "environment.json").write_text(
             '{"packages": {"numpy": "2.2.6", "chainer": "7.8.1", "pandas": "2.2.%d"}}' % len(end))
-    r = _cli(tmp_path, str(LSTM_CASE), "--subject", "chainer.NStepLSTM", "--good-env", str(tmp_path / "good"),
-             "--bad-env", str(tmp_path / "bad"))
-    assert r.returncode == 2 and "the two ends pin the same versions (chainer==7.8.1 numpy==2.2.6)" in r.stderr, \
-        r.stderr
+    code, err = _main(tmp_path, capsys, *NSTEP, "--good-env", str(tmp_path / "good"), "--bad-env",
+                      str(tmp_path / "bad"))
+    assert code == 2 and "the two ends pin the same versions (chainer==7.8.1 numpy==2.2.6)" in err, err
