@@ -20,13 +20,12 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from harness.core import env as fingerprint
 from harness.core.contexts import get_context
 from harness.core.errors import InvalidArgument, SetupError
 from harness.upstream import bisect_envs as envs
 
-__all__ = ["Conditions", "THREAD_VARS", "CORETYPE", "REPORT", "parse_env", "context_env", "measure", "held", "report_of",
-           "blas_words"]
+__all__ = ["Conditions", "THREAD_VARS", "CORETYPE", "REPORT", "parse_env", "context_env", "measure", "held",
+           "report_of", "blas_words"]
 
 #: The variables that set how many threads a BLAS runs (OpenBLAS, OpenMP, MKL): all pinned to one count.
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -53,6 +52,13 @@ except Exception as exc:
     out["problem"] = f"{type(exc).__name__}: {exc}"
 print(json.dumps(out))
 """
+
+def _fingerprint() -> Any:
+    """:mod:`harness.core.env`, imported when first needed (it imports NumPy; ``--help`` must not)."""
+    from harness.core import env
+
+    return env
+
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -134,7 +140,7 @@ class Conditions:
 
     def probe_env(self) -> dict[str, str]:
         """A probe's environment: this process's without any variable that can change results, then the pins."""
-        relevant = set(fingerprint._result_env())  # (the fingerprint's own reading of which variables matter)
+        relevant = set(_fingerprint()._result_env())  # (the fingerprint's own reading of which variables matter)
         return {**{k: v for k, v in os.environ.items() if k not in relevant}, **dict(self.env)}
 
 
@@ -151,6 +157,7 @@ def report_of(python: str, env: Mapping[str, str], dists: Sequence[str] = ()) ->
 
 def measure(context: str, user: Sequence[tuple[str, str]]) -> Conditions:
     """The conditions of this machine under ``context`` and the user's pins (module docstring)."""
+    fingerprint = _fingerprint()
     pinned = {**fingerprint._result_env(), **context_env(context), **dict(user)}
     start = Conditions(fingerprint._cpu_model(), "", tuple(sorted(pinned.items())), "")
     try:
