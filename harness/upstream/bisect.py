@@ -256,9 +256,11 @@ class _Prober:
                      cwd=os.path.dirname(self.script))
         if r.code is None:
             raise envs.InstallFailed(f"the script ran past {self.q.timeout:g} s")
+        if r.code == 2:  # the protocol's "cannot run here": its last line says why
+            last = [ln.strip() for ln in r.stderr.splitlines() if ln.strip()]
+            raise envs.InstallFailed(last[-1][:400] if last else "the script exited 2 (cannot run here)")
         if r.code != 0:
-            raise envs.InstallFailed(envs.cause_line(r.stderr, f"the script exited {r.code}") if r.code == 2 else
-                                     f"the script exited {r.code}: {envs.cause_line(r.stderr, 'no output')}")
+            raise envs.InstallFailed(f"the script exited {r.code}: {envs.cause_line(r.stderr, 'no output')}")
         return read_outputs(npz)
 
     def verdict(self, out: Outcome) -> str:
