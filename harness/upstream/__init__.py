@@ -1,1 +1,1 @@
-"""What leaves the harness for a library's maintainers: the reproducer script, its issue text, bisection."""
+"""What leaves the harness for the libraries' maintainers: a reproducer script, an issue text, a bisection."""
