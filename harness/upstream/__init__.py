@@ -1,0 +1,1 @@
+"""What leaves the harness for a library's maintainers: the reproducer script, its issue text, bisection."""
