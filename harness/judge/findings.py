@@ -417,7 +417,7 @@ def reproducer_of(f: Finding, verb: str = "replay") -> Reproducer | None:
     how = f.kind_row.replay
     if verb in ("replay", "export") and (how == "none" or not f.repro_case):
         return None
-    if verb == "export" and f.classification == Classification.CONTROL:
+    if verb == "export" and (f.classification == Classification.CONTROL or f.role == "control"):
         return None
     if verb == "localize" and not f.kind_row.localizable:
         return None

@@ -22,14 +22,14 @@ import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from harness.core.compat import PATCHES
 from harness.core.errors import SetupError
 from harness.judge.findings import library_frame
 
-__all__ = ["IssueFacts", "issue_text", "issue_title", "runtime_fields", "MAX_CHARS", "LIBRARIES", "PROBE",
-           "CHAINER_INSTALL", "ESPNET_INSTALL", "ESPNET_MODULE"]
+__all__ = ["IssueFacts", "issue_text", "issue_title", "runtime_fields", "recipe_facts", "MAX_CHARS", "LIBRARIES",
+           "PROBE", "CHAINER_INSTALL", "ESPNET_INSTALL", "ESPNET_MODULE"]
 
 #: GitHub refuses an issue body longer than this.
 MAX_CHARS = 65_536
@@ -150,14 +150,15 @@ def _install(facts: IssueFacts) -> list[str]:
              "", "Chainer 7.8.1's sdist needs `pkg_resources` at build time: `setuptools<70` and "
              "`--no-build-isolation` let it build from a clean pip cache."]
     if facts.library == "espnet":
-        lines.append(f"ESPnet is installed with `--no-deps` and without torch: the code under test is `{ESPNET_MODULE}`"
-                     ", ESPnet1's chainer backend, which imports only Chainer and NumPy.")
+        lines += ["", "ESPnet is installed with `--no-deps` and without torch: the code under test is "
+                      f"`{ESPNET_MODULE}`, ESPnet1's chainer backend, which imports only Chainer and NumPy."]
     if facts.patches:
         known = {p.name: p for p in PATCHES}
-        what = "; ".join(f"`{n}` ({known[n].reason})" if n in known else f"`{n}`" for n in facts.patches)
-        lines.append(f"Chainer 7.8.1 does not import as shipped on NumPy {facts.env('NumPy', '2')}: the script "
+        what = "; ".join(f"`{n}` ({known[n].reason.split(';')[0]}; needed by `{known[n].needed_by}`)"
+                         if n in known else f"`{n}`" for n in facts.patches)
+        lines += ["", f"Chainer 7.8.1 does not import as shipped on NumPy {facts.env('NumPy', '2')}: the script "
                      f"patches, in one labelled block before `import chainer`, {what}. Nothing in site-packages "
-                     "is edited, and nothing the call computes is changed.")
+                     "is edited, and nothing the call computes is changed."]
     return lines
 
 
@@ -191,7 +192,7 @@ def _diagnosis(facts: IssueFacts) -> list[str]:
         lines = ["Why this is reported as a behaviour, not a defect: the determinism contract the harness checks "
                  "allows it --", "", *[f"> {ln}" for ln in facts.diagnosis.splitlines()]]
     else:
-        lines = [facts.diagnosis]
+        lines = [f"The harness's diagnosis: {facts.diagnosis}"]
     if facts.reference:
         lines += ["", f"Where: {facts.reference}"]
     return lines
@@ -249,6 +250,15 @@ def _espnet(facts: IssueFacts, output: str) -> list[str]:
 def _render(facts: IssueFacts, output: str) -> str:
     body = _chainer(facts, output) if facts.library == "chainer" else _espnet(facts, output)
     return "\n".join([f"# {issue_title(facts)}", "", *body]).rstrip() + "\n"
+
+
+def recipe_facts(tags: Iterable[str]) -> tuple[str, str]:
+    """The recipe a case comes from (its ``recipe:<name>`` tag) and where its numbers come from, for
+    :attr:`IssueFacts.recipe` and :attr:`IssueFacts.recipe_source`; ``("", "")`` where no tag names one."""
+    from harness.generate.recipes import RECIPES
+
+    name = next((t.split(":", 1)[1] for t in tags if t.startswith("recipe:")), "")
+    return name, next((r.source for r in RECIPES if r.name == name), "") if name else ""
 
 
 # ---- the runtime fields, from a child interpreter ------------------------------------------------------

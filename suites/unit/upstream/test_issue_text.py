@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from harness.core.errors import SetupError
-from harness.upstream.issue_text import MAX_CHARS, IssueFacts, issue_text, issue_title, runtime_fields
+from harness.upstream.issue_text import MAX_CHARS, IssueFacts, issue_text, issue_title, recipe_facts, runtime_fields
 
 _SCRIPT = """import numpy as np
 import chainer
@@ -24,6 +27,7 @@ Traceback (most recent call last):
 ValueError: cannot reshape array of size 0 into shape (0,newaxis)
 REPRODUCED
 """
+_ROOT = str(Path(__file__).resolve().parents[3])
 _ENV = {"Platform": "Linux-6.1-x86_64", "Chainer": "7.8.1", "ChainerX": "not available", "NumPy": "2.4.6",
         "CuPy": "not available", "iDeep": "not available", "Python": "3.11.7", "CPU model": "AMD EPYC",
         "OPENBLAS_CORETYPE": "(unset)", "OpenBLAS core type": "SkylakeX", "BLAS threads": "2", "ESPnet": "202511"}
@@ -116,9 +120,13 @@ def test_an_unknown_library_is_refused():
         _facts(library="cupy")
 
 
-def test_runtime_fields_of_this_venv_name_print_runtime_infos_fields_and_the_blas():
+def test_runtime_fields_of_this_venv_name_print_runtime_infos_fields_and_the_blas_from_a_child_only():
     env = {"PATH": os.environ.get("PATH", ""), "OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_NUM_THREADS": "1"}
-    got = runtime_fields(sys.executable, env)
+    code = ("import json, sys; from harness.upstream.issue_text import runtime_fields; "
+            f"got = runtime_fields(sys.executable, {env!r}); print(json.dumps([got, 'chainer' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=_ROOT)
+    got, chainer_here = json.loads(out.stdout)
+    assert not chainer_here  # the child imported Chainer; the caller did not
     assert list(got)[:6] == ["Platform", "Chainer", "ChainerX", "NumPy", "CuPy", "iDeep"]
     import numpy
 
@@ -128,11 +136,20 @@ def test_runtime_fields_of_this_venv_name_print_runtime_infos_fields_and_the_bla
     assert got["OpenBLAS core type"] == "Haswell"  # the kernels OpenBLAS reports it picked
     assert got["BLAS threads"] == "1"
     assert got["CPU model"] and got["CPU model"] != "unknown"
-    assert "chainer" not in sys.modules  # nothing of Chainer in this process
-    again = runtime_fields(sys.executable, {**env, "OPENBLAS_CORETYPE": "Sandybridge"})
-    assert again["OpenBLAS core type"] == "Sandybridge"
+
+
+def test_runtime_fields_follow_the_environment_given():
+    env = {"PATH": os.environ.get("PATH", ""), "OPENBLAS_CORETYPE": "Sandybridge", "OPENBLAS_NUM_THREADS": "2"}
+    got = runtime_fields(sys.executable, env)
+    assert got["OpenBLAS core type"] == "Sandybridge" and got["BLAS threads"] == "2"
 
 
 def test_runtime_fields_of_a_python_that_cannot_run_is_a_setup_error(tmp_path):
     with pytest.raises(SetupError, match="cannot report its runtime fields"):
         runtime_fields(str(tmp_path / "no-python"), {})
+
+
+def test_a_cases_recipe_tag_names_the_recipe_and_its_source():
+    name, source = recipe_facts(("real-scale", "recipe:espnet1.lm.word"))
+    assert name == "espnet1.lm.word" and "lm_vocabsize=65000" in source
+    assert recipe_facts(("ids:empty",)) == ("", "")
