@@ -412,12 +412,14 @@ def reproducer_of(f: Finding, verb: str = "replay") -> Reproducer | None:
     kind) compares 20 runs: a minimal case may diverge in only a third of its runs (three colliding ids summed
     in another order), and 20 runs miss that 1 time in 3,000.
 
-    Export is for what goes upstream: none for a control; an allowed divergence or an expected error is a
+    Export is for what goes upstream: none for a control, a check that did not run or a missing contract line;
+    an allowed divergence or an expected error is a
     behaviour note (``--note``); an error finding runs in :func:`export_context`."""
     how = f.kind_row.replay
     if verb in ("replay", "export") and (how == "none" or not f.repro_case):
         return None
-    if verb == "export" and (f.classification == Classification.CONTROL or f.role == "control"):
+    if verb == "export" and (f.role == "control" or f.classification == Classification.CONTROL
+                             or f.kind in ("not judged", "no contract line")):
         return None
     if verb == "localize" and not f.kind_row.localizable:
         return None

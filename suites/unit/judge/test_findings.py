@@ -38,6 +38,18 @@ def test_a_control_offers_no_export_anywhere():
     assert "Export: " not in f.dossier() and f.to_dict()["export"] == ""
 
 
+def test_a_controls_violation_offers_replay_but_no_export():
+    v = Violation(M, case_file="/run/cases/c1.json", role="control")
+    assert "Reproduce: " in v.dossier() and "Export: " not in v.dossier()
+
+
+def test_a_check_that_did_not_run_offers_no_export():
+    nj = Measure(kind="task", case_id="c1", subject="s", device="cpu", context="default", tensor="",
+                 verdict="not judged", rule="not run", detail="refused by cost")
+    f = F.group([nj], None, F.Origin("/run"))[0]
+    assert f.classification == F.Classification.NOT_JUDGED and f.replay() and f.export() == ""
+
+
 def test_an_allowed_divergence_exports_as_a_behaviour_note_and_a_defect_does_not():
     allowed = Measure(**{**M.to_dict(), "verdict": "diverged as allowed"})
     note = F.group([allowed], None, F.Origin("/run"))[0]
