@@ -299,14 +299,12 @@ class Finding:
         return self._command("export", ["--out", export_path(self.id)])
 
     def exports(self) -> tuple[str, ...]:
-        """:meth:`export`, then one command for each other library whose subjects share the finding (its own
-        subject and smallest case, ``--out reproduce-<id>-<library>.py``)."""
-        first = self.export()
-        if not first:
-            return ()
-        out = [first]
+        """:meth:`export`, then one for each other library whose subjects share the finding: its subject, its
+        smallest case (minimal where that is the one shrunk), ``--out reproduce-<id>-<library>.py``."""
+        out = [self.export()] if self.export() else []
         for subject, case_id in self.library_cases:
-            r = reproducer_of(replace(self, subject=subject, case_id=case_id, shrunk=None), "export")
+            mini = self.shrunk if case_id == self.case_id else None
+            r = reproducer_of(replace(self, subject=subject, case_id=case_id, shrunk=mini), "export")
             if r is not None:
                 out.append(r.command("export", ["--out", export_path(f"{self.id}-{library_of(subject)}")]))
         return tuple(out)

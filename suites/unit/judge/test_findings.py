@@ -87,6 +87,10 @@ def test_a_defect_chainer_and_espnet_share_exports_once_per_library_each_on_a_ca
     assert [ln for ln in f.dossier().splitlines() if ln.startswith("Export: ")] == [f"Export: {chainer}",
                                                                                    f"Export: {espnet}"]
     assert F.Finding.from_dict(f.to_dict()).exports() == f.exports()
+    both = F.group(ms[:3] + [_task("espnet.embed_id", "c1", "default")], None, F.Origin("/run"),
+                   sizes={"c1": 1, "c2": 2})[0]
+    small = F.with_shrunk(both, F.Shrunk("m1", "/run/cases/m1.json", "c1", {}, {}, 3, 0.1, True))
+    assert [e.split(" export ", 1)[1].split()[0] for e in small.exports()] == ["/run/cases/m1.json"] * 2
     alone = F.group(ms[:2], None, F.Origin("/run"))[0]
     assert len(alone.exports()) == 1 and alone.library_cases == ()
 
