@@ -66,7 +66,7 @@ def _replay_note(f: Finding) -> str:
 def _export_what(f: Finding) -> str:
     """What the finding's export commands write: a behaviour note, or one script per library that has it."""
     if f.classification in (Classification.ALLOWED, Classification.EXPECTED_ERROR):
-        return "a behaviour note (the contract allows it; not a defect)"
+        return "a behaviour note (the contracts file allows or expects it: not a defect)"
     return "a standalone script" + (", one per library," if f.library_cases else "")
 
 
