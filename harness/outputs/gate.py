@@ -49,7 +49,7 @@ def _violation(m: Measure, f: F.Finding | None) -> Violation:
     plug-ins, baseline, environment), so that every command of its dossier judges as the gate did."""
     if f is None:
         return Violation(m)
-    return Violation(m, replay=f.replay(), case_file=f.origin.case_file(f.repro_case), origin=f.origin)
+    return Violation(m, replay=f.replay(), case_file=f.origin.case_file(f.repro_case), origin=f.origin, role=f.role)
 
 
 def fails(m: Measure) -> bool:

@@ -58,6 +58,8 @@ class Written:
     library: str
     output: str = ""          # the script's own output here (its claim check)
     exit_code: int = 0
+    claim: Claim | None = None
+    case: Case | None = None
 
 
 class Refused(Exception):
@@ -325,7 +327,7 @@ def _export(r: Reproducer, case: Case, out: str, note: str) -> Written:
             shutil.copyfile(os.path.join(tmp, data_name), data_path)
     text_out = open(out, encoding="utf-8").read()
     return Written(out, data_path, lines_of_code(text_out), _title(call, claim, case), bool(note), call.library,
-                   text, code)
+                   text, code, claim, case)
 
 
 def outputs_script(case: str, subject: str, out: str, *, case_id: str = "",

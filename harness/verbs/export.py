@@ -12,10 +12,14 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from harness.core.argcheck import same_file
 from harness.core.errors import InvalidArgument
 from harness.judge.reproducer import Reproducer
+
+if TYPE_CHECKING:
+    from harness.judge.allowance import Allowance
 
 __all__ = ["ExportOptions", "export"]
 
@@ -63,9 +67,9 @@ def export(opts: ExportOptions) -> int:
     from harness.upstream.reproducer import Refused, export_reproducer
 
     r = opts.reproducer
-    note = _note(r)
+    allowance = _allowance(r)
     try:
-        written = export_reproducer(r, opts.out, note)
+        written = export_reproducer(r, opts.out, allowance.cited if allowance is not None else "")
     except Refused as exc:
         print(f"harness export: {exc}", file=sys.stderr)
         return 1
@@ -74,9 +78,9 @@ def export(opts: ExportOptions) -> int:
     print(f"wrote {opts.out}{data}: a {kind} of {written.lines_of_code} lines of code; it exits 1 here "
           f"({(written.output.splitlines() or [''])[-1]})")
     if opts.markdown:
-        from harness.upstream.issue_text import issue_for
+        from harness.upstream.issue import issue_for
 
-        text = issue_for(written, r)
+        text = issue_for(written, r, allowance)
         os.makedirs(os.path.dirname(os.path.abspath(opts.markdown)), exist_ok=True)
         with open(opts.markdown, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -84,8 +88,16 @@ def export(opts: ExportOptions) -> int:
     return 0
 
 
-def _note(r: Reproducer) -> str:
-    """The contract's reason where the finding is an allowed behaviour (a note), '' for a defect."""
-    from harness.upstream.notes import allowance_reason
+def _allowance(r: Reproducer) -> "Allowance | None":
+    """The contract's reason where the finding is an allowed behaviour (a note); None for a defect. ``--note``
+    on a finding the contracts call a defect is refused: a defect is never written up as allowed."""
+    from harness.core.corpus_files import load_case_file
+    from harness.judge.allowance import allowance_for
+    from harness.judge.contracts import load_contracts
 
-    return allowance_reason(r)
+    case = load_case_file(r.case, r.case_id or None)
+    found = allowance_for(r, load_contracts(r.contracts or None), case.tags, expect=case.expect)
+    if r.note and found is None:
+        raise InvalidArgument("note=True: the contracts allow no such behaviour for this finding, so it is a "
+                              "defect; export it without --note")
+    return found
