@@ -19,6 +19,7 @@ from harness.core.cases import Case, build_arrays
 from harness.core.contexts import blas_info, get_context
 from harness.core.devices import CPU, parse_device
 from harness.core.errors import InvalidArgument, SetupError
+from harness.core.vocabulary import COMPUTE_PHASES
 from harness.judge.findings import KINDS, tensor_kind
 from harness.judge.reproducer import Reproducer
 from harness.upstream.script import Check
@@ -188,8 +189,7 @@ def _bad_rule(r: Reproducer, case: Case) -> Check:
     if exp.errors is None:
         raise InvalidArgument(f"case {case.id}: its rule allows any outcome the same everywhere; export the "
                               f"finding with its two contexts (--contexts A,B) instead")
-    phases = ("forward", "backward", "double-backward")
-    allowed = {e: tuple(sorted(exp.phases.get(e, phases))) for e in sorted(exp.errors)}
+    allowed = {e: tuple(sorted(exp.phases.get(e, COMPUTE_PHASES))) for e in sorted(exp.errors)}
     return Check("bad_input", allowed=allowed, no_error_ok=bool(exp.no_error_ok))
 
 

@@ -53,8 +53,8 @@ def issue_for(written: Written, r: Reproducer, allowance: Allowance | None = Non
     library = "espnet" if written.library == "espnet" else "chainer"
     facts = IssueFacts(
         library=library, title=written.title,
-        description=f"{written.title}. {claim.what[:1].upper()}{claim.what[1:]}.",
-        expected=EXPECTED.get(claim.check.kind, ""), actual=last.split(": ", 1)[-1] or claim.what,
+        description=written.what, expected=_sentence(EXPECTED.get(claim.check.kind, "")),
+        actual=_sentence(last.split(": ", 1)[-1] or claim.what),
         script_name=os.path.basename(written.script), script_text=script, output=written.output,
         exit_code=written.exit_code, diagnosis=diagnosis, reference=known.reference if known is not None else "",
         data_name=os.path.basename(written.data) if written.data else "",
@@ -62,3 +62,7 @@ def issue_for(written: Written, r: Reproducer, allowance: Allowance | None = Non
         conditions=(("holds under", claim.conditions),),
         patches=tuple(p.name for p in PATCHES), recipe=recipe, recipe_source=source, note=written.note)
     return issue_text(facts)
+
+
+def _sentence(text: str) -> str:
+    return f"{text[:1].upper()}{text[1:]}" + ("" if text.endswith(".") or not text else ".")

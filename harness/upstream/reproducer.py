@@ -60,6 +60,7 @@ class Written:
     exit_code: int = 0
     claim: Claim | None = None
     case: Case | None = None
+    what: str = ""            # the call, its sizes and what it shows, one sentence
 
 
 class Refused(Exception):
@@ -327,7 +328,7 @@ def _export(r: Reproducer, case: Case, out: str, note: str) -> Written:
             shutil.copyfile(os.path.join(tmp, data_name), data_path)
     text_out = open(out, encoding="utf-8").read()
     return Written(out, data_path, lines_of_code(text_out), _title(call, claim, case), bool(note), call.library,
-                   text, code, claim, case)
+                   text, code, claim, case, _what(call, claim, case))
 
 
 def outputs_script(case: str, subject: str, out: str, *, case_id: str = "",
