@@ -146,10 +146,13 @@ def _render(fn: Any, params: Mapping[str, Any], case: Case, r: Reproducer, stop:
 # ---- running a script -----------------------------------------------------------------------------------------
 def run_script(script: str, *args: str, env: Mapping[str, str] | None = None,
                timeout: float = SCRIPT_TIMEOUT) -> tuple[int, str]:
-    """Run ``python -I script args`` in a folder of its own, tied to this process: (exit code, output)."""
+    """Run ``python -I script args`` in a folder of its own, tied to this process: (exit code, output). Where
+    this process finds its packages through ``PYTHONPATH`` (a machine whose libraries are installed into a
+    folder, as the GPU session does), the script is run without ``-I`` so that it finds them too."""
+    flags = [] if os.environ.get("PYTHONPATH") else ["-I"]
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            p = lifeline.run_tied([sys.executable, "-I", os.path.abspath(script), *args], capture_output=True,
+            p = lifeline.run_tied([sys.executable, *flags, os.path.abspath(script), *args], capture_output=True,
                                   text=True, cwd=tmp, timeout=timeout, env=dict(env) if env is not None else None)
         except Exception as exc:  # noqa: BLE001 - a timeout or a start failure: the script could not be run
             return 2, f"the script could not run here: {type(exc).__name__}: {exc}"
@@ -314,6 +317,8 @@ def _export(r: Reproducer, case: Case, out: str, note: str) -> Written:
         code, text = run_script(chosen)
         if code != 1:
             last = (text.splitlines() or ["no output"])[-1]
+            if code == 2:
+                raise SetupError(f"the claim cannot be checked here (the script exits 2: {last}); nothing was written")
             raise Refused(f"the claim does not reproduce here (the script exits {code}: {last}); nothing was written")
         size = os.path.getsize(os.path.join(tmp, data_name))
         if data and size > MAX_DATA_BYTES:
