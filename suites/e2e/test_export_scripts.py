@@ -101,14 +101,34 @@ def test_the_default_reports_known_cpu_defects_are_the_three_the_contracts_name(
     assert errors == set(PATCHES)
 
 
-@pytest.mark.parametrize("finding", _known_cpu_defects(), ids=lambda f: f"{f.subject}-{f.error.split(':')[0]}")
-def test_known_defect_exits_1_as_shipped_0_fixed_2_on_another_exception_and_2_without_numpy(finding, tmp_path):
-    r = Reproducer(str(REPORT / "cases" / f"{finding.repro_case}.json"), finding.subject, devices=("cpu",),
-                   kind=finding.kind, error=finding.error)
+def _defects_and_espnet_copies() -> list[tuple[str, str, str]]:
+    """(subject, case id, error) of each known CPU defect of the report, and ESPnet's copy of each defect that
+    Chainer and ESPnet share (the contracts name both libraries' subjects for it)."""
+    out = [(f.subject, f.repro_case, f.error) for f in _known_cpu_defects()]
+    copies = {"chainer.EmbedID": "espnet.EmbedID", "chainer.embed_id": "espnet.embed_id"}
+    return out + [(copies[s], c, e) for s, c, e in out if s in copies]
+
+
+@pytest.mark.parametrize("subject,case_id,error", _defects_and_espnet_copies(),
+                         ids=lambda v: v if "." in str(v) and " " not in str(v) else "")
+def test_known_defect_exits_1_as_shipped_0_fixed_2_on_another_exception_and_2_without_numpy(
+        subject, case_id, error, tmp_path):
+    finding = Reproducer(str(REPORT / "cases" / f"{case_id}.json"), subject, devices=("cpu",),
+                         kind="known library defect", error=error)
+    r = finding
     out = tmp_path / "maintainer" / "repro.py"
-    assert export(ExportOptions(r, str(out))) == 0
+    issue = tmp_path / "maintainer" / "issue.md"
+    assert export(ExportOptions(r, str(out), markdown=str(issue))) == 0
     text = out.read_text()
     assert lines_of_code(text) <= 60 and "harness" not in text
+    md = issue.read_text()
+    assert len(md) <= 65_536 and text in md and "REPRODUCED" in md
+    sections = (("## Description", "## Expected behavior", "## Actual behavior", "## Code to reproduce",
+                 "## Diagnosis") if "espnet" not in finding.subject else
+                ("Describe the bug", "Basic environments", "Task information", "To Reproduce", "Error logs"))
+    assert all(h in md for h in sections), md[:2000]
+    etype, _, phase = finding.error.split(":", 1)[0].partition(" in ")
+    assert f"{etype}" in md.splitlines()[0] and ".py\", line " in md  # the title names it; the traceback's lines
     data = out.with_suffix(".npz")
     assert not data.exists() or data.stat().st_size <= 64 * 1024
     shipped = _run(_python(tmp_path / "shipped"), out, out.parent)
