@@ -252,7 +252,7 @@ class _Prober:
         if broken:
             raise envs.InstallFailed(f"the conditions do not hold there: {broken}")
         npz = os.path.join(env_dir, "probe.npz")
-        r = envs.run([python, "-I", self.script, "--save-outputs", npz], self.q.timeout, env=env,
+        r = lifeline.run_guarded([python, "-I", self.script, "--save-outputs", npz], self.q.timeout, env=env,
                      cwd=os.path.dirname(self.script))
         if r.code is None:
             raise envs.InstallFailed(f"the script ran past {self.q.timeout:g} s")

@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from harness.core import lifeline
 from harness.core.contexts import get_context
 from harness.core.errors import InvalidArgument, SetupError
 from harness.upstream import bisect_envs as envs
@@ -145,7 +146,7 @@ class Conditions:
 
 
 def report_of(python: str, env: Mapping[str, str], dists: Sequence[str] = ()) -> dict[str, Any]:
-    r = envs.run([python, "-I", "-c", REPORT, *dists], 300, env=env)
+    r = lifeline.run_guarded([python, "-I", "-c", REPORT, *dists], 300, env=env)
     try:
         out = json.loads((r.stdout.strip().splitlines() or [""])[-1])
     except json.JSONDecodeError:

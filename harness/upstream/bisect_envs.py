@@ -8,10 +8,9 @@ the harness's environment. What a probe installs comes first on its path, so the
 the versions it imported). Chainer's sdists are built as ``make venv`` builds them: with ``setuptools<70`` and
 ``wheel`` in the environment and ``--no-build-isolation``.
 
-Every child (venv creation, pip, uv, the probe's own commands) runs under a guard (:data:`GUARD`): a small
-Python process started through :func:`harness.core.lifeline.popen`, which the kernel signals when the harness
-ends (whatever way, SIGKILL included) and which then kills the child's whole process group (pip's build
-subprocesses with it). The command runs in its own session, so the guard and only the guard ends it.
+Every child (venv creation, pip, uv, the probe's own commands) runs under the lifeline's guard
+(:func:`harness.core.lifeline.run_guarded`): it dies with the harness, and takes the child's whole process group
+(pip's build subprocesses) with it.
 """
 
 from __future__ import annotations
@@ -19,8 +18,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -33,61 +30,10 @@ from packaging.version import InvalidVersion, Version
 from harness.core import lifeline
 from harness.core.errors import InvalidArgument
 
-__all__ = ["Installer", "InstallFailed", "Ran", "installer", "run", "make_env", "install", "released_versions",
-           "cause_line", "GUARD"]
-
-#: The guard every child runs under (``python -I -c GUARD ARGV...``): it dies with the harness (SIGTERM from the
-#: kernel's parent-death signal, set here first; SIGINT and SIGHUP too) and takes the command's process group
-#: with it; on the command's own end it clears the group too, so nothing the command left runs on.
-GUARD = r"""
-import ctypes, os, signal, subprocess, sys
-parent = os.environ.pop("HARNESS_PARENT_PID", "")
-child = None
-SIGS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-def stop(signum, frame):
-    if child is not None:
-        try:
-            os.killpg(child.pid, signal.SIGKILL)
-        except OSError:
-            pass
-    os._exit(128 + signum)
-for s in SIGS:
-    signal.signal(s, stop)
-try:
-    ctypes.CDLL(None).prctl(1, int(signal.SIGTERM), 0, 0, 0)
-except Exception:
-    pass
-if parent.isdigit() and os.getppid() != int(parent):
-    sys.exit(1)
-signal.pthread_sigmask(signal.SIG_BLOCK, SIGS)
-try:
-    child = subprocess.Popen(sys.argv[1:], start_new_session=True,
-                             preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGS))
-except OSError as exc:
-    print(f"cannot start {sys.argv[1]}: {exc}", file=sys.stderr)
-    sys.exit(127)
-finally:
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGS)
-code = child.wait()
-try:
-    os.killpg(child.pid, signal.SIGKILL)
-except OSError:
-    pass
-sys.exit(code if code >= 0 else 128 - code)
-"""
-
+__all__ = ["Installer", "InstallFailed", "installer", "make_env", "install", "released_versions", "cause_line"]
 
 class InstallFailed(Exception):
     """An environment could not be made, or a pinned version could not be installed (the cause's own line)."""
-
-
-@dataclass(frozen=True)
-class Ran:
-    """What a guarded command did: its exit code (None: killed past its timeout) and its output."""
-
-    code: int | None
-    stdout: str
-    stderr: str
 
 
 @dataclass(frozen=True)
@@ -119,25 +65,6 @@ def installer(prefer: str, find_links: Sequence[str] = (), no_index: bool = Fals
     return Installer(tool, tuple(os.path.abspath(d) for d in find_links), no_index)
 
 
-def run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None, cwd: str | None = None) -> Ran:
-    """``argv`` under the guard, its output captured; past ``timeout`` seconds the guard is told to end it (and
-    its process group), and ``code`` is None. An interrupt ends the guard (and so the command) before it goes
-    on up."""
-    proc = lifeline.popen([sys.executable, "-I", "-c", GUARD, *argv], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True, errors="replace", env=dict(env or os.environ), cwd=cwd)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate()
-        return Ran(None, out, err)
-    except BaseException:
-        proc.send_signal(signal.SIGTERM)  # the guard takes the command's group with it
-        proc.wait()
-        raise
-    return Ran(proc.returncode, out, err)
-
-
 #: pip's lines that say where to look, not what went wrong.
 _BOILERPLATE = re.compile(r"^(note:|hint:|WARNING|\[end of output\]|error: (subprocess-exited-with-error|"
                           r"metadata-generation-failed)|[×╰│|]|See above|This error originates|ERROR: Failed to build"
@@ -158,7 +85,7 @@ def cause_line(text: str, fallback: str) -> str:
     return fallback
 
 
-def _failed(r: Ran, what: str, timeout: float) -> InstallFailed:
+def _failed(r: lifeline.Ran, what: str, timeout: float) -> InstallFailed:
     if r.code is None:
         return InstallFailed(f"{what} ran past {timeout:g} s")
     return InstallFailed(cause_line(r.stderr + "\n" + r.stdout, f"{what} exited {r.code}"))
@@ -168,11 +95,11 @@ def make_env(path: str, inst: Installer) -> str:
     """A fresh environment at ``path`` (absent) over this interpreter's packages; its Python."""
     argv = ["uv", "venv", "-q", "--python", sys.executable, path] if inst.tool == "uv" else \
         [sys.executable, "-m", "venv", "--without-pip", path]
-    r = run(argv, inst.timeout)
+    r = lifeline.run_guarded(argv, inst.timeout)
     if r.code != 0:
         raise _failed(r, f"creating an environment in {path}", inst.timeout)
     python = os.path.join(path, "Scripts" if os.name == "nt" else "bin", "python")
-    r = run([python, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], 120)
+    r = lifeline.run_guarded([python, "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], 120)
     if r.code != 0 or not r.stdout.strip():
         raise _failed(r, "the new environment's Python", 120)
     base = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
@@ -196,7 +123,7 @@ def install(python: str, pins: Mapping[str, str], inst: Installer) -> None:
     if not reqs:
         return
     built = [r for r in reqs if r.startswith("chainer==")]
-    if built and run([python, "-I", "-c", _BUILD_TOOLS_OK], 120).code != 0:
+    if built and lifeline.run_guarded([python, "-I", "-c", _BUILD_TOOLS_OK], 120).code != 0:
         _install(python, ["setuptools<70", "wheel"], inst, isolated=True)
     plain = [r for r in reqs if r not in built]
     if plain:
@@ -213,7 +140,7 @@ def _install(python: str, reqs: list[str], inst: Installer, *, isolated: bool) -
     else:  # the harness environment's pip, run by the environment's Python: it installs there
         argv = [python, "-I", "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", *no_iso,
                 "--disable-pip-version-check", "--no-warn-script-location", *inst.source_args(), *reqs]
-    r = run(argv, inst.timeout)
+    r = lifeline.run_guarded(argv, inst.timeout)
     if r.code != 0:
         raise _failed(r, f"installing {' '.join(reqs)}", inst.timeout)
 
@@ -242,7 +169,7 @@ def released_versions(name: str, inst: Installer) -> list[Version]:
     directories, and unless ``no_index`` the index's (``pip index versions``)."""
     found = _local_versions(name, inst.find_links)
     if not inst.no_index:
-        r = run([sys.executable, "-m", "pip", "index", "versions", name, "--disable-pip-version-check",
+        r = lifeline.run_guarded([sys.executable, "-m", "pip", "index", "versions", name, "--disable-pip-version-check",
                  *inst.source_args()], inst.timeout)
         m = re.search(r"Available versions:\s*(.+)", r.stdout)
         for v in (m.group(1).split(",") if m else ()):

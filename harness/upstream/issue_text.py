@@ -19,11 +19,11 @@ Pure text otherwise: nothing here runs a subject.
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from harness.core import lifeline
 from harness.core.compat import PATCHES
 from harness.core.errors import SetupError
 from harness.judge.findings import library_frame
@@ -270,14 +270,10 @@ def runtime_fields(python: str, env: Mapping[str, str]) -> dict[str, str]:
     CPU model, the BLAS, ``OPENBLAS_CORETYPE``, OpenBLAS's core type, the BLAS threads, and ESPnet's version
     where installed; asked of a child ``python -I`` (:data:`PROBE`). A child that fails raises
     :class:`SetupError` with its last line."""
-    try:
-        res = subprocess.run([python, "-I", str(PROBE)], env=dict(env), capture_output=True, text=True,
-                             timeout=_TIMEOUT, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SetupError(f"python={python!r} cannot report its runtime fields: {exc}") from exc
+    res = lifeline.run_guarded([python, "-I", str(PROBE)], _TIMEOUT, env=dict(env))
     last = (res.stderr.strip().splitlines() or ["no output"])[-1]
-    if res.returncode != 0:
-        raise SetupError(f"python={python!r} cannot report its runtime fields (exit {res.returncode}): {last}")
+    if res.code != 0:
+        raise SetupError(f"python={python!r} cannot report its runtime fields (exit {res.code}): {last}")
     try:
         data = json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError) as exc:

@@ -12,7 +12,7 @@ runs it here, in child processes, twice over before writing anything:
 
 :func:`outputs_script` writes a script for a case and subject whose ``--save-outputs`` mode is all a caller
 needs (bisect's probe). Nothing of a subject runs in this process: the worker runs and the script runs are
-children tied to it (:func:`harness.core.lifeline.run_tied`).
+children under the lifeline's guard (:func:`harness.core.lifeline.run_guarded`).
 """
 
 from __future__ import annotations
@@ -96,10 +96,9 @@ def _plugin_call_in_child(r: Reproducer) -> tuple[Any, dict[str, Any]]:
     import importlib.util
     import json
 
-    p = lifeline.run_tied([sys.executable, "-m", "harness.upstream.plugin_call", json.dumps(list(r.plugins)),
-                           r.subject], capture_output=True,
-                          text=True, timeout=120, cwd=os.getcwd())
-    if p.returncode != 0:
+    p = lifeline.run_guarded([sys.executable, "-m", "harness.upstream.plugin_call", json.dumps(list(r.plugins)),
+                              r.subject], 120, cwd=os.getcwd())
+    if p.code != 0:
         raise SetupError(f"subject={r.subject!r}: its plug-ins could not be loaded to find its call: "
                          f"{(p.stderr.strip().splitlines() or ['?'])[-1]}")
     found = json.loads(p.stdout.strip().splitlines()[-1])
@@ -151,12 +150,11 @@ def run_script(script: str, *args: str, env: Mapping[str, str] | None = None,
     folder, as the GPU session does), the script is run without ``-I`` so that it finds them too."""
     flags = [] if os.environ.get("PYTHONPATH") else ["-I"]
     with tempfile.TemporaryDirectory() as tmp:
-        try:
-            p = lifeline.run_tied([sys.executable, *flags, os.path.abspath(script), *args], capture_output=True,
-                                  text=True, cwd=tmp, timeout=timeout, env=dict(env) if env is not None else None)
-        except Exception as exc:  # noqa: BLE001 - a timeout or a start failure: the script could not be run
-            return 2, f"the script could not run here: {type(exc).__name__}: {exc}"
-    return p.returncode, (p.stdout + p.stderr).strip()
+        p = lifeline.run_guarded([sys.executable, *flags, os.path.abspath(script), *args], timeout, cwd=tmp,
+                                 env=dict(env) if env is not None else None)
+    if p.code is None:
+        return 2, f"{(p.stdout + p.stderr).strip()}\nthe script ran past {timeout:.0f} s and was stopped"
+    return p.code, (p.stdout + p.stderr).strip()
 
 
 def _saved(script: str, env: Mapping[str, str] | None = None) -> dict[str, np.ndarray] | str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.core import lifeline
 from harness.core.errors import InvalidArgument
 from harness.upstream import bisect_envs as E
 
@@ -61,7 +62,7 @@ def _with(marker: str) -> list[int]:
 def test_a_command_past_its_timeout_ends_with_its_own_children():
     marker = f"bisect-guard-{uuid.uuid4().hex}"
     sleeper = f"{sys.executable} -c 'import time; time.sleep(300)' {marker}"
-    r = E.run(["sh", "-c", f"{sleeper} & {sleeper}; wait"], timeout=1)
+    r = lifeline.run_guarded(["sh", "-c", f"{sleeper} & {sleeper}; wait"], timeout=1)
     assert r.code is None
     for _ in range(100):  # the guard's kill reaches the group at once; wait for the kernel to reap
         if not _with(marker):
@@ -71,7 +72,7 @@ def test_a_command_past_its_timeout_ends_with_its_own_children():
 
 
 def test_a_command_runs_with_the_environment_and_folder_given(tmp_path):
-    r = E.run([sys.executable, "-c", "import os; print(os.environ['PROBE_PIN'], os.getcwd(), "
+    r = lifeline.run_guarded([sys.executable, "-c", "import os; print(os.environ['PROBE_PIN'], os.getcwd(), "
                "os.environ.get('HARNESS_PARENT_PID'))"], 60, env={**os.environ, "PROBE_PIN": "7"}, cwd=str(tmp_path))
     assert r.code == 0 and r.stdout.split() == ["7", str(tmp_path), "None"], r
-    assert E.run([sys.executable, "-c", "raise SystemExit(3)"], 60).code == 3
+    assert lifeline.run_guarded([sys.executable, "-c", "raise SystemExit(3)"], 60).code == 3
