@@ -141,7 +141,7 @@ class Conditions:
 
     def probe_env(self) -> dict[str, str]:
         """A probe's environment: this process's without any variable that can change results, then the pins."""
-        relevant = set(_fingerprint()._result_env())  # (the fingerprint's own reading of which variables matter)
+        relevant = set(_fingerprint().result_env())  # (the fingerprint's own reading of which variables matter)
         return {**{k: v for k, v in os.environ.items() if k not in relevant}, **dict(self.env)}
 
 
@@ -159,8 +159,8 @@ def report_of(python: str, env: Mapping[str, str], dists: Sequence[str] = ()) ->
 def measure(context: str, user: Sequence[tuple[str, str]]) -> Conditions:
     """The conditions of this machine under ``context`` and the user's pins (module docstring)."""
     fingerprint = _fingerprint()
-    pinned = {**fingerprint._result_env(), **context_env(context), **dict(user)}
-    start = Conditions(fingerprint._cpu_model(), "", tuple(sorted(pinned.items())), "")
+    pinned = {**fingerprint.result_env(), **context_env(context), **dict(user)}
+    start = Conditions(fingerprint.cpu_model(), "", tuple(sorted(pinned.items())), "")
     try:
         got = report_of(sys.executable, start.probe_env(), ())
     except envs.InstallFailed as exc:
