@@ -21,7 +21,8 @@ from harness.core.worker_defaults import WORKER_ENV_DEFAULTS
 #: The ESPnet module under test (the subjects import it; the fingerprint records whether it imports).
 ESPNET_MODULE = "espnet.nets.chainer_backend.deterministic_embed_id"
 
-__all__ = ["WORKER_ENV_DEFAULTS", "cpu_model", "result_env", "fingerprint", "setup_problems", "flatten_fingerprint", "check_exit",
+__all__ = ["WORKER_ENV_DEFAULTS", "cpu_model", "result_env", "fingerprint", "setup_problems", "flatten_fingerprint",
+           "check_exit",
            "RESULT_ENV_PATTERNS", "EnvDifference", "environment_diff", "env_kind", "ENV_KIND_ORDER", "machine_label"]
 
 #: Environment variables that can change numerical results (exact names or prefixes ending in '*').
