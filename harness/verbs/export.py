@@ -40,7 +40,9 @@ class ExportOptions:
             raise InvalidArgument(f"markdown={self.markdown!r} is the script's own path (out={self.out!r}): give "
                                   f"the issue text a file of its own")
         r = self.reproducer
-        inputs = [r.case, r.contracts, *(_plugin_file(p) for p in r.plugins)]
+        from harness.judge.contracts import DEFAULT_CONTRACTS
+
+        inputs = [r.case, r.contracts or str(DEFAULT_CONTRACTS), *(_plugin_file(p) for p in r.plugins)]
         for name, path in (("out", self.out), ("markdown", self.markdown or "")):
             stem = os.path.splitext(os.path.abspath(path))[0] if path else ""
             for given in filter(None, inputs):
