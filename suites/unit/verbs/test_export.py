@@ -73,3 +73,26 @@ def test_a_context_becomes_the_environment_of_a_fresh_process_with_its_threads_p
     assert context_env("debug")[0]["CHAINER_DEBUG"] == "1"
     with pytest.raises(InvalidArgument, match="context='contention'"):
         context_env("contention")
+
+
+def test_the_shipped_contracts_file_is_an_input_of_an_export_that_names_none(tmp_path):
+    from harness.judge.contracts import DEFAULT_CONTRACTS
+
+    case = tmp_path / "case.json"
+    case.write_text(CASE.to_json())
+    with pytest.raises(InvalidArgument, match="would overwrite an input"):
+        ExportOptions(Reproducer(str(case), "chainer.embed_id"), str(DEFAULT_CONTRACTS))
+
+
+def test_a_loop_of_links_as_the_output_is_one_line():
+    import os
+    import tempfile
+
+    from harness.core.argcheck import writable_file
+
+    with tempfile.TemporaryDirectory() as tmp:
+        a, b = os.path.join(tmp, "a"), os.path.join(tmp, "b")
+        os.symlink(b, a)
+        os.symlink(a, b)
+        with pytest.raises(InvalidArgument, match="loop of symbolic links"):
+            writable_file("out", a)
