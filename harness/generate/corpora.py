@@ -80,8 +80,12 @@ def real_scale_cases() -> list[Case]:
     pipeline (odim 5,000, 256 units, BPE-length targets). Sorted longest first, in ESPnet's convention (no
     ignore label, sos and eos padding = V - 1). Chainer's CPU LSTM costs per step (it stacks its weights at
     each), so the lengths, not the batch, set what these add to a gate. The configurations they come from are
-    :data:`harness.generate.recipes.RECIPES`."""
+    :data:`harness.generate.recipes.RECIPES`. Then the corners (:func:`harness.generate.recipes.corner_cases`):
+    each dimension of each family at its recipe maximum with every other small (800 steps at hidden 4, hidden
+    1,024 over 3 steps, the char LM's 1,024 x 151 eos-padded ids at width 4 ...), so that a change past any one
+    size's last boundary shows in every default gate at the cost of that one size."""
     from harness.core.cases import Case
+    from harness.generate.recipes import corner_cases
 
     def espnet(vocab: int) -> dict[str, int]:
         return {"pad_id": vocab - 1, "sos_id": vocab - 1}
@@ -99,7 +103,7 @@ def real_scale_cases() -> list[Case]:
                            **espnet(65_000)}, tags=("real-scale", "recipe:espnet1.lm.word")),
         Case("pipeline", 65, {"vocab": 5000, "width": 256, "hidden": 256, "n_layers": 1, "lengths": [64, 50, 37],
                               **espnet(5000)}, tags=("real-scale", "recipe:espnet1.asr.decoder.bpe")),
-    ]
+    ] + corner_cases()
 
 
 #: Random cases per family of each profile's default corpus (``--profile``), at that profile's sizes; the
@@ -148,12 +152,14 @@ def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEF
     from harness.generate.edges import edge_cases, with_edge_tags
 
     # the edges first (every kind, once), then the anchors, the real-scale cases and the random cases; the
-    # realistic profile also runs the size boundaries a CPU reaches cheaply
+    # realistic profile also runs the size boundaries a CPU reaches cheaply and each encoder's longest sequences
     cases = edge_cases() + [with_edge_tags(c) for c in anchor_cases() + relation_cases() + real_scale_cases()]
     if profile == "realistic":
         from harness.generate.edges import CHEAP_SIZE_EDGES, size_edge_cases
+        from harness.generate.recipes import full_length_cases
 
         cases.extend(with_edge_tags(size_edge_cases()[k]) for k in CHEAP_SIZE_EDGES)
+        cases.extend(full_length_cases())
     for i, (family, n) in enumerate(sorted(per.items())):
         if n > 0:
             cases.extend(profile_corpus(family, examples=n, seed=seed + i, profile=profile))

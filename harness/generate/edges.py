@@ -29,7 +29,7 @@ from harness.core.cases import GRAD_OUTPUTS, ID_DTYPES, Case, build_arrays, enco
 
 __all__ = ["EMBED_EDGES", "RNN_EDGES", "EDGE_KINDS", "edge_kinds", "edge_cases", "coverage_rows",
            "with_edge_tags", "SIZE_EDGES", "CHEAP_SIZE_EDGES", "size_edge_kinds", "size_edge_cases",
-           "size_coverage_rows"]
+           "size_coverage_rows", "row_pileup", "built_ids", "small_ids"]
 
 _IGNORE = ("-1", "0", "V-1", "V", "between_V_D", "at_or_above_max_V_D", "large_negative")
 EMBED_EDGES: tuple[str, ...] = tuple(f"ignore:{k}:{p}" for k in _IGNORE for p in ("present", "absent")) + (
@@ -126,11 +126,11 @@ def _ignore_as_index(il: object, vocab: int, ids: np.ndarray | None) -> set[str]
     return out
 
 
-#: Bytes of inputs past which a case's ids are found from a narrow copy of it (:func:`_built_ids`).
+#: Bytes of inputs past which a case's ids are found from a narrow copy of it (:func:`built_ids`).
 _NARROW_BYTES = 8 << 20
 
 
-def _built_ids(case: Case) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+def built_ids(case: Case) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """The case's arrays and its ids flat as float64 (every id dtype, ignore labels of any size, compare
     exactly); ``({}, None)`` where a bad input's arrays do not build, so that the spec alone is judged.
 
@@ -159,7 +159,7 @@ def edge_kinds(case: Case) -> set[str]:
     if case.family == "embed":
         vocab, width, shape = int(s["vocab"]), int(s["width"]), list(s["ids_shape"])
         n = int(np.prod(shape)) if shape else 1
-        arrays, ids = _built_ids(case) if n <= 200_000 else ({}, None)
+        arrays, ids = built_ids(case) if n <= 200_000 else ({}, None)
         il = s.get("ignore_label")
         if isinstance(il, int):
             kind = _ignore_kind(il, vocab, width)
@@ -179,11 +179,11 @@ def edge_kinds(case: Case) -> set[str]:
         out.add(f"id_dtype:{s.get('id_dtype', 'int32')}")
         if "edge:float16:partial_sum_overflow" in case.tags or (ids is not None and _partial_sum_overflows(s, arrays)):
             out.add("float16:partial_sum_overflow")
-        return out | size_edge_kinds(case, ids)
-    built = _built_ids(case)[1] if case.family == "pipeline" else None
+        return out | size_edge_kinds(case, ids) | _dimension_kinds(case, ids)
+    built = built_ids(case)[1] if case.family == "pipeline" else None
     if case.family == "pipeline":  # its ids feed an embedding: the ignore label's index kinds apply there too
         out |= _ignore_as_index(s.get("ignore_label"), int(s["vocab"]), built)
-    out |= size_edge_kinds(case, built)
+    out |= size_edge_kinds(case, built) | _dimension_kinds(case, built)
     lengths = [int(n) for n in s["lengths"]]
     if len(lengths) == 1:
         out.add("batch:1")
@@ -198,6 +198,14 @@ def edge_kinds(case: Case) -> set[str]:
         out.add("float16:inputs")
     out.add(f"grad_outputs:{s.get('grad_outputs', 'all')}")
     return out
+
+
+def _dimension_kinds(case: Case, ids: np.ndarray | None) -> set[str]:
+    """The recipe dimensions' boundaries ``case`` crosses (:func:`harness.generate.recipes.dimension_kinds`: the
+    table of dimensions lives with the recipes, which import this module)."""
+    from harness.generate.recipes import dimension_kinds
+
+    return dimension_kinds(case, ids)
 
 
 def _embed(seed: int, kind: str, **spec) -> Case:
@@ -301,7 +309,7 @@ _F32_EXACT = 2 ** 24
 _F16_MAX = 65504
 
 
-def _row_pileup(case: Case, ids: np.ndarray | None) -> int:
+def row_pileup(case: Case, ids: np.ndarray | None = None) -> int:
     """The most ids that one row of the embedding receives (ignored ids add nothing): exact from the built
     ids, else a lower bound from the spec (the pigeonhole over the rows the ids are drawn from, and the padding,
     which all lands on one row)."""
@@ -346,7 +354,7 @@ def size_edge_kinds(case: Case, ids: np.ndarray | None = None) -> set[str]:
             out.add("size:rows_x_width>=2^31")
         if n >= _F32_EXACT:
             out.add("float32:reduction_depth>=2^24")
-        pile = _row_pileup(case, ids)
+        pile = row_pileup(case, ids)
         for kind, at in (("float32:row_count>=2^24", _F32_EXACT), ("float16:row_count>65504", _F16_MAX + 1),
                          ("pileup:row>=1000", 1000)):
             if pile >= at:
@@ -407,7 +415,7 @@ def size_coverage_rows(cases: Iterable[Case], memory: dict[str, int],
     N GiB" where it does not fit, else that it fits and is left out (never a silent blank)."""
     counts = {k: 0 for k in SIZE_EDGES}
     for c in cases:
-        for k in size_edge_kinds(c, _built_ids(c)[1] if _small(c) else None):
+        for k in size_edge_kinds(c, built_ids(c)[1] if small_ids(c) else None):
             counts[k] += 1
     witnesses = size_edge_cases()
     rows: list[dict[str, object]] = []
@@ -425,7 +433,7 @@ def size_coverage_rows(cases: Iterable[Case], memory: dict[str, int],
     return rows
 
 
-def _small(case: Case) -> bool:
+def small_ids(case: Case) -> bool:
     """Whether ``case``'s ids are few enough to build for an exact count (as :func:`edge_kinds` does)."""
     s = case.spec
     if case.family == "embed":
