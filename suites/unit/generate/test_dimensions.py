@@ -62,8 +62,9 @@ def test_each_dimension_has_a_corner_case_at_its_maximum_with_the_others_small(d
     assert dimension_value(corner, d.name) >= d.maximum
     assert estimate(corner).peak < 512 << 20  # a small case in every other way: a fraction of a GiB
     at_max = {o.name for o in DIMENSIONS if o.family == d.family and dimension_value(corner, o.name) >= o.maximum}
+    made_for = {t.split(".", 1)[1] for t in corner.tags if t.startswith(f"corner:{d.family}.")}
     # only what one real batch ties together rises with it (ids, their padding, the batch and length that hold them)
-    assert at_max <= {d.name} | ({"ids", "pileup", "batch", "steps"} if d.name in ("ids", "pileup") else set())
+    assert at_max == made_for and (made_for == {d.name} or made_for <= {"ids", "pileup", "batch", "steps"})
 
 
 def test_the_maxima_are_the_recipe_tables_own():
