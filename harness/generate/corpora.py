@@ -74,8 +74,8 @@ def relation_cases() -> list[Case]:
 def real_scale_cases() -> list[Case]:
     """One case per family at a real model's scale, cheap enough for every default gate and report (a small
     batch, one layer): a bidirectional LSTM over 100 steps at hidden 320 (WSJ's eunits: blstmp's first layer), 83
-    features wide as an ASR encoder's input; an ESPnet decoder batch (30 targets of up to 150 ids + sos, odim 5,000: 22.6
-    million ids x vocab, eos padding piled on one row); a word LM's 65,000-word vocabulary; a decoder-shaped
+    features wide as an ASR encoder's input; an ESPnet decoder batch (30 targets of up to 150 ids + sos, odim
+    5,000: 22.6 million ids x vocab, eos padding piled on one row); a word LM's 65,000-word vocabulary; a decoder-shaped
     pipeline (odim 5,000, 256 units, BPE-length targets). Sorted longest first, in ESPnet's convention (no
     ignore label, sos and eos padding = V - 1). Chainer's CPU LSTM costs per step (it stacks its weights at
     each), so the lengths, not the batch, set what these add to a gate. The configurations they come from are
