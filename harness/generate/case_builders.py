@@ -16,8 +16,8 @@ from typing import Any, Callable, Sequence
 from harness.core.cases import Case, encode_array
 from harness.generate.bounds import ID_RANGE, EmbedBounds, LstmBounds, PipelineBounds
 from harness.generate.choices import Source
+from harness.generate.dimensions import boundaries
 from harness.generate.edges import with_edge_tags
-from harness.generate.recipes import boundaries
 
 __all__ = ["IGNORE_KINDS", "ID_DISTRIBUTIONS", "GY_KINDS", "LENGTH_PATTERNS", "build_embed", "build_lstm",
            "build_pipeline", "FAMILY_BUILDERS"]

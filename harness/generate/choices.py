@@ -97,7 +97,8 @@ class Source:
 
 
 def _edges(lo: int, hi: int, near: Sequence[int]) -> tuple[int, ...]:
-    """``(lo, hi)`` then, for each boundary of ``near`` within ``(lo, hi]``, the value below it and itself."""
+    """``(lo, hi)`` then, for each boundary of ``near``, the value below it and itself where they lie strictly
+    between ``lo`` and ``hi`` (so a range no boundary falls in keeps the two edges, and its draws, as they were)."""
     inside = (v for b in sorted(set(near)) for v in (b - 1, b) if lo < v < hi)
     return (lo, hi) + tuple(dict.fromkeys(inside))
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from harness.core.case_limits import estimate_case_bytes
 from harness.core.cases import GRAD_OUTPUTS, ID_DTYPES, Case, build_arrays, encode_array
+from harness.generate.dimensions import dimension_kinds, row_pileup
 
 __all__ = ["EMBED_EDGES", "RNN_EDGES", "EDGE_KINDS", "edge_kinds", "edge_cases", "coverage_rows",
            "with_edge_tags", "SIZE_EDGES", "CHEAP_SIZE_EDGES", "size_edge_kinds", "size_edge_cases",
@@ -153,7 +154,9 @@ def built_ids(case: Case) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
 
 
 def edge_kinds(case: Case) -> set[str]:
-    """The edge kinds ``case`` reaches (:data:`EDGE_KINDS`) and the size boundaries (:data:`SIZE_EDGES`)."""
+    """The edge kinds ``case`` reaches (:data:`EDGE_KINDS`), the size boundaries (:data:`SIZE_EDGES`) and the
+    recipe dimensions' boundaries it crosses (``lstm.steps>=512``:
+    :func:`harness.generate.dimensions.dimension_kinds`)."""
     s = case.spec
     out: set[str] = set()
     if case.family == "embed":
@@ -179,11 +182,11 @@ def edge_kinds(case: Case) -> set[str]:
         out.add(f"id_dtype:{s.get('id_dtype', 'int32')}")
         if "edge:float16:partial_sum_overflow" in case.tags or (ids is not None and _partial_sum_overflows(s, arrays)):
             out.add("float16:partial_sum_overflow")
-        return out | size_edge_kinds(case, ids) | _dimension_kinds(case, ids)
+        return out | size_edge_kinds(case, ids) | dimension_kinds(case, ids)
     built = built_ids(case)[1] if case.family == "pipeline" else None
     if case.family == "pipeline":  # its ids feed an embedding: the ignore label's index kinds apply there too
         out |= _ignore_as_index(s.get("ignore_label"), int(s["vocab"]), built)
-    out |= size_edge_kinds(case, built) | _dimension_kinds(case, built)
+    out |= size_edge_kinds(case, built) | dimension_kinds(case, built)
     lengths = [int(n) for n in s["lengths"]]
     if len(lengths) == 1:
         out.add("batch:1")
@@ -198,14 +201,6 @@ def edge_kinds(case: Case) -> set[str]:
         out.add("float16:inputs")
     out.add(f"grad_outputs:{s.get('grad_outputs', 'all')}")
     return out
-
-
-def _dimension_kinds(case: Case, ids: np.ndarray | None) -> set[str]:
-    """The recipe dimensions' boundaries ``case`` crosses (:func:`harness.generate.recipes.dimension_kinds`: the
-    table of dimensions lives with the recipes, which import this module)."""
-    from harness.generate.recipes import dimension_kinds
-
-    return dimension_kinds(case, ids)
 
 
 def _embed(seed: int, kind: str, **spec) -> Case:
@@ -307,34 +302,6 @@ SIZE_EDGES: dict[str, tuple[tuple[str, ...], str]] = {
 _INT32 = 2 ** 31
 _F32_EXACT = 2 ** 24
 _F16_MAX = 65504
-
-
-def row_pileup(case: Case, ids: np.ndarray | None = None) -> int:
-    """The most ids that one row of the embedding receives (ignored ids add nothing): exact from the built
-    ids, else a lower bound from the spec (the pigeonhole over the rows the ids are drawn from, and the padding,
-    which all lands on one row)."""
-    s = case.spec
-    il = s.get("ignore_label")
-    if ids is not None:
-        kept = ids[ids != il] if isinstance(il, int) else ids
-        return int(np.unique(kept, return_counts=True)[1].max()) if kept.size else 0
-    vocab = int(s["vocab"])
-    if case.family == "embed":
-        shape = [int(n) for n in s["ids_shape"]]
-        n = int(np.prod(shape)) if shape else 1
-        rows = [int(v) for v in s.get("row_lengths", ())][:shape[0]] if len(shape) == 2 else []
-        padded = sum(shape[1] - min(r, shape[1]) for r in rows)
-    else:
-        lengths = [int(v) for v in s["lengths"]]
-        n, padded = len(lengths) * max(lengths), sum(max(lengths) - v for v in lengths)
-    pad = s.get("pad_id", il)
-    on_pad = padded if pad is not None and pad != il else 0
-    drawn = n - padded
-    if isinstance(il, int) and "row_lengths" not in s and case.family == "embed":
-        drawn = int(drawn * (1.0 - float(s.get("ignore_frac", 0.0))))
-    kind = s.get("id_kind", "uniform")
-    spread = 1 if kind == "all_equal" else min(vocab, int(s.get("distinct", 2))) if kind == "collision" else vocab
-    return max(on_pad, -(-drawn // max(spread, 1)))
 
 
 def size_edge_kinds(case: Case, ids: np.ndarray | None = None) -> set[str]:

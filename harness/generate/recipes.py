@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from harness.core.cases import Case
 from harness.core.errors import InvalidArgument
 from harness.generate.choices import HypothesisSource, RandomSource, Source
+from harness.generate.dimensions import BOUNDARIES, dimension_kind, dimension_value
 from harness.generate.edges import with_edge_tags
 
 if TYPE_CHECKING:
@@ -41,8 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Recipe", "RECIPES", "SCALES", "SLICE_BATCH", "SLICE_LAYERS", "SLICE_STEP_WEIGHTS", "SLICE_TABLE",
            "recipe_of", "recipes_for", "draw_recipe_case", "recipe_cases", "recipe_corpus", "full_case",
-           "step_weights", "Dimension", "DIMENSIONS", "dimension_value", "dimension_kinds", "boundary_label",
-           "boundaries", "corner_cases", "full_length_cases", "SLICE_PEAK"]
+           "step_weights", "Dimension", "DIMENSIONS", "corner_cases", "full_length_cases", "SLICE_PEAK"]
 
 _WSJ_RNN = "espnet/espnet egs/wsj/asr1/conf/tuning/train_rnn.yaml"
 _RUN_SH = "espnet/espnet egs/wsj/asr1/run.sh and egs/tedlium2/asr1/run.sh (the 'rnnlm related' block)"
@@ -120,11 +120,6 @@ SLICE_STEP_WEIGHTS = 105_000_000
 #: The most elements of a ``slice``-scale embedding table: a 65,000 x 1,000 table (the word LM's) is a minute and
 #: 6 GB per run on a CPU; the width gives way, the vocabulary never.
 SLICE_TABLE = 1 << 23
-#: The size boundaries of the dimensions (:data:`DIMENSIONS`): sequence steps, units (hidden and widths), ids in
-#: one batch, vocabulary rows, sequences in one batch, ids piled on one row.
-_STEPS, _UNITS = (64, 256, 512), (512, 1024)
-_IDS, _VOCAB = (1 << 13, 1 << 14, 1 << 16), (1 << 15, 1 << 16)
-_BATCH, _PILE = (16, 256, 1024), (1000, 65_505)
 #: ESPnet's batches: the shortest sequence of a batch is at least this fraction of its longest (sorted by length).
 _SPREAD = 0.4
 
@@ -152,7 +147,7 @@ def recipes_for(family: str) -> list[Recipe]:
 def _lengths(src: Source, r: Recipe, batch: int) -> list[int]:
     """A ragged batch sorted longest first: the longest within the row's range, the others at least
     :data:`_SPREAD` of it, a tie now and then (utterances of the same length)."""
-    longest = src.around(*r.max_len, _STEPS)
+    longest = src.around(*r.max_len, BOUNDARIES[("lstm", "steps")])
     shortest = max(1, int(longest * _SPREAD))
     rest = sorted((src.integer(shortest, longest) for _ in range(batch - 1)), reverse=True)
     return [longest] + rest
@@ -183,7 +178,7 @@ def _fit(lengths: list[int], in_size: int, hidden: int, layers: int, bi: bool, l
 def draw_recipe_case(src: Source, recipe: Recipe, family: str, scale: str = "slice") -> Case:
     """One case of ``family`` drawn around ``recipe`` at ``scale`` (:data:`SCALES`)."""
     r, full = recipe, scale == "full"
-    hidden = src.around(*r.hidden, _UNITS)
+    hidden = src.around(*r.hidden, BOUNDARIES[("lstm", "hidden")])
     layers = src.integer(r.layers[0], r.layers[1] if full else min(r.layers[1], max(r.layers[0], SLICE_LAYERS)))
     if not full:
         layers = min(layers, SLICE_LAYERS)
@@ -197,7 +192,7 @@ def draw_recipe_case(src: Source, recipe: Recipe, family: str, scale: str = "sli
         spec: dict[str, Any] = {"in_size": in_size, "hidden": hidden, "n_layers": layers, "lengths": lengths,
                                 "bidirectional": r.bidirectional}
         return with_edge_tags(Case("lstm", src.integer(0, 2**32 - 1), spec, tags=tuple(tags) + ("lengths:sorted",)))
-    vocab = src.around(*r.vocab, _VOCAB)
+    vocab = src.around(*r.vocab, BOUNDARIES[("embed", "vocab")])
     lengths = _lengths(src, r, batch)
     ids = (batch * lengths[0]) if family == "embed" else 1
     # the slice keeps the vocabulary and the batch; the embedding's width gives way (the table, and an embedding's
@@ -297,16 +292,19 @@ def full_case(recipe: Recipe, family: str) -> Case:
 @dataclass(frozen=True)
 class Dimension:
     """One size of one family: the largest value a configuration of :data:`RECIPES` runs at (``maximum``, read
-    off the table by ``largest``), and the boundaries where what runs changes (``boundaries``: a kernel's
-    blocking, a reduction's depth, a row index's width). A case crosses a boundary where its value is at least
-    the boundary's; each boundary is an edge kind (:func:`dimension_kinds`), so a contract can name it and the
-    strategies draw around it."""
+    off the table by ``largest``), and the boundaries where what runs changes
+    (:data:`harness.generate.dimensions.BOUNDARIES`). A case crosses a boundary where its value is at least the
+    boundary's; each boundary is an edge kind (:func:`harness.generate.dimensions.dimension_kinds`), so a contract
+    can name it and the strategies draw around it."""
 
     family: str
     name: str
     what: str
-    boundaries: tuple[int, ...]
     largest: Callable[[Recipe], int]
+
+    @property
+    def boundaries(self) -> tuple[int, ...]:
+        return BOUNDARIES[(self.family, self.name)]
 
     @property
     def maximum(self) -> int:
@@ -320,12 +318,7 @@ class Dimension:
 
     def kind(self, boundary: int) -> str:
         """The edge kind of crossing ``boundary`` (``lstm.steps>=512``)."""
-        return f"{self.family}.{self.name}>={boundary_label(boundary)}"
-
-
-def boundary_label(n: int) -> str:
-    """A boundary as the edge kinds write it: powers of two from 2^13 as ``2^k``, others as digits."""
-    return f"2^{n.bit_length() - 1}" if n >= 1 << 13 and n & (n - 1) == 0 else str(n)
+        return dimension_kind(self.family, self.name, boundary)
 
 
 def _pileup_max(r: Recipe) -> int:
@@ -337,72 +330,32 @@ def _pileup_max(r: Recipe) -> int:
     return (r.batch[1] - 1) * (longest - max(1, int(longest * _SPREAD)))
 
 
-#: Every dimension of every family, with its recipe maximum and boundaries: the one table the default corpus's
-#: corner cases (:func:`corner_cases`), the edge kinds and ``cases --coverage`` read.
+#: Every dimension of every family with its recipe maximum (its boundaries:
+#: :data:`harness.generate.dimensions.BOUNDARIES`): the one table the default corpus's corner cases
+#: (:func:`corner_cases`) and ``cases --coverage`` read.
 DIMENSIONS: tuple[Dimension, ...] = (
-    Dimension("embed", "ids", "ids in one embedding batch (its backward's reduction depth)", _IDS,
+    Dimension("embed", "ids", "ids in one embedding batch (its backward's reduction depth)",
               lambda r: r.batch[1] * r.max_len[1]),
-    Dimension("embed", "vocab", "rows of the embedding table", _VOCAB, lambda r: r.vocab[1]),
-    Dimension("embed", "width", "the embedding's width (columns a row's gradient adds)", _UNITS,
+    Dimension("embed", "vocab", "rows of the embedding table", lambda r: r.vocab[1]),
+    Dimension("embed", "width", "the embedding's width (columns a row's gradient adds)",
               lambda r: r.hidden[1]),
-    Dimension("embed", "pileup", "ids one row receives (the eos padding of a sorted batch)", _PILE, _pileup_max),
-    Dimension("lstm", "steps", "steps the longest sequence runs", _STEPS, lambda r: r.max_len[1]),
-    Dimension("lstm", "hidden", "hidden units", _UNITS, lambda r: r.hidden[1]),
-    Dimension("lstm", "layers", "stacked layers of one call", (2, 4), lambda r: r.layers[1]),
-    Dimension("lstm", "batch", "sequences in one batch", _BATCH, lambda r: r.batch[1]),
-    Dimension("lstm", "in_size", "the input's width (the first layer's GEMM depth)", (128, 256),
+    Dimension("embed", "pileup", "ids one row receives (the eos padding of a sorted batch)", _pileup_max),
+    Dimension("lstm", "steps", "steps the longest sequence runs", lambda r: r.max_len[1]),
+    Dimension("lstm", "hidden", "hidden units", lambda r: r.hidden[1]),
+    Dimension("lstm", "layers", "stacked layers of one call", lambda r: r.layers[1]),
+    Dimension("lstm", "batch", "sequences in one batch", lambda r: r.batch[1]),
+    Dimension("lstm", "in_size", "the input's width (the first layer's GEMM depth)",
               lambda r: max(r.in_size, default=0)),
-    Dimension("pipeline", "ids", "padded ids in one batch", _IDS, lambda r: r.batch[1] * r.max_len[1]),
-    Dimension("pipeline", "pileup", "ids one row receives (the eos padding of a sorted batch)", _PILE,
+    Dimension("pipeline", "ids", "padded ids in one batch", lambda r: r.batch[1] * r.max_len[1]),
+    Dimension("pipeline", "pileup", "ids one row receives (the eos padding of a sorted batch)",
               _pileup_max),
-    Dimension("pipeline", "steps", "steps the longest sequence runs", _STEPS, lambda r: r.max_len[1]),
-    Dimension("pipeline", "hidden", "hidden units", _UNITS, lambda r: r.hidden[1]),
-    Dimension("pipeline", "layers", "stacked layers of one call", (2,), lambda r: r.layers[1]),
-    Dimension("pipeline", "batch", "sequences in one batch", _BATCH, lambda r: r.batch[1]),
-    Dimension("pipeline", "vocab", "rows of the embedding table", _VOCAB, lambda r: r.vocab[1]),
-    Dimension("pipeline", "width", "the embedding's width (the LSTM's input)", _UNITS, lambda r: r.hidden[1]),
+    Dimension("pipeline", "steps", "steps the longest sequence runs", lambda r: r.max_len[1]),
+    Dimension("pipeline", "hidden", "hidden units", lambda r: r.hidden[1]),
+    Dimension("pipeline", "layers", "stacked layers of one call", lambda r: r.layers[1]),
+    Dimension("pipeline", "batch", "sequences in one batch", lambda r: r.batch[1]),
+    Dimension("pipeline", "vocab", "rows of the embedding table", lambda r: r.vocab[1]),
+    Dimension("pipeline", "width", "the embedding's width (the LSTM's input)", lambda r: r.hidden[1]),
 )
-
-
-def boundaries(family: str, name: str) -> tuple[int, ...]:
-    """The boundaries of one dimension of :data:`DIMENSIONS` (none for a name the family lacks): the values a
-    builder's draws reach on both sides (:meth:`harness.generate.choices.Source.sized`)."""
-    return next((d.boundaries for d in DIMENSIONS if d.family == family and d.name == name), ())
-
-
-def dimension_value(case: Case, name: str, ids: Any = None) -> int:
-    """The value of dimension ``name`` of ``case`` (0 where its family has no such dimension); ``ids``: the
-    case's built ids, where they were built (a pile-up is then counted exactly, else bounded from the spec)."""
-    s = case.spec
-    if case.family == "embed":
-        shape = [int(n) for n in s["ids_shape"]]
-        n = 1
-        for d in shape:
-            n *= d
-        values = {"ids": n, "vocab": int(s["vocab"]), "width": int(s["width"])}
-    else:
-        lengths = [int(n) for n in s["lengths"]]
-        values = {"steps": max(lengths, default=0), "hidden": int(s["hidden"]), "layers": int(s["n_layers"]),
-                  "batch": len(lengths)}
-        if case.family == "lstm":
-            values["in_size"] = int(s["in_size"])
-        else:
-            values.update(vocab=int(s["vocab"]), width=int(s["width"]), ids=len(lengths) * values["steps"])
-    if name == "pileup" and case.family != "lstm":
-        from harness.generate.edges import row_pileup
-
-        return row_pileup(case, ids)
-    return values.get(name, 0)
-
-
-def dimension_kinds(case: Case, ids: Any = None) -> set[str]:
-    """The boundaries of :data:`DIMENSIONS` that ``case`` crosses, as edge kinds."""
-    out: set[str] = set()
-    for d in DIMENSIONS:
-        if d.family == case.family:
-            value = dimension_value(case, d.name, ids)
-            out.update(d.kind(b) for b in d.boundaries if value >= b)
-    return out
 
 
 #: The small sizes every other dimension of a corner case keeps (a few steps, a few units, a 50-row table).

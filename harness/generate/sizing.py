@@ -17,16 +17,9 @@ from typing import Any, Iterable
 from harness.core.cases import Case
 from harness.core.cost import device_memory, estimate, machine_memory
 from harness.core.cost import gib as _gib
+from harness.generate.dimensions import boundary_label, dimension_value
 from harness.generate.edges import SIZE_EDGES, built_ids, coverage_rows, size_coverage_rows, small_ids
-from harness.generate.recipes import (
-    DIMENSIONS,
-    RECIPES,
-    boundary_label,
-    corner_cases,
-    dimension_value,
-    full_case,
-    recipe_of,
-)
+from harness.generate.recipes import DIMENSIONS, RECIPES, corner_cases, full_case, recipe_of
 
 __all__ = ["device_memories", "peak_bytes", "recipe_rows", "dimension_rows", "coverage_text"]
 

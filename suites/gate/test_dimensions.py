@@ -16,7 +16,8 @@ import functools
 import pytest
 
 from harness.core.devices import CPU
-from harness.generate.recipes import DIMENSIONS, dimension_value
+from harness.generate.dimensions import dimension_value
+from harness.generate.recipes import DIMENSIONS
 from harness.pytest_plugin import contract_violations
 
 pytestmark = pytest.mark.gate
