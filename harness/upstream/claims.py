@@ -49,35 +49,28 @@ def case_arrays(case: Case) -> dict[str, np.ndarray]:
 
 
 def check_kind(r: Reproducer) -> str:
-    """Which check a reproducer's finding is: from its kind, else from what it names (a relation, two contexts,
-    two devices, a baseline, an error)."""
-    kind = r.kind
-    if kind:
-        row = next((k for k in KINDS if k.name == kind), None)
-        if row is None:
-            raise InvalidArgument(f"kind={kind!r} is not a finding kind ({', '.join(k.name for k in KINDS)})")
-        fixed = {"not reproducible across processes": "processes", "beyond oracle tolerance": "tolerance",
-                 "accumulation order differs from the declared one": "bits", "bad input misbehaved": "bad_input"}
-        if kind in fixed:
-            return fixed[kind]
-        if kind in _ERROR_KINDS:
-            return "error"
-        by_replay = {"repeats": "repeats", "contexts": "contexts", "devices": "devices", "relation": "relation",
-                     "baseline": "bits"}
-        if row.replay in by_replay:
-            return by_replay[row.replay]
-        raise InvalidArgument(f"kind={kind!r}: a check of the harness itself, not of the library; nothing to export")
-    if r.relation:
-        return "relation"
-    if len(r.contexts) > 1:
-        return "contexts"
-    if len(r.devices) > 1:
-        return "devices"
-    if r.baseline:
-        return "bits"
-    if r.error:
+    """Which check a reproducer's finding is: from its kind, or the kind its shape says (a relation, two
+    contexts, two devices, a baseline, an error: :func:`harness.judge.allowance.finding_kind_of`); '' where it
+    names nothing (the script then checks what ``replay`` checks)."""
+    from harness.judge.allowance import finding_kind_of
+
+    if not (r.kind or r.relation or len(r.contexts) > 1 or len(r.devices) > 1 or r.baseline or r.error):
+        return ""
+    kind = finding_kind_of(r)
+    row = next((k for k in KINDS if k.name == kind), None)
+    if row is None:
+        raise InvalidArgument(f"kind={kind!r} is not a finding kind ({', '.join(k.name for k in KINDS)})")
+    fixed = {"not reproducible across processes": "processes", "beyond oracle tolerance": "tolerance",
+             "accumulation order differs from the declared one": "bits", "bad input misbehaved": "bad_input"}
+    if kind in fixed:
+        return fixed[kind]
+    if kind in _ERROR_KINDS:
         return "error"
-    return ""
+    by_replay = {"repeats": "repeats", "contexts": "contexts", "devices": "devices", "relation": "relation",
+                 "baseline": "bits"}
+    if row.replay in by_replay:
+        return by_replay[row.replay]
+    raise InvalidArgument(f"kind={kind!r}: a check of the harness itself, not of the library; nothing to export")
 
 
 def chainer_device(device: str) -> str:
