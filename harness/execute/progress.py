@@ -1,9 +1,12 @@
 """A campaign's progress line: tasks done, what the runs showed, the task running now, and the time left.
 
 The line moves while a long run is going: a ticker thread writes it again every :func:`tick_seconds` with the
-running task's elapsed time against what it is expected to take. Time left is measured, weighted by what each
-task is estimated to cost (:func:`harness.execute.admission.weight`): the seconds the tasks finished after the
-first one took (the first pays the workers' start-up), per unit of their estimated work, times the work left.
+running task's elapsed time against its estimated seconds (:func:`harness.execute.admission.weights`, from the
+case's cost estimate, :mod:`harness.core.cost`, that its runs' limits come from too).
+
+Time left is measured, weighted by what each task is estimated to cost (:func:`harness.execute.admission.weights`):
+the seconds the tasks finished after the first one took (the first pays the workers' start-up), per unit of their
+estimated work, times the work left.
 With no estimates every task weighs the same, and that is the tasks' mean time.
 """
 
@@ -121,8 +124,8 @@ class Progress:
         longest = self.running.longest()
         if longest is not None:
             key, label, start, n = longest
-            rate = self.rate()
-            expected = f" of ~{rate * self.weight(key):.0f}s expected" if rate is not None else ""
+            # the task's estimated seconds, from the cost estimate its runs' limits come from
+            expected = f" of ~{self.weights[key]:.0f}s estimated" if key in self.weights else ""
             text += f"; running {label}: {now - start:.0f}s{expected}" + (f" (+{n - 1} more)" if n > 1 else "")
         return text
 

@@ -81,6 +81,22 @@ class _Busy:
                 self.now.discard(k)
                 self.cond.notify_all()
 
+    @contextmanager
+    def take_this(self, k: int, stopped: Callable[[], bool]) -> Iterator[int]:
+        """Fresh worker ``k`` itself, waiting while another lane runs in it."""
+        with self.cond:
+            while k in self.now:
+                if stopped():
+                    raise WorkerError("the campaign was stopped")
+                self.cond.wait()
+            self.now.add(k)
+        try:
+            yield k
+        finally:
+            with self.cond:
+                self.now.discard(k)
+                self.cond.notify_all()
+
     def wake(self) -> None:
         with self.cond:
             self.cond.notify_all()
@@ -166,6 +182,16 @@ class WorkerSet:
             if used is not None:
                 used.add(k)
             yield f"fresh:{k}", self.worker(f"fresh:{k}")
+
+    @contextmanager
+    def use_again(self, slot: str) -> Iterator[Worker]:
+        """The worker of ``slot`` (``"pool"``, ``"fresh:k"``) once more, a new one where it died: a run that timed
+        out is tried again in the slot it ran in (held meanwhile, as :meth:`use` holds it)."""
+        if slot == "pool":
+            yield self.worker(slot)
+            return
+        with self.busy.take_this(int(slot.split(":")[1]), lambda: self.aborted):
+            yield self.worker(slot)
 
     def worker(self, slot: str) -> Worker:
         if self.aborted:
