@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from harness.core import argcheck, rundir
+from harness.core.case_limits import DEFAULT_LIMIT_TEXT
 from harness.core.errors import InvalidArgument
 from harness.judge.reproducer import OPTION, OPTIONS, Option
 
@@ -159,8 +160,8 @@ def option_table() -> dict[str, Opt]:
                           "that in wall seconds; a timeout is tried again alone with twice the limit), > 0 "
                           "(default {default})",
                           seconds("timeout")),
-        "--max-case-bytes": Opt("refuse a case whose inputs need more (default $HARNESS_MAX_CASE_BYTES or a "
-                                "quarter of this machine's memory)", argcheck.ints("max-case-bytes", 1),
+        "--max-case-bytes": Opt("refuse a case whose run needs more at its peak (default $HARNESS_MAX_CASE_BYTES "
+                                f"or {DEFAULT_LIMIT_TEXT})", argcheck.ints("max-case-bytes", 1),
                                 metavar="BYTES"),
         "--keep": Opt("keep the newest N run directories under reports/, delete older ones (default 10; 0 keeps "
                       "only this run)", argcheck.ints("keep", 0), metavar="N"),

@@ -18,7 +18,8 @@ import numpy as np
 from harness.core.case_arrays import lstm_weight_shapes
 from harness.core.errors import CaseError, InvalidArgument, one_line
 
-__all__ = ["MAX_CASE_BYTES_ENV", "CaseShape", "estimate_case_bytes", "max_case_bytes_default", "check_case_size",
+__all__ = ["MAX_CASE_BYTES_ENV", "DEFAULT_LIMIT_TEXT", "CaseShape", "estimate_case_bytes", "max_case_bytes_default",
+           "check_case_size",
            "check_case_family"]
 
 
@@ -40,6 +41,9 @@ class CaseShape(Protocol):
 
 #: Environment variable that overrides :func:`max_case_bytes_default` (bytes, an int).
 MAX_CASE_BYTES_ENV = "HARNESS_MAX_CASE_BYTES"
+#: What :func:`max_case_bytes_default` is where the variable is not set, in the words of the messages and the
+#: options' help (one text: the documented default is the code's).
+DEFAULT_LIMIT_TEXT = "half this machine's memory"
 
 
 def _itemsize(dtype: Any, default: int = 8) -> int:

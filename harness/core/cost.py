@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from harness.core.case_limits import MAX_CASE_BYTES_ENV, estimate_case_bytes, max_case_bytes_default
+from harness.core.case_limits import DEFAULT_LIMIT_TEXT, MAX_CASE_BYTES_ENV, estimate_case_bytes, max_case_bytes_default
 from harness.core.cases import Case
 from harness.core.errors import CaseError
 
@@ -227,7 +227,7 @@ def memory_limit(device: str = "cpu", explicit: int | None = None) -> tuple[int,
         limit, what = int(explicit), "--max-case-bytes"
     else:
         limit = max_case_bytes_default()
-        what = MAX_CASE_BYTES_ENV if os.environ.get(MAX_CASE_BYTES_ENV, "").strip() else "half this machine's memory"
+        what = MAX_CASE_BYTES_ENV if os.environ.get(MAX_CASE_BYTES_ENV, "").strip() else DEFAULT_LIMIT_TEXT
     if device != "cpu":
         on_device = device_memory(device)
         if on_device is not None and on_device < limit:

@@ -24,14 +24,14 @@ __all__ = ["availability", "timeout", "host_bytes", "MemoryBudget", "time_bound"
 _ESTIMATE_ERRORS = (KeyError, TypeError, ValueError, IndexError, OverflowError)
 
 
-def availability(device: Device, case: Case, subject: str) -> tuple[bool, str]:
+def availability(device: Device, case: Case, subject: str, explicit: int | None = None) -> tuple[bool, str]:
     """``(available, reason)`` of running ``subject`` on ``case`` on ``device``: the device's own availability,
-    then whether the case's estimated peak fits the limit (the reason names the case, the estimate and the
-    limit)."""
+    then whether the case's estimated peak fits the limit (``explicit``: a user's ``--max-case-bytes``; the reason
+    names the case, the estimate and the limit)."""
     ok, reason = device.availability()
     if not ok:
         return ok, reason
-    why = over_limit(case, device=device.id, subject=subject)
+    why = over_limit(case, device=device.id, subject=subject, explicit=explicit)
     return (False, why) if why is not None else (True, reason)
 
 

@@ -89,7 +89,8 @@ class Campaign:
         """Record the corpus and the settings (for replay and ``--resume``)."""
         write_corpus(cases, os.path.join(self.dir, "corpus.jsonl"))
         meta = {**meta, "corpus": corpus_stamp(cases), "repeats": self.settings.repeats, "fresh": self.settings.fresh,
-                "timeout": self.settings.timeout, "plugins": list(self.settings.plugins)}
+                "timeout": self.settings.timeout, "plugins": list(self.settings.plugins),
+                "max_case_bytes": self.settings.max_case_bytes}
         atomic_json(os.path.join(self.dir, "campaign.json"), meta)
 
     # ---- running ---------------------------------------------------------------------

@@ -12,6 +12,7 @@ With no estimates every task weighs the same, and that is the tasks' mean time.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -19,6 +20,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
+from harness.core.errors import InvalidArgument
 from harness.core.records import TaskRecord
 
 __all__ = ["Progress", "RUNNING", "Running", "TICK_ENV", "tick_seconds"]
@@ -28,13 +30,29 @@ __all__ = ["Progress", "RUNNING", "Running", "TICK_ENV", "tick_seconds"]
 TICK_ENV = "HARNESS_PROGRESS_SECONDS"
 
 
-def tick_seconds(tty: bool) -> float:
-    """``$HARNESS_PROGRESS_SECONDS`` where it is a positive number, else 1 s on a terminal and 10 s in a log."""
+def tick_env() -> float | None:
+    """``$HARNESS_PROGRESS_SECONDS`` (None where unset); a value that is not a number of seconds in (0, 3600) is
+    one :class:`InvalidArgument` line naming the variable (checked before a verb starts:
+    :func:`harness.verbs.common.check_environment`)."""
+    text = os.environ.get(TICK_ENV, "").strip()
+    if not text:
+        return None
     try:
-        value = float(os.environ.get(TICK_ENV, ""))
+        value = float(text)
     except ValueError:
-        value = 0.0
-    return value if 0 < value < 3600 else (1.0 if tty else 10.0)
+        value = math.nan
+    if not 0 < value < 3600:
+        raise InvalidArgument(f"${TICK_ENV}={text[:40]!r} must be a number of seconds, more than 0 and under 3600")
+    return value
+
+
+def tick_seconds(tty: bool) -> float:
+    """:func:`tick_env` where set, else 1 s on a terminal and 10 s in a log."""
+    try:
+        value = tick_env()
+    except InvalidArgument:
+        value = None
+    return value if value is not None else (1.0 if tty else 10.0)
 
 
 class Running:

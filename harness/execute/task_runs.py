@@ -74,7 +74,8 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
     outcome back) writes it.
     """
     device = parse_device(task.device)
-    ok, reason = admission.availability(device, task.case, task.subject)  # a case too large: "needs N GiB"
+    # a case too large for the limit (a user's --max-case-bytes, else the default): "needs N GiB"
+    ok, reason = admission.availability(device, task.case, task.subject, settings.max_case_bytes)
     timeout = admission.timeout(task.case, task.subject, task.device, settings.timeout)
     refused = accepts_error(task.subject, task.case.id)
     if refused is not None:  # a plug-in's accepts() raised, crashed or hung on this case: its row says so

@@ -41,7 +41,7 @@ from typing import Any, Iterator, Mapping
 from harness.core import lifeline
 from harness.core.errors import WorkerError
 from harness.execute.answers import Answer, Malformed, NoAnswer, decode_answer, read_frame, widen_pipe
-from harness.execute.memory_limits import LIMIT_ENV, default_memory_limit, output_limit
+from harness.execute.memory_limits import LIMIT_ENV, MEMORY_ENV, default_memory_limit, output_limit
 from harness.execute.run_clock import CHECK_SECONDS, WALL_FACTOR, ProcessClock, RunBudget, RunTime
 from harness.execute.worker_loop import child_main
 from harness.execute.zygote import Forked, worker_env, zygote_for, zygote_main
@@ -157,7 +157,9 @@ class Worker:
             except subprocess.TimeoutExpired:
                 code = None
             self.kill()
-            raise WorkerError(f"worker {self.label} died while starting (exit code {code})") from None
+            limit = (f"; its address space was limited to {self.memory_limit:,} bytes (${MEMORY_ENV}, else half "
+                     f"the RAM): too little?" if self.memory_limit is not None and code not in (None, 0) else "")
+            raise WorkerError(f"worker {self.label} died while starting (exit code {code}){limit}") from None
         except (Malformed, ValueError, RecursionError) as exc:
             self.kill()
             raise WorkerError(f"worker {self.label} answered garbage while starting: {exc}") from None

@@ -143,3 +143,19 @@ def test_a_sleeping_hang_in_a_fresh_worker_is_the_timeout_finding_tried_in_the_s
     assert out.record.statuses == {"ok": 2, "timeout": 2} and out.record.run_status == "timeout"
     m = verdict_of(out)
     assert m is not None and m.verdict == Verdict.ERROR.value
+
+
+def test_the_runs_are_held_to_the_users_case_limit_not_the_default(monkeypatch) -> None:
+    import dataclasses
+
+    from harness.core.case_limits import MAX_CASE_BYTES_ENV
+
+    # under the user's limit: not run, and the reason names the option that set the limit
+    out = run_task(TASK, Workers(), dataclasses.replace(SETTINGS, max_case_bytes=1))  # type: ignore[arg-type]
+    assert out.record.status == "skipped" and "--max-case-bytes" in (out.record.skip_reason or "")
+    m = verdict_of(out)
+    assert m is not None and m.verdict == Verdict.NOT_JUDGED.value
+    # over the default (a tiny one here) but under the user's: it runs
+    monkeypatch.setenv(MAX_CASE_BYTES_ENV, "1")
+    out = run_task(TASK, Workers(ok, ok, ok), dataclasses.replace(SETTINGS, max_case_bytes=1 << 40))  # type: ignore[arg-type]
+    assert out.record.status == "ok" and out.record.statuses == {"ok": 3}
