@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
+from harness.core.case_limits import MAX_CASE_BYTES_ENV
 from harness.core.contexts import Context
 from harness.core.devices import Device
 from harness.core.errors import WorkerError
@@ -130,8 +131,15 @@ class WorkerSet:
     def _new(self, label: str) -> Worker:
         # The pooled worker is forked from its environment's zygote (a fork, not an import); a fresh one is
         # a brand-new interpreter, its own hash seed and imports (see harness.execute.worker).
-        return Worker(env=dict(self.context.env), plugins=self.settings.plugins, label=label,
-                      fork=label == "pool").start()
+        return Worker(env=self.env(), plugins=self.settings.plugins, label=label, fork=label == "pool").start()
+
+    def env(self) -> dict[str, str]:
+        """The workers' environment overrides: the context's, and a user's case limit (``--max-case-bytes``), which
+        the worker holds the arrays it builds to (:func:`harness.core.case_limits.max_case_bytes_default`)."""
+        env = dict(self.context.env)
+        if self.settings.max_case_bytes is not None:
+            env[MAX_CASE_BYTES_ENV] = str(self.settings.max_case_bytes)
+        return env
 
     def launch(self) -> "WorkerSet":
         """Start the processes without waiting for them: the fresh workers, and the environment's zygote (the
@@ -143,7 +151,7 @@ class WorkerSet:
         with self.launching:
             if not self.fresh:
                 self.fresh = [self._new(f"fresh:{k}") for k in range(self.settings.fresh)]
-                prestart_zygote(self.context.env)
+                prestart_zygote(self.env())
         return self
 
     def start(self) -> None:
