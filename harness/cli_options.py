@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from harness.core import argcheck, rundir
-from harness.core.case_limits import DEFAULT_LIMIT_TEXT
 from harness.core.errors import InvalidArgument
 from harness.judge.reproducer import OPTION, OPTIONS, Option
 
@@ -161,7 +160,7 @@ def option_table() -> dict[str, Opt]:
                           "(default {default})",
                           seconds("timeout")),
         "--max-case-bytes": Opt("refuse a case whose run needs more at its peak (default $HARNESS_MAX_CASE_BYTES "
-                                f"or {DEFAULT_LIMIT_TEXT})", argcheck.ints("max-case-bytes", 1),
+                                f"or {argcheck.DEFAULT_LIMIT_TEXT})", argcheck.ints("max-case-bytes", 1),
                                 metavar="BYTES"),
         "--keep": Opt("keep the newest N run directories under reports/, delete older ones (default 10; 0 keeps "
                       "only this run)", argcheck.ints("keep", 0), metavar="N"),

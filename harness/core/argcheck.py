@@ -26,7 +26,7 @@ __all__ = ["positive_seconds", "int_at_least", "name_list", "readable_file", "wr
            "run_dir_for_output", "baseline_dir", "jsonl_records", "shard", "device_list", "converter", "ints",
            "seconds", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus", "name_pair", "same_file", "outputs_apart",
            "verb_outputs_apart", "VERB_FILES", "MODE_IGNORES", "output_not_input", "plugin_file", "SHIPPED_CONTRACTS",
-           "JUDGING_VERBS",
+           "JUDGING_VERBS", "DEFAULT_LIMIT_TEXT",
            "mode_ignores"]
 
 T = TypeVar("T")
@@ -44,6 +44,12 @@ LIMITS: dict[str, tuple[int, str]] = {
     "seed": (2 ** 63 - 1, "seeds are 64-bit"),
     "max-case-bytes": (2 ** 62, "bytes"),
 }
+
+
+#: What the per-case limit (:func:`harness.core.case_limits.max_case_bytes_default`) is where
+#: ``$HARNESS_MAX_CASE_BYTES`` is not set, in the words of the messages and the options' help (one text: the
+#: documented default is the code's; here, where the parser reads it without NumPy).
+DEFAULT_LIMIT_TEXT = "half this machine's memory"
 
 
 def positive_seconds(name: str, value: float, maximum: float = MAX_TIMEOUT) -> float:

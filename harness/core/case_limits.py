@@ -15,6 +15,7 @@ from typing import Any, Iterable, Mapping, Protocol
 
 import numpy as np
 
+from harness.core.argcheck import DEFAULT_LIMIT_TEXT  # (re-exported: the limit's words live with the parser's)
 from harness.core.case_arrays import lstm_weight_shapes
 from harness.core.errors import CaseError, InvalidArgument, one_line
 
@@ -41,9 +42,6 @@ class CaseShape(Protocol):
 
 #: Environment variable that overrides :func:`max_case_bytes_default` (bytes, an int).
 MAX_CASE_BYTES_ENV = "HARNESS_MAX_CASE_BYTES"
-#: What :func:`max_case_bytes_default` is where the variable is not set, in the words of the messages and the
-#: options' help (one text: the documented default is the code's).
-DEFAULT_LIMIT_TEXT = "half this machine's memory"
 
 
 def _itemsize(dtype: Any, default: int = 8) -> int:
