@@ -169,9 +169,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 def _check_combinations(args: argparse.Namespace) -> None:
     """The checks that need two options (each value alone was checked by its type=)."""
     given = args._given
+    from harness.verbs.common import check_environment
+
+    check_environment()  # every variable the harness reads: one line naming a bad one, before any work
     argcheck.verb_outputs_apart(args.verb, vars(args))
     argcheck.mode_ignores(args.verb, vars(args), given)
-    if "profile" in given and args.verb in ("gate", "audit"):  # (a report's record checks its own)
+    if "profile" in given and args.verb in ("gate", "audit", "cases"):  # (a report's record checks its own)
         argcheck.profile_or_corpus(args.profile, getattr(args, "corpus", None))
     if hasattr(args, "cluster") and args.cluster is None:
         if "cluster_workers" in given:

@@ -157,10 +157,12 @@ def option_table() -> dict[str, Opt]:
         "--jobs": Opt("lanes of workers running tasks at once on this machine, each task still R runs in one "
                       "pooled worker and K fresh; 0: $HARNESS_JOBS, else one per CPU, at most 4; GPU tasks run "
                       "in one lane (default {default})", argcheck.ints("jobs", 0), metavar="N"),
-        "--timeout": Opt("seconds a run may take before its process is killed, > 0 (default {default})",
+        "--timeout": Opt("seconds of CPU time a run may use before its process is killed (one that sleeps: 3 x "
+                          "that in wall seconds; a timeout is tried again alone with twice the limit), > 0 "
+                          "(default {default})",
                           seconds("timeout")),
-        "--max-case-bytes": Opt("refuse a case whose inputs need more (default $HARNESS_MAX_CASE_BYTES or a "
-                                "quarter of this machine's memory)", argcheck.ints("max-case-bytes", 1),
+        "--max-case-bytes": Opt("refuse a case whose run needs more at its peak (default $HARNESS_MAX_CASE_BYTES "
+                                f"or {argcheck.DEFAULT_LIMIT_TEXT})", argcheck.ints("max-case-bytes", 1),
                                 metavar="BYTES"),
         "--keep": Opt("keep the newest N run directories under reports/, delete older ones (default 10; 0 keeps "
                       "only this run)", argcheck.ints("keep", 0), metavar="N"),

@@ -259,3 +259,22 @@ def test_the_attacks_on_outputs_and_limits_are_each_refused_or_handled(group):
     outcomes = {a.name: run_one(a, TIMEOUT) for a in todo}
     bad = {k: v for k, v in outcomes.items() if v[0] not in ("clear", "handled")}
     assert not bad, bad
+
+
+# ---- rules, environment, options, resumes, value shapes, files every verb reads (tools/attacks_rules.py) ----
+@pytest.mark.slow
+@pytest.mark.parametrize("group", ["contracts-never", "env-var", "option-used", "resume-option", "value-shape",
+                                   "output-over-read"])
+def test_each_category_of_rules_environment_and_options_is_refused_or_run_as_asked(group):
+    sys.path.insert(0, str(ROOT))
+    from tools.attacks import attacks, run_one
+    from tools.attacks_rules import GROUPS
+
+    assert group in GROUPS
+    todo = [a for a in attacks() if a.name.startswith(group + ":")]
+    assert todo
+    outcomes = {a.name: run_one(a, TIMEOUT) for a in todo}
+    bad = {k: v for k, v in outcomes.items() if v[0] not in ("clear", "handled")}
+    assert not bad, bad
+    if group != "option-used":  # (the others are refusals: one line naming the value)
+        assert all(v[0] == "clear" and v[1].startswith("harness: error: ") for v in outcomes.values()), outcomes

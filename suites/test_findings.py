@@ -39,6 +39,8 @@ def _m(**kw) -> Measure:
                 identical=False, verdict="broken", rule="reproducible: bit-identical run to run in one process",
                 max_ulp=3, max_ulp_index=(0, 1), n_diff=1, n_total=10)
     base.update(kw)
+    if base["verdict"] in ("skipped", "not judged") and not base.get("detail"):
+        base["detail"] = "not run: the test's reason"  # a check that did not run always says why
     return Measure(**base)
 
 

@@ -18,7 +18,9 @@ What each attack is (:class:`Attack`) and the set-ups they share are in ``tools/
 a verb's inputs in ``tools/attacks_inputs.py``; the option grid in ``tools/attacks_options.py``; the report
 directories of the ``--resume`` and ``--keep`` attacks in ``tools/attacks_rundirs.py``; the attacks on files
 (outputs over inputs, the system's limits, damaged run directories and baselines) and the killed harness in
-``tools/attacks_files.py``.
+``tools/attacks_files.py``; the attacks on rules, environment variables, options used or refused, resumes that
+change an option, values that only look right and outputs over the files every verb reads in
+``tools/attacks_rules.py``.
 """
 
 from __future__ import annotations
@@ -163,7 +165,11 @@ def attacks() -> list[Attack]:
         import attacks_files as files  # type: ignore[no-redef]
     for group in (files.output_over_input, files.system_limits, files.run_records, files.killed):
         out += group(Attack)
-    return out
+    try:
+        from tools.attacks_rules import rule_attacks
+    except ImportError:  # run as a script: tools/ is the path's first folder
+        from attacks_rules import rule_attacks  # type: ignore[no-redef]
+    return out + rule_attacks()
 
 
 _TAG = "HARNESS_ATTACK_TAG"
@@ -260,6 +266,10 @@ def run_one(a: Attack, timeout: float) -> tuple[str, str]:
         if a.expect == "raised":  # every run raised the same way: exit 3, never "differs"
             ok = rc == 3 and "comparison(s) differ" not in out
             return ("handled", "exit 3") if ok else ("silent", f"exit {rc}: {(out.splitlines() or [''])[-1][:120]}")
+        if a.expect == "ran":  # it ran what it was asked: never a case skipped as over a limit it was told
+            skipped = "needs about" in out + err
+            return ("handled", f"exit {rc}") if rc in ran and not skipped else \
+                ("silent", f"exit {rc}{', the case skipped' if skipped else ''}: {(lines or [''])[-1][:120]}")
         if a.expect == "finish":
             return ("handled", f"exit {rc}") if rc in ran else ("silent", f"exit {rc}: {(lines or [''])[-1][:120]}")
         return "handled", f"exit {rc}"

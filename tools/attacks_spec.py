@@ -24,7 +24,8 @@ class Attack:
     name: str
     argv: list[str]                    # after ``python -m harness``; {tmp} is the attack's directory
     expect: str = "error"              # "error": refused (exit 2, one line); "finish": finishes (0 or 1); "either";
-    #                                    "raised": every run raised the same way (exit 3)
+    #                                    "raised": every run raised the same way (exit 3); "ran": finishes and
+    #                                    skipped no case as over a limit
     env: dict[str, str] = field(default_factory=dict)
     setup: Callable[[Path], None] | None = None
     lost: Callable[[Path], str] | None = None   # after the run: what was lost ("" = nothing)

@@ -14,9 +14,10 @@ import argparse
 import errno
 import math
 import os
+import re
 import stat
 import tempfile
-from typing import Any, Callable, TypeVar, cast
+from typing import Any, Callable, Sequence, TypeVar, cast
 
 from harness.core.errors import InvalidArgument, RecordError
 from harness.core.record_files import record_file, record_file_names, record_lines
@@ -25,7 +26,8 @@ from harness.core.schemas import MAX_TIMEOUT
 __all__ = ["positive_seconds", "int_at_least", "name_list", "readable_file", "writable_dir", "writable_file",
            "run_dir_for_output", "baseline_dir", "jsonl_records", "shard", "device_list", "converter", "ints",
            "seconds", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus", "name_pair", "same_file", "outputs_apart",
-           "verb_outputs_apart", "VERB_FILES", "MODE_IGNORES",
+           "verb_outputs_apart", "VERB_FILES", "MODE_IGNORES", "output_not_input", "plugin_file", "SHIPPED_CONTRACTS",
+           "JUDGING_VERBS", "DEFAULT_LIMIT_TEXT",
            "mode_ignores"]
 
 T = TypeVar("T")
@@ -43,6 +45,12 @@ LIMITS: dict[str, tuple[int, str]] = {
     "seed": (2 ** 63 - 1, "seeds are 64-bit"),
     "max-case-bytes": (2 ** 62, "bytes"),
 }
+
+
+#: What the per-case limit (:func:`harness.core.case_limits.max_case_bytes_default`) is where
+#: ``$HARNESS_MAX_CASE_BYTES`` is not set, in the words of the messages and the options' help (one text: the
+#: documented default is the code's; here, where the parser reads it without NumPy).
+DEFAULT_LIMIT_TEXT = "half this machine's memory"
 
 
 def positive_seconds(name: str, value: float, maximum: float = MAX_TIMEOUT) -> float:
@@ -82,6 +90,8 @@ def shard(name: str, text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
     try:
+        if not re.fullmatch(r"[0-9]+/[0-9]+", text):  # the digits themselves: no space, sign or underscore
+            raise ValueError(text)
         i, n = (int(p) for p in text.split("/"))
     except ValueError:
         raise InvalidArgument(f"{name}={text!r} must look like i/n, for example 1/4") from None
@@ -361,33 +371,71 @@ def _input_files(path: str) -> list[str]:
     return out
 
 
+def output_not_input(name: str, output: str, inputs: Sequence[tuple[str, str]], writes: Sequence[str] = ()) -> None:
+    """The one rule: refuse output ``name=output`` where it is one of ``inputs`` ((option name, path) pairs: a
+    directory stands for every file in it), by device and inode, hard and symbolic links followed. ``writes``:
+    the names the verb writes into ``output`` where it is a directory (each is checked), else ``output`` is the
+    file written. Any verb calls it with its own list (``export`` and ``bisect`` among them)."""
+    if not output or output == "-":
+        return
+    files = [(n, f) for n, p in inputs if p and p != "-" for f in _input_files(p)]
+    for target in ([os.path.join(output, w) for w in writes] if writes else [output]):
+        for in_name, f in files:
+            if same_file(target, f):
+                where = "" if target == output else f" (it writes {os.path.basename(target)} there)"
+                raise InvalidArgument(f"{name}={output!r} would overwrite the input {in_name}={f!r}{where}: "
+                                      f"write the output somewhere else")
+
+
 def outputs_apart(outputs: dict[str, tuple[str | None, tuple[str, ...] | None]],
                   inputs: dict[str, Any]) -> None:
-    """Refuse an output that is one of the inputs (same file by device and inode, hard and symbolic links
-    included). ``outputs``: name -> (path, None for a file or the names written into that directory);
-    ``inputs``: name -> a path, a list of paths or None (a directory input stands for every file in it)."""
-    files: list[tuple[str, str]] = []
-    for name, value in inputs.items():
-        for path in ([value] if isinstance(value, str) else list(value or ())):
-            if path and path != "-":
-                files.extend((name, f) for f in _input_files(path))
+    """:func:`output_not_input` for each output. ``outputs``: name -> (path, None for a file or the names written
+    into that directory); ``inputs``: name -> a path, a list of paths or None."""
+    pairs = [(name, path) for name, value in inputs.items()
+             for path in ([value] if isinstance(value, str) else list(value or ())) if isinstance(path, str)]
     for out_name, (path, writes) in outputs.items():
-        if not path or path == "-":
-            continue
-        targets = [path] if writes is None else [os.path.join(path, w) for w in writes]
-        for target in targets:
-            for in_name, f in files:
-                if same_file(target, f):
-                    where = "" if target == path else f" (it writes {os.path.basename(target)} there)"
-                    raise InvalidArgument(f"{out_name}={path!r} would overwrite the input {in_name}={f!r}{where}: "
-                                          f"write the output somewhere else")
+        if path is not None and writes is not None and not writes:
+            continue  # a directory the verb makes new: nothing in it is an input
+        output_not_input(out_name, path or "", pairs, writes or ())
 
 
 def verb_outputs_apart(verb: str, values: dict[str, Any]) -> None:
     """:func:`outputs_apart` for ``verb`` over its option values (``vars`` of the parsed command line, or a
-    verb's options record as a dict), read through :data:`VERB_FILES`."""
+    verb's options record as a dict), read through :data:`VERB_FILES`; the inputs every verb has besides are
+    added: the plug-in modules it loads (``subject_plugin``) and, for a verb that judges, the contracts file it
+    reads where ``--contracts`` is not given (the shipped one)."""
     outs, ins = VERB_FILES.get(verb, ({}, ()))
-    outputs_apart({k: (values.get(k), w) for k, w in outs.items()}, {k: values.get(k) for k in ins})
+    inputs: dict[str, Any] = {k: values.get(k) for k in ins}
+    inputs["subject-plugin"] = [f for spec in values.get("subject_plugin") or () if (f := plugin_file(spec))]
+    if verb in JUDGING_VERBS and not values.get("contracts"):
+        inputs["contracts"] = SHIPPED_CONTRACTS
+    outputs_apart({k: (values.get(k), w) for k, w in outs.items()}, inputs)
+
+
+#: The shipped contracts file: what a verb that judges reads where ``--contracts`` is not given.
+SHIPPED_CONTRACTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                 "contracts.toml")
+#: The verbs that read a contracts file (the shipped one where ``--contracts`` is not given).
+JUDGING_VERBS = frozenset({"report", "gate", "replay", "shrink", "localize", "export", "contracts", "bisect"})
+
+
+def plugin_file(spec: str) -> str | None:
+    """The file of plug-in ``MODULE:OBJECT``'s module, found on ``sys.path`` without importing anything (nothing of
+    a plug-in runs in the harness's own process); None where it is no plain module file (the loader then says
+    what is wrong)."""
+    import sys
+
+    module = str(spec).split(":", 1)[0].strip()
+    if not module or not all(p.isidentifier() for p in module.split(".")):
+        return None
+    rel = os.path.join(*module.split("."))
+    for entry in sys.path:
+        base = entry or os.getcwd()
+        for candidate in (rel + ".py", os.path.join(rel, "__init__.py")):
+            path = os.path.join(base, candidate)
+            if os.path.isfile(path):
+                return path
+    return None
 
 
 #: Per verb and mode (an option that switches what the verb does): the options that mode does not read. Given

@@ -15,10 +15,12 @@ from typing import Any, Iterable, Mapping, Protocol
 
 import numpy as np
 
+from harness.core.argcheck import DEFAULT_LIMIT_TEXT  # (re-exported: the limit's words live with the parser's)
 from harness.core.case_arrays import lstm_weight_shapes
 from harness.core.errors import CaseError, InvalidArgument, one_line
 
-__all__ = ["MAX_CASE_BYTES_ENV", "CaseShape", "estimate_case_bytes", "max_case_bytes_default", "check_case_size",
+__all__ = ["MAX_CASE_BYTES_ENV", "DEFAULT_LIMIT_TEXT", "CaseShape", "estimate_case_bytes", "max_case_bytes_default",
+           "check_case_size",
            "check_case_family"]
 
 

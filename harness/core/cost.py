@@ -29,13 +29,14 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from harness.core.case_limits import MAX_CASE_BYTES_ENV, estimate_case_bytes, max_case_bytes_default
+from harness.core.case_limits import DEFAULT_LIMIT_TEXT, MAX_CASE_BYTES_ENV, estimate_case_bytes, max_case_bytes_default
 from harness.core.cases import Case
 from harness.core.errors import CaseError
 
 __all__ = ["Cost", "estimate", "run_timeout", "BASE_TIMEOUT", "SECONDS_PER_FLOP", "SECONDS_PER_LOOP",
            "PROCESS_BYTES", "STEP_BYTES", "ORACLE_PREFIXES", "gib", "machine_memory", "device_memory",
-           "memory_limit", "over_limit", "check_case_cost", "refused_by_cost"]
+           "memory_limit", "over_limit", "check_case_cost", "refused_by_cost", "TIMED_OUT_TWICE", "timed_out_twice",
+           "not_judged_skip"]
 
 #: Resident bytes of a worker process before it builds a case (the interpreter, NumPy, Chainer, ESPnet):
 #: part of every run's peak, so a limit compared with :attr:`Cost.peak` compares like with like.
@@ -226,7 +227,7 @@ def memory_limit(device: str = "cpu", explicit: int | None = None) -> tuple[int,
         limit, what = int(explicit), "--max-case-bytes"
     else:
         limit = max_case_bytes_default()
-        what = MAX_CASE_BYTES_ENV if os.environ.get(MAX_CASE_BYTES_ENV, "").strip() else "half this machine's memory"
+        what = MAX_CASE_BYTES_ENV if os.environ.get(MAX_CASE_BYTES_ENV, "").strip() else DEFAULT_LIMIT_TEXT
     if device != "cpu":
         on_device = device_memory(device)
         if on_device is not None and on_device < limit:
@@ -269,3 +270,22 @@ def check_case_cost(case: Case, *, device: str = "cpu", subject: str | None = No
     why = over_limit(case, device=device, subject=subject, explicit=explicit)
     if why is not None:
         raise CaseError(why)
+
+
+#: The words a task's skip reason starts with when its run timed out beside other runs, and again alone with a
+#: doubled limit while the machine still starved it: nothing can be concluded of the subject ("not judged").
+TIMED_OUT_TWICE = "timed out twice"
+
+
+def timed_out_twice(limit: float, share: float) -> str:
+    """The skip reason of a run that timed out twice, the second time alone with ``limit`` seconds of CPU, and got
+    ``share`` of a core (the machine held it back: not a finding)."""
+    return (f"{TIMED_OUT_TWICE} (limit {limit:g} s of CPU, CPU share {share:.0%}): the machine starved the worker, "
+            f"alone too; rerun on a quieter machine or with a larger --timeout")
+
+
+def not_judged_skip(reason: str | None) -> bool:
+    """Whether a task skipped for ``reason`` is "not judged" (it fails the gate): a case too large to run here
+    (:func:`refused_by_cost`) or a run the machine starved twice (:func:`timed_out_twice`); a device that is
+    absent here is not (that cell was never asked of this machine)."""
+    return refused_by_cost(reason) or str(reason or "").startswith(TIMED_OUT_TWICE)

@@ -64,10 +64,35 @@ def die_with_parent(parent: int | None) -> None:
 
 def adopt() -> None:
     """First thing in a spawned child's main: tie it to the parent named by :data:`PARENT_ENV`, if any. The
-    variable is removed, so the child's own children are told their own parent."""
+    variable is removed, so the child's own children are told their own parent.
+
+    Where it names another process than this one's parent, one line on stderr names the variable and the cause:
+    the named process is gone (the harness that started this one died before it was tied to it: exit 1, nobody
+    waits), or it lives and is not the parent, or the value is no process id (a variable left in a shell's
+    environment, not set by a harness for its child: exit 2, as any bad input)."""
     value = os.environ.pop(PARENT_ENV, "")
-    if value.isdigit():
-        die_with_parent(int(value))
+    if not value:
+        return
+    if not value.strip().isdigit() or int(value) <= 0:
+        _refuse(f"${PARENT_ENV}={value[:40]!r} is not a process id: the harness sets it for the processes it "
+                f"starts; unset it", 2)
+    parent = int(value)
+    if os.getppid() == parent:
+        die_with_parent(parent)
+    elif pid_alive(parent):
+        _refuse(f"${PARENT_ENV}={value} names process {parent}, which is not this process's parent "
+                f"({os.getppid()}): left in the environment by another run? unset it", 2)
+    else:
+        _refuse(f"${PARENT_ENV}={value}: the process that started this one is gone; nobody waits for it", 1)
+
+
+def _refuse(line: str, code: int) -> None:
+    try:
+        sys.stderr.write(f"harness: error: {line}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(code)
 
 
 def fork() -> int:

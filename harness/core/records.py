@@ -97,6 +97,9 @@ class Verdict(str, enum.Enum):
         return self in (Verdict.NOT_JUDGED, Verdict.ERROR, Verdict.BROKEN)
 
 
+#: The verdicts of a check that did not run: a :class:`Measure` with one of them says why (its ``detail``).
+_NEEDS_REASON = frozenset({"skipped", "not judged"})
+
 #: The verdicts' texts, best first.
 VERDICTS = tuple(v.value for v in Verdict)
 #: Rank of each verdict; a group's verdict is its worst member's (skipped only when nothing else ran).
@@ -325,6 +328,11 @@ class Measure:
             raise RecordError(f"measure kind={self.kind!r} is not one of {', '.join(MEASURE_KINDS)}")
         if self.verdict and self.verdict not in VERDICTS:
             raise RecordError(f"measure verdict={self.verdict!r} is not one of {', '.join(VERDICTS)}")
+        if self.verdict in _NEEDS_REASON and not str(self.detail).strip():
+            # a check that did not run says why, in the words of its cause: nothing reads "no reason" later
+            raise RecordError(f"measure verdict={self.verdict!r} of {self.subject} [{self.device}] {self.context} "
+                              f"({self.kind}, case {self.case_id}) gives no reason (detail): every check that did "
+                              f"not run says why")
 
     @property
     def where(self) -> str:

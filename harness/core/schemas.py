@@ -325,6 +325,7 @@ CAMPAIGN_FIELDS: dict[str, Any] = {
     "timeout": _null({"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TIMEOUT}),
     "plugins": _list(NAME), "shard": _null(_SHARD), "cluster": {"type": "object"},
     "profile": {"enum": ["ci", "dev", "audit", "realistic"]},
+    "max_case_bytes": _null(POS),
 }
 CAMPAIGN: dict[str, Any] = _obj(CAMPAIGN_FIELDS, ["subjects", "devices", "contexts", "repeats", "fresh",
                                                   "timeout"], closed=False)

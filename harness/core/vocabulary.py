@@ -7,7 +7,8 @@ is implemented.
 
 from __future__ import annotations
 
-__all__ = ["FAMILIES", "PHASES", "COMPUTE_PHASES", "CPU_TIMING", "PHASE_SPELLINGS", "RELATIONS", "ROLES", "phase_name"]
+__all__ = ["FAMILIES", "PHASES", "COMPUTE_PHASES", "CPU_TIMING", "PHASE_SPELLINGS", "RELATIONS", "ROLES", "PROFILES",
+           "phase_name"]
 
 #: The case families: an embedding lookup, a (bi)LSTM stack, an embedding followed by an LSTM.
 FAMILIES: tuple[str, ...] = ("embed", "lstm", "pipeline")
@@ -31,6 +32,9 @@ RELATIONS: tuple[str, ...] = ("alone", "subbatch", "order", "padding", "duplicat
 #: What a subject is for: an implementation under test, a float64 reference, or a control whose behaviour
 #: is known by construction (it proves a check can fail, or can pass).
 ROLES: tuple[str, ...] = ("subject", "oracle", "control")
+
+#: The generation profiles (harness.generate.profiles implements each): how many and how large the cases are.
+PROFILES: tuple[str, ...] = ("ci", "dev", "audit", "realistic")
 
 
 def phase_name(text: str) -> str:

@@ -3,8 +3,8 @@
 - :func:`availability`: a task whose estimated peak exceeds the limit (:func:`harness.core.cost.memory_limit`:
   ``$HARNESS_MAX_CASE_BYTES``, else half this machine's memory; on a GPU at most the device's) is a ``skipped``
   row whose reason says ``needs about N GiB``: not judged, never run, never silently absent.
-- :func:`timeout`: the seconds one run may take (:func:`harness.core.cost.run_timeout`: a user's ``--timeout``
-  wins, else base + work x rate).
+- :func:`timeout`: the seconds of CPU time one run may use (:func:`harness.core.cost.run_timeout`: a user's
+  ``--timeout`` wins, else base + work x rate; :mod:`harness.execute.run_clock` holds the run to it).
 - :class:`MemoryBudget`: the lanes of a campaign never start tasks together whose estimates together exceed
   this machine's memory.
 """
@@ -17,20 +17,21 @@ from typing import Any
 from harness.core.cases import Case
 from harness.core.cost import BASE_TIMEOUT, estimate, machine_memory, over_limit, run_timeout
 from harness.core.devices import Device
+from harness.execute.run_clock import WALL_FACTOR
 
 __all__ = ["availability", "timeout", "host_bytes", "MemoryBudget", "time_bound", "weights", "RUN_SECONDS"]
 
 _ESTIMATE_ERRORS = (KeyError, TypeError, ValueError, IndexError, OverflowError)
 
 
-def availability(device: Device, case: Case, subject: str) -> tuple[bool, str]:
+def availability(device: Device, case: Case, subject: str, explicit: int | None = None) -> tuple[bool, str]:
     """``(available, reason)`` of running ``subject`` on ``case`` on ``device``: the device's own availability,
-    then whether the case's estimated peak fits the limit (the reason names the case, the estimate and the
-    limit)."""
+    then whether the case's estimated peak fits the limit (``explicit``: a user's ``--max-case-bytes``; the reason
+    names the case, the estimate and the limit)."""
     ok, reason = device.availability()
     if not ok:
         return ok, reason
-    why = over_limit(case, device=device.id, subject=subject)
+    why = over_limit(case, device=device.id, subject=subject, explicit=explicit)
     return (False, why) if why is not None else (True, reason)
 
 
@@ -99,5 +100,5 @@ def time_bound(case: Case, subject: str, device: str, runs: int, explicit: float
     """One line saying up front how long the runs may take at most: ``runs`` x the run timeout."""
     t = timeout(case, subject, device, explicit)
     where = "--timeout" if explicit is not None else "scaled with the case's estimated work; --timeout sets it"
-    return (f"time bound: {runs} run(s) of {subject} x {t:.0f} s each = {runs * t:.0f} s at most ({where}), "
-            f"the oracle's runs besides")
+    return (f"time bound: {runs} run(s) of {subject} x {t:.0f} s of CPU time each = {runs * t:.0f} s of CPU at most "
+            f"({where}; a run that sleeps: {WALL_FACTOR:g} x that in wall seconds), the oracle's runs besides")

@@ -127,11 +127,13 @@ class Answer:
     """A run's result and, per array, what the worker measured of it (``dtype`` name, ``shape``, ``digest``,
     and for floats ``nan``/``inf``): the campaign's run record takes it as it is."""
 
-    __slots__ = ("result", "tensors", "spooled", "sent_ok")
+    __slots__ = ("result", "tensors", "spooled", "sent_ok", "timing")
 
     def __init__(self, result: RunResult, tensors: dict[str, dict[str, Any]], spooled: bool = False,
-                 sent_ok: bool | None = None) -> None:
+                 sent_ok: bool | None = None, timing: Any = None) -> None:
         self.result = result
+        #: what the run got of the machine where a limit ended it (a :class:`~harness.execute.run_clock.RunTime`)
+        self.timing = timing
         self.tensors = tensors
         #: whether its arrays came through a spool file (which the reader then unlinks)
         self.spooled = spooled

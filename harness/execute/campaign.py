@@ -30,6 +30,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -79,13 +80,17 @@ class Campaign:
         #: pass that follows reads them here rather than from the files it was just written to.
         self.held: dict[str, dict[str, np.ndarray]] = {}
         self._held_bytes = 0
+        #: infrastructure notes (:attr:`TaskOutcome.notes`: a timeout that did not happen again alone), said on
+        #: stderr as they come and counted in the stats (``retried``: runs tried again alone)
+        self.notes: list[str] = []
 
     # ---- files ------------------------------------------------------------------------
     def write_inputs(self, cases: Sequence[Case], meta: dict[str, Any]) -> None:
         """Record the corpus and the settings (for replay and ``--resume``)."""
         write_corpus(cases, os.path.join(self.dir, "corpus.jsonl"))
         meta = {**meta, "corpus": corpus_stamp(cases), "repeats": self.settings.repeats, "fresh": self.settings.fresh,
-                "timeout": self.settings.timeout, "plugins": list(self.settings.plugins)}
+                "timeout": self.settings.timeout, "plugins": list(self.settings.plugins),
+                "max_case_bytes": self.settings.max_case_bytes}
         atomic_json(os.path.join(self.dir, "campaign.json"), meta)
 
     # ---- running ---------------------------------------------------------------------
@@ -155,6 +160,11 @@ class Campaign:
         tasks_f.flush()
         for k, v in outcome.seconds.items():
             self.stats[k] = self.stats.get(k, 0.0) + v
+        for note in outcome.notes:
+            self.notes.append(note)
+            self.stats["timeouts_not_reproduced"] = self.stats.get("timeouts_not_reproduced", 0.0) + 1
+            if not self.settings.quiet:
+                sys.stderr.write(f"\nnote: {note}\n")
         return rec
 
 

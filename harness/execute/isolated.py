@@ -33,8 +33,10 @@ __all__ = ["Runner", "Isolated", "measure_isolated", "setup_failure"]
 class Runner:
     """Worker processes kept between runs (close it, or use it as a context manager)."""
 
-    def __init__(self, *, plugins: Sequence[str] = (), timeout: float | None = None, fresh: int = 0) -> None:
-        self.settings = CampaignSettings(repeats=1, fresh=fresh, timeout=timeout, plugins=tuple(plugins), quiet=True)
+    def __init__(self, *, plugins: Sequence[str] = (), timeout: float | None = None, fresh: int = 0,
+                 max_case_bytes: int | None = None) -> None:
+        self.settings = CampaignSettings(repeats=1, fresh=fresh, timeout=timeout, plugins=tuple(plugins), quiet=True,
+                                         max_case_bytes=max_case_bytes)
         self._sets: dict[Any, WorkerSet] = {}
         self.runs = 0
 

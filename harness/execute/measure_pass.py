@@ -7,6 +7,8 @@ the gate and audits read ``measures.jsonl``; none of them loads arrays to measur
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from collections import OrderedDict
 from typing import Any, Mapping, Sequence
@@ -144,7 +146,7 @@ def _gathered(directory: str, contracts: Contracts, tasks: Mapping[str, TaskReco
         ms, lines = measured[key_of(rec)]
         out += ms
         text.append(lines)
-    extra = _not_judged(tasks.values(), cases, contracts, out)
+    extra = _not_judged(tasks.values(), cases, contracts, out, relations_run=_relations_run(directory))
     out += extra
     if write:
         path = os.path.join(directory, MEASURES_FILE)
@@ -283,10 +285,46 @@ def _measure_one(rec: TaskRecord, by: Mapping[Key, TaskRecord], cases: Mapping[s
     return out
 
 
-def _not_judged(records: Any, cases: Mapping[str, Case], contracts: Contracts, measures: list[Measure]
-                ) -> list[Measure]:
+def _relations_run(directory: str) -> list[str] | None:
+    """The relations a campaign ran (its ``campaign.json``), None where it does not say."""
+    try:
+        with open(os.path.join(directory, "campaign.json"), encoding="utf-8") as f:
+            named = json.load(f).get("relations")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return [str(r) for r in named] if isinstance(named, list) else None
+
+
+def _cause(m: Measure, records: Sequence[TaskRecord], relations_run: Sequence[str] | None) -> Measure:
+    """A ``not judged`` measure of :func:`~harness.judge.coverage.missing_measures` in the words of its cause where
+    the campaign knows it: a relation the campaign left out (``not run: --relations none``), an oracle it did not
+    run (``not run: --subjects ...``) or that was skipped or failed on the case (its own reason)."""
+    if m.kind == "relation" and relations_run is not None and m.relation not in relations_run:
+        given = ",".join(relations_run) if relations_run else "none"
+        return dataclasses.replace(m, detail=f"not run: --relations {given} leaves out {m.relation!r} (the "
+                                             f"contract claims invariance under it)")
+    if m.kind == "oracle" and m.other:
+        theirs = [r for r in records if r.subject == m.other]
+        if not theirs:
+            return dataclasses.replace(m, detail=f"not run: the campaign's subjects (--subjects) leave out "
+                                                 f"{m.other}, the oracle the contract judges the error against")
+        mine = [r for r in theirs if r.case_id == m.case_id]
+        if mine and mine[0].status == "skipped":
+            return dataclasses.replace(m, detail=f"not run: {m.other} was skipped on this case: "
+                                                 f"{mine[0].skip_reason}; {m.detail}")
+        if mine and mine[0].status != "ok":
+            err = mine[0].first_error or {}
+            return dataclasses.replace(m, detail=f"{m.other} failed on this case ({mine[0].run_status}: "
+                                                 f"{err.get('type')}: {str(err.get('message'))[:120]}); {m.detail}")
+    return m
+
+
+def _not_judged(records: Any, cases: Mapping[str, Case], contracts: Contracts, measures: list[Measure],
+                relations_run: Sequence[str] | None = None) -> list[Measure]:
     """What each task's contract asked for and did not get (:func:`harness.judge.coverage.missing_measures`):
-    the oracle that gave no values, the claimed relation that compared nothing."""
+    the oracle that gave no values, the claimed relation that compared nothing; each said in the words of its
+    cause where the campaign knows it (:func:`_cause`; ``relations_run``: the relations the campaign ran)."""
+    records = list(records)
     from harness.execute.relations import RELATIONS, members
     from harness.judge.coverage import missing_measures
     from harness.subjects.registry import SUBJECTS
@@ -325,7 +363,7 @@ def _not_judged(records: Any, cases: Mapping[str, Case], contracts: Contracts, m
         out += missing_measures(rec, contract, taken.get((rec.case_id, rec.subject, rec.device, rec.context), []),
                                 role=role, bad=bad, oracle=oracle_name, oracle_takes_case=takes,
                                 relations_possible=possible)
-    return out
+    return [_cause(m, records, relations_run) for m in out]
 
 
 def _takes(subject: Any, case: Case) -> bool:

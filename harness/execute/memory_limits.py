@@ -28,8 +28,14 @@ MEMORY_ENV = "HARNESS_WORKER_MEMORY"
 LIMIT_ENV = "HARNESS_WORKER_RLIMIT_AS"
 
 
+#: The least address space a worker is given: what a worker process needs to import NumPy and Chainer and answer
+#: (measured: 256 MiB starts one, 128 MiB does not). A smaller limit would kill every worker as it starts.
+MIN_WORKER_MEMORY = 256 << 20
+
+
 def parse_memory_limit(text: str, name: str = MEMORY_ENV) -> int | None:
-    """Bytes from ``text`` (an int, ``0``/``none`` for no limit); a bad value is one InvalidArgument line."""
+    """Bytes from ``text`` (an int, ``0``/``none`` for no limit); a bad value is one InvalidArgument line, and so
+    is a worker limit under :data:`MIN_WORKER_MEMORY` (no worker could start under it)."""
     from harness.core.errors import InvalidArgument
 
     t = text.strip().lower()
@@ -41,6 +47,10 @@ def parse_memory_limit(text: str, name: str = MEMORY_ENV) -> int | None:
         raise InvalidArgument(f"{name}={text!r} must be a number of bytes, or 0/none for no limit") from None
     if value < 0:
         raise InvalidArgument(f"{name}={text!r} must be a number of bytes, or 0/none for no limit")
+    if name == MEMORY_ENV and value < MIN_WORKER_MEMORY:
+        raise InvalidArgument(f"{name}={text!r} is under the {MIN_WORKER_MEMORY:,} bytes a worker process needs to "
+                              f"start (the interpreter, NumPy and Chainer): no worker could run; give more, or "
+                              f"0/none for no limit")
     return value
 
 

@@ -1,14 +1,18 @@
 """A campaign's progress line: tasks done, what the runs showed, the task running now, and the time left.
 
 The line moves while a long run is going: a ticker thread writes it again every :func:`tick_seconds` with the
-running task's elapsed time against what it is expected to take. Time left is measured, weighted by what each
-task is estimated to cost (:func:`harness.execute.admission.weight`): the seconds the tasks finished after the
-first one took (the first pays the workers' start-up), per unit of their estimated work, times the work left.
+running task's elapsed time against its estimated seconds (:func:`harness.execute.admission.weights`, from the
+case's cost estimate, :mod:`harness.core.cost`, that its runs' limits come from too).
+
+Time left is measured, weighted by what each task is estimated to cost (:func:`harness.execute.admission.weights`):
+the seconds the tasks finished after the first one took (the first pays the workers' start-up), per unit of their
+estimated work, times the work left.
 With no estimates every task weighs the same, and that is the tasks' mean time.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -16,6 +20,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
+from harness.core.errors import InvalidArgument
 from harness.core.records import TaskRecord
 
 __all__ = ["Progress", "RUNNING", "Running", "TICK_ENV", "tick_seconds"]
@@ -25,13 +30,29 @@ __all__ = ["Progress", "RUNNING", "Running", "TICK_ENV", "tick_seconds"]
 TICK_ENV = "HARNESS_PROGRESS_SECONDS"
 
 
-def tick_seconds(tty: bool) -> float:
-    """``$HARNESS_PROGRESS_SECONDS`` where it is a positive number, else 1 s on a terminal and 10 s in a log."""
+def tick_env() -> float | None:
+    """``$HARNESS_PROGRESS_SECONDS`` (None where unset); a value that is not a number of seconds in (0, 3600) is
+    one :class:`InvalidArgument` line naming the variable (checked before a verb starts:
+    :func:`harness.verbs.common.check_environment`)."""
+    text = os.environ.get(TICK_ENV, "").strip()
+    if not text:
+        return None
     try:
-        value = float(os.environ.get(TICK_ENV, ""))
+        value = float(text)
     except ValueError:
-        value = 0.0
-    return value if 0 < value < 3600 else (1.0 if tty else 10.0)
+        value = math.nan
+    if not 0 < value < 3600:
+        raise InvalidArgument(f"${TICK_ENV}={text[:40]!r} must be a number of seconds, more than 0 and under 3600")
+    return value
+
+
+def tick_seconds(tty: bool) -> float:
+    """:func:`tick_env` where set, else 1 s on a terminal and 10 s in a log."""
+    try:
+        value = tick_env()
+    except InvalidArgument:
+        value = None
+    return value if value is not None else (1.0 if tty else 10.0)
 
 
 class Running:
@@ -121,8 +142,8 @@ class Progress:
         longest = self.running.longest()
         if longest is not None:
             key, label, start, n = longest
-            rate = self.rate()
-            expected = f" of ~{rate * self.weight(key):.0f}s expected" if rate is not None else ""
+            # the task's estimated seconds, from the cost estimate its runs' limits come from
+            expected = f" of ~{self.weights[key]:.0f}s estimated" if key in self.weights else ""
             text += f"; running {label}: {now - start:.0f}s{expected}" + (f" (+{n - 1} more)" if n > 1 else "")
         return text
 

@@ -30,6 +30,9 @@ class CampaignSettings:
     #: when a task runs, never what it runs in: every task still gets R runs in one pooled worker and K in
     #: fresh ones.
     jobs: int = 0
+    #: The bytes a run of one case may need at its peak (a user's ``--max-case-bytes``); None: the default of
+    #: :func:`harness.core.cost.memory_limit`. A case over it is a ``skipped`` row saying so.
+    max_case_bytes: int | None = None
 
     def __post_init__(self) -> None:
         # The command line's parser checks these with the same functions; a campaign.json is checked by its
@@ -41,6 +44,7 @@ class CampaignSettings:
         if self.timeout is not None:
             argcheck.positive_seconds("timeout", self.timeout)
         argcheck.int_at_least("jobs", self.jobs, 0)
+        argcheck.int_at_least("max-case-bytes", self.max_case_bytes, 1)
 
     def lanes(self) -> int:
         """The number of lanes :attr:`jobs` asks for."""

@@ -6,6 +6,12 @@ took, so repetitions whose digests agree are compared without reading an array),
 repetition 0's arrays. It writes nothing: the caller (a :class:`~harness.execute.campaign.Campaign`, or a
 cluster worker sending the outcome back) does.
 
+A run that times out (its worker used the CPU limit, or slept past the wall limit: :mod:`harness.execute.
+run_clock`) is tried again in its slot alone, with no other lane's run beside it (:mod:`harness.execute.solo`),
+and twice the limit, before anything is concluded: an answer then makes the timeout an infrastructure note
+(:attr:`TaskOutcome.notes`), never a finding; a hang alone too (the CPU limit spent, or the wall limit reached
+asleep) is the ``timeout`` finding; a worker the machine starved alone too is "not judged: timed out twice".
+
 Apart from the lanes that call it (:mod:`harness.execute.lanes`): ``replay``, ``shrink``, a Dask worker and
 the in-process runs (:func:`outcome_of`) take a task's outcome the same way without the campaign's lanes.
 """
@@ -13,18 +19,20 @@ the in-process runs (:func:`outcome_of`) take a task's outcome the same way with
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
+from harness.core.cost import timed_out_twice
 from harness.core.devices import parse_device
 from harness.core.errors import WorkerError
 from harness.core.records import TaskRecord, TensorStats
 from harness.execute import admission
-from harness.execute.answers import tensor_meta
+from harness.execute.answers import Answer, tensor_meta
 from harness.execute.plan import Task
 from harness.execute.settings import CampaignSettings
+from harness.execute.solo import SOLO
 from harness.execute.worker_sets import WorkerSet
 from harness.judge import bitwise as compare
 from harness.judge.bits import value_text
@@ -50,6 +58,8 @@ class TaskOutcome:
     runs: list[dict[str, Any]]
     arrays: dict[str, np.ndarray]
     seconds: dict[str, float]
+    #: infrastructure notes: a run that timed out beside others and answered alone (never a finding)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def array_bytes(self) -> int:
@@ -64,7 +74,8 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
     outcome back) writes it.
     """
     device = parse_device(task.device)
-    ok, reason = admission.availability(device, task.case, task.subject)  # a case too large: "needs N GiB"
+    # a case too large for the limit (a user's --max-case-bytes, else the default): "needs N GiB"
+    ok, reason = admission.availability(device, task.case, task.subject, settings.max_case_bytes)
     timeout = admission.timeout(task.case, task.subject, task.device, settings.timeout)
     refused = accepts_error(task.subject, task.case.id)
     if refused is not None:  # a plug-in's accepts() raised, crashed or hung on this case: its row says so
@@ -83,12 +94,14 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
     metas: list[dict[str, dict[str, Any]]] = []
     lines: list[dict[str, Any]] = []
     seconds = {"subject": 0.0, "transfer_and_overhead": 0.0, "compare": 0.0, "runs": 0}
+    notes: list[str] = []  # the timeouts that did not happen again alone: a busy machine, said in the report
     case_json = task.case.to_json()
     used: set[int] = set()
 
-    def record(slot: str, pid: int | None, res: RunResult, meta: dict[str, dict[str, Any]], wall: float) -> bool:
+    def record(slot: str, pid: int | None, res: RunResult, meta: dict[str, dict[str, Any]], wall: float,
+               **extra: Any) -> bool:
         """One run's line and result; False when the runs stop here (a skip is decided before anything runs:
-        once is the whole story)."""
+        once is the whole story; a run the machine starved twice is one too)."""
         rep = len(results)
         seconds["runs"] += 1
         seconds["subject"] += res.subject_seconds
@@ -97,13 +110,49 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
             meta = _tensor_meta(res.arrays)
         metas.append(meta)
         lines.append({"key": task.key, "rep": rep, "process": slot, "pid": pid, "wall": wall, **res.meta(),
-                      "tensors": meta})
+                      "tensors": meta, **extra})
         results.append((slot, res))
         return res.status != "skipped"
 
     def crashed(exc: WorkerError) -> RunResult:
         return RunResult(task.subject, task.case.id, task.device, task.context, "crashed",
                          error=ErrorInfo("WorkerError", str(exc), "setup"))
+
+    def again(slot: str, pid: int | None, first: Answer, wall: float) -> bool:
+        """A run that timed out, tried again in its slot alone (no other lane's run beside it: :data:`SOLO`) with
+        twice the limit. An answer then makes the first timeout an infrastructure note (the run line's
+        ``retried``; ``notes``), never a finding; a second timeout that says the subject hangs (it spent the CPU
+        limit, or slept to the wall limit with a core free) is recorded twice and ends the task's runs; one the
+        machine starved again is a ``skipped`` run whose reason says so (not judged: :func:`timed_out_twice`)."""
+        seconds["retried"] = seconds.get("retried", 0.0) + 1
+        t0 = time.perf_counter()
+        try:
+            with workers.use_again(slot) as w, SOLO.alone():
+                pid2 = w.pid
+                second = w.run_answer(case_json, task.subject, task.device, task.context, 2 * timeout,
+                                      case_id=task.case.id)
+        except WorkerError as exc:
+            return record(slot, None, crashed(exc), {}, time.perf_counter() - t0)
+        wall2 = time.perf_counter() - t0
+        before = {"status": "timeout", "pid": pid, "wall": wall, "error": first.result.error.to_dict()
+                  if first.result.error is not None else None,
+                  "cpu": first.timing.to_dict() if first.timing is not None else None}
+        if second.result.status != "timeout":
+            why = first.timing.describe() if first.timing is not None else "no answer in time"
+            notes.append(f"{task.subject} [{task.device}] {task.context} on case {task.case.id}: run {len(results)} "
+                         f"timed out beside other runs ({why}); alone with a doubled limit it answered "
+                         f"{second.result.status} in {wall2:.1f} s: a busy machine, not a finding")
+            return record(slot, pid2, second.result, second.tensors, wall2, retried=before)
+        if second.timing is not None and not second.timing.hang:
+            res = RunResult(task.subject, task.case.id, task.device, task.context, "skipped",
+                            skip_reason=timed_out_twice(2 * timeout, second.timing.share))
+            return record(slot, pid2, res, {}, wall2, retried=before,
+                          cpu=second.timing.to_dict())
+        record(slot, pid, first.result, {}, wall,
+               **({"cpu": first.timing.to_dict()} if first.timing is not None else {}))
+        record(slot, pid2, second.result, {}, wall2, alone=True,
+               **({"cpu": second.timing.to_dict()} if second.timing is not None else {}))
+        return False  # it hangs alone too: the finding is made; more runs would only wait as long again
 
     while len(results) < len(slots):
         want = slots[len(results)]
@@ -117,18 +166,24 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
             # takes in each answer; one that ends the worker ends the stream, and the rest go to its successor.
             n = slots.count("pool") - len(results)  # the pooled slots come first: every run so far was one
             go = True
+            timed_out: tuple[str, int | None, Answer, float] | None = None
             try:
-                with workers.use("pool") as (slot, w):
+                with workers.use("pool") as (slot, w), SOLO.shared():
                     pid = w.pid
                     for answer in w.run_answers(case_json, task.subject, task.device, task.context,
                                                 timeout, n, case_id=task.case.id):
                         now = time.perf_counter()  # the worker ran this one while the last was taken in
+                        if answer.result.status == "timeout":
+                            timed_out = (slot, pid, answer, now - t0)
+                            break
                         go = record(slot, pid, answer.result, answer.tensors, now - t0)
                         t0 = now
                         if not go:
                             break
             except WorkerError as exc:
                 go = record("pool", None, crashed(exc), {}, time.perf_counter() - t0)
+            if timed_out is not None:
+                go = again(*timed_out)
             if not go:
                 break
         else:
@@ -136,7 +191,7 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
             meta: dict[str, dict[str, Any]] = {}
             slot = f"fresh:{len(used)}"
             try:
-                with workers.use(want, used) as (slot, w):  # marks the fresh worker it takes as used
+                with workers.use(want, used) as (slot, w), SOLO.shared():  # marks the fresh worker it takes as used
                     pid = w.pid
                     answer = w.run_answer(case_json, task.subject, task.device, task.context, timeout,
                                           case_id=task.case.id)
@@ -146,12 +201,16 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
                 slot = f"fresh:{min(taken)}" if taken else slot
                 pid = None
                 res = crashed(exc)
-            if not record(slot, pid, res, meta, time.perf_counter() - t0):
+            if res.status == "timeout":
+                if not again(slot, pid, answer, time.perf_counter() - t0):
+                    break
+            elif not record(slot, pid, res, meta, time.perf_counter() - t0):
                 break
     t0 = time.perf_counter()
     outcome = outcome_of(task, results, metas, lines)
     seconds["compare"] += time.perf_counter() - t0
     outcome.seconds.update(seconds)
+    outcome.notes.extend(notes)
     return outcome
 
 
@@ -203,8 +262,9 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
         device=task.device, context=task.context, bad_input=task.case.bad,
         runs=len(results), ok_runs=len(ok_reps),
         statuses={s: statuses.count(s) for s in sorted(set(statuses))},
+        # skipped: before anything ran, or a run the machine starved twice (its reason says which)
         status=("ok" if len(ok_reps) == len(results) else
-                "skipped" if statuses and statuses[0] == "skipped" else
+                "skipped" if "skipped" in statuses else
                 "error" if not ok_reps else "partial"),
         skip_reason=next((r.skip_reason for _, r in results if r.skip_reason), None),
         errors=tuple(errors[:1] + [e for e in errors[1:] if e["message"] != errors[0]["message"]][:3]),

@@ -3,10 +3,11 @@
 A :class:`Worker` is the parent's handle on a separate process with two private pipes. The process imports
 Chainer, loads the plug-ins it was given, then answers requests (:mod:`harness.execute.worker_loop`); each
 run's answer is a :class:`~harness.execute.answers.Answer` (:mod:`harness.execute.answers`: framed JSON and
-raw arrays, big ones in a spool file, never a pickle). The parent waits at most ``timeout`` seconds for each
-answer; a worker that dies (segfault, abort, out of memory), does not answer in time or answers something
-that is not a well-formed answer is killed and reported (``crashed`` / ``timeout``), and the caller starts a
-new one.
+raw arrays, big ones in a spool file, never a pickle). The parent waits for each answer while the worker has
+used less than ``timeout`` seconds of CPU and slept less than a generous wall limit
+(:mod:`harness.execute.run_clock`: a busy machine slows a run, it does not end it); a worker that dies
+(segfault, abort, out of memory), does not answer within those limits or answers something that is not a
+well-formed answer is killed and reported (``crashed`` / ``timeout``), and the caller starts a new one.
 
 Two ways to start one (``fork``):
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -39,7 +41,8 @@ from typing import Any, Iterator, Mapping
 from harness.core import lifeline
 from harness.core.errors import WorkerError
 from harness.execute.answers import Answer, Malformed, NoAnswer, decode_answer, read_frame, widen_pipe
-from harness.execute.memory_limits import LIMIT_ENV, default_memory_limit, output_limit
+from harness.execute.memory_limits import LIMIT_ENV, MEMORY_ENV, default_memory_limit, output_limit
+from harness.execute.run_clock import CHECK_SECONDS, WALL_FACTOR, ProcessClock, RunBudget, RunTime
 from harness.execute.worker_loop import child_main
 from harness.execute.zygote import Forked, worker_env, zygote_for, zygote_main
 from harness.subjects.base import ErrorInfo, RunResult
@@ -154,7 +157,9 @@ class Worker:
             except subprocess.TimeoutExpired:
                 code = None
             self.kill()
-            raise WorkerError(f"worker {self.label} died while starting (exit code {code})") from None
+            limit = (f"; its address space was limited to {self.memory_limit:,} bytes (${MEMORY_ENV}, else half "
+                     f"the RAM): too little?" if self.memory_limit is not None and code not in (None, 0) else "")
+            raise WorkerError(f"worker {self.label} died while starting (exit code {code}){limit}") from None
         except (Malformed, ValueError, RecursionError) as exc:
             self.kill()
             raise WorkerError(f"worker {self.label} answered garbage while starting: {exc}") from None
@@ -184,8 +189,10 @@ class Worker:
     def run_answers(self, case_json: str, subject: str, device: str, context: str, timeout: float,
                     count: int, case_id: str = "") -> Iterator[Answer]:
         """``count`` runs asked for at once: the worker runs them one after another and answers each as it
-        ends, so it never waits on this process between them. Each answer is due ``timeout`` seconds after
-        this process starts waiting for it. The answers stop early after the first ``skipped`` one (the
+        ends, so it never waits on this process between them. Each answer is due once the worker has used
+        ``timeout`` seconds of CPU since this process started waiting for it, or slept past the wall limit
+        (:class:`~harness.execute.run_clock.RunBudget`); a ``timeout`` answer carries what the run got
+        (:attr:`Answer.timing`). The answers stop early after the first ``skipped`` one (the
         worker stops there too) and after one that ends the worker (``crashed``, ``timeout``): the caller asks
         a new worker for the rest."""
         self.wait_ready()
@@ -201,12 +208,17 @@ class Worker:
         except (BrokenPipeError, OSError):
             yield Answer(self._dead(base, "setup"), {})
             return
+        ended: RunTime | None
         previous: Answer | None = None  # the last ok answer: a repeat of its bits comes without arrays
         for seq in range(first, first + count):
             path = os.path.join(self.spool or "", f"{seq}.bin")
             spooled = True  # until the answer says it came whole in the frame: a file may be there
+            ended = None
             try:
-                payload = read_frame(self._rx_fd, time.monotonic() + timeout)
+                ended = self._await(timeout)
+                if ended is not None:
+                    raise NoAnswer()
+                payload = read_frame(self._rx_fd, time.monotonic() + timeout * WALL_FACTOR)
                 answer = decode_answer(payload, base, path, self.output_limit, previous)
                 spooled = answer.spooled
                 if answer.sent_ok:
@@ -214,7 +226,9 @@ class Worker:
             except NoAnswer:
                 self.kill()
                 yield Answer(RunResult(**base, status="timeout", error=ErrorInfo(
-                    "Timeout", f"no answer within {timeout:g} s; worker killed", "run")), {})
+                    "Timeout", f"no answer within {timeout:g} s"
+                               + (f" of CPU time: {ended.describe()}" if ended is not None else "")
+                               + "; worker killed", "run")), {}, timing=ended)
                 return
             except (EOFError, OSError):
                 yield Answer(self._dead(base, "run"), {})
@@ -238,6 +252,22 @@ class Worker:
                 raise
             if answer.result.status == "skipped":
                 return
+
+    def _await(self, limit: float) -> RunTime | None:
+        """Wait until the answer pipe has something to read: None then; the :class:`RunTime` that ended the wait
+        where the worker used ``limit`` seconds of CPU, or slept past the wall limit (:mod:`harness.execute.
+        run_clock`). Most runs answer within the first look; only a longer one reads the worker's clock."""
+        t0 = time.monotonic()
+        if select.select([self._rx_fd], [], [], CHECK_SECONDS)[0]:
+            return None
+        budget = RunBudget(limit, ProcessClock(self.pid) if self.pid is not None else lambda: None, t0=t0)
+        while True:
+            ended = budget.check()
+            if ended is not None:
+                return ended
+            wait = budget.deadline() - time.monotonic()
+            if select.select([self._rx_fd], [], [], max(wait, 0.0))[0]:
+                return None
 
     def _dead(self, base: dict[str, str], phase: str) -> RunResult:
         try:

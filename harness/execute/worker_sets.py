@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
+from harness.core.case_limits import MAX_CASE_BYTES_ENV
 from harness.core.contexts import Context
 from harness.core.devices import Device
 from harness.core.errors import WorkerError
@@ -81,6 +82,22 @@ class _Busy:
                 self.now.discard(k)
                 self.cond.notify_all()
 
+    @contextmanager
+    def take_this(self, k: int, stopped: Callable[[], bool]) -> Iterator[int]:
+        """Fresh worker ``k`` itself, waiting while another lane runs in it."""
+        with self.cond:
+            while k in self.now:
+                if stopped():
+                    raise WorkerError("the campaign was stopped")
+                self.cond.wait()
+            self.now.add(k)
+        try:
+            yield k
+        finally:
+            with self.cond:
+                self.now.discard(k)
+                self.cond.notify_all()
+
     def wake(self) -> None:
         with self.cond:
             self.cond.notify_all()
@@ -114,8 +131,15 @@ class WorkerSet:
     def _new(self, label: str) -> Worker:
         # The pooled worker is forked from its environment's zygote (a fork, not an import); a fresh one is
         # a brand-new interpreter, its own hash seed and imports (see harness.execute.worker).
-        return Worker(env=dict(self.context.env), plugins=self.settings.plugins, label=label,
-                      fork=label == "pool").start()
+        return Worker(env=self.env(), plugins=self.settings.plugins, label=label, fork=label == "pool").start()
+
+    def env(self) -> dict[str, str]:
+        """The workers' environment overrides: the context's, and a user's case limit (``--max-case-bytes``), which
+        the worker holds the arrays it builds to (:func:`harness.core.case_limits.max_case_bytes_default`)."""
+        env = dict(self.context.env)
+        if self.settings.max_case_bytes is not None:
+            env[MAX_CASE_BYTES_ENV] = str(self.settings.max_case_bytes)
+        return env
 
     def launch(self) -> "WorkerSet":
         """Start the processes without waiting for them: the fresh workers, and the environment's zygote (the
@@ -127,7 +151,7 @@ class WorkerSet:
         with self.launching:
             if not self.fresh:
                 self.fresh = [self._new(f"fresh:{k}") for k in range(self.settings.fresh)]
-                prestart_zygote(self.context.env)
+                prestart_zygote(self.env())
         return self
 
     def start(self) -> None:
@@ -166,6 +190,16 @@ class WorkerSet:
             if used is not None:
                 used.add(k)
             yield f"fresh:{k}", self.worker(f"fresh:{k}")
+
+    @contextmanager
+    def use_again(self, slot: str) -> Iterator[Worker]:
+        """The worker of ``slot`` (``"pool"``, ``"fresh:k"``) once more, a new one where it died: a run that timed
+        out is tried again in the slot it ran in (held meanwhile, as :meth:`use` holds it)."""
+        if slot == "pool":
+            yield self.worker(slot)
+            return
+        with self.busy.take_this(int(slot.split(":")[1]), lambda: self.aborted):
+            yield self.worker(slot)
 
     def worker(self, slot: str) -> Worker:
         if self.aborted:

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from harness.core import schemas
-from harness.core.argcheck import readable_file
+from harness.core.argcheck import SHIPPED_CONTRACTS, readable_file
 from harness.core.errors import ContractError, InvalidArgument
 from harness.core.input_parsing import InputProblem, parse_toml
 from harness.core.schema_check import first_problem
@@ -69,7 +69,7 @@ from harness.core.vocabulary import phase_name
 __all__ = ["Contract", "BadInputRule", "KnownDefect", "Contracts", "load_contracts", "DEFAULT_CONTRACTS", "validate",
            "ORACLE_RULES"]
 
-DEFAULT_CONTRACTS = Path(__file__).resolve().parents[2] / "contracts.toml"
+DEFAULT_CONTRACTS = Path(SHIPPED_CONTRACTS)
 
 #: The looser oracle rules a contract may opt into (``oracle_rules``); the default for a line
 #: without ``tolerance`` is all of them, for a line with ``tolerance`` none.

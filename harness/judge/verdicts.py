@@ -478,10 +478,12 @@ def judge_task(contract: Any, key: Mapping[str, str], status: str, run_status: s
     every run failed with the error a ``[[known_defect]]`` declares: ``known``), a crash or timeout, or no
     contract line; None for a task whose runs all succeeded under a contract."""
     if status == "skipped":
-        from harness.core.cost import refused_by_cost  # a case too large to run here is "not judged"
+        from harness.core.cost import not_judged_skip  # too large to run here, starved twice: "not judged"
 
-        return Measure(**_base("task", key, "", verdict=NOT_JUDGED if refused_by_cost(skip_reason) else SKIPPED,
-                               rule="not run", detail=skip_reason or "", contract=_describe(contract)))
+        return Measure(**_base("task", key, "", verdict=NOT_JUDGED if not_judged_skip(skip_reason) else SKIPPED,
+                               rule="not run", contract=_describe(contract),
+                               detail=skip_reason or f"not run: every run of the task was skipped (statuses "
+                                                     f"{run_status}) and the worker gave no reason"))
     if status != "ok":
         got = "" if error is None else f"{error.get('type')} in {error.get('phase')}: {error.get('message')}"
         defect = _known(known, error)

@@ -79,7 +79,8 @@ def _check_importable(subject: str) -> None:
 
 def replay(contracts: Contracts, case: Case, subject: str, devices: Sequence[Device], contexts: Sequence[str],
            repeats: int, out: TextIO = sys.stdout, *, fresh: int = 0, baseline: str | None = None,
-           plugins: Sequence[str] = (), timeout: float | None = None, export: str = "") -> int:
+           plugins: Sequence[str] = (), timeout: float | None = None, export: str = "",
+           max_case_bytes: int | None = None) -> int:
     """Run in worker processes and print; returns the exit code of
     :func:`harness.judge.outcomes.replay_outcome` (0 nothing differs, 1 something does, 3 every run raised the
     same way; a set-up failure raises :class:`SetupError`, exit 2). ``export``: the command that exports what
@@ -92,7 +93,7 @@ def replay(contracts: Contracts, case: Case, subject: str, devices: Sequence[Dev
 
     print(time_bound(case, subject, device.id, (repeats + fresh) * (len(contexts) + len(devices) - 1), timeout),
           file=sys.stderr)
-    with Runner(plugins=plugins, timeout=timeout, fresh=fresh) as runner:
+    with Runner(plugins=plugins, timeout=timeout, fresh=fresh, max_case_bytes=max_case_bytes) as runner:
         here = measure_isolated(runner, contracts, subject, case, device, context, repeats, fresh,
                                 contexts=list(contexts[:-1]), devices=list(devices[:-1]))
     why = setup_failure(here.record)
@@ -161,7 +162,7 @@ def _against_baseline(contracts: Contracts, rec: Any, arrays: Any, baseline: str
 
 def replay_relation(contracts: Contracts, case: Case, subject: str, device: Device, context: str, relation: str,
                     out: TextIO = sys.stdout, *, plugins: Sequence[str] = (), timeout: float | None = None,
-                    export: str = "") -> int:
+                    export: str = "", max_case_bytes: int | None = None) -> int:
     """Run ``case`` and every member of ``relation`` in worker processes, once each, and judge each member's
     tensors against the base case's (as the campaign's measure pass does); 0 when every pair is bit-identical,
     1 otherwise (``export`` as :func:`replay`'s)."""
@@ -173,7 +174,7 @@ def replay_relation(contracts: Contracts, case: Case, subject: str, device: Devi
     rel = get_relation(relation)
     contract = contracts.find(subject, device.kind, context)
     related = members(case, [rel])
-    with Runner(plugins=plugins, timeout=timeout) as runner:
+    with Runner(plugins=plugins, timeout=timeout, max_case_bytes=max_case_bytes) as runner:
         base = runner.run(case, subject, device, context)
         why = setup_failure(base.record)
         if why is not None:

@@ -164,6 +164,10 @@ def summary_frame(results: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- the verdict matrix
 
 
+#: The verdicts of a check that did not run: a cell with one says why (the measures' own reasons).
+_UNRUN = ("skipped", "not judged")
+
+
 def cells_frame(measures: Sequence[Measure], tasks: Mapping[str, TaskRecord] | None = None) -> pd.DataFrame:
     """The verdict matrix: one row per subject x device x context x relation (:data:`CELL_COLUMNS`).
 
@@ -181,8 +185,9 @@ def cells_frame(measures: Sequence[Measure], tasks: Mapping[str, TaskRecord] | N
         tensors = {(m.case_id, m.tensor) for m in ms if m.tensor}
         oracle = [m for m in ms if m.kind == "oracle" and m.error_ratio is not None]
         top = max(oracle, key=lambda m: m.error_ratio) if oracle else None
-        reasons = sorted({m.detail for m in ms if m.kind == "task" and m.verdict in ("skipped", "error", "not judged")
-                          and m.detail})
+        # why the cell was not run or not judged (every such measure says why), or why a task errored
+        reasons = sorted({m.detail for m in ms if m.detail and (m.verdict in _UNRUN
+                                                                or (m.kind == "task" and m.verdict == "error"))})
         ulps = [m.max_ulp for m in diff if m.max_ulp is not None]
         rows.append({
             "subject": subject, "role": role, "device": device, "context": context, "relation": relation,

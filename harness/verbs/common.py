@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Sequence
 
+from harness.core.errors import HarnessError, InvalidArgument
 from harness.judge.reproducer import Reproducer
 
-__all__ = ["load_plugins", "subject_case", "note", "check_worker_limits"]
+__all__ = ["load_plugins", "subject_case", "note", "check_worker_limits", "check_environment"]
 
 
 def load_plugins(specs: Sequence[str] | None) -> None:
@@ -34,6 +36,37 @@ def check_worker_limits() -> None:
 
     default_memory_limit()
     output_limit()
+
+
+#: The on/off switches the harness reads from the environment: each is unset, "0" or "1".
+_FLAGS = ("HARNESS_GPU", "HARNESS_ALLOW_UNUSABLE_GPU", "HARNESS_ZYGOTE", "HARNESS_WORKER_STDERR",
+          "HARNESS_PLUGIN_IN_PROCESS")
+
+
+def check_environment() -> None:
+    """Every environment variable the harness reads, checked before any verb starts: a bad value is one line
+    naming the variable (each by the function that reads it, so the rule is that function's)."""
+    from harness.core.case_limits import max_case_bytes_default
+    from harness.core.vocabulary import PROFILES
+    from harness.execute.progress import tick_env
+    from harness.execute.settings import default_jobs
+    from harness.subjects.manifest import load_timeout
+
+    profile = os.environ.get("HARNESS_PROFILE", "")
+    if profile and profile not in PROFILES:
+        raise InvalidArgument(f"$HARNESS_PROFILE={profile[:40]!r} is not one of {', '.join(PROFILES)}")
+    for flag in _FLAGS:
+        value = os.environ.get(flag, "").strip()
+        if value not in ("", "0", "1"):
+            raise InvalidArgument(f"${flag}={value[:40]!r} must be 0 or 1 (or unset)")
+    tick_env()
+    default_jobs()
+    max_case_bytes_default()
+    try:
+        load_timeout()
+    except HarnessError as exc:
+        raise InvalidArgument(str(exc).splitlines()[0]) from None
+    check_worker_limits()
 
 
 def note(text: str) -> None:

@@ -26,7 +26,7 @@ class ReplayOptions:
 
     reproducer: Reproducer
     timeout: float | None = CampaignSettings.timeout  # None: scaled with the case's estimated work
-    max_case_bytes: int | None = None    # None: $HARNESS_MAX_CASE_BYTES or a quarter of the memory
+    max_case_bytes: int | None = None    # None: $HARNESS_MAX_CASE_BYTES or half the memory (case_limits)
 
     @property
     def repeats(self) -> int:
@@ -59,6 +59,8 @@ def replay(opts: ReplayOptions) -> int:
     export = "" if subject.role == "control" else r.command("export", ["--out", export_path(r.case_id or r.case)])
     if r.relation:
         return run.replay_relation(contracts, case, subject.name, devices[0], contexts[0], r.relation,
-                                   plugins=r.plugins, timeout=opts.timeout, export=export)
+                                   plugins=r.plugins, timeout=opts.timeout, export=export,
+                                   max_case_bytes=opts.max_case_bytes)
     return run.replay(contracts, case, subject.name, devices, contexts, opts.repeats, fresh=opts.fresh,
-                      baseline=r.baseline or None, plugins=r.plugins, timeout=opts.timeout, export=export)
+                      baseline=r.baseline or None, plugins=r.plugins, timeout=opts.timeout, export=export,
+                      max_case_bytes=opts.max_case_bytes)

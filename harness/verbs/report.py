@@ -75,7 +75,8 @@ class ReportOptions:
         from harness.generate.corpora import PROFILE_CAMPAIGN
 
         own = PROFILE_CAMPAIGN.get(self.profile or "ci", {})
-        given = {k: getattr(self, k) for k in ("repeats", "fresh", "timeout", "jobs") if getattr(self, k) is not None}
+        given = {k: getattr(self, k) for k in ("repeats", "fresh", "timeout", "jobs", "max_case_bytes")
+                 if getattr(self, k) is not None}
         return CampaignSettings(**{**own, **given, "plugins": self.plugins, "quiet": self.quiet, **kw})
 
 
@@ -176,6 +177,8 @@ def _resume_conflicts(opts: ReportOptions, meta: dict[str, Any], cases: list[Cas
         differ("--timeout", float(opts.timeout), meta["timeout"] and float(meta["timeout"]))  # None: scaled
     if opts.shard is not None:
         differ("--shard", opts.shard, meta.get("shard"))
+    if opts.max_case_bytes is not None:
+        differ("--max-case-bytes", opts.max_case_bytes, meta.get("max_case_bytes"))
     if opts.relations is not None:
         from harness.execute.relations import parse_relations
 
@@ -220,7 +223,7 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
         devices = parse_devices(",".join(meta["devices"]))
         contexts = parse_contexts(",".join(meta["contexts"]))
         settings = opts.settings(repeats=meta["repeats"], fresh=meta["fresh"], timeout=meta["timeout"],
-                                 plugins=tuple(meta.get("plugins", ())))
+                                 plugins=tuple(meta.get("plugins", ())), max_case_bytes=meta.get("max_case_bytes"))
     else:
         subjects = subjects_for(_names(opts.subjects))
         sel = select_devices(opts.devices)

@@ -83,7 +83,7 @@ def shrink(opts: ShrinkOptions) -> int:
     target = Target(kind=kind, subject=subject.name, device=device, context=context, other=other,
                     relation=r.relation, tensor_kind=r.tensor, error=error, others=others, flaky=r.flaky)
     log = None if opts.quiet else (lambda s: print(s, file=sys.stderr))
-    with Runner(plugins=r.plugins, timeout=opts.timeout, fresh=2) as runner:
+    with Runner(plugins=r.plugins, timeout=opts.timeout, fresh=2, max_case_bytes=opts.max_case_bytes) as runner:
         if not reproduces(runner, contracts, case, target):
             print(f"shrink: {target.describe()} does not reproduce on case {case.id}: nothing to shrink",
                   file=sys.stderr)

@@ -119,3 +119,18 @@ def test_nothing_below_the_command_line_takes_an_argparse_namespace(tmp_path):
     planted = tmp_path / "planted.py"
     planted.write_text("import argparse\n\ndef run(args: argparse.Namespace) -> int:\n    return args.x\n")
     assert len(_argparse_users(tmp_path)) == 2
+
+
+def test_the_documented_default_case_limit_is_the_codes(monkeypatch, capsys) -> None:
+    from harness.cli import main
+    from harness.core.case_limits import DEFAULT_LIMIT_TEXT, MAX_CASE_BYTES_ENV, max_case_bytes_default
+    from harness.core.cost import machine_memory, memory_limit
+
+    monkeypatch.delenv(MAX_CASE_BYTES_ENV, raising=False)
+    assert DEFAULT_LIMIT_TEXT == "half this machine's memory"
+    assert max_case_bytes_default() == machine_memory() // 2 and memory_limit("cpu") == (machine_memory() // 2,
+                                                                                         DEFAULT_LIMIT_TEXT)
+    with pytest.raises(SystemExit):
+        main(["replay", "--help"])
+    helptext = " ".join(capsys.readouterr().out.split())
+    assert f"(default ${MAX_CASE_BYTES_ENV} or {DEFAULT_LIMIT_TEXT})" in helptext and "quarter" not in helptext

@@ -154,3 +154,54 @@ def test_a_read_only_output_folder_is_refused_before_work(verb, read_only, capsy
     assert _exit(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot be written" in err[0], err
+
+
+# ---- the inputs every verb has besides its options: plug-in modules, the shipped contracts ----------------
+def test_the_one_rule_takes_a_list_of_inputs_and_follows_links(corpus, tmp_path) -> None:
+    os.symlink(corpus, tmp_path / "link")
+    with pytest.raises(InvalidArgument, match=r"out='.*link' would overwrite the input case="):
+        argcheck.output_not_input("out", str(tmp_path / "link"), [("cache", str(tmp_path / "nothing")),
+                                                                   ("case", str(corpus))])
+    argcheck.output_not_input("out", str(tmp_path / "new.py"), [("case", str(corpus))])
+
+
+def test_a_plugin_module_is_found_without_importing_it() -> None:
+    path = argcheck.plugin_file("suites.plugins.stalls:SUBJECTS")
+    assert path is not None and path.endswith(os.path.join("suites", "plugins", "stalls.py"))
+    assert argcheck.plugin_file("no_such_module_xyz:X") is None and argcheck.plugin_file(":X") is None
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["gate", "--devices", "cpu", "--junit", "{contracts}"], "the input contracts="),
+    (["gate", "--devices", "cpu", "--junit", "{plugin}", "--subject-plugin", "suites.plugins.stalls:SUBJECTS"],
+     "the input subject-plugin="),
+    (["cases", "--out", "{plugin}", "--family", "embed"], None),  # cases loads no plug-in: written elsewhere below
+], ids=["shipped-contracts", "plugin-module", "no-plugin"])
+def test_an_output_over_the_shipped_contracts_or_a_plugin_module_is_refused(argv, names, tmp_path, capsys) -> None:
+    link = tmp_path / "c.toml"
+    os.symlink(argcheck.SHIPPED_CONTRACTS, link)
+    plugin = tmp_path / "plugin.py"
+    os.symlink(argcheck.plugin_file("suites.plugins.stalls:SUBJECTS"), plugin)
+    before = {p: open(p, "rb").read() for p in (argcheck.SHIPPED_CONTRACTS, str(plugin))}
+    if names is None:
+        argv = [a.replace("{plugin}", str(tmp_path / "cases.jsonl")) for a in argv]
+        assert _exit([*argv, "--examples", "1"]) == 0
+    else:
+        argv = [a.replace("{contracts}", str(link)).replace("{plugin}", str(plugin)) for a in argv]
+        assert _exit(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and names in err[0], err
+    assert {p: open(p, "rb").read() for p in before} == before
+
+
+@pytest.mark.parametrize("text", ["1 / 2", " 1/2", "1/2 ", "+1/2", "1/ 2", "1_0/20"])
+def test_a_shard_is_digits_slash_digits_and_nothing_else(text) -> None:
+    with pytest.raises(InvalidArgument, match="must look like i/n"):
+        argcheck.shard("shard", text)
+    assert argcheck.shard("shard", "1/2") == (1, 2)
+
+
+def test_cases_coverage_with_both_a_profile_and_a_corpus_is_one_line(corpus, capsys) -> None:
+    assert _exit(["cases", "--coverage", "--profile", "dev", "--corpus", str(corpus)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("harness: error:") and "profile='dev'" in line and "corpus=" in line

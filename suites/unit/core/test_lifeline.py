@@ -9,6 +9,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from harness.core import lifeline
 
 _SLEEPER = "import time; from harness.core.lifeline import adopt; adopt(); print('up', flush=True); time.sleep(600)"
@@ -102,12 +104,29 @@ def test_a_forked_child_dies_with_its_parent() -> None:
             os.kill(child, signal.SIGKILL)
 
 
-def test_adopt_exits_where_the_parent_is_already_gone() -> None:
-    code = ("import os; os.environ['HARNESS_PARENT_PID'] = '1' if os.getppid() != 1 else '2'; "
+def _adopting(parent: str) -> subprocess.CompletedProcess:
+    code = (f"import os; os.environ['HARNESS_PARENT_PID'] = {parent!r}; "
             "from harness.core.lifeline import adopt; adopt(); print('survived')")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": os.getcwd()})
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.getcwd()})
+
+
+def test_adopt_exits_where_the_parent_is_already_gone() -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its pid names no process now
+    out = _adopting(str(gone.pid))
     assert out.returncode == 1 and "survived" not in out.stdout
+    assert out.stderr.strip() == f"harness: error: $HARNESS_PARENT_PID={gone.pid}: the process that started this " \
+                                 f"one is gone; nobody waits for it"
+
+
+@pytest.mark.parametrize("value, cause", [("1", "names process 1, which is not this process's parent"),
+                                          ("x12", "is not a process id")])
+def test_a_stale_parent_variable_is_one_line_naming_it_exit_2(value: str, cause: str) -> None:
+    out = _adopting(value)
+    assert out.returncode == 2 and "survived" not in out.stdout
+    [line] = out.stderr.splitlines()
+    assert line.startswith("harness: error: $HARNESS_PARENT_PID=") and cause in line, line
 
 
 def test_sweep_removes_only_what_dead_processes_left(tmp_path) -> None:

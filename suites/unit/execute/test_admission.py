@@ -93,7 +93,7 @@ def test_run_timeout_follows_the_work_and_an_explicit_one_wins():
         SMALL, "chainer.NStepLSTM", "cpu", None)
     assert admission.timeout(BIG, "chainer.NStepBiLSTM", "cpu", 7.5) == 7.5
     line = admission.time_bound(BIG, "chainer.NStepBiLSTM", "cpu", 3, 10.0)
-    assert "3 run(s)" in line and "x 10 s" in line and "30 s at most" in line
+    assert "3 run(s)" in line and "x 10 s of CPU time" in line and "30 s of CPU at most" in line
 
 
 @pytest.mark.parametrize("settings_timeout", [None, 30.0])
