@@ -17,6 +17,7 @@ import numpy as np
 
 from harness.core.case_arrays import lstm_weight_shapes
 from harness.core.errors import CaseError, InvalidArgument, one_line
+from harness.core.model_cases import input_bytes
 
 __all__ = ["MAX_CASE_BYTES_ENV", "CaseShape", "estimate_case_bytes", "max_case_bytes_default", "check_case_size",
            "check_case_family"]
@@ -64,7 +65,9 @@ def estimate_case_bytes(case: CaseShape) -> int:
     """
     s = case.spec
     total = 0
-    if case.family == "embed":
+    if case.family == "model":  # no arrays of its own: one step's drawn batch (its parameters are the run's)
+        total += input_bytes(s)
+    elif case.family == "embed":
         shape = [int(n) for n in s["ids_shape"]]
         vocab, width = int(s["vocab"]), int(s["width"])
         wsize = _itemsize(s.get("w_dtype", "float32"))
