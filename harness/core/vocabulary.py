@@ -7,7 +7,8 @@ is implemented.
 
 from __future__ import annotations
 
-__all__ = ["FAMILIES", "MODEL_FAMILIES", "CASE_FAMILIES", "PHASES", "COMPUTE_PHASES", "CPU_TIMING", "PHASE_SPELLINGS", "RELATIONS", "ROLES", "phase_name"]
+__all__ = ["FAMILIES", "MODEL_FAMILIES", "CASE_FAMILIES", "PHASES", "COMPUTE_PHASES", "CPU_TIMING", "PHASE_SPELLINGS",
+           "RELATIONS", "ROLES", "phase_name"]
 
 #: The case families: an embedding lookup, a (bi)LSTM stack, an embedding followed by an LSTM.
 FAMILIES: tuple[str, ...] = ("embed", "lstm", "pipeline")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import math
 import pathlib
+import textwrap
 from typing import Sequence
 
 from harness.judge.trajectory import TABLE_COLUMNS, Divergence, table_rows
@@ -39,29 +40,30 @@ def _points(div: Divergence, what: str) -> tuple[list[int], list[float]]:
 def plot_trajectory(pair: tuple[str, Divergence], baseline: tuple[str, Divergence] | None, title: str) -> bytes:
     """Two panels (parameters' relative L2 distance; loss difference) against the steps done, log-log; the
     baseline dashed. About 1100 x 420 px."""
-    fig = _figure(11, 4.2)
-    fig.suptitle(title, fontsize=10)
+    fig = _figure(11, 4.6)
+    fig.suptitle("\n".join(textwrap.wrap(title, 150)[:3]), fontsize=9)
     for i, (what, label) in enumerate((("rel_l2", "parameters: relative L2 distance"),
                                        ("loss", "loss: absolute difference"))):
         ax = fig.add_subplot(1, 2, i + 1)
         drawn = False
-        for (name, div), style, colour in ((pair, "-", _PAIR), (baseline, "--", _BASE)):
-            if div is None:
+        for named, style, colour in ((pair, "-", _PAIR), (baseline, "--", _BASE)):
+            if named is None:
                 continue
+            name, div = named
             xs, ys = _points(div, what)
             if xs:
                 ax.plot(xs, ys, style, marker="o" if what == "rel_l2" else None, markersize=3, color=colour,
                         label=name)
                 drawn = True
             else:
-                ax.plot([], [], style, color=colour, label=f"{name}: bit-identical at every step")
+                ax.plot([], [], style, color=colour, label=f"{name}: no difference at any step")
         if drawn:
             _log_scale(ax, "y")
             _log_scale(ax, "x")
         ax.set_xlabel("steps done")
         ax.set_ylabel(label)
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     return _png(fig)
 

@@ -153,7 +153,7 @@ def trajectory(opts: TrajectoryOptions) -> int:
         named = [(" vs ".join(outcome.labels), outcome.pair)]
         if outcome.baseline is not None:
             named.append(("one ULP in one weight", outcome.baseline))
-        figure = plot_trajectory(named[0], named[1] if len(named) > 1 else None, outcome.line[:140])
+        figure = plot_trajectory(named[0], named[1] if len(named) > 1 else None, outcome.line)
         for path in write_trajectory(pathlib.Path(opts.out), named, outcome.line, figure):
             print(f"wrote {path}")
     return 0 if outcome.identical else 1
