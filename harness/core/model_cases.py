@@ -53,7 +53,7 @@ def param_count(spec: Mapping[str, Any]) -> int:
 def snapshot_bound(steps: int) -> int:
     """At most how many full parameter snapshots a run of ``steps`` steps keeps: steps 0, 1, 2, 4, 8, ... below
     ``steps`` and the last one (the rule itself is :func:`harness.subjects.model_calls.snapshot_steps`)."""
-    return max(int(steps), 1).bit_length() + 1
+    return max(int(steps) - 1, 0).bit_length() + 2
 
 
 def step_shape(spec: Mapping[str, Any]) -> tuple[int, int]:

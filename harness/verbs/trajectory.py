@@ -71,8 +71,8 @@ def _model_subject(name: str, what: str) -> Any:
     s = get_subject(name)
     if s.family not in MODEL_FAMILIES:
         models = ", ".join(n for n, x in SUBJECTS.items() if x.family in MODEL_FAMILIES)
-        raise InvalidArgument(f"{what}={name!r} is a {s.family} subject; a trajectory trains a model subject "
-                              f"({models})")
+        raise InvalidArgument(f"{what}={name!r} is a subject of family {s.family}; a trajectory trains a model "
+                              f"subject ({models})")
     return s
 
 
