@@ -165,7 +165,8 @@ def cmd_trajectory(args: argparse.Namespace) -> int:
     given = _given_values(args, "case_id", "fresh", "against", "steps", "out", "timeout", "max_case_bytes",
                           plugins="subject_plugin")
     contexts = argcheck.name_list("contexts", args.contexts) or []
-    return trajectory(TrajectoryOptions(args.case, args.subject, contexts=tuple(contexts), **given))
+    return trajectory(TrajectoryOptions(args.case, args.subject, contexts=tuple(contexts),
+                                        localize=not args.no_localize, **given))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -333,7 +334,7 @@ def build_parser() -> argparse.ArgumentParser:
                "figure.", _codes("0  bit-identical at every step", "1  the runs differ (the line says where "
                                                                          "first and by how much)"))
     add_options(tr, "trajectory", "case", "--case-id", "--subject", "--subject-plugin", "--contexts", "--fresh",
-                "--against", "--steps", "--out", "--timeout", "--max-case-bytes")
+                "--against", "--steps", "--out", "--timeout", "--max-case-bytes", "--no-localize")
     tr.set_defaults(func=cmd_trajectory)
     return p
 

@@ -69,7 +69,9 @@ def test_a_nondeterministic_plugin_first_differs_at_step_0_beside_the_baseline(t
     out = run_trajectory(TrajectoryOptions(str(path), "planted.model_noisy_loss", plugins=(PLUGIN,)))
     assert not out.identical and out.pair.first_differing.step == 0
     assert out.pair.first_differing.differs[0] == "loss" and out.pair.distances[0].loss_diff > 0
-    assert "first differs at step 0 (the loss: the forward differs)" in out.line
+    # localized at that step: the planted node's forward, whose inputs matched in both runs
+    assert out.node.startswith("forward of NoisyScale #")
+    assert f"first differs at step 0 ({out.node}; the loss: the forward differs)" in out.line
     assert out.baseline is not None and out.baseline.steps == 4 and "one ULP in one weight gives" in out.line
 
 

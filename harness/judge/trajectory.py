@@ -177,18 +177,20 @@ def scale_words(pair: float, baseline: float) -> str:
         return f"{r:.0f}x the training's own instability"
     if r >= 0.1:
         return "as large as the training's own instability"
-    return f"{1 / r:.0f}x smaller than the training's own instability" if r > 0 else "none at all"
+    return f"{1 / r:.0f}x smaller than the training's own instability" if r > 0 else "the parameters end the same bits"
 
 
-def verdict(pair: Divergence, baseline: Divergence | None, what: str) -> str:
-    """The one line: "bit-identical over K steps (what)", or where the pair first differs and how far apart it
-    ends, beside the one-ULP baseline's distances (None: no baseline was run)."""
+def verdict(pair: Divergence, baseline: Divergence | None, what: str, node: str = "") -> str:
+    """The one line: "bit-identical over K steps (what)", or where the pair first differs (at that step, the
+    first function ``node`` whose outputs differ, where one was localized) and how far apart it ends, beside the
+    one-ULP baseline's distances (None: no baseline was run)."""
     first = pair.first_differing
     if first is None:
         return f"bit-identical over {pair.steps} steps ({what})"
     end = pair.last_measured
     last = pair.last
-    head = f"{what}: first differs at step {first.step} ({_first_text(first)})"
+    at = f"{node}; " if node else ""
+    head = f"{what}: first differs at step {first.step} ({at}{_first_text(first)})"
     if end is None or last is None:
         return head
     line = (f"{head}; after {last.step + 1} steps the parameters differ by {end.rel_l2:.2g} relative "

@@ -39,6 +39,8 @@ class TrajectoryOptions:
     out: str | None = None
     timeout: float | None = None  # None: scaled with the case's estimated work (K steps)
     max_case_bytes: int | None = None
+    #: at the first differing step, localize the first function node whose outputs differ (in a child process)
+    localize: bool = True
 
 
 @dataclass
@@ -50,6 +52,8 @@ class Outcome:
     pair: Any
     baseline: Any
     labels: tuple[str, str]
+    #: the first function node whose outputs differ at the first differing step, or why none was named
+    node: str = ""
 
 
 def _check(opts: TrajectoryOptions) -> None:
@@ -134,7 +138,33 @@ def run_trajectory(opts: TrajectoryOptions) -> Outcome:
             p = arrays(runner, _with(case, perturb=dict(perturb or DEFAULT_PERTURB)), subject.name, a_ctx,
                        "one-ULP baseline")
             baseline = compare_runs(a, p)
-    return Outcome(verdict(pair, baseline, what), pair.identical, pair, baseline, labels)
+    node = ""
+    first = pair.first_differing
+    if first is not None and opts.localize and not opts.fresh and not opts.against:
+        node = _first_node(_with(case, steps=first.step + 1), opts, (a_ctx, b_ctx) if opts.contexts else ())
+    return Outcome(verdict(pair, baseline, what, node), pair.identical, pair, baseline, labels, node)
+
+
+def _first_node(case: Any, opts: TrajectoryOptions, contexts: tuple[str, ...]) -> str:
+    """The first function node whose outputs differ while its inputs matched, in runs of ``case`` (the
+    trajectory cut after its first differing step: the steps before it are the same bits), localized in a
+    child process (:func:`harness.execute.localization.localize_in_child`); "" where none is named (the
+    difference arose outside a function node: the optimizer's update, or inputs that already differed)."""
+    import tempfile
+
+    from harness.execute.localization import localize_in_child
+    from harness.judge.reproducer import Reproducer
+
+    with tempfile.TemporaryDirectory(prefix="harness-trajectory-") as tmp:
+        path = pathlib.Path(tmp) / f"{case.id}.json"
+        path.write_text(case.to_json())
+        r = Reproducer(str(path), opts.subject, plugins=opts.plugins, **({"contexts": contexts} if contexts else
+                                                                          {"repeats": 2}))
+        try:
+            loc = localize_in_child(r, 600.0 if opts.timeout is None else opts.timeout)
+        except SetupError:
+            return ""
+    return "" if loc.root is None else loc.root.short()
 
 
 def trajectory(opts: TrajectoryOptions) -> int:

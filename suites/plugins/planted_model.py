@@ -1,8 +1,8 @@
 """Planted model subjects for the trajectory tests (``--subject-plugin suites.plugins.planted_model:SUBJECTS``).
 
-- ``planted.model_noisy_loss``: the ``espnet_rnnlm`` recipe whose loss is scaled by ``1 + u * 2**-18`` with ``u``
-  drawn from the operating system's entropy on every step of every run (as a racing reduction would move it):
-  its trajectory differs run to run from step 0 on;
+- ``planted.model_noisy_loss``: the ``espnet_rnnlm`` recipe whose loss (and its gradient) is scaled by
+  ``1 + u * 2**-18`` in one function node, ``u`` drawn from the operating system's entropy on every step of every
+  run (as a racing reduction would move it): its trajectory differs run to run from step 0 on, at that node;
 - ``planted.model_adadelta_eps``: the same recipe whose optimizer is AdaDelta with eps 1e-6 instead of ESPnet's
   1e-8 (a changed default): the forward and backward of every step it shares with the shipped subject are the
   same bits, and only the update differs. No one-call subject sees it; a trajectory ``--against`` the shipped
@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
+
 from harness.subjects.base import Declared, Subject
 from harness.subjects.calling import call_run
 from harness.subjects.model_calls import run_training
@@ -24,13 +26,22 @@ __all__ = ["SUBJECTS"]
 
 
 def noisy_loss(env: Any, a: dict, spec: Any, emit: Any) -> None:
-    """The shipped LM training with the loss moved by a few ULPs drawn from the OS's entropy at every step."""
+    """The shipped LM training with the loss (and so its gradients) moved by a few ULPs drawn from the OS's
+    entropy at every step, inside one function node (``NoisyScale``: the same inputs, other outputs, as a racing
+    kernel gives)."""
+    chainer = env.chainer
 
-    def hook(loss: Any) -> Any:
-        u = 0.5 + int.from_bytes(os.urandom(4), "little") / 2.0 ** 33  # in [0.5, 1)
-        return loss * (1.0 + u * 2.0 ** -18)
+    class NoisyScale(chainer.function_node.FunctionNode):
+        def forward(self, inputs: Any) -> Any:
+            (x,) = inputs
+            u = 0.5 + int.from_bytes(os.urandom(4), "little") / 2.0 ** 33  # in [0.5, 1)
+            self.scale = 1.0 + u * 2.0 ** -18
+            return (np.asarray(x * self.scale, dtype=x.dtype),)
 
-    run_training(env, spec, emit, "espnet_rnnlm", loss_hook=hook)
+        def backward(self, indexes: Any, grad_outputs: Any) -> Any:
+            return (grad_outputs[0] * self.scale,)
+
+    run_training(env, spec, emit, "espnet_rnnlm", loss_hook=lambda loss: NoisyScale().apply((loss,))[0])
 
 
 def adadelta_eps(env: Any, a: dict, spec: Any, emit: Any) -> None:

@@ -76,6 +76,7 @@ def test_a_forward_that_differs_at_step_0_is_named_first_by_its_loss():
     div = compare_runs(read_run(_arrays(LOSS, NORM, _params)), read_run(_arrays(lb, NORM, _params)))
     assert div.first_differing is not None and div.first_differing.step == 0
     assert div.first_differing.differs == ("loss",) and "the forward differs" in verdict(div, None, "x")
+    assert "step 0 (forward of Linear #3; the loss" in verdict(div, None, "x", node="forward of Linear #3")
     assert div.distances[0].loss_diff > 0 and div.distances[1].loss_diff == 0
 
 
@@ -103,6 +104,7 @@ def test_scale_words_compare_the_final_distances():
     assert scale_words(1e-2, 1e-4) == "100x the training's own instability"
     assert scale_words(1e-6, 1e-4) == "100x smaller than the training's own instability"
     assert scale_words(1e-6, 0.0) == "the one-ULP baseline did not move"
+    assert scale_words(0.0, 1e-6) == "the parameters end the same bits"
 
 
 def test_a_run_with_a_missing_step_is_refused():
