@@ -1,9 +1,10 @@
 """A trajectory's files: its table (``trajectory.csv``), its figure (``trajectory.png``) and its verdict line.
 
-The figure draws, against the step, how far the compared pair's parameters are apart (relative L2) and how far
-its losses are, on a log scale, with the one-ULP instability baseline dashed beside them: the scale that says
-whether a divergence is larger than what training does with one bit. A step where two runs are bit-identical
-has no point on a log axis: the figure says so in its legend. Pure: divergences in, files out.
+The figure draws, against the step, how far the compared pair's parameters are apart (relative L2, at the steps
+that kept them) and how far its losses are (points: crosses for the baseline), on a log scale, with the one-ULP
+instability baseline dashed beside them: the scale that says whether a divergence is larger than what training
+does with one bit. A step where two runs agree has no point on a log axis; a comparison that never differs says
+so in its legend. Pure: divergences in, files out.
 """
 
 from __future__ import annotations
@@ -51,8 +52,11 @@ def plot_trajectory(pair: tuple[str, Divergence], baseline: tuple[str, Divergenc
                 continue
             name, div = named
             xs, ys = _points(div, what)
-            if xs:
-                ax.plot(xs, ys, style, marker="o" if what == "rel_l2" else None, markersize=3, color=colour,
+            if xs and what == "rel_l2":
+                ax.plot(xs, ys, style, marker="o", markersize=3, color=colour, label=name)
+                drawn = True
+            elif xs:  # a loss difference is often 0 (no point): points only, so no line bridges those steps
+                ax.plot(xs, ys, linestyle="none", marker="o" if style == "-" else "x", markersize=4, color=colour,
                         label=name)
                 drawn = True
             else:
