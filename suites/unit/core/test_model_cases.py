@@ -61,3 +61,12 @@ def test_the_cost_grows_with_the_steps_and_keeps_every_snapshot():
     few, many = (estimate(Case("model", 1, {**LM, "steps": k})) for k in (4, 400))
     assert many.flops == 100 * few.flops and many.loops > few.loops
     assert many.subject - few.subject == 4 * param_count(LM) * (snapshot_bound(400) - snapshot_bound(4))
+
+
+def test_the_harness_and_the_calls_module_read_the_same_defaults():
+    # the calls module imports no harness code, so it spells its defaults itself: they must be these
+    from harness.core import model_cases
+    from harness.core.schemas import MODEL_RECIPES
+    from harness.subjects import model_calls
+
+    assert model_calls.DEFAULTS == model_cases.DEFAULTS and model_calls.RECIPES == MODEL_RECIPES
