@@ -49,8 +49,13 @@ run)
       suites) step suites "${GPU_SUITES_S:-100}" python3 -m pytest -p no:cacheprovider -q -rfEs --durations=15 \
                 -m gpu --device gpu -n 4 suites/ ;;
       audit) step audit "${GPU_AUDIT_S:-45}" python3 -m harness audit --devices all --out "$W/audit-gpu.json" --quiet ;;
-      # The exported standalone scripts kept beside the GPU reports (exit 1 while their defect is there).
-      export) for f in reports/gpu/*/export-*.py; do step "export-$(basename "$f" .py)" 60 python3 "$f"; done ;;
+      # The ignore-label defect of the H200 report, exported here (the export runs its script before it writes)
+      # and run again as a maintainer would: exit 1 while the defect is there.
+      export) mkdir -p "$W/export"
+              step export 120 python3 -m harness export reports/gpu/h200-20261204/cases/891d9788398e.json \
+                --subject espnet.EmbedID --device gpu --kind 'known library defect' \
+                --out "$W/export/reproduce-espnet-ignore-label.py" --markdown "$W/export/issue.md"
+              step export-run 60 python3 "$W/export/reproduce-espnet-ignore-label.py" ;;
       *) echo "GPU_STEPS: unknown step '$s'" | tee -a "$W/summary.txt" ;;
     esac
   done

@@ -383,39 +383,33 @@ def _add_bisect(sub: Any) -> None:
     """``harness bisect``: its options, and the one place they become a :class:`BisectOptions`."""
     b = _verb(sub, "bisect", "which package and release changes a case's bits",
               "Between two environments that disagree on a case (pins, or two fingerprints: a run or baseline "
-              "directory, environment.json, an audit file), install each side in throwaway environments, change "
-              "one package at a time to find which one changes the bits, then bisect its releases between the two "
-              "pins and name the first that does.",
+              "directory, environment.json, an audit file), install each side in throwaway environments and run "
+              "the case's exported reproducer there (--save-outputs), change one package at a time to find which "
+              "one changes the bits, then bisect its releases between the two pins and name the first that does. "
+              "The CPU, the OpenBLAS kernels and BLAS threads and the variables the harness sets are pinned in "
+              "every probe and named with the answer (--env pins more).",
               _codes("0  the two ends agree on the case", "1  a package and release named (or several packages "
-                     "change the bits only together)", "2  bad input, or an end that cannot be installed"))
+                     "change the bits only together)", "2  bad input, an end that cannot be installed or run "
+                     "(its cause's line), or an error at both ends"))
     add_options(b, "bisect", "case", "--case-id", "--subject", "--context", "--subject-plugin")  # the reproducer's
-    for end in ("good", "bad"):
-        b.add_argument(f"--{end}", action="append", default=[], metavar="NAME==VERSION",
-                       help=f"a pin of the {end} end (repeatable, or several separated by spaces or commas)")
-        b.add_argument(f"--{end}-env", metavar="PATH", help=f"the {end} end's fingerprint: a run or baseline "
-                       "directory, an environment.json or an audit file (its package versions)")
-    b.add_argument("--cache", default="", metavar="DIR", help="where environments and the resumable log go "
-                   "(default $XDG_CACHE_HOME/harness/bisect)")
-    b.add_argument("--find-links", action="append", default=[], metavar="DIR", help="wheels to install from "
-                   "(repeatable); their versions are bisected too")
-    b.add_argument("--no-index", action="store_true", help="install only from --find-links (offline)")
-    b.add_argument("--installer", choices=("auto", "uv", "pip"), default="auto",
-                   help="uv where installed (auto), or python -m venv + pip (default %(default)s)")
-    add_options(b, "bisect", "--timeout", "--quiet")
+    add_options(b, "bisect", "--good", "--good-env", "--bad", "--bad-env", "--env", "--cache", "--find-links",
+                "--no-index", "--installer", "--timeout", "--quiet")
 
     def run(args: argparse.Namespace) -> int:
-        from harness.verbs.bisect import BisectOptions, bisect, parse_pins, pins_from_environment
+        from harness.upstream.bisect import parse_pins, pins_from_environment
+        from harness.upstream.bisect_conditions import parse_env
+        from harness.verbs.bisect import BisectOptions, bisect
 
         found = {e: pins_from_environment(getattr(args, f"{e}_env")) if getattr(args, f"{e}_env") else {}
                  for e in ("good", "bad")}
         shared = set(found["good"]) & set(found["bad"])  # a fingerprint may list a package the other lacks
-        ends = {e: {**{n: found[e][n] for n in shared}, **parse_pins(getattr(args, e), e)} for e in found}
+        ends = {e: {**{n: found[e][n] for n in shared}, **parse_pins(getattr(args, e) or [], e)} for e in found}
         for end, pins in ends.items():
             if not pins:
                 raise InvalidArgument(f"{end}: no pins (give --{end} NAME==VERSION or --{end}-env PATH)")
         return bisect(BisectOptions(
-            good=ends["good"], bad=ends["bad"], find_links=tuple(args.find_links), plugins=tuple(args.subject_plugin),
+            good=ends["good"], bad=ends["bad"], env=parse_env(args.env or []),
             **_given_values(args, "case", "subject", "case_id", "context", "cache", "no_index", "installer",
-                            "timeout", "quiet")))
+                            "timeout", "quiet", "find_links", plugins="subject_plugin")))
 
     b.set_defaults(func=run)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -111,6 +112,7 @@ class Opt:
     switch: bool = False
     choices: tuple[str, ...] | None = None
     required: tuple[str, ...] = ()     # the verbs that need it
+    many: bool = False                 # repeatable: each value appended
 
 
 def option_table() -> dict[str, Opt]:
@@ -191,9 +193,58 @@ def option_table() -> dict[str, Opt]:
         "--spread": Opt("shard: each task once somewhere (one column); every: every worker runs the whole corpus "
                         "(one column per worker, each with its own fingerprint) (default {default})",
                         choices=("shard", "every")),
+        **_bisect_options(),
         "--cluster-workers": Opt("worker processes of --cluster local (default {default})",
                                  argcheck.ints("cluster-workers", 1), metavar="N"),
     }
+
+
+def _pins(name: str) -> Callable[[str], str]:
+    def check(n: str, text: str) -> None:
+        from harness.upstream.bisect import parse_pins
+
+        parse_pins([text], n)
+
+    return checked(name, check)
+
+
+def _env_pin(name: str, text: str) -> None:
+    from harness.upstream.bisect_conditions import parse_env
+
+    parse_env([text])
+
+
+def _exists(name: str, text: str) -> None:
+    if not os.path.exists(text):
+        raise InvalidArgument(f"{name}={text!r} does not exist")
+
+
+def _a_dir(name: str, text: str) -> None:
+    if not os.path.isdir(text):
+        raise InvalidArgument(f"{name}={text!r} is not a directory")
+
+
+def _bisect_options() -> dict[str, Opt]:
+    """``bisect``'s own options: its two ends, its cache, where packages come from, the conditions it pins."""
+    out = {f"--{end}": Opt(f"a pin of the {end} end, NAME==VERSION (repeatable, or several separated by spaces "
+                           "or commas)", _pins(end), metavar="NAME==VERSION", many=True) for end in ("good", "bad")}
+    out.update({f"--{end}-env": Opt(f"the {end} end's fingerprint: a run or baseline directory, an "
+                                    "environment.json or an audit file (its package versions)",
+                                    checked(f"{end}-env", _exists), metavar="PATH")
+                for end in ("good", "bad")})
+    out.update({
+        "--cache": Opt("bisect's own directory: its logs (one per question, read back by a rerun) and its "
+                       "throwaway environments (default $XDG_CACHE_HOME/harness/bisect)", metavar="DIR"),
+        "--find-links": Opt("a directory of wheels or sdists to install from (repeatable); their versions are "
+                            "bisected too", checked("find-links", _a_dir), metavar="DIR", many=True),
+        "--no-index": Opt("install only from --find-links (offline)", switch=True),
+        "--installer": Opt("uv (refused where it is not installed), pip (python -m venv + pip), or auto: uv "
+                           "where installed, else pip (default {default})", choices=("auto", "uv", "pip")),
+        "--env": Opt("pin a variable in every probe beside the machine's own conditions, NAME=VALUE "
+                     "(repeatable; e.g. OPENBLAS_CORETYPE=SkylakeX)", checked("env", _env_pin),
+                     metavar="NAME=VALUE", many=True),
+    })
+    return out
 
 
 #: What a None default reads as in --help.
@@ -249,6 +300,8 @@ def add_options(p: Any, verb: str, *flags: str) -> None:
         if o.switch:
             kw["action"] = "store_true"
         else:
+            if o.many:
+                kw["action"] = "append"
             kw.update(type=o.check.get(verb) if isinstance(o.check, Mapping) else o.check, metavar=o.metavar,
                       choices=o.choices)
         if verb in o.required:

@@ -280,7 +280,8 @@ def _violations(measures: Sequence[Measure], case: Case, contracts: Contracts) -
     out = []
     for v in found:
         why = _outside_plugins(v.subject)
-        v = Violation(v.measure, case_file=path, no_replay=why, origin=origin)
+        v = Violation(v.measure, case_file=path, no_replay=why, origin=origin,
+                      role=get_subject(v.subject).role)
         out.append(dataclasses.replace(v, replay="" if why else v.finding().replay()))
     return out
 

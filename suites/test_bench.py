@@ -381,3 +381,14 @@ def test_the_bench_says_when_no_bytecode_cache_can_be_kept() -> None:
     assert bytecode_note({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/x"}) == "kept"
     assert bytecode_note({"PYTHONDONTWRITEBYTECODE": ""}) == "kept"  # what the Makefile exports
     assert bytecode_note({}) == "kept"
+
+
+def test_the_sizes_section_names_every_recipe_dimension_in_its_corner_rows() -> None:
+    from harness.generate.recipes import DIMENSIONS
+    from tools.bench import sizes
+
+    corners = sizes._corners()
+    named = {name for _, label, _ in corners for name in label.removeprefix("corner ").split(" + ")}
+    assert named == {f"{d.family}.{d.name}" for d in DIMENSIONS}
+    assert all(family in sizes.LADDER for family, _, _ in corners)  # each runs on its family's ladder subject
+    assert sizes._CORNERS["quick"] and sizes._CORNERS["full"] and not sizes._CORNERS["smoke"]

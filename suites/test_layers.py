@@ -29,7 +29,8 @@ ALLOWED = {
     "judge": {"core", "judge"},
     "execute": {"core", "generate", "subjects", "judge", "execute"},
     "outputs": {"core", "generate", "subjects", "judge", "execute", "outputs"},
-    "verbs": {"core", "generate", "subjects", "judge", "execute", "outputs", "verbs"},
+    "upstream": {"core", "generate", "subjects", "judge", "execute", "upstream"},
+    "verbs": {"core", "generate", "subjects", "judge", "execute", "outputs", "upstream", "verbs"},
 }
 
 _MODULE_NAME = re.compile(r"^(harness|tools)(\.[A-Za-z_][A-Za-z0-9_]*)+$")

@@ -11,6 +11,7 @@ file in the nearest existing directory.
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import os
 import stat
@@ -252,6 +253,12 @@ def writable_file(name: str, path: str) -> str:
     _fits(name, path)
     if os.path.isdir(path):
         raise InvalidArgument(f"{name}={path!r} is a directory, not a file")
+    if os.path.islink(path) and not os.path.exists(path):
+        try:
+            os.stat(path)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise InvalidArgument(f"{name}={path!r} is a loop of symbolic links") from None
     parent = os.path.dirname(os.path.abspath(path))
     base = _nearest_existing(parent)
     if not os.path.isdir(base):

@@ -274,9 +274,10 @@ class _BuiltArrays(OrderedDict[str, "dict[str, np.ndarray]"]):
 _BUILT = _BuiltArrays()
 
 #: Bytes of built arrays a process keeps. A campaign runs a case once per subject, subject after subject, so a
-#: worker meets each case again only after every other case of its corpus: the whole default corpus is a few
-#: MiB, and with eight cases kept (the old bound) nearly every task rebuilt its arrays in each worker.
-BUILT_BYTES = 64 << 20
+#: worker meets each case again only after every other case of its corpus: the whole default corpus is about 80
+#: MiB (two hidden-1,024 corner cases hold 16 MiB of weights each), and with eight cases kept (the old bound)
+#: nearly every task rebuilt its arrays in each worker.
+BUILT_BYTES = 128 << 20
 
 
 def build_arrays(case: Case, max_bytes: int | None = None,

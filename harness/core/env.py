@@ -21,7 +21,8 @@ from harness.core.worker_defaults import WORKER_ENV_DEFAULTS
 #: The ESPnet module under test (the subjects import it; the fingerprint records whether it imports).
 ESPNET_MODULE = "espnet.nets.chainer_backend.deterministic_embed_id"
 
-__all__ = ["WORKER_ENV_DEFAULTS", "fingerprint", "setup_problems", "flatten_fingerprint", "check_exit",
+__all__ = ["WORKER_ENV_DEFAULTS", "cpu_model", "result_env", "fingerprint", "setup_problems", "flatten_fingerprint",
+           "check_exit",
            "RESULT_ENV_PATTERNS", "EnvDifference", "environment_diff", "env_kind", "ENV_KIND_ORDER", "machine_label"]
 
 #: Environment variables that can change numerical results (exact names or prefixes ending in '*').
@@ -39,7 +40,7 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
@@ -50,7 +51,7 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _result_env() -> dict[str, str]:
+def result_env() -> dict[str, str]:
     """The result-relevant variables a worker starts with: this process's, and the worker defaults."""
     env = {**WORKER_ENV_DEFAULTS, **os.environ}
     out = {}
@@ -142,9 +143,9 @@ def fingerprint() -> dict[str, Any]:
         "platform": platform.platform(),
         "packages": {d: _version(d) for d in ("numpy", "chainer", "cupy", "cupy-cuda13x", "cupy-cuda12x",
                                                "espnet", "pandas", "hypothesis", "threadpoolctl", "pytest")},
-        "cpu": {"model": _cpu_model(), "cores": os.cpu_count()},
+        "cpu": {"model": cpu_model(), "cores": os.cpu_count()},
         "blas": blas_info(),
-        "env": _result_env(),
+        "env": result_env(),
     }
     fp["chainer"] = _chainer_part()
     fp["compat_patches"] = list(compat.applied())

@@ -9,7 +9,9 @@ setting it. Three ways in, all here:
   figure server, the zygote's workers and verb children);
 - :func:`popen`: ``subprocess.Popen`` of a Python child (workers, zygotes, sandboxed ``python -m harness``, plug-in
   manifest children) told this process's pid in :data:`PARENT_ENV`; the child calls :func:`adopt` first thing;
-- :func:`die_with_parent`: for a child started another way (``multiprocessing``), given the parent's pid.
+- :func:`die_with_parent`: for a child started another way (``multiprocessing``), given the parent's pid;
+- :func:`run_guarded`: any program (an exported script, pip, a throwaway environment's python) under a small
+  guard that dies with this process and takes the program's whole process group with it.
 
 The kernel's "parent" is the *thread* that forked: a child forked from a lane thread would be killed when that
 lane ends, though the process lives on (zygotes outlive campaigns). So :func:`popen` starts children from the
@@ -30,9 +32,11 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
 
-__all__ = ["PARENT_ENV", "die_with_parent", "adopt", "fork", "popen", "child_env", "helper_threads",
+__all__ = ["PARENT_ENV", "die_with_parent", "adopt", "fork", "popen", "run_guarded", "Ran", "GUARD", "child_env",
+           "helper_threads",
            "owned_prefix", "sweep", "pid_alive"]
 
 #: The pid a spawned child checks its parent against (set by :func:`popen`, removed by :func:`adopt`).
@@ -171,3 +175,77 @@ def sweep(base: str, prefix: str) -> int:
                     continue
             gone += 1
     return gone
+
+
+
+# ---- any program (a script, pip, a venv's python), with its own children -------------------------------
+#: The guard every child runs under (``python -I -c GUARD ARGV...``): it dies with the harness (SIGTERM from the
+#: kernel's parent-death signal, set here first; SIGINT and SIGHUP too) and takes the command's process group
+#: with it; on the command's own end it clears the group too, so nothing the command left runs on.
+GUARD = r"""
+import ctypes, os, signal, subprocess, sys
+parent = os.environ.pop("HARNESS_PARENT_PID", "")
+child = None
+SIGS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+def stop(signum, frame):
+    if child is not None:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    os._exit(128 + signum)
+for s in SIGS:
+    signal.signal(s, stop)
+try:
+    ctypes.CDLL(None).prctl(1, int(signal.SIGTERM), 0, 0, 0)
+except Exception:
+    pass
+if parent.isdigit() and os.getppid() != int(parent):
+    sys.exit(1)
+signal.pthread_sigmask(signal.SIG_BLOCK, SIGS)
+try:
+    child = subprocess.Popen(sys.argv[1:], start_new_session=True,
+                             preexec_fn=lambda: signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGS))
+except OSError as exc:
+    print(f"cannot start {sys.argv[1]}: {exc}", file=sys.stderr)
+    sys.exit(127)
+finally:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGS)
+code = child.wait()
+try:
+    os.killpg(child.pid, signal.SIGKILL)
+except OSError:
+    pass
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What a guarded command did: its exit code (None: killed past its timeout) and its output."""
+
+    code: int | None
+    stdout: str
+    stderr: str
+
+
+
+def run_guarded(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
+                cwd: str | None = None) -> Ran:
+    """``argv`` under the guard, its output captured; past ``timeout`` seconds the guard is told to end it (and
+    its process group), and ``code`` is None. An interrupt ends the guard (and so the command) before it goes
+    on up."""
+    proc = popen([sys.executable, "-I", "-c", GUARD, *argv], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, errors="replace", env=dict(env or os.environ), cwd=cwd)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate()
+        return Ran(None, out, err)
+    except BaseException:
+        proc.send_signal(signal.SIGTERM)  # the guard takes the command's group with it
+        proc.wait()
+        raise
+    return Ran(proc.returncode, out, err)

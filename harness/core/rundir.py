@@ -23,7 +23,8 @@ from typing import Any, Iterable
 
 from harness.core.errors import HarnessError, InvalidArgument, RecordError
 
-__all__ = ["json_file", "baseline_dir", "check_resume", "check_baseline", "corpus_stamp", "npz_sound", "record_notes",
+__all__ = ["task_arrays",
+           "json_file", "baseline_dir", "check_resume", "check_baseline", "corpus_stamp", "npz_sound", "record_notes",
            "runs_short"]
 
 
@@ -224,3 +225,20 @@ def check_baseline(path: str, what: str = "baseline") -> None:
             arr = os.path.join(path, "arrays", rec.array_file)
             if os.path.exists(arr) and not npz_sound(arr):
                 raise InvalidArgument(f"{what}: {arr} is damaged (it does not read whole)")
+
+
+def task_arrays(run_dir: str, array_file: str | None) -> dict[str, Any] | None:
+    """The arrays a run directory keeps of one task (``arrays/<array_file>``), or None where it keeps none or
+    they cannot be read."""
+    if not array_file:
+        return None
+    path = os.path.join(run_dir, "arrays", array_file)
+    if not os.path.exists(path):
+        return None
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError):
+        return None

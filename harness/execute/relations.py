@@ -25,7 +25,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Collection, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -34,7 +34,7 @@ from harness.core.errors import InvalidArgument
 from harness.core.vocabulary import RELATIONS as RELATION_NAMES
 
 __all__ = ["Relation", "Member", "RELATIONS", "get_relation", "parse_relations", "members", "pairs",
-           "relation_of", "MAX_CASE_ELEMENTS"]
+           "relation_of", "pair_names", "MAX_CASE_ELEMENTS"]
 
 #: Cases larger than this (elements, :meth:`Case.size`) get no members: their explicit arrays would be large.
 MAX_CASE_ELEMENTS = 40_000
@@ -196,36 +196,44 @@ def _rows(a: np.ndarray, rows: Sequence[int], axis: int) -> np.ndarray:
     return np.ascontiguousarray(np.take(a, list(rows), axis=axis))
 
 
+def pair_names(family: str, relation: str, index: Sequence[int], base: Collection[str],
+               member: Collection[str] = ()) -> list[tuple[str, tuple[int, ...] | None, int, str]]:
+    """``(base tensor, its rows or None for the whole tensor, the rows' axis, member tensor)`` of every tensor
+    the relation says must correspond: per-sequence outputs by index, batch rows of states, and (``order``,
+    ``padding``) the parameter gradients whole. ``base``/``member``: the names each run recorded."""
+    idx = tuple(int(i) for i in index)
+    names = set(base) | set(member)
+    whole = relation in ("order", "padding")
+    out: list[tuple[str, tuple[int, ...] | None, int, str]] = []
+    if family == "embed":
+        out += [(n, idx, 0, n) for n in ("y", "grad2.gy") if n in names]
+        if whole and "grad.W" in names:
+            out.append(("grad.W", None, 0, "grad.W"))
+        return out
+    for j, i in enumerate(idx):
+        for prefix in ("ys", "grad.xs"):
+            if f"{prefix}.{i}" in base or f"{prefix}.{j}" in member:
+                out.append((f"{prefix}.{i}", None, 0, f"{prefix}.{j}"))
+    out += [(n, idx, 1, n) for n in ("hy", "cy", "grad.hx", "grad.cx") if n in names]
+    if whole:
+        out += [(n, None, 0, n) for n in sorted(base) if n.startswith(("grad.ws.", "grad.bs.")) or n == "grad.W"]
+    return out
+
+
 def pairs(family: str, relation: str, index: Sequence[int], base: Mapping[str, np.ndarray],
           member: Mapping[str, np.ndarray]) -> Iterator[tuple[str, np.ndarray | None, np.ndarray | None]]:
-    """``(label, base part, member part)`` of every tensor the relation says must correspond: per-sequence
-    outputs by index, batch rows of states, and (``order``, ``padding``) the parameter gradients whole.
-    ``duplicate`` also pairs the two copies of sequence 0 with each other."""
+    """``(label, base part, member part)`` of every tensor :func:`pair_names` pairs; ``duplicate`` also pairs
+    the two copies of sequence 0 with each other."""
     idx = list(index)
-    whole = relation in ("order", "padding")
+    for name, rows, axis, other in pair_names(family, relation, idx, base, member):
+        part = base.get(name)
+        if part is not None and rows is not None:
+            part = _rows(part, rows, axis)
+        yield (name if name == other else f"{name} as {other}", part, member.get(other))
     if family == "embed":
-        for name in ("y", "grad2.gy"):
-            if name in base or name in member:
-                b, m = base.get(name), member.get(name)
-                yield (name, None if b is None else _rows(b, idx, 0), m)
-        if whole and ("grad.W" in base or "grad.W" in member):
-            yield ("grad.W", base.get("grad.W"), member.get("grad.W"))
         if relation == "duplicate" and "y" in member:
             yield ("y[0] twice", member["y"][0], member["y"][len(idx) - 1])
         return
-    for j, i in enumerate(idx):
-        for prefix in ("ys", "grad.xs"):
-            name = f"{prefix}.{i}"
-            if name in base or f"{prefix}.{j}" in member:
-                yield (f"{prefix}.{i} as {prefix}.{j}" if i != j else name, base.get(name), member.get(f"{prefix}.{j}"))
-    for name in ("hy", "cy", "grad.hx", "grad.cx"):
-        b, m = base.get(name), member.get(name)
-        if b is not None or m is not None:
-            yield (name, None if b is None else _rows(b, idx, 1), m)
-    if whole:
-        for name in sorted(base):
-            if name.startswith(("grad.ws.", "grad.bs.")) or name == "grad.W":
-                yield (name, base[name], member.get(name))
     if relation == "duplicate":
         last = len(idx) - 1
         for prefix in ("ys", "grad.xs"):

@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 from harness.core.cases import Case, encode_array
 from harness.generate.bounds import ID_RANGE, EmbedBounds, LstmBounds, PipelineBounds
 from harness.generate.choices import Source
+from harness.generate.dimensions import boundaries
 from harness.generate.edges import with_edge_tags
 
 __all__ = ["IGNORE_KINDS", "ID_DISTRIBUTIONS", "GY_KINDS", "LENGTH_PATTERNS", "build_embed", "build_lstm",
@@ -96,8 +97,9 @@ def build_embed(src: Source, b: EmbedBounds) -> Case:
     hot = src.weighted((("mixed", 9), ("hot", 1))) == "hot"
     id_dtype = src.choice(b.eligible_id_dtypes())
     vmax = min(b.max_vocab, ID_RANGE[id_dtype][1] + 1)  # the id dtype must hold vocab - 1
-    vocab = src.integer(b.min_vocab, max(b.min_vocab, min(vmax, 16))) if hot else src.sized(b.min_vocab, vmax)
-    width = src.sized(b.min_width, b.max_width)
+    vocab = (src.integer(b.min_vocab, max(b.min_vocab, min(vmax, 16))) if hot
+             else src.sized(b.min_vocab, vmax, boundaries("embed", "vocab")))
+    width = src.sized(b.min_width, b.max_width, boundaries("embed", "width"))
     w_dtype = src.choice(b.w_dtypes)
     ignore_kind, ignore_label = _ignore_label(src, vocab, id_dtype)
     id_weights = dict(_ID_WEIGHTS)
@@ -159,7 +161,8 @@ def _lengths(src: Source, min_batch: int, max_batch: int, min_len: int, max_len:
         values[j] = values[j - 1]  # at least one tie
         return pattern, values
     if pattern == "equal":
-        return pattern, [src.sized(min_len, max_len)] * src.sized(min_batch, max_batch)
+        return pattern, [src.sized(min_len, max_len, boundaries("lstm", "steps"))] * src.sized(
+            min_batch, max_batch, boundaries("lstm", "batch"))
     if pattern in ("decreasing", "increasing"):
         batch = src.sized(max(2, min_batch), min(max_batch, span))
         values = sorted(src.distinct(min_len, max_len, batch), reverse=pattern == "decreasing")
@@ -179,10 +182,10 @@ def _lengths(src: Source, min_batch: int, max_batch: int, min_len: int, max_len:
 
 
 def _recurrent(src: Source, spec: dict[str, Any], max_layers: int, max_hidden: int,
-               dtypes: Sequence[str]) -> None:
+               dtypes: Sequence[str], family: str) -> None:
     """The keys lstm and pipeline cases share (layers, hidden, direction, state, dtype, gy)."""
     spec["n_layers"] = src.integer(1, max_layers)
-    spec["hidden"] = src.sized(1, max_hidden)
+    spec["hidden"] = src.sized(1, max_hidden, boundaries(family, "hidden"))
     spec["bidirectional"] = src.boolean()
     spec["initial_state"] = src.choice(("none", "given"))
     spec["dtype"] = src.choice(tuple(dtypes))
@@ -200,8 +203,8 @@ _GRAD_OUTPUT_WEIGHTS = (("all", 12), ("hy", 2), ("cy", 1), ("ys", 1), ("ys_some"
 def build_lstm(src: Source, b: LstmBounds) -> Case:
     """One valid lstm case within ``b`` (see :func:`harness.generate.strategies.lstm_cases`)."""
     pattern, lengths = _lengths(src, b.min_batch, b.max_batch, b.min_len, b.max_len)
-    spec: dict[str, Any] = {"lengths": lengths, "in_size": src.sized(1, b.max_in)}
-    _recurrent(src, spec, b.max_layers, b.max_hidden, b.dtypes)
+    spec: dict[str, Any] = {"lengths": lengths, "in_size": src.sized(1, b.max_in, boundaries("lstm", "in_size"))}
+    _recurrent(src, spec, b.max_layers, b.max_hidden, b.dtypes, "lstm")
     tags = [f"lengths:{pattern}", f"grad:{spec.get('grad_outputs', 'all')}"]
     if b.allow_dropout and src.weighted(((False, 4), (True, 1))):
         spec["dropout"] = round(0.05 + 0.85 * src.unit(), 2)
@@ -219,16 +222,17 @@ def build_lstm(src: Source, b: LstmBounds) -> Case:
 def build_pipeline(src: Source, b: PipelineBounds) -> Case:
     """One valid pipeline case within ``b`` (see :func:`harness.generate.strategies.pipeline_cases`)."""
     pattern, lengths = _lengths(src, b.min_batch, b.max_batch, b.min_len, b.max_len)
-    vocab = src.sized(b.min_vocab, b.max_vocab)
+    vocab = src.sized(b.min_vocab, b.max_vocab, boundaries("pipeline", "vocab"))
     pad_kind = src.choice(("minus_one", "zero", "last"))
     spec: dict[str, Any] = {
-        "lengths": lengths, "vocab": vocab, "width": src.sized(b.min_width, b.max_width),
+        "lengths": lengths, "vocab": vocab,
+        "width": src.sized(b.min_width, b.max_width, boundaries("pipeline", "width")),
         "ignore_label": {"minus_one": -1, "zero": 0, "last": vocab - 1}[pad_kind],
         "id_kind": src.weighted((("uniform", 4), ("collision", 2), ("all_equal", 1))),
     }
     if spec["id_kind"] == "collision":
         spec["distinct"] = src.integer(1, min(vocab, 8))
-    _recurrent(src, spec, b.max_layers, b.max_hidden, b.dtypes)
+    _recurrent(src, spec, b.max_layers, b.max_hidden, b.dtypes, "pipeline")
     src.label("pipeline.lengths", pattern)
     src.label("pipeline.padding", pad_kind)
     return with_edge_tags(Case("pipeline", src.integer(0, _SEED_MAX), spec,

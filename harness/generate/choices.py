@@ -66,24 +66,41 @@ class Source:
     def boolean(self) -> bool:
         return bool(self.integer(0, 1))
 
-    def sized(self, lo: int, hi: int) -> int:
-        """An int in ``[lo, hi]`` spread over magnitudes: small ones, the edges, and log-uniform."""
+    def sized(self, lo: int, hi: int, near: Sequence[int] = ()) -> int:
+        """An int in ``[lo, hi]`` spread over magnitudes: small ones, the edges, and log-uniform. The edges are
+        ``lo``, ``hi`` and each boundary of ``near`` inside the range with the value just below it (a size
+        boundary is crossed at its value), so draws and shrinks reach both sides of it."""
         if lo >= hi:
             return lo
         mode = self.weighted((("low", 2), ("log", 5), ("edge", 1)))
         if mode == "low":
             return self.integer(lo, min(hi, lo + 7))
         if mode == "edge":
-            return self.choice((lo, hi))
+            return self.choice(_edges(lo, hi, near))
         e = self.integer(lo.bit_length(), hi.bit_length())
         if e == 0:
             return 0
         return self.integer(max(lo, 1 << (e - 1)), min(hi, (1 << e) - 1))
 
+    def around(self, lo: int, hi: int, near: Sequence[int]) -> int:
+        """An int in ``[lo, hi]``, uniform mostly, else one of the edges :meth:`sized` names (a boundary of
+        ``near`` inside the range, or the value just below it)."""
+        edges = _edges(lo, hi, near)
+        if len(edges) <= 2 or lo >= hi or self.weighted((("uniform", 3), ("edge", 1))) == "uniform":
+            return self.integer(lo, hi)
+        return self.choice(edges[2:])
+
     def distinct(self, lo: int, hi: int, n: int) -> list[int]:
         """``n`` distinct ints from ``[lo, hi]`` (``n <= hi - lo + 1``), in draw order."""
         pool = list(range(lo, hi + 1))
         return [pool.pop(self.integer(0, len(pool) - 1)) for _ in range(n)]
+
+
+def _edges(lo: int, hi: int, near: Sequence[int]) -> tuple[int, ...]:
+    """``(lo, hi)`` then, for each boundary of ``near``, the value below it and itself where they lie strictly
+    between ``lo`` and ``hi`` (so a range no boundary falls in keeps the two edges, and its draws, as they were)."""
+    inside = (v for b in sorted(set(near)) for v in (b - 1, b) if lo < v < hi)
+    return (lo, hi) + tuple(dict.fromkeys(inside))
 
 
 class HypothesisSource(Source):

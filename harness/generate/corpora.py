@@ -73,15 +73,19 @@ def relation_cases() -> list[Case]:
 
 def real_scale_cases() -> list[Case]:
     """One case per family at a real model's scale, cheap enough for every default gate and report (a small
-    batch, one layer): an LSTM over 200 steps at hidden 256 and a bidirectional one over 100 at hidden 320 (WSJ's
-    eunits: blstmp's first layer), 83 features wide
-    as an ASR encoder's input; an ESPnet decoder batch (30 targets of up to 150 ids + sos, odim 5,000: 22.6
-    million ids x vocab, eos padding piled on one row); a word LM's 65,000-word vocabulary; a decoder-shaped
+    batch, one layer): a bidirectional LSTM over 100 steps at hidden 320 (WSJ's eunits: blstmp's first layer), 83
+    features wide as an ASR encoder's input; an ESPnet decoder batch (30 targets of up to 150 ids + sos, odim
+    5,000: 22.6 million ids x vocab, eos padding piled on one row); a word LM's 65,000-word vocabulary; a decoder-shaped
     pipeline (odim 5,000, 256 units, BPE-length targets). Sorted longest first, in ESPnet's convention (no
     ignore label, sos and eos padding = V - 1). Chainer's CPU LSTM costs per step (it stacks its weights at
     each), so the lengths, not the batch, set what these add to a gate. The configurations they come from are
-    :data:`harness.generate.recipes.RECIPES`."""
+    :data:`harness.generate.recipes.RECIPES`. Then the corners (:func:`harness.generate.recipes.corner_cases`):
+    each dimension of each family at its recipe maximum with every other small (800 steps at hidden 4, hidden
+    1,024 over 3 steps, the char LM's 1,024 x 151 eos-padded ids at width 4 ...), so that a change past any one
+    size's last boundary shows in every default gate at the cost of that one size. (An LSTM over 200 steps at
+    hidden 256 was here: the corners take steps to 800 and hidden to 1,024 apart, for less than it cost.)"""
     from harness.core.cases import Case
+    from harness.generate.recipes import corner_cases
 
     def espnet(vocab: int) -> dict[str, int]:
         return {"pad_id": vocab - 1, "sos_id": vocab - 1}
@@ -89,8 +93,6 @@ def real_scale_cases() -> list[Case]:
     decoder_rows = [151 - 3 * i for i in range(30)]  # 151 .. 64: sorted longest first
     lm_rows = [41 - i for i in range(20)]  # 41 .. 22
     return [
-        Case("lstm", 61, {"n_layers": 1, "in_size": 83, "hidden": 256, "lengths": [200, 50]},
-             tags=("real-scale", "recipe:espnet1.asr.encoder.blstmp")),
         Case("lstm", 62, {"n_layers": 1, "in_size": 83, "hidden": 320, "lengths": [100, 50], "bidirectional": True},
              tags=("real-scale", "recipe:espnet1.asr.encoder.blstmp")),
         Case("embed", 63, {"vocab": 5000, "width": 320, "ids_shape": [30, 151], "row_lengths": decoder_rows,
@@ -99,7 +101,7 @@ def real_scale_cases() -> list[Case]:
                            **espnet(65_000)}, tags=("real-scale", "recipe:espnet1.lm.word")),
         Case("pipeline", 65, {"vocab": 5000, "width": 256, "hidden": 256, "n_layers": 1, "lengths": [64, 50, 37],
                               **espnet(5000)}, tags=("real-scale", "recipe:espnet1.asr.decoder.bpe")),
-    ]
+    ] + corner_cases()
 
 
 #: Random cases per family of each profile's default corpus (``--profile``), at that profile's sizes; the
@@ -148,12 +150,14 @@ def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEF
     from harness.generate.edges import edge_cases, with_edge_tags
 
     # the edges first (every kind, once), then the anchors, the real-scale cases and the random cases; the
-    # realistic profile also runs the size boundaries a CPU reaches cheaply
+    # realistic profile also runs the size boundaries a CPU reaches cheaply and each encoder's longest sequences
     cases = edge_cases() + [with_edge_tags(c) for c in anchor_cases() + relation_cases() + real_scale_cases()]
     if profile == "realistic":
         from harness.generate.edges import CHEAP_SIZE_EDGES, size_edge_cases
+        from harness.generate.recipes import full_length_cases
 
         cases.extend(with_edge_tags(size_edge_cases()[k]) for k in CHEAP_SIZE_EDGES)
+        cases.extend(full_length_cases())
     for i, (family, n) in enumerate(sorted(per.items())):
         if n > 0:
             cases.extend(profile_corpus(family, examples=n, seed=seed + i, profile=profile))

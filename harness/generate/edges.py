@@ -26,10 +26,11 @@ import numpy as np
 
 from harness.core.case_limits import estimate_case_bytes
 from harness.core.cases import GRAD_OUTPUTS, ID_DTYPES, Case, build_arrays, encode_array
+from harness.generate.dimensions import dimension_kinds, row_pileup
 
 __all__ = ["EMBED_EDGES", "RNN_EDGES", "EDGE_KINDS", "edge_kinds", "edge_cases", "coverage_rows",
            "with_edge_tags", "SIZE_EDGES", "CHEAP_SIZE_EDGES", "size_edge_kinds", "size_edge_cases",
-           "size_coverage_rows"]
+           "size_coverage_rows", "row_pileup", "built_ids", "small_ids"]
 
 _IGNORE = ("-1", "0", "V-1", "V", "between_V_D", "at_or_above_max_V_D", "large_negative")
 EMBED_EDGES: tuple[str, ...] = tuple(f"ignore:{k}:{p}" for k in _IGNORE for p in ("present", "absent")) + (
@@ -126,11 +127,11 @@ def _ignore_as_index(il: object, vocab: int, ids: np.ndarray | None) -> set[str]
     return out
 
 
-#: Bytes of inputs past which a case's ids are found from a narrow copy of it (:func:`_built_ids`).
+#: Bytes of inputs past which a case's ids are found from a narrow copy of it (:func:`built_ids`).
 _NARROW_BYTES = 8 << 20
 
 
-def _built_ids(case: Case) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+def built_ids(case: Case) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
     """The case's arrays and its ids flat as float64 (every id dtype, ignore labels of any size, compare
     exactly); ``({}, None)`` where a bad input's arrays do not build, so that the spec alone is judged.
 
@@ -153,13 +154,15 @@ def _built_ids(case: Case) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
 
 
 def edge_kinds(case: Case) -> set[str]:
-    """The edge kinds ``case`` reaches (:data:`EDGE_KINDS`) and the size boundaries (:data:`SIZE_EDGES`)."""
+    """The edge kinds ``case`` reaches (:data:`EDGE_KINDS`), the size boundaries (:data:`SIZE_EDGES`) and the
+    recipe dimensions' boundaries it crosses (``lstm.steps>=512``:
+    :func:`harness.generate.dimensions.dimension_kinds`)."""
     s = case.spec
     out: set[str] = set()
     if case.family == "embed":
         vocab, width, shape = int(s["vocab"]), int(s["width"]), list(s["ids_shape"])
         n = int(np.prod(shape)) if shape else 1
-        arrays, ids = _built_ids(case) if n <= 200_000 else ({}, None)
+        arrays, ids = built_ids(case) if n <= 200_000 else ({}, None)
         il = s.get("ignore_label")
         if isinstance(il, int):
             kind = _ignore_kind(il, vocab, width)
@@ -179,11 +182,11 @@ def edge_kinds(case: Case) -> set[str]:
         out.add(f"id_dtype:{s.get('id_dtype', 'int32')}")
         if "edge:float16:partial_sum_overflow" in case.tags or (ids is not None and _partial_sum_overflows(s, arrays)):
             out.add("float16:partial_sum_overflow")
-        return out | size_edge_kinds(case, ids)
-    built = _built_ids(case)[1] if case.family == "pipeline" else None
+        return out | size_edge_kinds(case, ids) | dimension_kinds(case, ids)
+    built = built_ids(case)[1] if case.family == "pipeline" else None
     if case.family == "pipeline":  # its ids feed an embedding: the ignore label's index kinds apply there too
         out |= _ignore_as_index(s.get("ignore_label"), int(s["vocab"]), built)
-    out |= size_edge_kinds(case, built)
+    out |= size_edge_kinds(case, built) | dimension_kinds(case, built)
     lengths = [int(n) for n in s["lengths"]]
     if len(lengths) == 1:
         out.add("batch:1")
@@ -301,34 +304,6 @@ _F32_EXACT = 2 ** 24
 _F16_MAX = 65504
 
 
-def _row_pileup(case: Case, ids: np.ndarray | None) -> int:
-    """The most ids that one row of the embedding receives (ignored ids add nothing): exact from the built
-    ids, else a lower bound from the spec (the pigeonhole over the rows the ids are drawn from, and the padding,
-    which all lands on one row)."""
-    s = case.spec
-    il = s.get("ignore_label")
-    if ids is not None:
-        kept = ids[ids != il] if isinstance(il, int) else ids
-        return int(np.unique(kept, return_counts=True)[1].max()) if kept.size else 0
-    vocab = int(s["vocab"])
-    if case.family == "embed":
-        shape = [int(n) for n in s["ids_shape"]]
-        n = int(np.prod(shape)) if shape else 1
-        rows = [int(v) for v in s.get("row_lengths", ())][:shape[0]] if len(shape) == 2 else []
-        padded = sum(shape[1] - min(r, shape[1]) for r in rows)
-    else:
-        lengths = [int(v) for v in s["lengths"]]
-        n, padded = len(lengths) * max(lengths), sum(max(lengths) - v for v in lengths)
-    pad = s.get("pad_id", il)
-    on_pad = padded if pad is not None and pad != il else 0
-    drawn = n - padded
-    if isinstance(il, int) and "row_lengths" not in s and case.family == "embed":
-        drawn = int(drawn * (1.0 - float(s.get("ignore_frac", 0.0))))
-    kind = s.get("id_kind", "uniform")
-    spread = 1 if kind == "all_equal" else min(vocab, int(s.get("distinct", 2))) if kind == "collision" else vocab
-    return max(on_pad, -(-drawn // max(spread, 1)))
-
-
 def size_edge_kinds(case: Case, ids: np.ndarray | None = None) -> set[str]:
     """The size boundaries (:data:`SIZE_EDGES`) ``case`` reaches; ``ids`` its built ids where they were built
     (a pile-up is then counted exactly)."""
@@ -346,7 +321,7 @@ def size_edge_kinds(case: Case, ids: np.ndarray | None = None) -> set[str]:
             out.add("size:rows_x_width>=2^31")
         if n >= _F32_EXACT:
             out.add("float32:reduction_depth>=2^24")
-        pile = _row_pileup(case, ids)
+        pile = row_pileup(case, ids)
         for kind, at in (("float32:row_count>=2^24", _F32_EXACT), ("float16:row_count>65504", _F16_MAX + 1),
                          ("pileup:row>=1000", 1000)):
             if pile >= at:
@@ -407,7 +382,7 @@ def size_coverage_rows(cases: Iterable[Case], memory: dict[str, int],
     N GiB" where it does not fit, else that it fits and is left out (never a silent blank)."""
     counts = {k: 0 for k in SIZE_EDGES}
     for c in cases:
-        for k in size_edge_kinds(c, _built_ids(c)[1] if _small(c) else None):
+        for k in size_edge_kinds(c, built_ids(c)[1] if small_ids(c) else None):
             counts[k] += 1
     witnesses = size_edge_cases()
     rows: list[dict[str, object]] = []
@@ -425,7 +400,7 @@ def size_coverage_rows(cases: Iterable[Case], memory: dict[str, int],
     return rows
 
 
-def _small(case: Case) -> bool:
+def small_ids(case: Case) -> bool:
     """Whether ``case``'s ids are few enough to build for an exact count (as :func:`edge_kinds` does)."""
     s = case.spec
     if case.family == "embed":

@@ -34,15 +34,15 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from harness.core.cases import Case
 from harness.core.errors import InvalidArgument
 from harness.generate.choices import HypothesisSource, RandomSource, Source
+from harness.generate.dimensions import BOUNDARIES, dimension_kind, dimension_value
 from harness.generate.edges import with_edge_tags
-from harness.generate.sampler import sample_distinct, seeded_random
 
 if TYPE_CHECKING:
     from hypothesis import strategies as st
 
 __all__ = ["Recipe", "RECIPES", "SCALES", "SLICE_BATCH", "SLICE_LAYERS", "SLICE_STEP_WEIGHTS", "SLICE_TABLE",
            "recipe_of", "recipes_for", "draw_recipe_case", "recipe_cases", "recipe_corpus", "full_case",
-           "step_weights"]
+           "step_weights", "Dimension", "DIMENSIONS", "corner_cases", "full_length_cases", "SLICE_PEAK"]
 
 _WSJ_RNN = "espnet/espnet egs/wsj/asr1/conf/tuning/train_rnn.yaml"
 _RUN_SH = "espnet/espnet egs/wsj/asr1/run.sh and egs/tedlium2/asr1/run.sh (the 'rnnlm related' block)"
@@ -147,7 +147,7 @@ def recipes_for(family: str) -> list[Recipe]:
 def _lengths(src: Source, r: Recipe, batch: int) -> list[int]:
     """A ragged batch sorted longest first: the longest within the row's range, the others at least
     :data:`_SPREAD` of it, a tie now and then (utterances of the same length)."""
-    longest = src.integer(*r.max_len)
+    longest = src.around(*r.max_len, BOUNDARIES[("lstm", "steps")])
     shortest = max(1, int(longest * _SPREAD))
     rest = sorted((src.integer(shortest, longest) for _ in range(batch - 1)), reverse=True)
     return [longest] + rest
@@ -178,7 +178,7 @@ def _fit(lengths: list[int], in_size: int, hidden: int, layers: int, bi: bool, l
 def draw_recipe_case(src: Source, recipe: Recipe, family: str, scale: str = "slice") -> Case:
     """One case of ``family`` drawn around ``recipe`` at ``scale`` (:data:`SCALES`)."""
     r, full = recipe, scale == "full"
-    hidden = src.integer(*r.hidden)
+    hidden = src.around(*r.hidden, BOUNDARIES[("lstm", "hidden")])
     layers = src.integer(r.layers[0], r.layers[1] if full else min(r.layers[1], max(r.layers[0], SLICE_LAYERS)))
     if not full:
         layers = min(layers, SLICE_LAYERS)
@@ -192,7 +192,7 @@ def draw_recipe_case(src: Source, recipe: Recipe, family: str, scale: str = "sli
         spec: dict[str, Any] = {"in_size": in_size, "hidden": hidden, "n_layers": layers, "lengths": lengths,
                                 "bidirectional": r.bidirectional}
         return with_edge_tags(Case("lstm", src.integer(0, 2**32 - 1), spec, tags=tuple(tags) + ("lengths:sorted",)))
-    vocab = src.integer(*r.vocab)
+    vocab = src.around(*r.vocab, BOUNDARIES[("embed", "vocab")])
     lengths = _lengths(src, r, batch)
     ids = (batch * lengths[0]) if family == "embed" else 1
     # the slice keeps the vocabulary and the batch; the embedding's width gives way (the table, and an embedding's
@@ -261,6 +261,8 @@ def recipe_corpus(family: str, *, examples: int, seed: int, scale: str = "slice"
     """``examples`` distinct cases of ``family`` drawn around the table, the same list for the same arguments:
     the configurations in turn (every one of the family once ``examples`` reaches their number), each case's
     sizes drawn within its row."""
+    from harness.generate.sampler import sample_distinct, seeded_random  # the sampler's builders read this table
+
     _check(family, scale)
     rows = recipes_for(family)
     src = RandomSource(seeded_random("recipe", family, seed))
@@ -285,3 +287,168 @@ def full_case(recipe: Recipe, family: str) -> Case:
     return Case("pipeline", 0, {"vocab": vocab, "width": f["hidden"], "hidden": f["hidden"], "n_layers": f["layers"],
                                 "lengths": [f["max_len"]] * f["batch"], **padding}, tags=tags)
 
+
+# ---- the dimensions a recipe runs at, one at a time ------------------------------------------------------------
+@dataclass(frozen=True)
+class Dimension:
+    """One size of one family: the largest value a configuration of :data:`RECIPES` runs at (``maximum``, read
+    off the table by ``largest``), and the boundaries where what runs changes
+    (:data:`harness.generate.dimensions.BOUNDARIES`). A case crosses a boundary where its value is at least the
+    boundary's; each boundary is an edge kind (:func:`harness.generate.dimensions.dimension_kinds`), so a contract
+    can name it and the strategies draw around it."""
+
+    family: str
+    name: str
+    what: str
+    largest: Callable[[Recipe], int]
+
+    @property
+    def boundaries(self) -> tuple[int, ...]:
+        return BOUNDARIES[(self.family, self.name)]
+
+    @property
+    def maximum(self) -> int:
+        """The recipes' largest value of this dimension (0 where no configuration of the family sets it)."""
+        return max((self.largest(r) for r in recipes_for(self.family)), default=0)
+
+    @property
+    def top(self) -> int:
+        """The largest boundary at or below :attr:`maximum`: the one a real model crosses last."""
+        return max((b for b in self.boundaries if b <= self.maximum), default=0)
+
+    def kind(self, boundary: int) -> str:
+        """The edge kind of crossing ``boundary`` (``lstm.steps>=512``)."""
+        return dimension_kind(self.family, self.name, boundary)
+
+
+def _pileup_max(r: Recipe) -> int:
+    """The most padding ids one row of a full batch receives: ESPnet pads with eos (row V-1), every sequence
+    but the longest as short as :data:`_SPREAD` of it; Chainer's padding is ignored (-1), so it piles nowhere."""
+    if r.convention != "espnet":
+        return 0
+    longest = r.max_len[1]
+    return (r.batch[1] - 1) * (longest - max(1, int(longest * _SPREAD)))
+
+
+#: Every dimension of every family with its recipe maximum (its boundaries:
+#: :data:`harness.generate.dimensions.BOUNDARIES`): the one table the default corpus's corner cases
+#: (:func:`corner_cases`) and ``cases --coverage`` read.
+DIMENSIONS: tuple[Dimension, ...] = (
+    Dimension("embed", "ids", "ids in one embedding batch (its backward's reduction depth)",
+              lambda r: r.batch[1] * r.max_len[1]),
+    Dimension("embed", "vocab", "rows of the embedding table", lambda r: r.vocab[1]),
+    Dimension("embed", "width", "the embedding's width (columns a row's gradient adds)",
+              lambda r: r.hidden[1]),
+    Dimension("embed", "pileup", "ids one row receives (the eos padding of a sorted batch)", _pileup_max),
+    Dimension("lstm", "steps", "steps the longest sequence runs", lambda r: r.max_len[1]),
+    Dimension("lstm", "hidden", "hidden units", lambda r: r.hidden[1]),
+    Dimension("lstm", "layers", "stacked layers of one call", lambda r: r.layers[1]),
+    Dimension("lstm", "batch", "sequences in one batch", lambda r: r.batch[1]),
+    Dimension("lstm", "in_size", "the input's width (the first layer's GEMM depth)",
+              lambda r: max(r.in_size, default=0)),
+    Dimension("pipeline", "ids", "padded ids in one batch", lambda r: r.batch[1] * r.max_len[1]),
+    Dimension("pipeline", "pileup", "ids one row receives (the eos padding of a sorted batch)",
+              _pileup_max),
+    Dimension("pipeline", "steps", "steps the longest sequence runs", lambda r: r.max_len[1]),
+    Dimension("pipeline", "hidden", "hidden units", lambda r: r.hidden[1]),
+    Dimension("pipeline", "layers", "stacked layers of one call", lambda r: r.layers[1]),
+    Dimension("pipeline", "batch", "sequences in one batch", lambda r: r.batch[1]),
+    Dimension("pipeline", "vocab", "rows of the embedding table", lambda r: r.vocab[1]),
+    Dimension("pipeline", "width", "the embedding's width (the LSTM's input)", lambda r: r.hidden[1]),
+)
+
+
+#: The small sizes every other dimension of a corner case keeps (a few steps, a few units, a 50-row table).
+_SMALL_RNN = {"n_layers": 1, "in_size": 3, "hidden": 4, "lengths": [3, 2]}
+_SMALL_VOCAB = 50
+
+
+def _espnet_ids(vocab: int) -> dict[str, int]:
+    return {"pad_id": vocab - 1, "sos_id": vocab - 1}
+
+
+def _sorted_rows(longest: int, batch: int) -> list[int]:
+    """A full recipe batch's lengths at its widest spread: the longest, then every other as short as ESPnet's
+    sorted minibatches allow (:data:`_SPREAD`), so the eos padding piles up as far as a real batch's does."""
+    return [longest] + [max(1, int(longest * _SPREAD))] * (batch - 1)
+
+
+def _corner(d: Dimension) -> tuple[str, dict[str, Any]]:
+    """The family and spec of the case at ``d``'s recipe maximum with every other dimension small."""
+    top = d.maximum
+    if d.family == "embed":
+        spec: dict[str, Any] = {"vocab": _SMALL_VOCAB, "width": 4, "ids_shape": [3, 8], "row_lengths": [8, 6, 4]}
+        if d.name in ("ids", "pileup"):  # the char LM's whole batch: its ids and its eos padding at once
+            full = max(recipes_for("embed"), key=d.largest)
+            rows = _sorted_rows(full.max_len[1], full.batch[1])
+            spec.update(ids_shape=[len(rows), rows[0]], row_lengths=rows)
+        else:
+            spec[d.name] = top
+        spec.update(_espnet_ids(int(spec["vocab"])))
+        return "embed", spec
+    spec = {**_SMALL_RNN}
+    if d.family == "pipeline":
+        spec = {**spec, "vocab": _SMALL_VOCAB, "width": 4}
+        spec.pop("in_size")
+    if d.name == "steps":
+        spec["lengths"] = [top, max(1, int(top * _SPREAD))]
+    elif d.name == "batch":
+        spec["lengths"] = [3] + [2] * (top - 1)
+    elif d.name in ("ids", "pileup"):
+        full = max(recipes_for(d.family), key=d.largest)
+        spec["lengths"] = _sorted_rows(full.max_len[1], full.batch[1])
+    else:
+        spec[d.name if d.name != "layers" else "n_layers"] = top
+    if d.family == "pipeline":
+        spec.update(_espnet_ids(int(spec["vocab"])))
+    return d.family, spec
+
+
+def corner_cases() -> list[Case]:
+    """One case per dimension of :data:`DIMENSIONS` at its recipe maximum, every other dimension small, so that
+    each costs what its one size costs (800 steps at hidden 4; hidden 1,024 over 3 steps; the char LM's 1,024 x
+    151 eos-padded ids at width 4), tagged ``corner:<family>.<dimension>``. Where one real batch ties sizes
+    together (the ids, their padding, the sequences and steps that hold them) one case reaches them all and
+    carries each one's tag."""
+    made: list[tuple[tuple[str, dict[str, Any]], list[str]]] = []  # each spec, and the dimensions it is made for
+    for d in DIMENSIONS:
+        # a dimension an earlier corner already takes to its maximum (the char LM's whole batch holds the
+        # pipeline's longest sequence and its largest batch) gets no case of its own: one case costs less
+        mine = next((names for (family, spec), names in made if family == d.family
+                     and dimension_value(Case(family, 70, spec), d.name) >= d.maximum), None)
+        if mine is None:
+            made.append((_corner(d), mine := []))
+        mine.append(f"corner:{d.family}.{d.name}")
+    out = []
+    for (family, spec), names in made:
+        sort = ("lengths:sorted",) if family != "embed" else ()
+        out.append(with_edge_tags(Case(family, 70, spec, tags=("corner", *names, *sort))))
+    return out
+
+
+#: The most one run of a full-length case may hold at its peak (:func:`harness.core.cost.estimate`): its batch
+#: is cut to fit, never its length.
+SLICE_PEAK = 8 << 30
+
+
+def full_length_cases() -> list[Case]:
+    """The ``realistic`` profile's LSTM cases at each encoder configuration's longest sequence (its
+    ``maxlen-in`` after subsampling: 800 steps for blstmp, 400 for blstm), at the row's smallest hidden size and
+    one layer, the other sequences as short as a sorted batch allows: a slice of :data:`SLICE_BATCH`
+    sequences, fewer where the memory estimate says that slice would not fit in :data:`SLICE_PEAK` (tagged
+    ``slice:batch``). The length is never cut: what breaks past 512 steps shows only there."""
+    from harness.core.cost import estimate
+
+    out = []
+    for r in recipes_for("lstm"):
+        batch = min(SLICE_BATCH, r.batch[1])
+        while True:
+            spec = {"in_size": r.in_size[0], "hidden": r.hidden[0], "n_layers": min(r.layers[0], SLICE_LAYERS),
+                    "lengths": _sorted_rows(r.max_len[1], batch), "bidirectional": r.bidirectional}
+            case = Case("lstm", 80, spec, tags=(f"recipe:{r.name}", f"convention:{r.convention}", "scale:slice",
+                                                "full-length", "lengths:sorted", "slice:batch"))
+            if batch == 1 or estimate(case).peak <= SLICE_PEAK:
+                break
+            batch -= 1
+        out.append(with_edge_tags(case))
+    return out

@@ -1,8 +1,10 @@
 """What a corpus reaches at real sizes, and what the rest would need: ``harness cases --coverage``.
 
-:func:`coverage_text` prints three tables for a corpus: the edge kinds (:func:`harness.generate.edges.coverage_rows`),
+:func:`coverage_text` prints four tables for a corpus: the edge kinds (:func:`harness.generate.edges.coverage_rows`),
 the size boundaries (:func:`harness.generate.edges.size_coverage_rows`: reached, or what their smallest case
-needs against each device's memory) and the named configurations of :data:`harness.generate.recipes.RECIPES`
+needs against each device's memory), the recipe dimensions (:func:`dimension_rows`: per family and
+dimension, the largest value reached against the recipes' maximum, the boundaries crossed, and why a dimension
+stays below it) and the named configurations of :data:`harness.generate.recipes.RECIPES`
 (how many cases were drawn around each, the largest, and what the configuration's full size needs). Memory
 figures are the cost model's estimates of one run's peak (:func:`peak_bytes`); the devices are this machine's
 RAM for ``cpu`` and each GPU ``nvidia-smi`` lists. Pure: no Chainer, no CuPy.
@@ -15,10 +17,11 @@ from typing import Any, Iterable
 from harness.core.cases import Case
 from harness.core.cost import device_memory, estimate, machine_memory
 from harness.core.cost import gib as _gib
-from harness.generate.edges import SIZE_EDGES, coverage_rows, size_coverage_rows
-from harness.generate.recipes import RECIPES, full_case, recipe_of
+from harness.generate.dimensions import boundary_label, dimension_value
+from harness.generate.edges import SIZE_EDGES, built_ids, coverage_rows, size_coverage_rows, small_ids
+from harness.generate.recipes import DIMENSIONS, RECIPES, corner_cases, full_case, recipe_of
 
-__all__ = ["device_memories", "peak_bytes", "recipe_rows", "coverage_text"]
+__all__ = ["device_memories", "peak_bytes", "recipe_rows", "dimension_rows", "coverage_text"]
 
 
 def device_memories() -> dict[str, int]:
@@ -92,8 +95,37 @@ def recipe_rows(cases: Iterable[Case], memory: dict[str, int]) -> list[dict[str,
     return rows
 
 
+def dimension_rows(cases: Iterable[Case], memory: dict[str, int]) -> list[dict[str, Any]]:
+    """Per family and dimension of :data:`harness.generate.recipes.DIMENSIONS`: the largest value a case of the
+    corpus reaches against the recipes' maximum, the boundaries that value crosses, and where it stays below the
+    maximum, why: what the dimension's corner case (:func:`harness.generate.recipes.corner_cases`) needs at its
+    peak against each device's memory, or that it fits and was left out of this corpus."""
+    cases = list(cases)
+    ids = {c.id: built_ids(c)[1] for c in cases if c.family != "lstm" and small_ids(c)}
+    corners = {t.split(":", 1)[1]: c for c in corner_cases() for t in c.tags if t.startswith("corner:")}
+    rows = []
+    for d in DIMENSIONS:
+        mine = [c for c in cases if c.family == d.family]
+        largest = max((dimension_value(c, d.name, ids.get(c.id)) for c in mine), default=0)
+        crossed = [boundary_label(b) for b in d.boundaries if largest >= b]
+        if largest >= d.maximum:
+            why = "reached"
+        else:
+            corner = corners[f"{d.family}.{d.name}"]
+            needs = {device: peak_bytes(corner, device) for device in memory}
+            short = [f"{device} needs {_gib(n)} (has {_gib(memory[device])})" for device, n in needs.items()
+                     if n > memory[device]]
+            fits = ", ".join(f"{dev} {_gib(n)}" for dev, n in needs.items())
+            why = "; ".join(short) if short else f"left out of this corpus: its corner case fits ({fits})"
+        rows.append({"family": d.family, "dimension": d.name, "largest": f"{largest:,}",
+                     "recipe maximum": f"{d.maximum:,}", "boundaries crossed": ", ".join(crossed) or "-",
+                     "not crossed": ", ".join(boundary_label(b) for b in d.boundaries if largest < b) or "-",
+                     "status": why})
+    return rows
+
+
 def coverage_text(cases: list[Case], memory: dict[str, int] | None = None) -> str:
-    """The three coverage tables of ``cases`` as Markdown, each followed by a line that sums it up."""
+    """The four coverage tables of ``cases`` as Markdown, each followed by a line that sums it up."""
     import pandas as pd
 
     memory = device_memories() if memory is None else memory
@@ -108,6 +140,11 @@ def coverage_text(cases: list[Case], memory: dict[str, int] | None = None) -> st
     out += ["", pd.DataFrame(sizes).to_markdown(index=False),
             f"\n{len(reached)} of {len(SIZE_EDGES)} size boundaries reached; the others say what their smallest "
             f"case needs at its peak (memory: {', '.join(f'{d} {_gib(m)}' for d, m in memory.items())})"]
+    dims = dimension_rows(cases, memory)
+    short = [f"{r['family']}.{r['dimension']}" for r in dims if r["status"] != "reached"]
+    out += ["", pd.DataFrame(dims).to_markdown(index=False),
+            f"\n{len(dims) - len(short)} of {len(dims)} recipe dimensions reached at their maximum"
+            + (f"; below it: {', '.join(short)}" if short else "")]
     configs = recipe_rows(cases, memory)
     hit = sorted({r["configuration"] for r in configs if r["cases"]})
     out += ["", pd.DataFrame(configs).to_markdown(index=False),

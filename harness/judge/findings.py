@@ -30,20 +30,27 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
-import os
 import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from harness.core.contexts import context_order
 from harness.core.records import VERDICT_ORDER, Measure, TaskRecord, Verdict
-from harness.judge.reproducer import Reproducer, command, export_path, harness_argv
+from harness.judge.reproducer import (
+    Origin,
+    Reproducer,
+    command,
+    contracts_argument,
+    env_for_reproducer,
+    export_path,
+    harness_argv,
+)
 
 __all__ = ["Classification", "FindingKind", "KINDS", "Origin", "Shrunk", "Finding", "kind_of", "tensor_kind",
            "classify", "group", "reproducer_of", "replay_argv", "localize_argv", "shrink_argv",
-           "command", "harness_argv",
-           "DOSSIER_LINES", "env_for_reproducer", "library_frame", "sort_findings", "summary_line", "dumps",
-           "loads", "with_cause", "with_shrunk"]
+           "command", "harness_argv", "contracts_argument",
+           "DOSSIER_LINES", "env_for_reproducer", "library_frame", "library_of", "export_context", "sort_findings",
+           "summary_line", "dumps", "loads", "with_cause", "with_shrunk"]
 
 #: A dossier is at most this many lines.
 DOSSIER_LINES = 40
@@ -149,6 +156,15 @@ def tensor_kind(name: str) -> str:
 
 
 _LIBRARIES = ("chainer", "espnet", "cupy", "numpy")
+#: The libraries a finding goes upstream to: each gets its own issue where subjects of both share a defect.
+_UPSTREAM = ("chainer", "espnet")
+
+
+def library_of(subject: str) -> str:
+    """The library whose issue tracker a subject's defect goes to: ``chainer`` or ``espnet`` (the name's first
+    part), ``""`` for a pipeline, a control or a plug-in's subject."""
+    head = subject.split(".", 1)[0]
+    return head if head in _UPSTREAM else ""
 
 
 def library_frame(traceback_text: str) -> str:
@@ -185,30 +201,6 @@ def classify(m: Measure, role: str = "subject") -> Classification:
 
 
 # --------------------------------------------------------------------------- the record
-
-
-@dataclass(frozen=True)
-class Origin:
-    """Where a campaign's findings come from: what every reproducer needs besides the finding itself."""
-
-    run_dir: str
-    contracts: str = ""           # the contracts file given (empty: the shipped one)
-    plugins: tuple[str, ...] = ()  # --subject-plugin MOD:OBJ, each
-    baseline: str = ""            # the baseline directory of a gate
-    #: Environment variables the run had that a reproducer must set (NAME, value; value None: unset it).
-    env: tuple[tuple[str, str | None], ...] = ()
-
-    def case_file(self, case_id: str) -> str:
-        return os.path.join(self.run_dir, "cases", f"{case_id}.json")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"run_dir": self.run_dir, "contracts": self.contracts, "plugins": list(self.plugins),
-                "baseline": self.baseline, "env": [list(e) for e in self.env]}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Origin":
-        return cls(str(d["run_dir"]), str(d.get("contracts", "")), tuple(d.get("plugins", ())),
-                   str(d.get("baseline", "")), tuple((str(k), v) for k, v in d.get("env", ())))
 
 
 @dataclass(frozen=True)
@@ -267,6 +259,9 @@ class Finding:
     flaky: bool = False
     #: Every context the group's measures came from (an error groups across contexts: it is one finding).
     contexts: tuple[str, ...] = ()
+    #: (subject, case id) for each other library (:func:`library_of`) whose subjects share the finding: its
+    #: smallest case there (each library gets its own export).
+    library_cases: tuple[tuple[str, str], ...] = ()
 
     @property
     def kind_row(self) -> FindingKind:
@@ -299,8 +294,20 @@ class Finding:
         return self._command("shrink")
 
     def export(self) -> str:
-        """The command that writes a standalone script reproducing the finding (``--out reproduce-<id>.py``)."""
+        """The command that writes a standalone script reproducing the finding (``--out reproduce-<id>.py``); ``""``
+        for a control's (nothing of it goes upstream)."""
         return self._command("export", ["--out", export_path(self.id)])
+
+    def exports(self) -> tuple[str, ...]:
+        """:meth:`export`, then one for each other library whose subjects share the finding: its subject, its
+        smallest case (minimal where that is the one shrunk), ``--out reproduce-<id>-<library>.py``."""
+        out = [self.export()] if self.export() else []
+        for subject, case_id in self.library_cases:
+            mini = self.shrunk if case_id == self.case_id else None
+            r = reproducer_of(replace(self, subject=subject, case_id=case_id, shrunk=mini), "export")
+            if r is not None:
+                out.append(r.command("export", ["--out", export_path(f"{self.id}-{library_of(subject)}")]))
+        return tuple(out)
 
     def headline(self) -> str:
         """One line: class, subject(s), device, context or relation, kind, rule, tensor kind."""
@@ -354,8 +361,7 @@ class Finding:
             lines.append(f"Starts at: {self.cause}")
         if self.replay():
             lines.append(f"Reproduce: {self.replay()}")
-        if self.export():
-            lines.append(f"Export: {self.export()}")
+        lines += [f"Export: {e}" for e in self.exports()]
         if self.localize() and not self.cause:
             lines.append(f"Localize: {self.localize()}")
         if self.shrunk is None and self.shrink():
@@ -372,6 +378,7 @@ class Finding:
                                                        "original_sizes": dict(self.shrunk.original_sizes)}
         d["replay"], d["localize"], d["shrink"] = self.replay(), self.localize(), self.shrink()
         d["export"] = self.export()
+        d["library_cases"] = [list(p) for p in self.library_cases]
         return d
 
     @classmethod
@@ -381,6 +388,7 @@ class Finding:
                                 "case_size", "contract", "error", "where", "reason", "cause", "role")}
         kw["flaky"] = bool(d.get("flaky", False))
         kw["contexts"] = tuple(d.get("contexts", ()))
+        kw["library_cases"] = tuple((str(s), str(c)) for s, c in d.get("library_cases", ()))
         sh = d.get("shrunk")
         return cls(**kw, classification=Classification(d["classification"]), subjects=tuple(d["subjects"]),
                    cases=tuple(d["cases"]), worst=Measure.from_dict(d["worst"]),
@@ -392,16 +400,6 @@ class Finding:
 # --------------------------------------------------------------------------- commands
 
 
-def contracts_argument(path: str | os.PathLike[str] | None) -> str:
-    """What a reproducer's ``--contracts`` must be to judge as the run did (:attr:`Origin.contracts`): the file
-    the run used, or empty for the shipped one (which every verb reads when given none)."""
-    from harness.judge.contracts import DEFAULT_CONTRACTS
-
-    if not path:
-        return ""
-    return "" if os.path.realpath(path) == os.path.realpath(DEFAULT_CONTRACTS) else os.fspath(path)
-
-
 def reproducer_of(f: Finding, verb: str = "replay") -> Reproducer | None:
     """The record ``verb``'s command reproduces ``f`` from; None where ``verb`` offers none for it (replay and
     export: a check with no case; localize: a kind no function node can show; shrink: a kind no smaller case
@@ -410,9 +408,16 @@ def reproducer_of(f: Finding, verb: str = "replay") -> Reproducer | None:
     Replay, localize and export run the reproducer's case (the minimal one where shrinking found it); shrink
     starts from the smallest case of the group. A finding of a subject that diverges run to run (or of that
     kind) compares 20 runs: a minimal case may diverge in only a third of its runs (three colliding ids summed
-    in another order), and 20 runs miss that 1 time in 3,000."""
+    in another order), and 20 runs miss that 1 time in 3,000.
+
+    Export is for what goes upstream: none for a control, a check that did not run or a missing contract line;
+    an allowed divergence or an expected error is a
+    behaviour note (``--note``); an error finding runs in :func:`export_context`."""
     how = f.kind_row.replay
     if verb in ("replay", "export") and (how == "none" or not f.repro_case):
+        return None
+    if verb == "export" and (f.role == "control" or f.classification == Classification.CONTROL
+                             or f.kind in ("not judged", "no contract line")):
         return None
     if verb == "localize" and not f.kind_row.localizable:
         return None
@@ -422,13 +427,24 @@ def reproducer_of(f: Finding, verb: str = "replay") -> Reproducer | None:
     return Reproducer(
         case=f.origin.case_file(f.case_id if verb == "shrink" else f.repro_case), subject=f.subject,
         devices=(f.other, f.device) if how == "devices" else (f.device,),
-        contexts=(f.other, f.context) if how == "contexts" else (f.context,),
+        contexts=(f.other, f.context) if how == "contexts" else
+        (export_context(f) if verb == "export" else f.context,),
         relation=f.relation if how == "relation" else "", baseline=f.origin.baseline if how == "baseline" else "",
         plugins=f.origin.plugins, contracts=f.origin.contracts, env=f.origin.env,
         repeats=20 if how == "repeats" or f.flaky else None,
         fresh=2 if f.kind == "not reproducible across processes" else None,
         kind=f.kind, tensor=f.tensor_kind, error=f.error.split(":", 1)[0] if f.error else "",
-        flaky=f.flaky and how != "repeats")
+        flaky=f.flaky and how != "repeats",
+        note=f.classification in (Classification.ALLOWED, Classification.EXPECTED_ERROR))
+
+
+def export_context(f: Finding) -> str:
+    """The context an exported error runs in: ``default`` where the error showed there too (it does not depend
+    on the context, whichever context's measure was worst; a ``[[known_defect]]`` for one context shows only
+    there), else the finding's own."""
+    if f.kind_row.measure_kind == "task" and "default" in f.contexts:
+        return "default"
+    return f.context
 
 
 def replay_argv(f: Finding, case_file: str | None = None) -> list[str]:
@@ -448,30 +464,6 @@ def shrink_argv(f: Finding) -> list[str]:
     where no smaller case can show it."""
     r = reproducer_of(f, "shrink")
     return [] if r is None else r.argv("shrink")
-
-
-_BLAS_VARS = {"openblas": "OPENBLAS_NUM_THREADS", "mkl": "MKL_NUM_THREADS", "blis": "BLIS_NUM_THREADS"}
-
-
-def env_for_reproducer(diff: Iterable[tuple[str, Any, Any]]) -> tuple[tuple[str, str | None], ...]:
-    """The environment a reproducer must set, from fingerprint fields that differ from a baseline's
-    ``(field, baseline value, value now)``: ``env.NAME`` fields as they are now, and a BLAS thread count no
-    variable explains as that BLAS's own variable."""
-    out: dict[str, str | None] = {}
-    blas: list[tuple[str, Any]] = []
-    internal: dict[str, str] = {}
-    for name, _old, new in diff:
-        if name.startswith("env."):
-            out[name[4:]] = None if new in (None, "", "(missing)") else str(new)
-        elif re.fullmatch(r"blas\.\d+\.num_threads", name) and new not in (None, "(missing)"):
-            blas.append((name.split(".")[1], new))
-        elif re.fullmatch(r"blas\.\d+\.internal_api", name):
-            internal[name.split(".")[1]] = str(new)
-    for idx, threads in blas:
-        var = _BLAS_VARS.get(internal.get(idx, "openblas"), "OMP_NUM_THREADS")
-        if var not in out and "OMP_NUM_THREADS" not in out:
-            out[var] = str(threads)
-    return tuple(sorted(out.items()))
 
 
 # --------------------------------------------------------------------------- grouping
@@ -539,6 +531,13 @@ def group(measures: Iterable[Measure], records: Mapping[tuple[str, str, str, str
         reason = (reasons or {}).get((rep.case_id, rep.subject, rep.device, rep.context), "")
         if kind == "not judged":
             reason = rep.detail or reason
+        # each other library's subjects: the worst measure on their smallest case (a library's own issue)
+        libs: dict[str, Measure] = {}
+        for m in sorted(ms, key=lambda m: (cases.index(m.case_id) if m.case_id in cases else len(cases),
+                                           [-x for x in _severity(m)], m.subject)):
+            lib = library_of(m.subject)
+            if lib and lib != library_of(rep.subject) and m.case_id:
+                libs.setdefault(lib, m)
         out.append(Finding(
             id=_finding_id(key), kind=kind, classification=cls, verdict=worst.verdict, family=family,
             subjects=tuple(sorted({m.subject for m in ms})), subject=rep.subject, device=rep.device,
@@ -547,7 +546,8 @@ def group(measures: Iterable[Measure], records: Mapping[tuple[str, str, str, str
             n_measures=len(ms), n_tensors=len({(m.case_id, m.subject, m.tensor) for m in ms if m.tensor}),
             worst=worst, case_id=smallest, case_size=sizes.get(smallest), origin=origin,
             contract=worst.contract, error=error, where=where, reason=reason, role=roles.get(rep.subject, "subject"),
-            flaky=(rep.subject, rep.device, rep.context) in flaky, contexts=context_order(m.context for m in ms)))
+            flaky=(rep.subject, rep.device, rep.context) in flaky, contexts=context_order(m.context for m in ms),
+            library_cases=tuple((libs[lib].subject, libs[lib].case_id) for lib in _UPSTREAM if lib in libs)))
     return sort_findings(out)
 
 
@@ -592,5 +592,7 @@ def with_cause(f: Finding, cause: str) -> Finding:
 
 
 def with_shrunk(f: Finding, shrunk: Shrunk | None) -> Finding:
-    """``f`` with its minimal case (its reproducer then runs that case)."""
-    return replace(f, shrunk=shrunk)
+    """``f`` with its minimal case (its reproducer then runs that case). A cause localized on another case is
+    dropped: a headline says where the finding starts on the case its card shows."""
+    same = (shrunk.case_id if shrunk is not None else f.case_id) == f.repro_case
+    return replace(f, shrunk=shrunk, cause=f.cause if same else "")

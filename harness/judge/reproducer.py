@@ -14,16 +14,17 @@ registries above this stage, so ``harness/cli.py`` maps each word to its ``type=
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from harness.core.argcheck import name_list
 from harness.core.errors import InvalidArgument
 
 __all__ = ["Reproducer", "VERBS", "Option", "OPTIONS", "OPTION", "harness_argv", "command", "split_command",
-           "export_path"]
+           "export_path", "env_for_reproducer", "Origin", "contracts_argument"]
 
 #: The verbs a reproducer renders a command for.
 VERBS = ("replay", "shrink", "localize", "export")
@@ -98,6 +99,8 @@ OPTIONS: tuple[Option, ...] = (
            "each of 3 tries of 6 runs (export: its claim is tried 20 times)", verbs=_FINDING, shape="switch"),
     Option("--kind", "kind", "the finding kind that must still reproduce (as findings.csv and the dossiers name "
            "it; export without it: the script checks what replay checks)", verbs=_FINDING, required=("shrink",)),
+    Option("--note", "note", "write a behaviour note, not a defect report: the finding is an allowed divergence "
+           "or an expected error, and the text quotes the contract's reason", verbs=("export",), shape="switch"),
 )
 #: The options by flag.
 OPTION: dict[str, Option] = {o.flag: o for o in OPTIONS}
@@ -129,6 +132,9 @@ class Reproducer:
     tensor: str = ""
     error: str = ""
     flaky: bool = False
+    #: export: a behaviour note (an allowed divergence or an expected error, the contract's reason quoted), not
+    #: a defect report
+    note: bool = False
 
     # ---- the verbs' views ------------------------------------------------------------------------
     def for_verb(self, verb: str) -> "Reproducer":
@@ -285,3 +291,61 @@ def split_command(line: str) -> tuple[tuple[tuple[str, str | None], ...], list[s
     if words[1:3] != ["-m", "harness"]:
         raise InvalidArgument(f"command={line!r} does not run python -m harness")
     return tuple(env), words[3:]
+
+
+_BLAS_VARS = {"openblas": "OPENBLAS_NUM_THREADS", "mkl": "MKL_NUM_THREADS", "blis": "BLIS_NUM_THREADS"}
+
+
+def env_for_reproducer(diff: Iterable[tuple[str, Any, Any]]) -> tuple[tuple[str, str | None], ...]:
+    """The environment a reproducer must set, from fingerprint fields that differ from a baseline's
+    ``(field, baseline value, value now)``: ``env.NAME`` fields as they are now, and a BLAS thread count no
+    variable explains as that BLAS's own variable."""
+    out: dict[str, str | None] = {}
+    blas: list[tuple[str, Any]] = []
+    internal: dict[str, str] = {}
+    for name, _old, new in diff:
+        if name.startswith("env."):
+            out[name[4:]] = None if new in (None, "", "(missing)") else str(new)
+        elif re.fullmatch(r"blas\.\d+\.num_threads", name) and new not in (None, "(missing)"):
+            blas.append((name.split(".")[1], new))
+        elif re.fullmatch(r"blas\.\d+\.internal_api", name):
+            internal[name.split(".")[1]] = str(new)
+    for idx, threads in blas:
+        var = _BLAS_VARS.get(internal.get(idx, "openblas"), "OMP_NUM_THREADS")
+        if var not in out and "OMP_NUM_THREADS" not in out:
+            out[var] = str(threads)
+    return tuple(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a campaign's findings come from: what every reproducer needs besides the finding itself."""
+
+    run_dir: str
+    contracts: str = ""           # the contracts file given (empty: the shipped one)
+    plugins: tuple[str, ...] = ()  # --subject-plugin MOD:OBJ, each
+    baseline: str = ""            # the baseline directory of a gate
+    #: Environment variables the run had that a reproducer must set (NAME, value; value None: unset it).
+    env: tuple[tuple[str, str | None], ...] = ()
+
+    def case_file(self, case_id: str) -> str:
+        return os.path.join(self.run_dir, "cases", f"{case_id}.json")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_dir": self.run_dir, "contracts": self.contracts, "plugins": list(self.plugins),
+                "baseline": self.baseline, "env": [list(e) for e in self.env]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Origin":
+        return cls(str(d["run_dir"]), str(d.get("contracts", "")), tuple(d.get("plugins", ())),
+                   str(d.get("baseline", "")), tuple((str(k), v) for k, v in d.get("env", ())))
+
+
+def contracts_argument(path: str | os.PathLike[str] | None) -> str:
+    """What a reproducer's ``--contracts`` must be to judge as the run did (:attr:`Origin.contracts`): the file
+    the run used, or empty for the shipped one (which every verb reads when given none)."""
+    from harness.judge.contracts import DEFAULT_CONTRACTS
+
+    if not path:
+        return ""
+    return "" if os.path.realpath(path) == os.path.realpath(DEFAULT_CONTRACTS) else os.fspath(path)

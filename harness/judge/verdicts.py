@@ -22,6 +22,7 @@ the broken ones into :class:`Violation` dossiers and :func:`assert_no_violations
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
@@ -517,6 +518,7 @@ class Violation:
     #: from, a gate's baseline and environment), so that every command judges the same subjects the same way;
     #: None: the directory above ``case_file``, the shipped contracts, no plug-ins.
     origin: Origin | None = None
+    role: str = "subject"  # the subject's role: a control's dossier offers no export (nothing of it goes upstream)
 
     @property
     def kind(self) -> str:
@@ -546,12 +548,10 @@ class Violation:
     def finding(self) -> Any:
         """This one measure as a :class:`~harness.judge.findings.Finding` of :attr:`origin` (whose case file is
         ``case_file``): the one place a dossier and its commands are written."""
-        import os
-
         from harness.judge.findings import Origin, group
 
         origin = self.origin or Origin(os.path.dirname(os.path.dirname(self.case_file)) if self.case_file else "")
-        return group([self.measure], None, origin)[0]
+        return group([self.measure], None, origin, roles={self.measure.subject: self.role})[0]
 
     def headline(self) -> str:
         """One line naming subject, device, context, rule and tensor: pytest's short summary shows it."""

@@ -43,7 +43,8 @@ def case_sizes(cases: Mapping[str, Case]) -> dict[str, int | None]:
 
 def write_case_files(run_dir: str, found: Sequence[F.Finding], cases: Mapping[str, Case]) -> None:
     """Every case a finding names (its reproducer's and the group's) as ``cases/<id>.json``."""
-    wanted = {f.case_id for f in found} | {c for f in found for c in f.cases[:1]}
+    wanted = {f.case_id for f in found} | {c for f in found for c in f.cases[:1]} | {
+        c for f in found for _, c in f.library_cases}
     for cid in sorted(wanted):
         path = os.path.join(run_dir, "cases", f"{cid}.json")
         if cid in cases and not os.path.exists(path):

@@ -63,6 +63,13 @@ def _replay_note(f: Finding) -> str:
     return f"exit {EXIT_CODES['differs']} when it reproduces"
 
 
+def _export_what(f: Finding) -> str:
+    """What the finding's export commands write: a behaviour note, or one script per library that has it."""
+    if f.classification in (Classification.ALLOWED, Classification.EXPECTED_ERROR):
+        return "a behaviour note (the contracts file allows or expects it: not a defect)"
+    return "a standalone script" + (", one per library," if f.library_cases else "")
+
+
 _FIGURE_OF = {"repeat": "divergence.png", "process": "divergence.png", "context": "divergence.png",
               "device": "divergence.png", "relation": "divergence.png", "baseline": "divergence.png",
               "oracle": "error_vs_size.png"}
@@ -86,7 +93,8 @@ def finding_items(view: ReportView) -> list[dict[str, Any]]:
         if f.other and f.kind in ("cross-context difference", "cross-device difference"):
             where = f"{f.other} vs {f.context if f.kind == 'cross-context difference' else f.device}"
         items.append({"f": f, "anchor": f"finding-{f.id}", "where": where, "size": size_lines(f),
-                      "replay": f.replay(), "replay_note": _replay_note(f), "export": f.export(), "links": links,
+                      "replay": f.replay(), "replay_note": _replay_note(f), "export": "\n".join(f.exports()),
+                      "export_what": _export_what(f), "links": links,
                       "also": [s for s in f.subjects if s != f.subject]})
     return items
 

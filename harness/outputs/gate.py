@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 from harness.core.cases import Case
 from harness.core.errors import InvalidArgument
 from harness.core.records import Measure, TaskRecord
+from harness.core.rundir import task_arrays
 from harness.execute.campaign import load_tasks
 from harness.execute.measure_pass import campaign_cases, load_measures, measure_campaign
 from harness.judge import findings as F
@@ -48,7 +49,7 @@ def _violation(m: Measure, f: F.Finding | None) -> Violation:
     plug-ins, baseline, environment), so that every command of its dossier judges as the gate did."""
     if f is None:
         return Violation(m)
-    return Violation(m, replay=f.replay(), case_file=f.origin.case_file(f.repro_case), origin=f.origin)
+    return Violation(m, replay=f.replay(), case_file=f.origin.case_file(f.repro_case), origin=f.origin, role=f.role)
 
 
 def fails(m: Measure) -> bool:
@@ -104,18 +105,7 @@ def gate_campaign(run_dir: str, contracts: Contracts, *, control: bool = True) -
 
 
 def _baseline_arrays(baseline_dir: str, rec: TaskRecord | None) -> dict[str, Any] | None:
-    if rec is None or not rec.array_file:
-        return None
-    path = os.path.join(baseline_dir, "arrays", rec.array_file)
-    if not os.path.exists(path):
-        return None
-    import numpy as np
-
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
-    except (OSError, ValueError):
-        return None
+    return task_arrays(baseline_dir, rec.array_file if rec is not None else None)
 
 
 def check_baseline(run_dir: str, baseline_dir: str, contracts: Contracts) -> list[Violation]:

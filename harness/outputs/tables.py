@@ -236,7 +236,7 @@ def findings_frame(found: Sequence[Any]) -> pd.DataFrame:
             "worst_abs": _abs_diff(m), "worst_rel": m.max_rel, "error_ratio": m.error_ratio,
             "actual": m.actual, "expected": m.expected, "detail": detail, "case_id": f.case_id,
             "minimal_case": f.shrunk.case_id if f.shrunk is not None else "", "replay": f.replay(),
-            "export": f.export(), "localize": f.localize(), "shrink": f.shrink(), "root_cause": f.cause,
+            "export": "\n".join(f.exports()), "localize": f.localize(), "shrink": f.shrink(), "root_cause": f.cause,
             "role": f.role})
     df = pd.DataFrame(rows, columns=list(FINDING_COLUMNS))
     df["worst_ulp"] = uint64_column(r["worst_ulp"] for r in rows)

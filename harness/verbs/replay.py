@@ -55,7 +55,8 @@ def replay(opts: ReplayOptions) -> int:
     devices = [resolve_device(n, "devices" if len(r.devices) > 1 else "device") for n in r.devices]
     contracts = load_contracts(r.contracts or None)
     case = subject_case(r, subject, opts.max_case_bytes)
-    export = r.command("export", ["--out", export_path(r.case_id or r.case)])  # (printed where a difference shows)
+    # (printed where a difference shows; nothing of a control goes upstream)
+    export = "" if subject.role == "control" else r.command("export", ["--out", export_path(r.case_id or r.case)])
     if r.relation:
         return run.replay_relation(contracts, case, subject.name, devices[0], contexts[0], r.relation,
                                    plugins=r.plugins, timeout=opts.timeout, export=export)

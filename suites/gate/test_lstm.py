@@ -41,6 +41,7 @@ def test_lstm_contexts(subject, context, device, contracts):
 # seconds per subject here; `harness gate` runs every subject on these cases.
 @pytest.mark.parametrize("subject", [s for s in subjects_of("lstm") if not s.startswith("chainer.n_step_")])
 def test_lstm_real_scale(subject, device, contracts):
-    """The real-scale cases every default gate runs keep the subject's contract: hidden 256 over
-    200 steps (bidirectional: hidden 320 over 100), 83 features wide."""
+    """The real-scale cases every default gate runs keep the subject's contract: bidirectional hidden 320 over
+    100 steps, 83 features wide, and the corners (800 steps at hidden 4, hidden 1,024, 6 layers, 30 sequences,
+    320 features)."""
     assert check_real_scale(contracts, subject, device) >= 1

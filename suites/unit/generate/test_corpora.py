@@ -17,7 +17,7 @@ def _ids(case) -> int:
 
 def test_the_default_gate_corpus_holds_real_scale_cases_of_every_family():
     cases = gate_corpus()
-    lstm = [c for c in cases if c.family == "lstm" and max(c.spec["lengths"]) >= 200 and c.spec["hidden"] >= 256]
+    lstm = [c for c in cases if c.family == "lstm" and max(c.spec["lengths"]) >= 100 and c.spec["hidden"] >= 256]
     decoder = [c for c in cases if c.family == "embed" and _ids(c) * c.spec["vocab"] >= 10_000_000
                and c.spec.get("pad_id") == c.spec["vocab"] - 1 and c.spec.get("ignore_label") is None]
     word_lm = [c for c in cases if c.family == "embed" and c.spec["vocab"] == 65_000]

@@ -57,10 +57,10 @@ def _check_conventions(case) -> None:
 def _ids(case) -> np.ndarray:
     """The case's ids as a run builds them (from a narrow copy where the case is large: the last test checks
     that they are the same)."""
-    from harness.generate.edges import _built_ids
+    from harness.generate.edges import built_ids
 
     shape = case.spec["ids_shape"] if case.family == "embed" else [len(case.spec["lengths"]), max(case.spec["lengths"])]
-    return _built_ids(case)[1].reshape(shape)
+    return built_ids(case)[1].reshape(shape)
 
 
 def test_every_row_cites_its_source_and_has_ordered_ranges():
@@ -151,10 +151,10 @@ def test_a_padded_batch_without_pad_or_ignore_label_is_refused_in_one_line():
 
 
 def test_a_large_cases_edges_are_found_from_the_same_ids_a_run_builds():
-    """edges._built_ids builds a large case one wide: its ids must be the very ids of the case itself."""
+    """edges.built_ids builds a large case one wide: its ids must be the very ids of the case itself."""
     from harness.core.case_limits import estimate_case_bytes
-    from harness.generate.edges import _NARROW_BYTES, _built_ids
+    from harness.generate.edges import _NARROW_BYTES, built_ids
 
     for family in ("embed", "pipeline"):
         case = next(c for c in recipe_corpus(family, examples=6, seed=2) if estimate_case_bytes(c) > _NARROW_BYTES)
-        assert np.array_equal(_built_ids(case)[1], build_arrays(case)["x"].astype(np.float64).ravel())
+        assert np.array_equal(built_ids(case)[1], build_arrays(case)["x"].astype(np.float64).ravel())

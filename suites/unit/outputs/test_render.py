@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import html
 
+from harness.judge.findings import Classification
+from harness.judge.reproducer import export_path
 from harness.outputs import render
 from suites.test_render import _plain, _view
 
 
-def test_each_finding_offers_the_export_command_after_its_replay_command():
+def test_each_finding_offers_the_export_command_after_its_replay_command_but_a_control_none():
     v = _view()
     page = html.unescape(_plain(render.summary_html(v)))
     md = render.summary_md(v)
     offered = [f for f in v.findings if f.replay()]
-    assert offered
+    controls = [f for f in offered if f.classification == Classification.CONTROL]
+    assert controls and len(controls) < len(offered)
     for f in offered:
+        if f in controls:  # nothing of a control goes upstream: no export command anywhere
+            assert f.export() == "" and f.exports() == ()
+            assert export_path(f.id) not in page and export_path(f.id) not in md
+            continue
         assert f.export() and " export " in f.export()
         assert page.index(f.replay()) < page.index(f.export())
-        assert md.index(f"```sh\n{f.replay()}\n```") < md.index(f"```sh\n{f.export()}\n```")
+        assert md.index(f"```sh\n{f.replay()}") < md.index(f.export())

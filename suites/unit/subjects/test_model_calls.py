@@ -77,3 +77,19 @@ def test_the_initial_draw_is_per_name_and_the_perturbation_moves_one_element_one
 
 def test_a_chainer_parameter_path_is_a_dotted_name():
     assert param_name("/enc/enc/0/birnn0/0/w0") == "enc.enc.0.birnn0.0.w0"
+
+
+def test_the_calls_module_imports_only_the_standard_library_and_numpy():
+    import ast
+    import inspect
+    import sys
+
+    from harness.subjects import model_calls
+
+    roots = set()
+    for node in ast.walk(ast.parse(inspect.getsource(model_calls))):
+        if isinstance(node, ast.Import):
+            roots |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            roots.add((node.module or "").split(".")[0])
+    assert roots and roots <= set(sys.stdlib_module_names) | {"numpy"}, roots
