@@ -22,6 +22,18 @@ from harness.verbs.trajectory import TrajectoryOptions, run_trajectory
 PLUGIN = "suites.plugins.planted_model:SUBJECTS"
 
 
+@pytest.fixture(autouse=True)
+def _registry_restored():
+    """The planted plug-in is registered by some tests here: leave the registry as it was for the rest of the
+    session (the contracts checks and the export tests read every registered subject)."""
+    from harness.subjects.registry import SUBJECTS as REGISTRY
+
+    before = dict(REGISTRY)
+    yield
+    REGISTRY.clear()
+    REGISTRY.update(before)
+
+
 def _outcomes(subjects_cases, fresh: int = 1):
     """Per (subject, case): two runs in one worker and one in a fresh worker (one Runner: its workers serve every
     task), the outcome judged as a campaign judges a task, and the tensors whose repetitions differ."""
