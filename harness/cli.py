@@ -157,6 +157,18 @@ def cmd_localize(args: argparse.Namespace) -> int:
     return localize(_record(LocalizeOptions, "localize", args, "json", "timeout", "max_case_bytes"))
 
 
+def cmd_trajectory(args: argparse.Namespace) -> int:
+    from harness.verbs.trajectory import TrajectoryOptions, trajectory
+
+    if args.subject is None:
+        raise InvalidArgument("trajectory needs --subject S (a model subject: python -m harness subjects)")
+    given = _given_values(args, "case_id", "fresh", "against", "steps", "out", "timeout", "max_case_bytes",
+                          plugins="subject_plugin")
+    contexts = argcheck.name_list("contexts", args.contexts) or []
+    return trajectory(TrajectoryOptions(args.case, args.subject, contexts=tuple(contexts),
+                                        localize=not args.no_localize, **given))
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     import importlib
 
@@ -315,6 +327,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_reproducer(ex, "export", "--out", "--markdown")
     ex.set_defaults(func=cmd_export)
     _add_bisect(sub)
+
+    tr = _verb(sub, "trajectory", "train a model case K steps twice: where the runs first differ, and whether "
+               "it matters", "Train a model case (family model) K optimizer steps twice in worker processes: run "
+               "to run (the default), in fresh processes (--fresh 1), in two contexts (--contexts A,B) or by "
+               "another subject (--against S). Print whether every step is bit-identical or the first step that "
+               "differs and how far the parameters and losses end apart, beside the same steps from a start one "
+               "ULP away in one weight (the training's own instability); with --out, write the table and the "
+               "figure.", _codes("0  bit-identical at every step", "1  the runs differ (the line says where "
+                                                                         "first and by how much)"))
+    add_options(tr, "trajectory", "case", "--case-id", "--subject", "--subject-plugin", "--contexts", "--fresh",
+                "--against", "--steps", "--out", "--timeout", "--max-case-bytes", "--no-localize")
+    tr.set_defaults(func=cmd_trajectory)
     return p
 
 

@@ -137,14 +137,16 @@ def option_table() -> dict[str, Opt]:
         "--out": Opt("where to write: report and gate, a new (absent or empty) run directory (default "
                      "reports/<run-id>); compare and merge, the directory of their tables; cases, the corpus file "
                      "(default or '-': stdout); shrink, the minimal case (default: beside CASE.json, named by its "
-                     "id); audit, the audit file (JSON); export, the script",
+                     "id); audit, the audit file (JSON); export, the script; trajectory, the directory of its table "
+                     "and figure",
                      {"cases": checked("out", _out_file), "report": checked("out", argcheck.writable_dir),
                       "gate": checked("out", argcheck.run_dir_for_output),
                       "shrink": checked("out", argcheck.writable_file),
                       "audit": checked("out", argcheck.writable_file),
                       "compare": checked("out", argcheck.writable_dir),
                       "merge": checked("out", argcheck.writable_dir),
-                      "export": checked("out", argcheck.writable_file)},
+                      "export": checked("out", argcheck.writable_file),
+                      "trajectory": checked("out", argcheck.writable_dir)},
                      metavar="PATH", required=("audit", "merge", "export")),
         "--markdown": Opt("also write the text of an upstream bug report (title, environment, script, output)",
                           checked("markdown", argcheck.writable_file), metavar="FILE"),
@@ -180,6 +182,10 @@ def option_table() -> dict[str, Opt]:
         "--shrink-budget": Opt("seconds to spend shrinking the findings' cases to minimal ones (default "
                                "{default})", _non_negative_seconds("shrink-budget"), metavar="SECONDS"),
         "--no-shrink": Opt("do not shrink the findings' cases", switch=True),
+        "--steps": Opt("trajectory: optimizer steps to train (default: the case's own steps)",
+                       argcheck.ints("steps", 1), metavar="K"),
+        "--against": Opt("trajectory: compare with the same case trained by this model subject (instead of "
+                         "--contexts or --fresh)", metavar="SUBJECT"),
         "--budget": Opt("seconds to spend at most (default {default})", seconds("budget")),
         "--max-runs": Opt("worker runs to spend at most (default {default})", argcheck.ints("max-runs", 1)),
         "--exit-code": Opt("exit 1 when anything changed, 0 when the same", switch=True),
@@ -279,7 +285,8 @@ RECORDS = {"replay": "harness.verbs.replay:ReplayOptions", "shrink": "harness.ve
            "contracts": "harness.verbs.contracts:ContractsCheckOptions",
            "compare": "harness.verbs.compare:CompareOptions", "merge": "harness.verbs.compare:MergeOptions",
            "report": "harness.verbs.report:ReportOptions", "audit": "harness.verbs.audit:AuditOptions",
-           "bisect": "harness.verbs.bisect:BisectOptions", "export": ""}
+           "bisect": "harness.verbs.bisect:BisectOptions", "export": "",
+           "trajectory": "harness.verbs.trajectory:TrajectoryOptions"}
 
 
 def add_options(p: Any, verb: str, *flags: str) -> None:

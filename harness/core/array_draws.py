@@ -155,6 +155,8 @@ def draw_arrays(family: str, seed: int, spec: Mapping[str, Any],
     raises (``KeyError``, ``ValueError`` ...); the caller names the case. ``names`` (optional): an embedding
     case draws only those (each array has its own generator, so they are what a whole draw gives)."""
     out: dict[str, np.ndarray] = {}
+    if family == "model":  # a training run draws its parameters and batches itself (harness.subjects.model_calls)
+        return out
     if family == "embed":
         shape = tuple(int(n) for n in spec["ids_shape"])
         vocab, width = int(spec["vocab"]), int(spec["width"])

@@ -49,6 +49,8 @@ def array_layout(family: str, spec: Mapping[str, Any]) -> dict[str, tuple[tuple[
     """Every array the spec of a ``family`` case builds: name -> (shape, dtype name); nothing is drawn.
     A pipeline's ``x`` is ``(batch, longest sequence)``."""
     out: dict[str, tuple[tuple[int, ...], str]] = {}
+    if family == "model":  # a training run draws its parameters and batches itself, from the seed
+        return out
     if family == "embed":
         shape = tuple(int(n) for n in spec["ids_shape"])
         vocab, width = int(spec["vocab"]), int(spec["width"])

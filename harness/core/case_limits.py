@@ -18,6 +18,7 @@ import numpy as np
 from harness.core.argcheck import DEFAULT_LIMIT_TEXT  # (re-exported: the limit's words live with the parser's)
 from harness.core.case_arrays import lstm_weight_shapes
 from harness.core.errors import CaseError, InvalidArgument, one_line
+from harness.core.model_cases import input_bytes
 
 __all__ = ["MAX_CASE_BYTES_ENV", "DEFAULT_LIMIT_TEXT", "CaseShape", "estimate_case_bytes", "max_case_bytes_default",
            "check_case_size",
@@ -66,7 +67,9 @@ def estimate_case_bytes(case: CaseShape) -> int:
     """
     s = case.spec
     total = 0
-    if case.family == "embed":
+    if case.family == "model":  # no arrays of its own: one step's drawn batch (its parameters are the run's)
+        total += input_bytes(s)
+    elif case.family == "embed":
         shape = [int(n) for n in s["ids_shape"]]
         vocab, width = int(s["vocab"]), int(s["width"])
         wsize = _itemsize(s.get("w_dtype", "float32"))

@@ -34,6 +34,7 @@ from harness.core.case_arrays import check_case_arrays, lstm_weight_shapes
 from harness.core.case_limits import check_case_size
 from harness.core.errors import CaseError, InvalidArgument, one_line
 from harness.core.input_parsing import InputProblem, parse_json
+from harness.core.model_cases import check_model_spec
 from harness.core.vocabulary import FAMILIES
 
 __all__ = ["Case", "FAMILIES", "FORMAT_VERSION", "build_arrays", "lstm_weight_shapes", "encode_array",
@@ -215,6 +216,8 @@ class Case:
         s = self.spec
         if self.family == "embed":
             return int(np.prod(s["ids_shape"])) * int(s["width"])
+        if self.family == "model":  # the elements one step reads: its batch, its widths, its layers
+            return int(s["batch"]) * int(s["max_len"]) * int(s["width"]) * int(s["n_layers"])
         lengths = s["lengths"]
         width = s.get("in_size", s.get("width", 1))
         return int(sum(lengths)) * int(width) * int(s["n_layers"])
@@ -242,6 +245,8 @@ def _validate_spec(family: str, spec: Mapping[str, Any], bad: bool) -> None:
     if family == "embed" and not bad and not 1 <= len(spec["ids_shape"]) <= 3:
         raise InvalidArgument(f"$.spec.ids_shape={list(spec['ids_shape'])!r} must have 1 to 3 dimensions "
                               f"(more only in a bad-input case)")
+    if family == "model":
+        check_model_spec(spec)
     if family in ("lstm", "pipeline") and not bad and min(spec["lengths"]) < 1:
         raise InvalidArgument(f"$.spec.lengths={list(spec['lengths'])!r} must hold ints >= 1 (0 only in a "
                               f"bad-input case)")

@@ -32,6 +32,7 @@ import numpy as np
 from harness.core.case_limits import DEFAULT_LIMIT_TEXT, MAX_CASE_BYTES_ENV, estimate_case_bytes, max_case_bytes_default
 from harness.core.cases import Case
 from harness.core.errors import CaseError
+from harness.core.model_cases import param_count, setting, snapshot_bound, step_shape
 
 __all__ = ["Cost", "estimate", "run_timeout", "BASE_TIMEOUT", "SECONDS_PER_FLOP", "SECONDS_PER_LOOP",
            "PROCESS_BYTES", "STEP_BYTES", "ORACLE_PREFIXES", "gib", "machine_memory", "device_memory",
@@ -172,13 +173,38 @@ def _embed_cost(n_ids: int, vocab: int, width: int, size: int, subject: str | No
     return held, oracle, flops, loops
 
 
+def _model_cost(spec: Mapping[str, Any]) -> tuple[int, int, int, int]:
+    """(subject bytes, oracle bytes, flops, loops) of a model case's K optimizer steps in one run.
+
+    Held at once: the parameters, their gradients and two optimizer slots each (AdaDelta's two running means,
+    Adam's two moments), the full snapshots the run records (:func:`harness.core.model_cases.snapshot_bound`
+    of them), and one step's working set: its LSTM layers as :func:`_lstm_cost` counts them (a step's graph is
+    freed before the next) and the output layer's logits, their softmax and gradient. The work is K steps'."""
+    params = param_count(spec) * 4
+    batch, t_max = step_shape(spec)
+    vocab, hidden = int(spec["vocab"]), int(spec["hidden"])
+    bi = spec["recipe"] == "espnet_blstmp_ctc"
+    width = int(setting(spec, "eprojs")) if bi else hidden
+    lstm = {"lengths": [t_max] * batch, "hidden": hidden, "n_layers": int(spec["n_layers"]), "bidirectional": bi}
+    l_held, _, l_flops, l_loops = _lstm_cost(lstm, int(spec["width"]))
+    logits = batch * (t_max + 1) * vocab * 4
+    held = params * (4 + snapshot_bound(int(spec["steps"]))) + l_held + 3 * logits
+    steps = int(spec["steps"])
+    flops = steps * (l_flops + 6 * batch * (t_max + 1) * width * vocab)
+    # a CTC loss runs its forward-backward recursion over the frames in Python-level loops; an LM does not
+    loops = steps * (l_loops + (2 * t_max if bi else 0) + 1)
+    return held, 0, flops, loops
+
+
 def estimate(case: Case, *, device: str = "cpu", subject: str | None = None) -> Cost:
     """The cost of one run of ``case`` on ``device`` (``cpu`` or ``gpu``/``gpu:N``) by ``subject`` (a subject's
     name; None: the costliest subject of the case's family there). Shapes only: nothing is allocated."""
     s = case.spec
     device = "cpu" if device == "cpu" else "gpu"
     inputs = estimate_case_bytes(case)
-    if case.family == "embed":
+    if case.family == "model":
+        held, oracle, flops, loops = _model_cost(s)
+    elif case.family == "embed":
         shape = [int(n) for n in s["ids_shape"]]
         w_shape = [int(n) for n in s.get("w_shape", (s["vocab"], s["width"]))]
         vocab, width = int(s["vocab"]), int(w_shape[-1]) if w_shape else int(s["width"])

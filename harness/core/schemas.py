@@ -24,10 +24,19 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from harness.core.vocabulary import COMPUTE_PHASES, FAMILIES, PHASE_SPELLINGS, RELATIONS, ROLES
+from harness.core.vocabulary import (
+    CASE_FAMILIES,
+    COMPUTE_PHASES,
+    FAMILIES,
+    MODEL_FAMILIES,
+    PHASE_SPELLINGS,
+    RELATIONS,
+    ROLES,
+)
 
 __all__ = ["FAMILIES", "FLOAT_DTYPES", "ID_DTYPES", "ID_KINDS", "GRAD_KINDS", "GRAD_OUTPUTS", "WEIGHT_KINDS",
-           "CASE", "spec_schema", "SPEC_FIELDS", "CONTRACTS", "CONTRACT_FIELDS", "BAD_INPUT_FIELDS",
+           "MODEL_RECIPES", "OPTIMIZERS", "CASE", "spec_schema", "SPEC_FIELDS", "CONTRACTS", "CONTRACT_FIELDS",
+           "BAD_INPUT_FIELDS",
            "KNOWN_DEFECT_FIELDS", "ORACLE_RULES", "NUMBER_DTYPES", "TENSOR_DTYPES", "AUDIT", "AUDIT_ENTRY_FIELDS",
            "AUDIT_TENSOR_FIELDS", "ENVIRONMENT", "CAMPAIGN", "CAMPAIGN_FIELDS", "MAX_TIMEOUT"]
 
@@ -129,6 +138,34 @@ SPEC_FIELDS: dict[str, tuple[dict[str, Any], tuple[str, ...]]] = {
 SPEC_REQUIRED = {"embed": ["vocab", "width", "ids_shape"], "lstm": ["n_layers", "hidden", "in_size", "lengths"],
                  "pipeline": ["vocab", "width", "n_layers", "hidden", "lengths"]}
 
+# ---- the model family (harness.subjects.model): K optimizer steps of a model, everything drawn from the seed ----
+#: What a model case trains (harness.subjects.model_calls): ESPnet's blstmp encoder with a CTC head, an RNN LM on
+#: ESPnet's deterministic EmbedID (eos padding), the same LM on Chainer's EmbedID (ignore_label=-1).
+MODEL_RECIPES = ("espnet_blstmp_ctc", "espnet_rnnlm", "chainer_lm")
+#: The optimizers of ESPnet1's chainer training (AdaDelta with eps 1e-8 is its default).
+OPTIMIZERS = ("adadelta", "adam")
+_MODEL = MODEL_FAMILIES
+# The keys a model spec shares with the call families mean the same there: the label vocabulary (a CTC head's
+# output labels, blank 0 among them), the input width (an embedding's, or the features'), the LSTM's units and
+# layers, how ids are drawn.
+for _key in ("vocab", "width", "hidden", "n_layers", "id_kind"):
+    SPEC_FIELDS[_key] = (SPEC_FIELDS[_key][0], SPEC_FIELDS[_key][1] + _MODEL)
+SPEC_FIELDS.update({
+    "recipe": ({"enum": list(MODEL_RECIPES)}, _MODEL),
+    "steps": (POS, _MODEL),
+    "batch": (POS, _MODEL),
+    "min_len": (POS, _MODEL),
+    "max_len": (POS, _MODEL),
+    "eprojs": (POS, _MODEL),
+    "subsample": (_list(POS, minItems=1), _MODEL),
+    "optimizer": ({"enum": list(OPTIMIZERS)}, _MODEL),
+    "clip": ({"type": "number", "exclusiveMinimum": 0}, _MODEL),
+    # The instability baseline's start: one ULP up in one element of one parameter, after the initial draw
+    # (no param: the first weight matrix in the model's parameter order).
+    "perturb": (_obj({"param": NAME, "index": NAT}, ["index"]), _MODEL),
+})
+SPEC_REQUIRED["model"] = ["recipe", "steps", "batch", "max_len", "vocab", "width", "hidden", "n_layers"]
+
 
 def spec_schema(family: str) -> dict[str, Any]:
     """The schema of one family's spec, built from :data:`SPEC_FIELDS` (the same object on every call)."""
@@ -155,12 +192,12 @@ _ARRAY = _obj({"dtype": NAME, "shape": _list(NAT, maxItems=8), "data": {"type": 
 #: A case (harness.core.cases.Case.to_dict, and a line of a corpus).
 CASE: dict[str, Any] = _obj(
     {"version": {"type": "integer", "const": 1, "message": "is not supported (this harness reads version 1)"},
-     "family": {"enum": list(_FAMILIES)}, "seed": NAT, "spec": {"type": "object"},
+     "family": {"enum": list(CASE_FAMILIES)}, "seed": NAT, "spec": {"type": "object"},
      "arrays": {"type": "object", "additionalProperties": _ARRAY}, "expect": _null(_EXPECT),
      "tags": _list(STR), "id": STR},
     ["family", "seed", "spec"],
     allOf=[_when({"properties": {"family": {"const": f}}, "required": ["family"]},
-                 {"properties": {"spec": spec_schema(f)}}) for f in _FAMILIES])
+                 {"properties": {"spec": spec_schema(f)}}) for f in CASE_FAMILIES])
 
 
 # ==== the contracts file ======================================================================
@@ -288,7 +325,7 @@ AUDIT_TENSOR_FIELDS: dict[str, Any] = {
 }
 #: The fields of one audit entry (one case x subject x device x context).
 AUDIT_ENTRY_FIELDS: dict[str, Any] = {
-    "case_id": NAME, "family": {"enum": list(FAMILIES)}, "subject": NAME, "device": _DEVICE, "context": NAME,
+    "case_id": NAME, "family": {"enum": list(CASE_FAMILIES)}, "subject": NAME, "device": _DEVICE, "context": NAME,
     "role": {"enum": list(ROLES)}, "bad_input": BOOL, "status": {"enum": _STATUSES},
     "error": _null(STR), "skip_reason": _null(STR), "repeats_agreed": _null(BOOL),
     "array_file": _null({"type": "string", "pattern": r"^(?!\.\.?$)[^/\\\x00]+$",

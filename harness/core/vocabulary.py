@@ -7,11 +7,16 @@ is implemented.
 
 from __future__ import annotations
 
-__all__ = ["FAMILIES", "PHASES", "COMPUTE_PHASES", "CPU_TIMING", "PHASE_SPELLINGS", "RELATIONS", "ROLES", "PROFILES",
-           "phase_name"]
+__all__ = ["FAMILIES", "MODEL_FAMILIES", "CASE_FAMILIES", "PHASES", "COMPUTE_PHASES", "CPU_TIMING", "PHASE_SPELLINGS",
+           "RELATIONS", "ROLES", "PROFILES", "phase_name"]
 
 #: The case families: an embedding lookup, a (bi)LSTM stack, an embedding followed by an LSTM.
 FAMILIES: tuple[str, ...] = ("embed", "lstm", "pipeline")
+#: The families whose case is a training run, many calls in a row (harness.subjects.model): K optimizer steps of
+#: a model, judged as a trajectory (harness.judge.trajectory). Not drawn into the one-call corpora.
+MODEL_FAMILIES: tuple[str, ...] = ("model",)
+#: Every family a case may name.
+CASE_FAMILIES: tuple[str, ...] = FAMILIES + MODEL_FAMILIES
 
 #: The phases of one run, in the order a run goes through them (the subjects' Recorder names them).
 PHASES: tuple[str, ...] = ("setup", "forward", "backward", "double-backward", "transfer")

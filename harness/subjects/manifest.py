@@ -55,7 +55,7 @@ def load_timeout() -> float:
 
 def _subject_data(s: Any) -> dict[str, Any]:
     """A subject's plain-data manifest, every field checked (a wrong type is a one-line PluginError)."""
-    from harness.core.vocabulary import FAMILIES, ROLES
+    from harness.core.vocabulary import CASE_FAMILIES, ROLES
     from harness.subjects.base import Declared, Subject
 
     if not isinstance(s, Subject):
@@ -63,8 +63,8 @@ def _subject_data(s: Any) -> dict[str, Any]:
     where = f"subject {s.name!r}"
     if not isinstance(s.name, str) or not s.name.strip() or len(s.name) > 200 or not s.name.isprintable():
         raise PluginError(f"subject name={s.name!r} must be a printable string of 1 to 200 characters")
-    if s.family not in FAMILIES:
-        raise PluginError(f"{where}: family={s.family!r} must be one of {', '.join(FAMILIES)}")
+    if s.family not in CASE_FAMILIES:
+        raise PluginError(f"{where}: family={s.family!r} must be one of {', '.join(CASE_FAMILIES)}")
     if s.role not in ROLES:
         raise PluginError(f"{where}: role={s.role!r} must be one of {', '.join(ROLES)}")
     if s.oracle is not None and not isinstance(s.oracle, str):
@@ -306,10 +306,10 @@ def _take(spec: str, cases: list[Any], cases_file: str, timeout: float
 
 def _checked(spec: str, data: Any) -> list[dict[str, Any]]:
     """The child's subject list checked again here (plain data only; the child is not trusted)."""
-    from harness.core.vocabulary import FAMILIES, ROLES
+    from harness.core.vocabulary import CASE_FAMILIES, ROLES
 
     ok = isinstance(data, list) and data and all(
-        isinstance(d, dict) and isinstance(d.get("name"), str) and d.get("family") in FAMILIES and
+        isinstance(d, dict) and isinstance(d.get("name"), str) and d.get("family") in CASE_FAMILIES and
         d.get("role") in ROLES and (d.get("oracle") is None or isinstance(d.get("oracle"), str)) and
         isinstance(d.get("devices"), list) and all(x in ("cpu", "gpu") for x in d["devices"]) and
         isinstance(d.get("declared"), dict) for d in data)

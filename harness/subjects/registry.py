@@ -17,7 +17,7 @@ from harness.core.cases import Case, build_arrays
 from harness.core.contexts import Context
 from harness.core.devices import Device
 from harness.core.errors import CaseError, PluginError, UnknownSubject
-from harness.subjects import controls, embed, lstm, pipeline
+from harness.subjects import controls, embed, lstm, model, pipeline
 from harness.subjects.base import Declared, Recorder, Subject
 
 __all__ = ["SUBJECTS", "get_subject", "register", "load_plugin", "load_entry_points", "subjects_for",
@@ -62,6 +62,7 @@ _OWN: tuple[Subject, ...] = (
     *embed.SUBJECTS,
     *lstm.SUBJECTS,
     *pipeline.SUBJECTS,
+    *model.SUBJECTS,
     Subject("oracle.embed", "embed", _oracle_run("embed"), devices=("cpu",), role="oracle", declared=_ORACLE_DECL,
             accepts=_oracle_accepts, description="independent float64 oracle: embed forward, backward, double backward",
             double_backward=True, source="harness/subjects/oracle.py"),
