@@ -231,16 +231,15 @@ def _check(c: Check) -> list[str]:
                 "if differ:", *_verdict("{', '.join(differ)}", "every member gives the batch's bits", c.note)]
     if c.kind == "tolerance":
         tol = {k: list(v) for k, v in c.tolerance.items()}
-        return ["out = run(d)",
-                f"TOLERANCE = {tol!r}  # tensor: atol, rtol, normwise",
-                "bad = []",
-                "for k, (atol, rtol, normwise) in TOLERANCE.items():  # against the float64 reference's values",
+        return ["out, bad = run(d), []",
+                f"for k, (atol, rtol, normwise) in {tol!r}.items():  # against the float64 reference",
                 "    got, want = out[k].astype(np.float64), d[f'expected.{k}']",
                 "    err = np.where(np.isnan(got) & np.isnan(want), 0, np.nan_to_num(np.abs(got - want), nan=np.inf))",
-                "    if not (np.linalg.norm(err) <= atol + rtol * np.linalg.norm(want) if normwise else",
-                "            np.all(err <= atol + rtol * np.abs(want))):",
-                "        i = np.unravel_index(np.argmax(err), err.shape)",
-                "        bad.append(f'{k}{list(i)} = {got[i]!r}, expected {want[i]!r}')",
+                "    ok = np.linalg.norm(err) <= atol + rtol * np.linalg.norm(want) if normwise else "
+                "np.all(err <= atol + rtol * abs(want))",
+                "    if not ok:",
+                "        i = tuple(int(n) for n in np.unravel_index(np.argmax(err), err.shape))",
+                "        bad.append(f'{k}{list(i)} = {float(got[i])!r}, expected {float(want[i])!r}')",
                 "if bad:", *_verdict("{'; '.join(bad)}", "within tolerance of the float64 reference", c.note)]
     if c.kind == "bits":
         return ["out = run(d)", "ref = {k[5:]: v for k, v in d.items() if k.startswith('bits.')}",

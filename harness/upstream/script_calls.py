@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from harness.core.cases import receives_gradient
 
-__all__ = ["RenderedCall", "render_call", "plugin_call", "SHIPPED"]
+__all__ = ["RenderedCall", "render_call", "plugin_call", "SHIPPED", "PLUGIN_BEGIN", "PLUGIN_END"]
 
 ESPNET_EMBED = "espnet.nets.chainer_backend.deterministic_embed_id"
 
@@ -38,6 +38,9 @@ class RenderedCall:
     words: str
 
 
+#: The lines around a plug-in's own call, copied whole into a script (it stands in for a library's code).
+PLUGIN_BEGIN = "# ---- the plug-in's own call, copied whole ----"
+PLUGIN_END = "# ---- end of the plug-in's own call ----"
 #: The last line of every call: its outputs on the host, the gradients never computed left out.
 RETURN = "    return {k: chainer.backend.CpuDevice().send(v) for k, v in out.items() if v is not None}"
 
@@ -268,9 +271,10 @@ def plugin_call(source: str, name: str, params: Mapping[str, Any], spec: Mapping
     """A plug-in's call, verbatim (its docstrings left out), behind the one-line ``env`` it expects; a shipped
     call it wraps (``env.calls.lstm_link``) is rendered as above and offered under the same name."""
     sources, shipped = _used_names(source, name)
-    lines: list[str] = []
+    lines: list[str] = [PLUGIN_BEGIN]
     for src in sources:
         lines += [*_without_docstrings(src).splitlines(), ""]
+    lines[-1] = PLUGIN_END
     wrapped = []
     for inner_name in shipped:
         inner = render_call(inner_name, spec, {}, seed, given)
@@ -282,8 +286,7 @@ def plugin_call(source: str, name: str, params: Mapping[str, Any], spec: Mapping
         f"    env = types.SimpleNamespace(chainer=chainer, xp=np, context={dict(context)!r}, case_seed={seed}, "
         f"calls=types.SimpleNamespace({', '.join(wrapped)}), "
         "phase=lambda name: contextlib.nullcontext(globals().update(phase=name)))",
-        "    out = {}",
-        f"    {name}(env, d, {_plain(spec)!r}, out.__setitem__{args})",
+        f"    {name}(env, d, {_plain(spec)!r}, (out := {{}}).__setitem__{args})  # out: what it emits",
         "    return {k: chainer.backend.CpuDevice().send(getattr(v, 'array', v)) for k, v in out.items() "
         "if v is not None}",
     ]

@@ -22,6 +22,7 @@ from harness.core.cases import Case
 from harness.judge import findings as F
 from harness.judge.reproducer import Reproducer
 from harness.upstream.script import lines_of_code
+from harness.upstream.script_calls import PLUGIN_BEGIN, PLUGIN_END
 from harness.verbs.export import ExportOptions, export
 from suites.e2e.harness_free import harness_free_python
 
@@ -204,8 +205,10 @@ def test_each_planted_kind_exports_a_short_script_that_exits_1_and_no_script_whe
     assert export(ExportOptions(planted, str(script))) == 0
     text = script.read_text()
     assert "import harness" not in text and "from harness" not in text
-    # the planted plug-ins' own calls (test fixtures standing in for a changed library) are copied whole
-    assert lines_of_code(text) <= 90, lines_of_code(text)
+    # the planted plug-ins' own calls (test fixtures standing in for a changed library) are copied whole, between
+    # two marked lines: what the exporter writes around them is at most 60 lines of code
+    own = text.split(PLUGIN_BEGIN, 1)[1].split(PLUGIN_END, 1)[0]
+    assert lines_of_code(text) - lines_of_code(own) <= 60, (lines_of_code(text), lines_of_code(own))
     p = _run(_python(tmp_path / "py"), script, script.parent)
     assert p.returncode == 1 and ("REPRODUCED" in p.stdout or "OBSERVED" in p.stdout), p.stdout + p.stderr
     assert "versions: " in p.stdout and "chainer 7.8.1" in p.stdout
@@ -213,3 +216,24 @@ def test_each_planted_kind_exports_a_short_script_that_exits_1_and_no_script_whe
     assert export(ExportOptions(shipped, str(refused))) == 1
     assert not refused.exists()
     assert "does not reproduce here" in capsys.readouterr().err
+
+
+def test_an_expected_error_exports_as_a_behaviour_note_quoting_the_contracts_line(tmp_path):
+    """ESPnet's deliberate float32-only type check: the contracts expect it, so it leaves as a note (its script
+    still exits 1 where the behaviour is observed), and --note on a defect is refused."""
+    case = str(REPORT / "cases" / "cd1616f1d9f1.json")
+    r = Reproducer(case, "espnet.EmbedID", kind="expected error", error="InvalidType in forward", note=True)
+    out, issue = tmp_path / "note.py", tmp_path / "note.md"
+    assert export(ExportOptions(r, str(out), markdown=str(issue))) == 0
+    text, md = out.read_text(), issue.read_text()
+    assert "A behaviour note, not a defect report: contracts.toml line" in text
+    assert md.startswith("# Behaviour note: ") and "contracts.toml line" in md and "Expected behavior" not in md
+    p = _run(_python(tmp_path / "py"), out, tmp_path)
+    assert p.returncode == 1 and "OBSERVED (allowed" in p.stdout, p.stdout + p.stderr
+    known = Reproducer(str(REPORT / "cases" / f"{_known_cpu_defects()[0].repro_case}.json"),
+                       _known_cpu_defects()[0].subject, kind="known library defect",
+                       error=_known_cpu_defects()[0].error, note=True)
+    from harness.core.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="it is a defect"):
+        export(ExportOptions(known, str(tmp_path / "no.py")))
