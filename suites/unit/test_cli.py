@@ -134,3 +134,16 @@ def test_the_documented_default_case_limit_is_the_codes(monkeypatch, capsys) -> 
         main(["replay", "--help"])
     helptext = " ".join(capsys.readouterr().out.split())
     assert f"(default ${MAX_CASE_BYTES_ENV} or {DEFAULT_LIMIT_TEXT})" in helptext and "quarter" not in helptext
+
+
+def test_the_package_front_door_names_each_verb_and_record_and_imports_them_only_on_use():
+    import subprocess
+    import sys
+
+    code = ("import sys, harness; assert not any(m.startswith('harness.verbs') for m in sys.modules); "
+            "import inspect; print(all(callable(getattr(harness, n)) for n in harness.__all__))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+    import harness
+
+    assert {"Case", "Reproducer", "export", "ExportOptions", "trajectory", "TrajectoryOptions"} <= set(harness.__all__)
