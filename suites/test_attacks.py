@@ -278,3 +278,20 @@ def test_each_category_of_rules_environment_and_options_is_refused_or_run_as_ask
     assert not bad, bad
     if group != "option-used":  # (the others are refusals: one line naming the value)
         assert all(v[0] == "clear" and v[1].startswith("harness: error: ") for v in outcomes.values()), outcomes
+
+
+# ---- what leaves the harness: a claim that is not true, or that no script can check (tools/attacks_upstream.py)
+@pytest.mark.slow
+@pytest.mark.parametrize("group", ["export-false-claim", "export-cannot"])
+def test_an_export_never_writes_a_claim_that_does_not_hold_and_refuses_what_it_cannot_check(group):
+    sys.path.insert(0, str(ROOT))
+    from tools.attacks import attacks, run_one
+    from tools.attacks_upstream import GROUPS
+
+    assert group in GROUPS
+    todo = [a for a in attacks() if a.name.startswith(group + ":")]
+    assert todo
+    outcomes = {a.name: run_one(a, TIMEOUT) for a in todo}
+    assert all(v[0] == "clear" for v in outcomes.values()), outcomes
+    said = "harness export: the claim does not reproduce here" if group == "export-false-claim" else "harness: error: "
+    assert all(v[1].startswith(said) for v in outcomes.values()), outcomes

@@ -167,9 +167,11 @@ def attacks() -> list[Attack]:
         out += group(Attack)
     try:
         from tools.attacks_rules import rule_attacks
+        from tools.attacks_upstream import upstream_attacks
     except ImportError:  # run as a script: tools/ is the path's first folder
         from attacks_rules import rule_attacks  # type: ignore[no-redef]
-    return out + rule_attacks()
+        from attacks_upstream import upstream_attacks  # type: ignore[no-redef]
+    return out + rule_attacks() + upstream_attacks()
 
 
 _TAG = "HARNESS_ATTACK_TAG"
@@ -270,6 +272,11 @@ def run_one(a: Attack, timeout: float) -> tuple[str, str]:
             skipped = "needs about" in out + err
             return ("handled", f"exit {rc}") if rc in ran and not skipped else \
                 ("silent", f"exit {rc}{', the case skipped' if skipped else ''}: {(lines or [''])[-1][:120]}")
+        if a.expect == "refused":  # export's claim does not reproduce: exit 1, one line, nothing written
+            written = [p.name for p in tmp.iterdir() if p.name.startswith("out")]
+            ok = rc == 1 and len(lines) == 1 and lines[0].startswith("harness export: ") and not written
+            return ("clear", lines[0][:160]) if ok else \
+                ("silent", f"exit {rc}, wrote {written}: {(lines or [''])[-1][:120]}")
         if a.expect == "finish":
             return ("handled", f"exit {rc}") if rc in ran else ("silent", f"exit {rc}: {(lines or [''])[-1][:120]}")
         return "handled", f"exit {rc}"

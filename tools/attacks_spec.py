@@ -25,7 +25,8 @@ class Attack:
     argv: list[str]                    # after ``python -m harness``; {tmp} is the attack's directory
     expect: str = "error"              # "error": refused (exit 2, one line); "finish": finishes (0 or 1); "either";
     #                                    "raised": every run raised the same way (exit 3); "ran": finishes and
-    #                                    skipped no case as over a limit
+    #                                    skipped no case as over a limit; "refused": export's claim does not
+    #                                    reproduce (exit 1, one line, nothing written)
     env: dict[str, str] = field(default_factory=dict)
     setup: Callable[[Path], None] | None = None
     lost: Callable[[Path], str] | None = None   # after the run: what was lost ("" = nothing)

@@ -168,7 +168,7 @@ def _saved(script: str, env: Mapping[str, str] | None = None) -> dict[str, np.nd
 
 
 def _same_call(script: str, r: Reproducer, case: Case, env: Mapping[str, str] | None = None,
-               bits: bool = True) -> None:
+               bits: bool = True, whole: bool = True) -> None:
     """The script's call, on the case's exact inputs, gives the subject's outputs bit for bit (or its error:
     the same type, phase and message). ``env``: the first context's, where the script does not set it."""
     got = _saved(script, env)
@@ -187,6 +187,8 @@ def _same_call(script: str, r: Reproducer, case: Case, env: Mapping[str, str] | 
         raise SetupError(f"the exported script's call raised {got['__error__']} where the subject's did not: "
                          f"nothing was written")
     want_arrays = {k: np.asarray(v) for k, v in ran.arrays.items() if not k.startswith("noise.") and v is not None}
+    if not whole:  # a call cut after an error claim's phase: what it computed before
+        want_arrays = {k: v for k, v in want_arrays.items() if k in got}
     differ = [k for k, v in want_arrays.items() if k not in got or got[k].dtype != v.dtype or
               got[k].shape != v.shape or (bits and got[k].tobytes() != v.tobytes())]
     if differ:
@@ -301,7 +303,7 @@ def _export(r: Reproducer, case: Case, out: str, note: str) -> Written:
         # a plug-in's call is copied verbatim (and may be nondeterministic on purpose): its outputs' names, dtypes
         # and shapes are checked; a shipped call, rendered anew, is checked bit for bit
         _same_call(exact, r, case, context_env(r.contexts[0])[0] if claim.check.kind == "contexts" else None,
-                   bits=call.library != "plug-in")
+                   bits=call.library != "plug-in", whole=_stop_phase(claim) is None)
         chosen, data = exact, True
         seeded = _seeded_inputs(case, arrays, call) if not claim.data else None
         if seeded is not None:
