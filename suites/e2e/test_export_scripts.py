@@ -132,8 +132,12 @@ def test_known_defect_exits_1_as_shipped_0_fixed_2_on_another_exception_and_2_wi
     assert f"{etype}" in md.splitlines()[0] and ".py\", line " in md  # the title names it; the traceback's lines
     data = out.with_suffix(".npz")
     assert not data.exists() or data.stat().st_size <= 64 * 1024
-    shipped = _run(_python(tmp_path / "shipped"), out, out.parent)
+    python = _python(tmp_path / "shipped")
+    shipped = _run(python, out, out.parent)
     assert shipped.returncode == 1 and "REPRODUCED" in shipped.stdout, shipped.stdout + shipped.stderr
+    for args, code, said in ((["--help"], 0, "--save-outputs NPZ"), (["--no-such-option"], 2, "unrecognized")):
+        p = subprocess.run([python, "-I", str(out), *args], capture_output=True, text=True, timeout=120)
+        assert p.returncode == code and said in p.stdout + p.stderr, (args, p.stdout + p.stderr)
     error = finding.error.split(":", 1)[0]
     file, old, fix, other = PATCHES[error]
     espnet = finding.subject.startswith("espnet.") and "chainer/functions/connection" in file
