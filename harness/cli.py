@@ -41,7 +41,7 @@ def _codes(*lines: str) -> str:
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors (``harness: error: VERB: ...``), exit code 2."""
 
-    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         verb = self.prog.removeprefix("python -m harness").strip()
         where = f"{verb}: " if verb else ""
         self.exit(2, f"harness: error: {where}{message} (see python -m harness {verb} --help)\n".replace("  ", " "))

@@ -30,7 +30,7 @@ import numpy as np
 
 from harness.execute.memory_limits import OUTPUT_ENV
 from harness.judge.bits import dtype_name as _dtype_name
-from harness.subjects.base import ErrorInfo, RunResult
+from harness.subjects.base import ErrorInfo, RunKeys, RunResult
 
 __all__ = ["MAX_ANSWER_BYTES", "Answer", "Malformed", "NoAnswer", "tensor_meta", "write_frame", "read_frame",
            "encode_answer", "transfer_error", "decode_answer", "widen_pipe"]
@@ -208,7 +208,7 @@ def encode_answer(result: RunResult, path: str,
             offset += pad
         nbytes = a.nbytes
         if nbytes:
-            pieces.append(memoryview(a.reshape(-1).view(np.uint8)))
+            pieces.append(a.reshape(-1).view(np.uint8).data)  # (the array's own buffer, typed as a memoryview)
         meta = tensors[name]
         entry = {"name": name, "dtype": a.dtype.str, "shape": meta["shape"], "offset": offset, "nbytes": nbytes,
                  "digest": meta["digest"]}
@@ -239,7 +239,7 @@ def _check(cond: bool, what: str) -> None:
         raise Malformed(what)
 
 
-def decode_answer(payload: bytearray, base: dict[str, str], path: str, limit: int | None = None,
+def decode_answer(payload: bytearray, base: RunKeys, path: str, limit: int | None = None,
                   previous: Answer | None = None) -> Answer:
     """The answer in ``payload`` (its arrays viewed in it, or mapped from ``path``); :class:`Malformed` for
     anything else, whatever it held: the worker's fault is a row, never the campaign's end. ``previous``: the
@@ -253,7 +253,7 @@ def decode_answer(payload: bytearray, base: dict[str, str], path: str, limit: in
         raise Malformed(f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
 
-def _decode(payload: bytearray, base: dict[str, str], path: str, limit: int | None = None,
+def _decode(payload: bytearray, base: RunKeys, path: str, limit: int | None = None,
             previous: Answer | None = None) -> Answer:
     _check(len(payload) >= _JSON_LEN.size, "the answer is empty")
     (n,) = _JSON_LEN.unpack_from(payload)

@@ -28,7 +28,7 @@ import socket
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Sequence, overload
 
 from harness.core.errors import HarnessError, InvalidArgument, WorkerError
 from harness.execute.plan import Task, group_key
@@ -307,6 +307,10 @@ def worker_fingerprints(client: Any) -> dict[str, dict[str, Any]]:
 
 
 # ==== connecting ===================================================================================
+@overload
+def parse_cluster_spec(spec: str) -> str: ...
+@overload
+def parse_cluster_spec(spec: None) -> None: ...
 def parse_cluster_spec(spec: str | None) -> str | None:
     """``local``, ``local-cuda`` or a scheduler address (``tcp://host:8786``); anything else is a
     one-line :class:`InvalidArgument` before anything starts."""

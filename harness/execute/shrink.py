@@ -81,8 +81,9 @@ def _error_of(record: Any) -> str:
     return "" if e is None else f"{e.get('type')} in {e.get('phase')}"
 
 
-#: What one deterministic check of a case showed, for every tensor kind at once (see :func:`reproduces`).
-Memo = dict
+#: What one deterministic check of a case showed, for every tensor kind at once (see :func:`reproduces`): the
+#: tensor kinds that showed a finding, by :func:`_memo_key`.
+Memo = dict[tuple[Any, ...], frozenset[str]]
 
 
 def _memo_key(case: Case, t: Target) -> tuple[Any, ...] | None:
@@ -106,7 +107,7 @@ def reproduces(runner: Runner, contracts: Contracts, case: Case, t: Target, atte
     bit-reproducible run to run (their finding is not a nondeterministic one), so a second run would show the
     same."""
     key = None if memo is None else _memo_key(case, t)
-    if key is not None:
+    if memo is not None and key is not None:  # (key is None where memo is)
         if key not in memo:
             memo[key] = _kinds_shown(runner, contracts, case, t)
         return _shows(memo[key], t)
@@ -378,7 +379,11 @@ def shrink(runner: Runner, contracts: Contracts, case: Case, target: Target, *, 
                     if v is None or spent():
                         continue
                     base = best
-                    low = lowest(v, k.floor, lambda x, k=k, base=base: keep(k.put(base, x), f"{k.label} {x}"))
+
+                    def holds(x: int, k: Knob = k, base: Case = base) -> bool:
+                        return keep(k.put(base, x), f"{k.label} {x}")
+
+                    low = lowest(v, k.floor, holds)
                     progress = progress or low < v
                 continue
             for what, cand in list(gen(best)):

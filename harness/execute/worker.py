@@ -45,7 +45,7 @@ from harness.execute.memory_limits import LIMIT_ENV, MEMORY_ENV, default_memory_
 from harness.execute.run_clock import CHECK_SECONDS, WALL_FACTOR, ProcessClock, RunBudget, RunTime
 from harness.execute.worker_loop import child_main
 from harness.execute.zygote import Forked, worker_env, zygote_for, zygote_main
-from harness.subjects.base import ErrorInfo, RunResult
+from harness.subjects.base import ErrorInfo, RunKeys, RunResult
 
 __all__ = ["Worker"]
 
@@ -146,6 +146,7 @@ class Worker:
         """Block until the worker has imported Chainer and its plug-ins."""
         if self.pid is not None:
             return
+        assert self._rx_fd is not None, "start() opens the answer pipe"
         try:
             msg = json.loads(read_frame(self._rx_fd, time.monotonic() + self.start_timeout))
         except NoAnswer:
@@ -196,11 +197,12 @@ class Worker:
         worker stops there too) and after one that ends the worker (``crashed``, ``timeout``): the caller asks
         a new worker for the rest."""
         self.wait_ready()
+        assert self._rx_fd is not None, "start() opens the answer pipe"
         if not case_id:
             from harness.core.cases import Case
 
             case_id = Case.from_json(case_json).id
-        base = dict(subject=subject, case_id=case_id, device=device, context=context)
+        base: RunKeys = dict(subject=subject, case_id=case_id, device=device, context=context)
         first = self._seq + 1
         self._seq += count
         try:
@@ -257,6 +259,7 @@ class Worker:
         """Wait until the answer pipe has something to read: None then; the :class:`RunTime` that ended the wait
         where the worker used ``limit`` seconds of CPU, or slept past the wall limit (:mod:`harness.execute.
         run_clock`). Most runs answer within the first look; only a longer one reads the worker's clock."""
+        assert self._rx_fd is not None, "start() opens the answer pipe"
         t0 = time.monotonic()
         if select.select([self._rx_fd], [], [], CHECK_SECONDS)[0]:
             return None
@@ -269,7 +272,7 @@ class Worker:
             if select.select([self._rx_fd], [], [], max(wait, 0.0))[0]:
                 return None
 
-    def _dead(self, base: dict[str, str], phase: str) -> RunResult:
+    def _dead(self, base: RunKeys, phase: str) -> RunResult:
         try:
             code = self.proc.wait(5)
         except subprocess.TimeoutExpired:

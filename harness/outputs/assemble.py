@@ -66,7 +66,7 @@ def campaign_findings(run_dir: str, measures: Sequence[Measure], records: Mappin
             rec = by_task.get((m.case_id, m.subject, m.device, m.context))
             err = rec.first_error if rec is not None else None
             case = cases.get(m.case_id)
-            if err is None or case is None:
+            if rec is None or err is None or case is None:
                 continue
             kd = lookup(m.subject, rec.device_kind, case.tags, str(err.get("type")), str(err.get("phase")))
             if kd is not None:

@@ -91,11 +91,11 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
 
     if meanwhile is not None:
         meanwhile()
-    figures = drawing()
-    for name, data in figures:
+    drawn = drawing()
+    for name, data in drawn:
         put(name, data)
     files = sorted({*run_files(campaign_dir), "summary.html", "summary.md"})
-    view = report_view(os.path.abspath(campaign_dir), cells, list(found), figures, env_table, files=files)
+    view = report_view(os.path.abspath(campaign_dir), cells, list(found), drawn, env_table, files=files)
     put("summary.md", render.summary_md(view))
     put("summary.html", render.summary_html(view))
     # the terminal's verdict: the page's gate line and verdict lines, word for word

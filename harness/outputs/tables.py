@@ -184,7 +184,7 @@ def cells_frame(measures: Sequence[Measure], tasks: Mapping[str, TaskRecord] | N
         diff = [m for m in ms if m.kind in _BITWISE_KINDS and is_difference(m)]  # never a run's error
         tensors = {(m.case_id, m.tensor) for m in ms if m.tensor}
         oracle = [m for m in ms if m.kind == "oracle" and m.error_ratio is not None]
-        top = max(oracle, key=lambda m: m.error_ratio) if oracle else None
+        top = max(oracle, key=lambda m: m.error_ratio or 0.0) if oracle else None  # (None filtered out above)
         # why the cell was not run or not judged (every such measure says why), or why a task errored
         reasons = sorted({m.detail for m in ms if m.detail and (m.verdict in _UNRUN
                                                                 or (m.kind == "task" and m.verdict == "error"))})

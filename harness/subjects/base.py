@@ -15,7 +15,7 @@ import time
 import traceback
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, TypedDict
 
 import numpy as np
 
@@ -120,6 +120,15 @@ class ErrorInfo:
 
     def __str__(self) -> str:
         return f"{self.type} in {self.phase}: {self.message}"
+
+
+class RunKeys(TypedDict):
+    """The fields that name one run of a :class:`RunResult`: every result about that run starts from them."""
+
+    subject: str
+    case_id: str
+    device: str
+    context: str
 
 
 @dataclass

@@ -187,14 +187,14 @@ def _exact_segment_sums(block: np.ndarray, seg_starts: np.ndarray, bits: int = 5
     hi = g(limbs, top[None], 0)[0]
     mid = g(limbs, (top - 1)[None], 0)[0]
     lo = g(limbs, (top - 2)[None], 0)[0]
-    bits = np.where(hi > 0, np.frexp(hi.astype(_F64))[1], 1).astype(np.int64)  # 1..32
-    window = (hi << (63 - bits)) | np.where(bits <= 31, mid << np.maximum(31 - bits, 0), mid >> 1) | (lo >> (bits + 1))
-    lost = ((bits == 32) & ((mid & 1) != 0)) | ((lo & ((np.int64(1) << (bits + 1)) - 1)) != 0)
+    hb = np.where(hi > 0, np.frexp(hi.astype(_F64))[1], 1).astype(np.int64)  # the top limb's bit length, 1..32
+    window = (hi << (63 - hb)) | np.where(hb <= 31, mid << np.maximum(31 - hb, 0), mid >> 1) | (lo >> (hb + 1))
+    lost = ((hb == 32) & ((mid & 1) != 0)) | ((lo & ((np.int64(1) << (hb + 1)) - 1)) != 0)
     bottom = np.argmax(nz, axis=0)  # the lowest limb that is not zero: below the window, the sticky bit
     lost |= bottom < top - 2
     # Bits 0..8 of the window lie below the rounding bit of a 53-bit significand: a sticky 1 there rounds right.
     value = (window | lost.astype(np.int64)).astype(_F64)  # one rounding, to nearest even
-    exponent = low + _LIMB * (top - 2 - 2) + bits + 1
+    exponent = low + _LIMB * (top - 2 - 2) + hb + 1
     with np.errstate(over="ignore"):
         result = np.ldexp(value, exponent)
     tiny = (result != 0) & (np.abs(result) < np.ldexp(1.0, -1021))

@@ -42,7 +42,7 @@ def shrink(opts: ShrinkOptions) -> int:
     case given; a usage or set-up error raises (exit 2)."""
     check_worker_limits()
     from harness.core.contexts import get_context
-    from harness.core.devices import resolve_device
+    from harness.core.devices import Device, resolve_device
     from harness.core.fileio import atomic_write
     from harness.execute.isolated import Runner
     from harness.execute.shrink import UNSHRINKABLE, Target, case_sizes, reproduces
@@ -64,7 +64,8 @@ def shrink(opts: ShrinkOptions) -> int:
         raise InvalidArgument(f"kind={kind!r} is not one of {', '.join(known)}")
     if kind in UNSHRINKABLE:
         raise InvalidArgument(f"kind={kind!r} cannot shrink: no smaller case shows it")
-    other, others = "", ()
+    other = ""
+    others: tuple[Device, ...] = ()
     if len(r.contexts) == 2:
         other, context = get_context(r.contexts[0]).name, get_context(r.contexts[1]).name
     else:

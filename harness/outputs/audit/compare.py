@@ -169,7 +169,7 @@ def compare_audits(a: Audit | str | os.PathLike[str], b: Audit | str | os.PathLi
 
     for key in list(ea) + [k for k in eb if k not in ea]:
         x, y = ea.get(key), eb.get(key)
-        g = group(key, x if x is not None else y)
+        g = group(key, x if x is not None else eb[key])  # (a key not in A is in B)
         if x is None:
             g["only_in_b"] += 1
             continue
@@ -231,8 +231,8 @@ def compare_audits(a: Audit | str | os.PathLike[str], b: Audit | str | os.PathLi
                 g["_no_sketch"] += 1
 
     rows = []
-    for key in sorted(groups):
-        g = groups[key]
+    for cell in sorted(groups):
+        g = groups[cell]
         if g["_ulps"]:
             g["sample_max_ulp"] = float(max(g["_ulps"]))
             g["sample_median_ulp"] = float(np.median(np.array(g["_ulps"], dtype=np.float64)))

@@ -93,7 +93,7 @@ def merge_audits(paths: Sequence[str | os.PathLike[str] | Audit]) -> MergeResult
         sh = au.corpus.get("shard")
         if sh:
             n = sh.split("/")[1]
-            key = ("shards", au.label, au.corpus.get("full_digest"), n)
+            key: tuple[Any, ...] = ("shards", au.label, au.corpus.get("full_digest"), n)
         else:
             key = ("whole", i)
         sources.setdefault(key, []).append(au)
@@ -128,7 +128,7 @@ def merge_audits(paths: Sequence[str | os.PathLike[str] | Audit]) -> MergeResult
     row_keys = sorted({k[1:] for by_key in merged.values() for k in by_key})
     long_rows = []
     for rk in row_keys:
-        cells = {}
+        cells: dict[str, tuple[str, bool, bool, list[dict[str, Any]]] | None] = {}
         for label, by_key in merged.items():
             es = [e for k, e in sorted(by_key.items()) if k[1:] == rk]
             if not es:
