@@ -109,7 +109,12 @@ def _norms(flat: np.ndarray) -> tuple[float, float]:
         x = flat[lo:lo + m].astype(np.float64)
         return np.abs(x, out=x)
 
-    max_abs = max((float(piece(lo, min(_LEAF, n - lo)).max()) for lo in range(0, n, _LEAF)), default=0.0)
+    if not n:
+        max_abs = 0.0
+    elif flat.dtype.kind == "f":  # the greatest magnitude is the larger of -min and max (+ 0.0: never -0.0)
+        max_abs = max(float(flat.max()), -float(flat.min())) + 0.0
+    else:
+        max_abs = max(float(piece(lo, min(_LEAF, n - lo)).max()) for lo in range(0, n, _LEAF))
     if not n or max_abs == 0:
         return max_abs, 0.0
     scaled = max_abs > 1e150 or max_abs < 1e-150  # squares would overflow or underflow float64: scale first

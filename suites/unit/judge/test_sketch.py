@@ -26,7 +26,7 @@ def _whole(a: np.ndarray) -> tuple[float, float]:
 @pytest.mark.parametrize("n, dtype, scale", [
     (0, "float32", 1.0), (1, "float32", 1.0), (7, "float16", 1.0), (1001, "float32", 1.0),
     (123457, "float32", 1e-3), (300000, "float64", 1e200), (300000, "float64", 1e-200), (5000, "int32", 1.0),
-    (4096, "float32", 0.0),
+    (4096, "float32", 0.0), (4096, "float32", -0.0),
 ])
 def test_the_norms_of_a_sketch_are_those_of_the_whole_array(monkeypatch, leaf, n, dtype, scale):
     monkeypatch.setattr(sketch, "_LEAF", leaf)
