@@ -237,13 +237,16 @@ def shared_folder() -> str | None:
         if st.f_bavail * st.f_frsize >= 2 * SHARED_MAX_BYTES and os.access("/dev/shm", os.W_OK):
             lifeline.sweep("/dev/shm", _SHARED_PREFIX)
             folder = tempfile.mkdtemp(prefix=lifeline.owned_prefix(_SHARED_PREFIX), dir="/dev/shm")
-            owner = os.getpid()
-            # a forked child (which inherits this list) leaves the folder to its owner
-            atexit.register(lambda: os.getpid() == owner and shutil.rmtree(folder, ignore_errors=True))
+            atexit.register(_remove_own, folder, os.getpid())
     except OSError:
         folder = ""
     _own.append(folder)
     return folder or None
+
+
+def _remove_own(folder: str, owner: int) -> None:
+    if os.getpid() == owner:  # a forked child (which inherits the folder's name) leaves it to its owner
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _shared_path(folder: str, case_id: str, name: str) -> str:
