@@ -39,3 +39,19 @@ def test_the_norms_of_a_sketch_are_those_of_the_whole_array(monkeypatch, leaf, n
     max_abs, l2 = _whole(a)
     assert (s["max_abs"], s["l2"]) == (max_abs, l2)
     assert s["n"] == n and s["nan"] == s["inf"] == 0
+
+
+def test_a_sketch_leaves_nothing_that_holds_its_tensor(monkeypatch):
+    import gc
+    import weakref
+
+    monkeypatch.setattr(sketch, "_LEAF", 128)  # the pairwise tree's recursion runs
+    a = np.arange(5000, dtype=np.float32)
+    gone = weakref.ref(a)
+    gc.disable()  # freed when the last reference goes, not by a collection of cycles
+    try:
+        tensor_sketch(a)
+        del a
+        assert gone() is None
+    finally:
+        gc.enable()
