@@ -11,15 +11,22 @@ the record stays a record: this module says what the bits are, the case says wha
 
 from __future__ import annotations
 
+import atexit
+import mmap
+import os
+import shutil
+import tempfile
 import zlib
 from typing import Any, Mapping
 
 import numpy as np
 
+from harness.core import lifeline
 from harness.core.case_arrays import lstm_weight_shapes
 from harness.core.errors import CaseError
 
-__all__ = ["array_rng", "draw_arrays"]
+__all__ = ["array_rng", "draw_arrays", "SHARED_ENV", "SHARED_MIN_BYTES", "SHARED_MAX_BYTES", "shared_folder",
+           "load_shared", "store_shared"]
 
 
 def array_rng(seed: int, name: str) -> np.random.Generator:
@@ -41,7 +48,7 @@ def _normal(rng: np.random.Generator, shape: tuple[int, ...], dtype: Any, scale:
     for start in range(0, flat.size, _CHUNK):
         part = buf[:min(_CHUNK, flat.size - start)]
         rng.standard_normal(out=part)
-        if scale is not None:
+        if scale is not None and scale != 1.0:  # (x * 1.0 is x, bit for bit: a normal is never a NaN)
             part *= scale
         flat[start:start + part.size] = part
     return out
@@ -116,7 +123,7 @@ def _as_id_dtype(ids: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def _lstm_arrays(spec: Mapping[str, Any], seed: int, in_size: int, lengths: list[int],
-                 out: dict[str, np.ndarray], with_xs: bool) -> None:
+                 out: dict[str, np.ndarray], with_xs: bool, names: frozenset[str] | None) -> None:
     dtype = spec.get("dtype", "float32")
     hidden = int(spec["hidden"])
     n_layers = int(spec["n_layers"])
@@ -126,11 +133,18 @@ def _lstm_arrays(spec: Mapping[str, Any], seed: int, in_size: int, lengths: list
     scale = float(spec.get("w_scale", 1.0))
     kind = spec.get("weight_kind", "lecun")
     widths = spec.get("xs_widths")  # bad inputs: per-sequence widths that disagree
+    def want(name: str) -> bool:
+        return names is None or name in names
+
     if with_xs:
         for i, n in enumerate(lengths):
+            if not want(f"xs.{i}"):
+                continue
             w = int(widths[i]) if widths is not None else in_size
             out[f"xs.{i}"] = array_rng(seed, f"xs.{i}").standard_normal((n, w)).astype(dtype)
     for name, shape in lstm_weight_shapes(n_layers, in_size, hidden, bi):
+        if not want(name):
+            continue
         # lecun: N(0, 1/fan_in), Chainer's own default (LeCunNormal) for NStepLSTM, what a trained model is
         # near; chaotic: N(0, 0.25) whatever the width, a network that amplifies (kept for stress). Biases are
         # drawn at the same scale as their matrices' rows.
@@ -140,20 +154,23 @@ def _lstm_arrays(spec: Mapping[str, Any], seed: int, in_size: int, lengths: list
         out[name] = _normal(array_rng(seed, name), shape, dtype, scale * base)
     if spec.get("initial_state", "none") == "given":
         for name in ("hx", "cx"):
-            out[name] = array_rng(seed, name).standard_normal((n_layers * dirs, batch, hidden)).astype(dtype)
+            if want(name):
+                out[name] = array_rng(seed, name).standard_normal((n_layers * dirs, batch, hidden)).astype(dtype)
     kind = spec.get("gy_kind", "random")
     for i, n in enumerate(lengths):
-        out[f"gys.{i}"] = _grad(array_rng(seed, f"gys.{i}"), (n, hidden * dirs), dtype, kind)
+        if want(f"gys.{i}"):
+            out[f"gys.{i}"] = _grad(array_rng(seed, f"gys.{i}"), (n, hidden * dirs), dtype, kind)
     for name in ("ghy", "gcy"):
-        out[name] = _grad(array_rng(seed, name), (n_layers * dirs, batch, hidden), dtype, kind)
+        if want(name):
+            out[name] = _grad(array_rng(seed, name), (n_layers * dirs, batch, hidden), dtype, kind)
 
 
 def draw_arrays(family: str, seed: int, spec: Mapping[str, Any],
                 names: frozenset[str] | None = None) -> dict[str, np.ndarray]:
     """Every drawn input array of a case of ``family`` (explicit arrays and ``inject`` are the case's own:
     :func:`harness.core.cases.build_arrays` adds them). A spec these draws cannot follow raises what NumPy
-    raises (``KeyError``, ``ValueError`` ...); the caller names the case. ``names`` (optional): an embedding
-    case draws only those (each array has its own generator, so they are what a whole draw gives)."""
+    raises (``KeyError``, ``ValueError`` ...); the caller names the case. ``names`` (optional): only those are
+    drawn (each array has its own generator, so they are what a whole draw gives)."""
     out: dict[str, np.ndarray] = {}
     if family == "model":  # a training run draws its parameters and batches itself (harness.subjects.model_calls)
         return out
@@ -175,14 +192,133 @@ def draw_arrays(family: str, seed: int, spec: Mapping[str, Any],
         if names is None or "ggW" in names:
             out["ggW"] = _normal(array_rng(seed, "ggW"), (vocab, width), wdt)
     elif family == "lstm":
-        _lstm_arrays(spec, seed, int(spec["in_size"]), [int(n) for n in spec["lengths"]], out, with_xs=True)
+        _lstm_arrays(spec, seed, int(spec["in_size"]), [int(n) for n in spec["lengths"]], out, True, names)
     else:  # pipeline
         lengths = [int(n) for n in spec["lengths"]]
         vocab, width = int(spec["vocab"]), int(spec["width"])
         il = spec.get("ignore_label")
-        ids = _ids({**spec, "ignore_label": None}, array_rng(seed, "x"), (len(lengths), max(lengths)))
-        ids = _padded({**spec, "pad_id": spec.get("pad_id", -1 if il is None else il)}, ids, lengths)
-        out["x"] = ids.astype(spec.get("id_dtype", "int32"))
-        out["W"] = _normal(array_rng(seed, "W"), (vocab, width), spec.get("dtype", "float32"))
-        _lstm_arrays(spec, seed, width, lengths, out, with_xs=False)
+        if names is None or "x" in names:
+            ids = _ids({**spec, "ignore_label": None}, array_rng(seed, "x"), (len(lengths), max(lengths)))
+            ids = _padded({**spec, "pad_id": spec.get("pad_id", -1 if il is None else il)}, ids, lengths)
+            out["x"] = ids.astype(spec.get("id_dtype", "int32"))
+        if names is None or "W" in names:
+            out["W"] = _normal(array_rng(seed, "W"), (vocab, width), spec.get("dtype", "float32"))
+        _lstm_arrays(spec, seed, width, lengths, out, False, names)
     return out
+
+
+# ---- large draws, once per harness process and shared with its workers -------------------------------------
+#: The folder of shared draws a worker uses (set by :func:`harness.execute.zygote.worker_env` to its harness
+#: process's :func:`shared_folder`).
+SHARED_ENV = "HARNESS_SHARED_ARRAYS"
+#: Drawn arrays of at least this many bytes are shared: drawn by the first process that needs them, written to
+#: the harness process's folder, and mapped by every other (an embedding of 65,000 x 1,000 is two 260 MB
+#: tables: each worker -- the subject's, the oracle's, the order reference's -- drew them anew, 2.8 s a process).
+SHARED_MIN_BYTES = 1 << 20
+#: Bytes of shared draws kept in the folder; beyond them the least recently used files go (a mapping outlives
+#: its file's name, so a process using one is not disturbed; a later build draws that array again).
+SHARED_MAX_BYTES = 2 << 30
+_SHARED_PREFIX = "harness-arrays-"
+_MADV_POPULATE_READ = 22  # Linux 5.14: map every page of a mapping now, without breaking its copy-on-write
+_own: list[str] = []  # this process's own folder, once made
+
+
+def shared_folder() -> str | None:
+    """The folder of shared draws: a worker's harness process's (:data:`SHARED_ENV`), else this process's own in
+    ``/dev/shm`` (made on first use, its name carrying this pid: :func:`harness.core.lifeline.owned_prefix`;
+    the folders of harness processes that are gone are swept then; removed at exit). None where there is no
+    ``/dev/shm`` with room: every process then draws its own arrays."""
+    given = os.environ.get(SHARED_ENV)
+    if given:
+        return given if os.path.isdir(given) else None
+    if _own:
+        return _own[0] or None
+    folder = ""
+    try:
+        st = os.statvfs("/dev/shm")
+        if st.f_bavail * st.f_frsize >= 2 * SHARED_MAX_BYTES and os.access("/dev/shm", os.W_OK):
+            lifeline.sweep("/dev/shm", _SHARED_PREFIX)
+            folder = tempfile.mkdtemp(prefix=lifeline.owned_prefix(_SHARED_PREFIX), dir="/dev/shm")
+            atexit.register(_remove_own, folder, os.getpid())
+    except OSError:
+        folder = ""
+    _own.append(folder)
+    return folder or None
+
+
+def _remove_own(folder: str, owner: int) -> None:
+    if os.getpid() == owner:  # a forked child (which inherits the folder's name) leaves it to its owner
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _shared_path(folder: str, case_id: str, name: str) -> str:
+    return os.path.join(folder, f"{case_id}.{name}")
+
+
+def load_shared(folder: str, case_id: str, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray | None:
+    """The stored draw ``name`` of case ``case_id``, as this caller's own copy-on-write mapping of it (a write
+    into the array changes this process's pages only, never the file, nor what another process maps), every
+    page mapped now; None where it is not stored (or not whole)."""
+    dt = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    path = _shared_path(folder, case_id, name)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        if nbytes == 0 or os.fstat(fd).st_size != nbytes:
+            return None
+        m = mmap.mmap(fd, nbytes, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+        os.utime(fd)  # recently used: the last to go
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+    try:
+        m.madvise(_MADV_POPULATE_READ)  # the page faults now, not in the subject's first read of its input
+    except (OSError, ValueError, AttributeError):
+        pass
+    return np.frombuffer(m, dtype=dt).reshape(shape)
+
+
+def store_shared(folder: str, case_id: str, name: str, a: np.ndarray) -> None:
+    """Keep the drawn ``a`` for every process of this harness process (written whole under a private name, then
+    renamed, read-only; files beyond :data:`SHARED_MAX_BYTES` removed, least recently used first). A full or
+    missing folder keeps nothing: the others then draw it themselves."""
+    if a.nbytes > SHARED_MAX_BYTES:
+        return
+    tmp = os.path.join(folder, f".{case_id}.{name}.{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            np.ascontiguousarray(a).tofile(f)
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, _shared_path(folder, case_id, name))
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return
+    _trim(folder)
+
+
+def _trim(folder: str) -> None:
+    entries = []
+    try:
+        with os.scandir(folder) as it:
+            for e in it:
+                if not e.name.startswith("."):
+                    st = e.stat()
+                    entries.append((st.st_mtime, st.st_size, e.path))
+    except OSError:
+        return
+    held = sum(size for _, size, _ in entries)
+    for _, size, path in sorted(entries):
+        if held <= SHARED_MAX_BYTES:
+            break
+        try:
+            os.unlink(path)
+        except OSError:
+            continue
+        held -= size

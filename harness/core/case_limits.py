@@ -77,8 +77,10 @@ def estimate_case_bytes(case: CaseShape) -> int:
         # Ids are drawn as int64, then cast; W, gy and ggW in the weight dtype.
         total += n_ids * (8 + _itemsize(s.get("id_dtype", "int32")))
         total += _prod(s.get("w_shape", (vocab, width))) * wsize
-        total += n_ids * width * (8 + wsize)  # gy, drawn as float64 then cast
-        total += vocab * width * (8 + wsize)  # ggW
+        total += n_ids * width * (8 + wsize)  # gy, drawn as float64 then cast (a cancelling one is)
+        # ggW in the weight dtype: its normals are drawn a chunk at a time (harness.core.array_draws._normal), with
+        # no float64 array of its size
+        total += vocab * width * wsize
     else:
         lengths = [int(n) for n in s["lengths"]]
         hidden, n_layers = int(s["hidden"]), int(s["n_layers"])

@@ -21,7 +21,9 @@ import base64
 import functools
 import hashlib
 import json
+import os
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import InitVar, dataclass, field
 from types import MappingProxyType
 from typing import Any, Collection, Mapping
@@ -29,8 +31,8 @@ from typing import Any, Collection, Mapping
 import numpy as np
 
 from harness.core import case_arrays, schema_check, schemas
-from harness.core.array_draws import draw_arrays
-from harness.core.case_arrays import check_case_arrays, lstm_weight_shapes
+from harness.core.array_draws import SHARED_MIN_BYTES, draw_arrays, load_shared, shared_folder, store_shared
+from harness.core.case_arrays import array_layout, check_case_arrays, lstm_weight_shapes
 from harness.core.case_limits import check_case_size
 from harness.core.errors import CaseError, InvalidArgument, one_line
 from harness.core.input_parsing import InputProblem, parse_json
@@ -255,19 +257,25 @@ def _validate_spec(family: str, spec: Mapping[str, Any], bad: bool) -> None:
 # ---- rebuilding arrays ----------------------------------------------------------------------
 class _BuiltArrays(OrderedDict[str, "dict[str, np.ndarray]"]):
     """Built arrays by case id, most recently used last, with their bytes summed as entries come and go (a sum
-    over every entry at each build would grow with the square of a corpus)."""
+    over every entry at each build would grow with the square of a corpus). The shared draws of a case (mapped,
+    :func:`harness.core.array_draws.load_shared`) are not held: only their names, in ``mapped``."""
 
     def __init__(self) -> None:
         super().__init__()
         self.held = 0
+        self.mapped: dict[str, frozenset[str]] = {}
 
-    def add(self, key: str, arrays: dict[str, np.ndarray], limit: int) -> None:
+    def add(self, key: str, arrays: dict[str, np.ndarray], limit: int, mapped: frozenset[str] = frozenset()
+            ) -> None:
         """Keep ``arrays`` as the newest entry; drop the oldest while more than ``limit`` bytes are held (the
         newest is always kept)."""
         self[key] = arrays
+        self.mapped[key] = mapped
         self.held += sum(a.nbytes for a in arrays.values())
         while len(self) > 1 and self.held > limit:
-            self.held -= sum(a.nbytes for a in self.popitem(last=False)[1].values())
+            old, gone = self.popitem(last=False)
+            self.mapped.pop(old, None)
+            self.held -= sum(a.nbytes for a in gone.values())
 
 
 #: Built arrays kept per process, most recently used last, up to :data:`BUILT_BYTES` (the newest always).
@@ -284,13 +292,16 @@ def build_arrays(case: Case, max_bytes: int | None = None,
                  names: Collection[str] | None = None) -> dict[str, np.ndarray]:
     """Every input array of ``case``, rebuilt bit-identically on any machine (host NumPy arrays).
 
-    The arrays of recent cases are kept (up to :data:`BUILT_BYTES`), so the runs of a case pay for the random
-    draws once per process; each call returns fresh copies, so a subject that writes into its inputs changes
-    nothing. A case whose estimate (:func:`harness.core.case_limits.estimate_case_bytes`) exceeds ``max_bytes``
-    (default :func:`harness.core.case_limits.max_case_bytes_default`) is refused with a :class:`CaseError` before
+    Each call returns the caller's own arrays, so a subject that writes into its inputs changes nothing. Drawn
+    arrays of :data:`~harness.core.array_draws.SHARED_MIN_BYTES` or more are drawn once per harness process
+    and shared by its workers: each call maps them copy-on-write (:func:`harness.core.array_draws.load_shared`:
+    no copy, and a write stays the writer's). The smaller arrays of recent cases are kept (up to
+    :data:`BUILT_BYTES`) and copied, so the runs of a case pay for their draws once per process. A case whose
+    estimate (:func:`harness.core.case_limits.estimate_case_bytes`) exceeds ``max_bytes`` (default
+    :func:`harness.core.case_limits.max_case_bytes_default`) is refused with a :class:`CaseError` before
     anything is allocated.
-    ``names`` (optional) asks for those arrays only; an embedding case then draws only them (the judge needs the
-    ids and the upstream gradient of a case, not its weights). Such a partial build is not kept.
+    ``names`` (optional) asks for those arrays only: only they are drawn (the judge needs the ids and the
+    upstream gradient of a case, not its weights). Such a partial build is not kept.
     """
     key = case.id
     built = _BUILT.get(key)
@@ -298,27 +309,98 @@ def build_arrays(case: Case, max_bytes: int | None = None,
         check_case_size(case, max_bytes)
         if names is not None:
             return _build_arrays(case, frozenset(names))
-        built = _build_arrays(case)
-        _BUILT.add(key, built, BUILT_BYTES)
-    else:
-        _BUILT.move_to_end(key)
-    return {k: v.copy() for k, v in built.items() if names is None or k in names}
+        out = _build_arrays(case)
+        mapped = _shared_names(case)
+        _BUILT.add(key, {k: v.copy() for k, v in out.items() if k not in mapped}, BUILT_BYTES, mapped)
+        return out
+    _BUILT.move_to_end(key)
+    out = {k: v.copy() for k, v in built.items() if names is None or k in names}
+    again = frozenset(k for k in _BUILT.mapped.get(key, ()) if names is None or k in names)
+    if again:
+        out.update(_drawn_part(case, again))
+    return out
+
+
+def _shared_names(case: Case, names: frozenset[str] | None = None) -> frozenset[str]:
+    """The drawn arrays of ``case`` (of ``names``) that are shared: big enough, and not given in the case."""
+    if shared_folder() is None:
+        return frozenset()
+    try:
+        layout = array_layout(case.family, case.spec)
+    except (KeyError, TypeError, ValueError):
+        return frozenset()
+    decoded = case._decoded  # type: ignore[attr-defined]  # set by _validate
+    return frozenset(n for n, (shape, dt) in layout.items()
+                     if n not in decoded and (names is None or n in names)
+                     and int(np.prod(shape, dtype=np.int64)) * np.dtype(dt).itemsize >= SHARED_MIN_BYTES)
+
+
+def _draw(case: Case, names: frozenset[str] | None) -> dict[str, np.ndarray]:
+    """The drawn arrays of ``case`` (of ``names``): the shared ones mapped where stored, the rest drawn here (and
+    the shared ones among them stored for the other processes)."""
+    folder = shared_folder()
+    shared = _shared_names(case, names)
+    out: dict[str, np.ndarray] = {}
+    if folder is not None and shared:
+        layout = array_layout(case.family, case.spec)
+        for n in sorted(shared):
+            a = load_shared(folder, case.id, n, *layout[n])
+            if a is not None:
+                out[n] = a
+        todo = (frozenset(layout) if names is None else names) - frozenset(out)
+        drawn = _draw_apart(case, todo, shared)
+        for n in sorted(shared - frozenset(out)):
+            a = drawn.get(n)
+            if a is not None and (a.shape, a.dtype.name) == layout[n]:
+                store_shared(folder, case.id, n, a)
+        out.update(drawn)
+        return out
+    return draw_arrays(case.family, case.seed, case.spec, names)
+
+
+def _draw_apart(case: Case, names: frozenset[str], big: frozenset[str]) -> dict[str, np.ndarray]:
+    """``names`` drawn, each of the ``big`` ones in a thread of its own (each array has its own generator, and
+    NumPy's draws and casts leave the interpreter's lock: an embedding's two 260 MB tables take one table's
+    time where two cores are free)."""
+    apart = sorted(names & big)
+    if len(apart) < 2 or (os.cpu_count() or 1) < 2:
+        return draw_arrays(case.family, case.seed, case.spec, names)
+    with ThreadPoolExecutor(min(len(apart), os.cpu_count() or 1)) as pool:
+        parts = pool.map(lambda n: draw_arrays(case.family, case.seed, case.spec, frozenset([n])), apart)
+        out = draw_arrays(case.family, case.seed, case.spec, names - frozenset(apart))
+        for part in parts:
+            out.update(part)
+    return out
+
+
+def _drawn_part(case: Case, names: frozenset[str]) -> dict[str, np.ndarray]:
+    """``names`` (drawn arrays of ``case``) built again, with their injections."""
+    try:
+        out = _draw(case, names)
+    except (KeyError, TypeError, ValueError, OverflowError, IndexError, MemoryError) as exc:
+        raise CaseError(f"case {case.id}: arrays cannot be rebuilt: {type(exc).__name__}: {exc}") from exc
+    _inject_or_raise(case, out, names)
+    return out
 
 
 def _build_arrays(case: Case, names: frozenset[str] | None = None) -> dict[str, np.ndarray]:
     try:
-        out = draw_arrays(case.family, case.seed, case.spec, names)
+        out = _draw(case, names)
     except (KeyError, TypeError, ValueError, OverflowError, IndexError, MemoryError) as exc:
         raise CaseError(f"case {case.id}: arrays cannot be rebuilt: {type(exc).__name__}: {exc}") from exc
     for name, a in case._decoded.items():  # type: ignore[attr-defined]  # set by _validate
         out[name] = a.copy()
     if names is not None:
         out = {k: v for k, v in out.items() if k in names}
+    _inject_or_raise(case, out, names)
+    return out
+
+
+def _inject_or_raise(case: Case, out: dict[str, np.ndarray], names: frozenset[str] | None) -> None:
     try:
         _inject(case, out, names)
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise CaseError(f"case {case.id}: inject cannot be applied: {type(exc).__name__}: {one_line(exc)}") from exc
-    return out
 
 
 def _inject(case: Case, out: dict[str, np.ndarray], names: frozenset[str] | None = None) -> None:

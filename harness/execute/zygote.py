@@ -258,11 +258,16 @@ _ZYGOTE_LOCK = threading.Lock()
 def worker_env(overrides: Mapping[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
     """The environment a worker of these overrides starts with: the worker defaults
     (:data:`~harness.core.worker_defaults.WORKER_ENV_DEFAULTS`) under this process's environment, under the
-    overrides; the harness's checkout first on PYTHONPATH."""
+    overrides; the harness's checkout first on PYTHONPATH; the folder of this process's shared draws
+    (:func:`harness.core.array_draws.shared_folder`)."""
+    from harness.core.array_draws import SHARED_ENV, shared_folder
     from harness.core.worker_defaults import WORKER_ENV_DEFAULTS
 
     env = {**WORKER_ENV_DEFAULTS, **os.environ, **dict(overrides)}
     env.pop(LIMIT_ENV, None)
+    shared = shared_folder()  # the large draws of a case: drawn once, mapped by every worker
+    if shared is not None:
+        env[SHARED_ENV] = shared
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env

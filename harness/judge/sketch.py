@@ -92,6 +92,51 @@ def _l2(x: np.ndarray, max_abs: float) -> float:
     return math.sqrt(float(np.square(x, out=x).sum()))
 
 
+#: Elements :func:`_norms` widens to float64 at a time (1 MiB of float64; at least 128: NumPy sums 128 or
+#: fewer in one block, unsplit).
+_LEAF = 1 << 17
+
+
+def _norms(flat: np.ndarray) -> tuple[float, float]:
+    """``max_abs`` and ``l2`` of a real array with no NaN or Inf, in float64, as :func:`_l2` of the whole array
+    widened gives them, bit for bit, without widening the whole array (a 260 MB float32 gradient was a 520 MB
+    temporary): the maximum piece by piece (of a float array: from its min and max), the sum of squares along
+    NumPy's own pairwise tree (:func:`_squares`). Module functions, not closures: a recursive closure is a
+    reference cycle, and it would hold the tensor until the garbage collector's next full pass."""
+    n = flat.size
+    if not n:
+        max_abs = 0.0
+    elif flat.dtype.kind == "f":  # the greatest magnitude is the larger of -min and max (+ 0.0: never -0.0)
+        max_abs = max(float(flat.max()), -float(flat.min())) + 0.0
+    else:
+        max_abs = max(float(_widened(flat, lo, min(_LEAF, n - lo)).max()) for lo in range(0, n, _LEAF))
+    if not n or max_abs == 0:
+        return max_abs, 0.0
+    scaled = max_abs > 1e150 or max_abs < 1e-150  # squares would overflow or underflow float64: scale first
+    total = _squares(flat, 0, n, max_abs if scaled else None)
+    return max_abs, (max_abs * math.sqrt(total) if scaled else math.sqrt(total))
+
+
+def _widened(flat: np.ndarray, lo: int, m: int) -> np.ndarray:
+    """``|flat[lo:lo + m]|`` in float64 (a new array)."""
+    x = flat[lo:lo + m].astype(np.float64)
+    return np.abs(x, out=x)
+
+
+def _squares(flat: np.ndarray, lo: int, m: int, scale: float | None) -> float:
+    """The sum of the squares of ``|flat[lo:lo + m]|`` (each divided by ``scale`` first, where given) as NumPy
+    sums a contiguous float64 array: the sums of its first ``half`` and of the rest, ``half`` half of ``m``
+    rounded down to a multiple of 8, each piece of at most :data:`_LEAF` elements summed by NumPy itself."""
+    if m <= _LEAF:
+        x = _widened(flat, lo, m)
+        if scale is not None:
+            np.divide(x, scale, out=x)
+        return float(np.square(x, out=x).sum())
+    half = m // 2
+    half -= half % 8
+    return _squares(flat, lo, half, scale) + _squares(flat, lo + half, m - half, scale)
+
+
 def tensor_sketch(a: Any, counts: tuple[int, int] | None = None) -> dict[str, Any] | None:
     """The sketch of one array (see the module docstring), or None for an array with no bits to sketch
     (objects, strings, records) or no array at all. ``counts``: the array's NaN and Inf counts where they
@@ -114,13 +159,16 @@ def tensor_sketch(a: Any, counts: tuple[int, int] | None = None) -> dict[str, An
     elif a.dtype.kind in "fc":
         nan = int(np.count_nonzero(np.isnan(flat)))
         inf = int(np.count_nonzero(np.isinf(flat)))
-    mag = np.abs(flat) if a.dtype.kind == "c" else flat
-    x = mag.astype(np.float64)  # a copy: the abs below works in place
-    np.abs(x, out=x)
-    if nan or inf:
-        x = x[np.isfinite(x)]
-    max_abs = float(x.max()) if x.size else 0.0
-    l2 = _l2(x, max_abs)
+    if nan or inf or a.dtype.kind == "c":
+        mag = np.abs(flat) if a.dtype.kind == "c" else flat
+        x = mag.astype(np.float64)  # a copy: the abs below works in place
+        np.abs(x, out=x)
+        if nan or inf:
+            x = x[np.isfinite(x)]
+        max_abs = float(x.max()) if x.size else 0.0
+        l2 = _l2(x, max_abs)
+    else:
+        max_abs, l2 = _norms(flat)
     return {"n": int(flat.size), "l2": l2 if math.isfinite(l2) else None, "max_abs": max_abs,
             "nan": nan, "inf": inf, "index": idx, "bits": _hex_bits(flat[idx])}
 

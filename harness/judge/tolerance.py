@@ -375,15 +375,27 @@ def rounding_bounds(family: str, spec: Mapping[str, Any], arrays: Mapping[str, n
 def _row_sums(ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``ids`` (sorted) and, for each, the sum of its ``rows`` added one at a time in their order
     in ``ids``, from 0.0 (what ``np.add.at`` into zeros computes): the k-th occurrences of every id are added
-    in one step, so the Python loop runs as many times as the most frequent id occurs."""
+    in one step for the first :data:`_STEPS` occurrences; an id that occurs more often (a pile-up: 12,000 ids on
+    one row) adds the rest by a running sum (``np.add.accumulate`` adds one row after the other), a block of
+    rows at a time, so the Python loop runs at most :data:`_STEPS` times plus once per block."""
     order = np.argsort(ids, kind="stable")
     named, first, counts = np.unique(ids[order], return_index=True, return_counts=True)
     mass = rows[order[first]]  # each id's first occurrence
     np.add(0.0, mass, out=mass)  # 0.0 + the first, as a sum from zero has it
-    for k in range(1, int(counts.max()) if counts.size else 0):
+    for k in range(1, min(int(counts.max()) if counts.size else 0, _STEPS)):
         more = np.flatnonzero(counts > k)  # the ids that occur a (k+1)-th time: each once, no index repeats
         mass[more] += rows[order[first[more] + k]]
+    for i in np.flatnonzero(counts > _STEPS):
+        for start in range(_STEPS, int(counts[i]), _BLOCK):
+            part = rows[order[first[i] + start:first[i] + min(int(counts[i]), start + _BLOCK)]]
+            mass[i] = np.add.accumulate(np.concatenate([mass[i:i + 1], part]), axis=0)[-1]
     return named, mass
+
+
+#: Occurrences of an id :func:`_row_sums` adds one step each (for every id at once); the rest by running sums
+#: of :data:`_BLOCK` rows.
+_STEPS = 64
+_BLOCK = 4096
 
 
 # --------------------------------------------------------------------------- the policy

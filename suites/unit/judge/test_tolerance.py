@@ -362,3 +362,20 @@ def test_rounding_bounds_sums_each_row_in_the_order_of_its_ids(vocab, width, bat
         got = rounding_bounds("embed", spec, arrays, dtype)["grad.W"]
     assert got.dtype == np.float64 and got.shape == (vocab, width)
     assert got.view(np.uint64).tolist() == want.view(np.uint64).tolist()  # the bits, NaN payloads and zero signs
+
+
+@pytest.mark.parametrize("steps, block", [(1, 1), (2, 3), (5, 64), (64, 4096)])
+def test_the_row_sums_of_a_pile_up_add_its_rows_one_after_the_other(monkeypatch, steps, block):
+    from harness.judge import tolerance
+
+    monkeypatch.setattr(tolerance, "_STEPS", steps)
+    monkeypatch.setattr(tolerance, "_BLOCK", block)
+    rng = np.random.default_rng(steps)
+    ids = np.where(rng.random(500) < 0.8, 3, rng.integers(0, 9, 500))  # most on one row, the rest spread
+    rows = np.abs(rng.standard_normal((500, 3)) * 10.0 ** rng.integers(-8, 8, (500, 1)))
+    named, mass = tolerance._row_sums(ids, rows)
+    want = np.zeros((9, 3))
+    for v, row in zip(ids, rows):  # the definition: one row after the other, in the order of the ids
+        want[v] = want[v] + row
+    assert named.tolist() == sorted(set(ids.tolist()))
+    assert mass.tobytes() == want[named].tobytes()
