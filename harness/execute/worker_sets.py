@@ -78,9 +78,13 @@ class _Busy:
         try:
             yield k
         finally:
-            with self.cond:
-                self.now.discard(k)
-                self.cond.notify_all()
+            self._release(k)
+
+    def _release(self, k: int) -> None:
+        """Fresh worker ``k`` is free again: the lanes waiting for one are told."""
+        with self.cond:
+            self.now.discard(k)
+            self.cond.notify_all()
 
     @contextmanager
     def take_this(self, k: int, stopped: Callable[[], bool]) -> Iterator[int]:
@@ -94,9 +98,7 @@ class _Busy:
         try:
             yield k
         finally:
-            with self.cond:
-                self.now.discard(k)
-                self.cond.notify_all()
+            self._release(k)
 
     def wake(self) -> None:
         with self.cond:
