@@ -479,11 +479,9 @@ def judge_task(contract: Any, key: Mapping[str, str], status: str, run_status: s
     contract line; None for a task whose runs all succeeded under a contract."""
     if status == "skipped":
         from harness.core.cost import not_judged_skip  # too large to run here, starved twice: "not judged"
-
+        why = skip_reason or f"not run: every run was skipped (statuses {run_status}) and the worker gave no reason"
         return Measure(**_base("task", key, "", verdict=NOT_JUDGED if not_judged_skip(skip_reason) else SKIPPED,
-                               rule="not run", contract=_describe(contract),
-                               detail=skip_reason or f"not run: every run of the task was skipped (statuses "
-                                                     f"{run_status}) and the worker gave no reason"))
+                               rule="not run", contract=_describe(contract), detail=why))
     if status != "ok":
         got = "" if error is None else f"{error.get('type')} in {error.get('phase')}: {error.get('message')}"
         defect = _known(known, error)

@@ -42,10 +42,14 @@ def chainer_fields() -> dict[str, str]:
     the installed distributions, Chainer's saying why."""
     out = {"Platform": platform.platform()}
     try:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-        from harness.core.compat import apply
-
-        apply()
+        # the harness's compatibility layer, loaded from its file: this child may run in an interpreter where the
+        # harness is not installed (a throwaway environment), and it imports only NumPy and the standard library
+        spec = importlib.util.spec_from_file_location(
+            "harness_compat", Path(__file__).resolve().parents[1] / "core" / "compat.py")
+        assert spec is not None and spec.loader is not None
+        compat = sys.modules["harness_compat"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(compat)
+        compat.apply()
         import chainer
 
         buf = io.StringIO()
