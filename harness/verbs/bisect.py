@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable
 
 from harness.upstream.bisect import Bisection, Writer, check_ends
 from harness.upstream.bisect import bisect as run_bisection
@@ -21,23 +21,10 @@ __all__ = ["BisectOptions", "bisect"]
 
 
 @dataclass(frozen=True)
-class BisectOptions:
-    """One bisection: the case and subject, the two ends as pins, where environments come from, and the
-    conditions the user pins beside the machine's own."""
+class BisectOptions(Bisection):
+    """One bisection: the engine's question (:class:`harness.upstream.bisect.Bisection`: the case and subject,
+    the two ends as pins, where environments come from, the conditions the user pins) and how much it says."""
 
-    case: str
-    subject: str
-    good: Mapping[str, str]                  # canonical package name -> version, the end that agrees
-    bad: Mapping[str, str]                   # the end whose bits differ
-    case_id: str = ""
-    context: str = "default"
-    plugins: tuple[str, ...] = ()
-    cache: str = ""                          # empty: $XDG_CACHE_HOME/harness/bisect
-    find_links: tuple[str, ...] = ()
-    no_index: bool = False
-    installer: str = "auto"                  # auto (uv where installed), uv, pip
-    timeout: float = 600.0                   # seconds per probe's script
-    env: tuple[tuple[str, str], ...] = ()    # NAME, VALUE pinned in every probe
     quiet: bool = False
 
 
@@ -50,11 +37,8 @@ def bisect(opts: BisectOptions, say: Callable[[str], None] | None = None, write_
     load_plugins(opts.plugins)
     load_case_for_subject(opts.case, opts.case_id or None, get_subject(opts.subject), None)
     out = say or (lambda s: None if opts.quiet else print(f"bisect: {s}", file=sys.stderr, flush=True))
-    q = Bisection(case=opts.case, subject=opts.subject, good=opts.good, bad=opts.bad, case_id=opts.case_id,
-                  context=opts.context, plugins=opts.plugins, cache=opts.cache, find_links=opts.find_links,
-                  no_index=opts.no_index, installer=opts.installer, timeout=opts.timeout, env=opts.env)
     try:
-        return run_bisection(q, out, write_script)
+        return run_bisection(opts, out, write_script)
     except KeyboardInterrupt:
         print("harness: interrupted; the probes that finished are in bisect's log: the same command goes on from "
               "them", file=sys.stderr)
