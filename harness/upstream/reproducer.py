@@ -93,7 +93,6 @@ def _refuse_role(subject: str, role: str) -> None:
 def _plugin_call_in_child(r: Reproducer) -> tuple[Any, dict[str, Any]]:
     """A plug-in is never imported here: a child imports it and names its call (module file, function,
     params); the function's source is then read from that file here, as text."""
-    import importlib.util
     import json
 
     p = lifeline.run_guarded([sys.executable, "-m", "harness.upstream.plugin_call", json.dumps(list(r.plugins)),
@@ -109,8 +108,7 @@ def _plugin_call_in_child(r: Reproducer) -> tuple[Any, dict[str, Any]]:
     path, name, params = found["call"]
     if os.path.realpath(path) == os.path.realpath(inspect.getsourcefile(_shipped_module()) or ""):
         return getattr(_shipped_module(), name), params
-    spec = importlib.util.spec_from_file_location("_plugin_source", path)
-    if spec is None or spec.loader is None:
+    if not os.path.isfile(path):
         raise SetupError(f"subject={r.subject!r}: its call's module {path} cannot be read")
     return _SourceOnly(path, name), params
 

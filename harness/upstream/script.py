@@ -13,7 +13,6 @@ fresh processes) uses.
 
 from __future__ import annotations
 
-import pprint
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -308,6 +307,3 @@ def lines_of_code(text: str) -> int:
             n += 1
     return n
 
-
-def data_dict_repr(arrays: Mapping[str, Any]) -> str:
-    return pprint.pformat({k: getattr(v, "shape", v) for k, v in arrays.items()}, width=110)
