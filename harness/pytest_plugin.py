@@ -430,6 +430,6 @@ def min_examples() -> int:
 
 def profile_bounds(family: str) -> dict[str, Any]:
     """The strategy bounds of the active profile for ``family``."""
-    from harness.generate.size_bounds import bounds_for
+    from harness.generate.profile_sizes import bounds_for
 
     return bounds_for(_RUNNING.get().profile, family)

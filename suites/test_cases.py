@@ -17,9 +17,9 @@ from hypothesis.extra import numpy as hnp
 from harness.core.cases import Case, build_arrays, decode_array, encode_array
 from harness.core.corpus_files import load_corpus, write_corpus
 from harness.core.errors import InvalidArgument
+from harness.generate.profile_sizes import bounds_for
 from harness.generate.profiles import DB_ENV, PROFILE_ENV, PROFILES, database_path, default_profile, load_profile
 from harness.generate.sampler import bad_corpus, corpus
-from harness.generate.size_bounds import bounds_for
 from harness.generate.strategies import any_case, bad_inputs
 
 FAST = settings(max_examples=25, deadline=None, database=None,
@@ -210,7 +210,7 @@ def test_one_profile_definition():
     """Profiles are defined once: the strategies' size bounds and Hypothesis's profiles use the same names."""
     from hypothesis import settings as hsettings
 
-    from harness.generate.size_bounds import SIZE_BOUNDS
+    from harness.generate.profile_sizes import SIZE_BOUNDS
 
     assert set(SIZE_BOUNDS) == set(PROFILES)
     load_profile("ci")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from harness.judge import sketch as S
-from harness.judge.bits import ulp_distance
+from harness.judge.ulp import ulp_distance
 
 
 def test_the_doctests_hold():
@@ -74,7 +74,7 @@ def test_delta_measures_ulps_at_the_sample_like_the_comparator():
 def test_the_task_record_keeps_the_sketch_through_its_json_round_trip():
     from harness.core.errors import RecordError
     from harness.core.records import TensorStats
-    from harness.judge.bitwise import compare_repeats
+    from harness.judge.comparator import compare_repeats
 
     a = np.linspace(-1, 1, 40, dtype=np.float32).reshape(8, 5)
     t = TensorStats.from_comparison(compare_repeats("y", [a, a]), sketch=S.tensor_sketch(a))

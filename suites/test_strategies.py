@@ -18,11 +18,11 @@ from harness.core.cases import FAMILIES, Case, build_arrays
 from harness.core.corpus_files import corpus_digest
 from harness.core.errors import InvalidArgument
 from harness.generate.bad_kinds import BAD_KINDS
-from harness.generate.bounds import SIGNED_ID_DTYPES
 from harness.generate.case_builders import GY_KINDS, ID_DISTRIBUTIONS, IGNORE_KINDS, LENGTH_PATTERNS
+from harness.generate.profile_sizes import SIZE_BOUNDS, bounds_for
 from harness.generate.sampler import bad_corpus, corpus
-from harness.generate.size_bounds import SIZE_BOUNDS, bounds_for
 from harness.generate.strategies import any_case, bad_inputs, cases, embed_cases, lstm_cases, pipeline_cases
+from harness.generate.strategy_bounds import SIGNED_ID_DTYPES
 
 FAST = settings(max_examples=25, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -392,7 +392,7 @@ CHAINER_LSTM = [dict(lengths=lengths, in_size=3, hidden=2, n_layers=n, bidirecti
 
 @pytest.mark.parametrize("profile", ["dev", "audit"])
 def test_chainers_own_test_parameters_are_in_the_support(profile):
-    from harness.generate.size_bounds import in_support
+    from harness.generate.profile_sizes import in_support
 
     assert all(in_support("embed", c, profile) for c in CHAINER_EMBED), [c for c in CHAINER_EMBED
                                                                          if not in_support("embed", c, profile)]

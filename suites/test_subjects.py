@@ -22,7 +22,7 @@ from harness.core.cases import Case, build_arrays
 from harness.core.contexts import get_context
 from harness.core.devices import CPU, Device
 from harness.core.errors import PluginError, UnknownSubject
-from harness.judge import bitwise as compare
+from harness.judge import comparator as compare
 from harness.judge import tolerance
 from harness.judge.digest import digest
 from harness.subjects.base import RunResult, Subject, execute

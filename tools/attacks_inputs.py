@@ -31,7 +31,7 @@ def _audit_text(mutate: Callable[[dict], None] | None = None, *, subject: str = 
                 arrays: bool = False) -> str:
     import numpy as np
 
-    from harness.judge.bitwise import DIGEST_ALGORITHM, digest
+    from harness.judge.comparator import DIGEST_ALGORITHM, digest
 
     y = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
     e = {"case_id": "c0", "family": "embed", "subject": subject, "role": "subject", "device": "cpu",
@@ -184,6 +184,6 @@ def input_check_attacks() -> list[Attack]:
 def _audit_digest() -> str:
     import numpy as np
 
-    from harness.judge.bitwise import digest
+    from harness.judge.comparator import digest
 
     return digest(np.ones((2, 3), np.float32))

@@ -150,7 +150,7 @@ class TensorStats:
     @classmethod
     def from_comparison(cls, c: Any, worst_values: tuple[str, str] | None = None,
                         sketch: Mapping[str, Any] | None = None) -> "TensorStats":
-        """From a :class:`~harness.judge.bitwise.TensorComparison` (and the sketch of repetition 0's array)."""
+        """From a :class:`~harness.judge.comparator.TensorComparison` (and the sketch of repetition 0's array)."""
         return cls(worst_values=worst_values, sketch=sketch, dtype=c.dtype, shape=tuple(c.shape), repeats=c.repeats,
                    bitwise_identical=c.bitwise_identical,
                    n_diff=c.n_diff, n_total=c.n_total, frac_diff=c.frac_diff, max_ulp=int(c.max_ulp),

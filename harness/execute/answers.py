@@ -29,7 +29,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from harness.execute.memory_limits import OUTPUT_ENV
-from harness.judge.bits import dtype_name as _dtype_name
+from harness.judge.ulp import dtype_name as _dtype_name
 from harness.subjects.base import ErrorInfo, RunKeys, RunResult
 
 __all__ = ["MAX_ANSWER_BYTES", "Answer", "Malformed", "NoAnswer", "tensor_meta", "write_frame", "read_frame",
@@ -147,8 +147,8 @@ def tensor_meta(arrays: Mapping[str, np.ndarray],
     """Digest, dtype, shape and NaN/Inf counts of each array (in the worker, where the arrays are).
     ``previous``: another answer's meta; where every array has the name, dtype, shape and digest it gives
     (the same bits, so the same counts), that very object is returned, nothing counted again."""
-    from harness.judge.bits import nonfinite_counts_all
     from harness.judge.digest import digest_all
+    from harness.judge.ulp import nonfinite_counts_all
 
     names = list(arrays)
     arrs = [arrays[k] for k in names]

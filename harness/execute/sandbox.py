@@ -2,7 +2,7 @@
 code never runs in ours.
 
 Localization hooks into Chainer's function nodes while a subject runs, which a pooled worker's run protocol does
-not offer; it runs as a named call instead (:func:`run_call`, the child's side in :mod:`harness.execute.calls`,
+not offer; it runs as a named call instead (:func:`run_call`, the child's side in :mod:`harness.execute.call_child`,
 :data:`CHILD_ENV` set there), and this module turns whatever happens there into a :class:`Sandboxed` result: an
 answer, a one-line error (a harness error, or a plug-in ending the process), a crash (a signal), a hang (the
 timeout), or an exit without an answer (a plug-in calling ``os._exit(0)``). Nothing the child does can end, hang
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from harness.core import lifeline
-from harness.execute.calls import ANSWER, ERROR, name_of
+from harness.execute.call_child import ANSWER, ERROR, name_of
 
 __all__ = ["CHILD_ENV", "Sandboxed", "run_call", "in_child"]
 
@@ -94,7 +94,7 @@ def run_call(fn: Callable[[Mapping[str, Any]], Any], request: Mapping[str, Any],
             root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
             env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
             proc = lifeline.popen(
-                [sys.executable, "-m", "harness.execute.calls", name, json.dumps(dict(request)), str(writes[2])],
+                [sys.executable, "-m", "harness.execute.call_child", name, json.dumps(dict(request)), str(writes[2])],
                 stdin=subprocess.DEVNULL, stdout=writes[0], stderr=writes[1], pass_fds=(writes[2],), env=env,
                 start_new_session=True)
     except BaseException:

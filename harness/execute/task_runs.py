@@ -34,9 +34,9 @@ from harness.execute.plan import Task
 from harness.execute.settings import CampaignSettings
 from harness.execute.solo import SOLO
 from harness.execute.worker_sets import WorkerSet
-from harness.judge import bitwise as compare
-from harness.judge.bits import value_text
+from harness.judge import comparator as compare
 from harness.judge.sketch import tensor_sketch
+from harness.judge.ulp import value_text
 from harness.subjects.base import ErrorInfo, RunResult
 from harness.subjects.registry import accepts_error, get_subject
 

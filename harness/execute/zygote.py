@@ -5,7 +5,7 @@ start-up environment rather than spawned: it then costs a fork, not an import. I
 seed and its imported modules (their import-time state, never a subject's run: the zygote never runs one);
 NumPy's global random state is re-seeded after the fork. Where a zygote cannot be had (no
 ``os.pidfd_open``, or it failed to start) :func:`zygote_for` says None and the worker is spawned. The zygote
-also forks the children of named calls (:mod:`harness.execute.sandbox`, :mod:`harness.execute.calls`).
+also forks the children of named calls (:mod:`harness.execute.sandbox`, :mod:`harness.execute.call_child`).
 
 The zygote is started as ``python -m harness.execute.worker --zygote`` (:func:`zygote_main` runs in it).
 Environment-level settings (``CUBLAS_WORKSPACE_CONFIG``, ``OMP_NUM_THREADS``, ``PYTHONHASHSEED``) are given
@@ -56,7 +56,7 @@ def zygote_main(sock_fd: int) -> None:
         import harness.core.cases  # noqa: F401
         import harness.core.contexts  # noqa: F401
         import harness.core.devices  # noqa: F401
-        import harness.judge.bitwise  # noqa: F401 - and with it judge.bits and judge.digest
+        import harness.judge.comparator  # noqa: F401 - and with it judge.ulp and judge.digest
         import harness.subjects.registry  # noqa: F401
     except Exception as exc:  # noqa: BLE001
         sock = socket.socket(fileno=sock_fd)
@@ -128,7 +128,7 @@ def zygote_main(sock_fd: int) -> None:
 
 
 def _call_child(req: dict[str, Any], fds: list[int]) -> None:
-    """In a process forked by the zygote: the named call ``req`` asks for (:func:`harness.execute.calls.serve`),
+    """In a process forked by the zygote: the named call ``req`` asks for (:func:`harness.execute.call_child.serve`),
     in its own session (so a timeout kills its whole group), stdout and stderr on the first two pipes passed,
     the answer on the third, then exit."""
     code = 1
@@ -144,7 +144,7 @@ def _call_child(req: dict[str, Any], fds: list[int]) -> None:
         os.chdir(req["cwd"])
         os.environ.update(req["env"])
         np.random.seed()  # not the zygote's global random stream
-        from harness.execute.calls import serve
+        from harness.execute.call_child import serve
 
         code = serve(req["function"], req["request"], fds[2])
     except BaseException:  # noqa: BLE001 - as an interpreter would: the traceback, exit 1

@@ -41,7 +41,9 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from harness.core.cases import Case, lstm_weight_shapes
-from harness.generate.bounds import (
+from harness.generate.case_builders import build_embed, build_lstm, build_pipeline
+from harness.generate.choices import Source
+from harness.generate.strategy_bounds import (
     ID_RANGE,
     SIGNED_ID_DTYPES,
     UNSIGNED_ID_DTYPES,
@@ -49,8 +51,6 @@ from harness.generate.bounds import (
     LstmBounds,
     PipelineBounds,
 )
-from harness.generate.case_builders import build_embed, build_lstm, build_pipeline
-from harness.generate.choices import Source
 
 __all__ = ["BAD_KINDS", "build_bad", "bad_pairs"]
 

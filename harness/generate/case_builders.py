@@ -1,7 +1,7 @@
 """The builders of valid cases, one per family: each parameter space written once, over a source of choices.
 
 :func:`build_embed`, :func:`build_lstm` and :func:`build_pipeline` draw one valid case within a family's
-bounds (:mod:`harness.generate.bounds`) from a :class:`~harness.generate.choices.Source`; the Hypothesis
+bounds (:mod:`harness.generate.strategy_bounds`) from a :class:`~harness.generate.choices.Source`; the Hypothesis
 strategies and the seeded corpora both run them. The kinds a builder chose are recorded in ``Case.tags``
 (``lengths:unsorted``, ``ignore:oov``, ``ids:empty`` ...) and, inside a Hypothesis test, reported with
 :func:`hypothesis.event`. The kinds and their weights are here, where they are drawn: :data:`IGNORE_KINDS`,
@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from harness.core.cases import Case, encode_array
-from harness.generate.bounds import ID_RANGE, EmbedBounds, LstmBounds, PipelineBounds
 from harness.generate.choices import Source
 from harness.generate.dimensions import boundaries
 from harness.generate.edges import with_edge_tags
+from harness.generate.strategy_bounds import ID_RANGE, EmbedBounds, LstmBounds, PipelineBounds
 
 __all__ = ["IGNORE_KINDS", "ID_DISTRIBUTIONS", "GY_KINDS", "LENGTH_PATTERNS", "build_embed", "build_lstm",
            "build_pipeline", "FAMILY_BUILDERS"]

@@ -116,7 +116,7 @@ PROFILE_CAMPAIGN: dict[str, dict[str, int]] = {"realistic": {"repeats": 2, "fres
 def profile_corpus(family: str, *, examples: int, seed: int, profile: str = "ci") -> list[Case]:
     """Generated cases of ``family`` at ``profile``: drawn around the recipes' configurations for
     ``realistic`` (:func:`harness.generate.recipes.recipe_corpus`, ``family="all"`` mixing the families), within
-    the profile's :data:`~harness.generate.size_bounds.SIZE_BOUNDS` otherwise."""
+    the profile's :data:`~harness.generate.profile_sizes.SIZE_BOUNDS` otherwise."""
     from harness.generate.sampler import corpus
 
     if profile != "realistic":

@@ -8,7 +8,7 @@ the profiles are registered (e.g. from a conftest). The example database lives a
 ``ci`` is derandomized and so uses no database, and does not shrink a failing example (it reports the first
 one found, the same every run): a failing gate then costs no more than a passing one.
 
-The sizes of the cases each profile draws are in :data:`harness.generate.size_bounds.SIZE_BOUNDS`; the
+The sizes of the cases each profile draws are in :data:`harness.generate.profile_sizes.SIZE_BOUNDS`; the
 ``realistic`` profile draws around the named configurations of :data:`harness.generate.recipes.RECIPES` instead
 (its bounds there are their envelope).
 """
@@ -40,7 +40,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 @dataclass(frozen=True)
 class Profile:
     """How hard the property tests look: examples per test, derandomized or not, whether examples are kept.
-    The sizes of the cases a profile draws are :data:`harness.generate.size_bounds.SIZE_BOUNDS`[name]."""
+    The sizes of the cases a profile draws are :data:`harness.generate.profile_sizes.SIZE_BOUNDS`[name]."""
 
     name: str
     max_examples: int

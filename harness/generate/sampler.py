@@ -16,10 +16,10 @@ from typing import Any, Callable
 
 from harness.core.cases import FAMILIES, Case
 from harness.generate.bad_kinds import bad_pairs, build_bad
-from harness.generate.bounds import FAMILY_VALIDATORS, check_family, check_int
 from harness.generate.case_builders import FAMILY_BUILDERS
 from harness.generate.choices import RandomSource, Source
-from harness.generate.size_bounds import SIZE_BOUNDS, bounds_for
+from harness.generate.profile_sizes import SIZE_BOUNDS, bounds_for
+from harness.generate.strategy_bounds import FAMILY_VALIDATORS, check_family, check_int
 
 __all__ = ["corpus", "bad_corpus", "seeded_random", "sample_distinct"]
 

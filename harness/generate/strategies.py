@@ -1,12 +1,12 @@
 """Hypothesis strategies for :class:`~harness.core.cases.Case` objects.
 
 ``embed_cases``, ``lstm_cases``, ``pipeline_cases``, ``cases(family, **bounds)``, ``any_case(**bounds)`` and
-``bad_inputs(family=None)``. Each validates its bounds when it is called (:mod:`harness.generate.bounds`) and
+``bad_inputs(family=None)``. Each validates its bounds when it is called (:mod:`harness.generate.strategy_bounds`) and
 runs the builders of :mod:`harness.generate.case_builders` (bad inputs: :mod:`harness.generate.bad_kinds`) on
 a source backed by Hypothesis's ``draw`` (:class:`~harness.generate.choices.HypothesisSource`), so the cases
 shrink and explore like any strategy; every case drawn inside a test is reported with :func:`hypothesis.note`.
 The seeded corpora run the same builders without Hypothesis (:mod:`harness.generate.sampler`); the sizes of
-each profile are :data:`harness.generate.size_bounds.SIZE_BOUNDS`.
+each profile are :data:`harness.generate.profile_sizes.SIZE_BOUNDS`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from harness.core.cases import FAMILIES, FLOAT_DTYPES, Case
 from harness.core.errors import InvalidArgument
 from harness.generate.bad_kinds import bad_pairs, build_bad
-from harness.generate.bounds import SIGNED_ID_DTYPES, check_family, embed_bounds, lstm_bounds, pipeline_bounds
 from harness.generate.case_builders import build_embed, build_lstm, build_pipeline
 from harness.generate.choices import HypothesisSource, Source
+from harness.generate.strategy_bounds import SIGNED_ID_DTYPES, check_family, embed_bounds, lstm_bounds, pipeline_bounds
 
 if TYPE_CHECKING:
     from hypothesis import strategies as st

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 
 from harness.core.errors import InvalidArgument
-from harness.judge.bits import SMALL_BYTES, counted_nonfinite, nonfinite_counts
+from harness.judge.ulp import SMALL_BYTES, counted_nonfinite, nonfinite_counts
 
 __all__ = [
     "MISSING", "DIGEST_ALGORITHM", "DIGEST_ALGORITHMS", "digest", "digest_bytes", "digest_header",

@@ -14,7 +14,7 @@ index, not NumPy's generators, whose streams may change between NumPy releases -
 of the changes an audit compares across), so two sketches of one shape sample the same elements.
 :func:`sketch_delta` then gives the ULP distance at the sampled elements and the relative change of the norm.
 
-Pure NumPy and the standard library, like :mod:`harness.judge.bits`.
+Pure NumPy and the standard library, like :mod:`harness.judge.ulp`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harness.judge.bits import ulp_distance
+from harness.judge.ulp import ulp_distance
 
 __all__ = ["SAMPLE", "sample_indices", "tensor_sketch", "sample_values", "SketchDelta", "sketch_delta"]
 

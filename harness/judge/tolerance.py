@@ -28,8 +28,8 @@ import numpy as np
 from harness.core import schemas
 from harness.core.cases import Case, build_arrays
 from harness.core.errors import ComparisonFailure, HarnessError
-from harness.judge import blocks
-from harness.judge.bits import (
+from harness.judge import oracle_blocks
+from harness.judge.ulp import (
     ULP_MAX,
     array_text,
     index_text,
@@ -295,17 +295,17 @@ def compare_oracle(
     finite_only = _finite_only(nan_count, inf_count, o_nan, o_inf)
     af, ef = a.reshape(-1), e.reshape(-1)
     bf = np.asarray(bound, dtype=np.float64).reshape(-1) if bound is not None and np.shape(bound) == a.shape else None
-    most = blocks.normwise_max(af, ef, dt, finite_only) if normwise else None
-    s = blocks.Settings(dt, atol, rtol, None if most is None else rtol * most, floor, finite_only)
-    r = blocks.measure_blocks(af, ef, bf, s)
+    most = oracle_blocks.normwise_max(af, ef, dt, finite_only) if normwise else None
+    s = oracle_blocks.Settings(dt, atol, rtol, None if most is None else rtol * most, floor, finite_only)
+    r = oracle_blocks.measure_blocks(af, ef, bf, s)
 
-    def at(w: blocks.Worst) -> tuple[blocks.Elementwise, int]:
+    def at(w: oracle_blocks.Worst) -> tuple[oracle_blocks.Elementwise, int]:
         """The measures of the element ``w`` names, as its block computed them (an element equal to the oracle
         was not measured there: it is measured alone)."""
         if w.measures is not None:
             return w.measures, w.at
         one = slice(w.index, w.index + 1)
-        return blocks.elementwise(af[one], blocks.expected_as_compared(af[one], ef[one], s),
+        return oracle_blocks.elementwise(af[one], oracle_blocks.expected_as_compared(af[one], ef[one], s),
                                   None if bf is None else bf[one], s), 0
 
     (q, iq), n_mismatch = at(r.ratio), int(a.size - r.n_ok)

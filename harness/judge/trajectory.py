@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from harness.judge.bits import ulp_distance
+from harness.judge.ulp import ulp_distance
 
 __all__ = ["Run", "StepDistance", "Divergence", "read_run", "compare_runs", "verdict", "table_rows", "scale_words",
            "TABLE_COLUMNS"]

@@ -31,9 +31,9 @@ import numpy as np
 from harness.core.errors import ContractViolation
 from harness.core.records import VERDICT_ORDER, Measure, TensorStats, Verdict
 from harness.core.vocabulary import PHASES
-from harness.judge import bitwise
-from harness.judge.bits import value_text
+from harness.judge import comparator
 from harness.judge.tolerance import OracleError, Tolerance
+from harness.judge.ulp import value_text
 
 if TYPE_CHECKING:
     from harness.judge.findings import Origin
@@ -177,7 +177,7 @@ def judge_pair(kind: str, contract: Any, key: Mapping[str, str], tensor: str, mi
         side = "here" if mine is None else f"in {other}"
         return Measure(**_base(kind, key, tensor, identical=False, verdict=_differs(contract, judged, required),
                                detail=f"tensor {tensor} is missing {side}", **common))
-    c = bitwise.compare_pair(tensor, mine, other_arrays)
+    c = comparator.compare_pair(tensor, mine, other_arrays)
     same = c.bitwise_identical
     idx = c.max_ulp_index if c.max_ulp_index is not None else c.first_diff_index
     return Measure(**_base(kind, key, tensor, dtype=c.dtype, shape=tuple(c.shape), identical=same,
@@ -452,7 +452,7 @@ def judge_order(key: Mapping[str, str], tensor: str, mine: np.ndarray | None,
         return Measure(**_base("order", key, tensor, identical=False, verdict=BROKEN,
                                detail=f"accumulation order differs from the declared one: tensor {tensor} is "
                                       f"missing {side}", **common))
-    c = bitwise.compare_pair(tensor, mine, ref)
+    c = comparator.compare_pair(tensor, mine, ref)
     if c.bitwise_identical:
         return Measure(**_base("order", key, tensor, dtype=c.dtype, shape=tuple(c.shape), identical=True, n_diff=0,
                                n_total=c.n_total, max_ulp=0, verdict=BIT_IDENTICAL, **common))

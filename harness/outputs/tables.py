@@ -21,8 +21,8 @@ import pandas as pd
 
 from harness.core.cases import Case
 from harness.core.records import Measure, TaskRecord
-from harness.judge.bits import ULP_MAX
 from harness.judge.outcomes import BITWISE_KINDS, is_difference
+from harness.judge.ulp import ULP_MAX
 from harness.judge.verdicts import worst
 from harness.outputs.results_table import (
     DECLARED_AND_OBSERVED,

@@ -1,7 +1,8 @@
 """Embedding subjects: Chainer's ``F.embed_id`` / ``L.EmbedID`` and ESPnet's deterministic ones.
 
-The library calls themselves are :func:`harness.subjects.calls.embed_function` and
-:func:`~harness.subjects.calls.embed_link` (with ``target="espnet"`` for ESPnet's). Outputs (names shared with the
+The library calls themselves are :func:`harness.subjects.library_calls.embed_function` and
+:func:`~harness.subjects.library_calls.embed_link`
+(with ``target="espnet"`` for ESPnet's). Outputs (names shared with the
 oracle): ``y``; ``grad.W``; and for the functions, which support double backpropagation, ``grad2.gy`` (and
 ``grad2.W`` where Chainer returns one): the gradient of ``sum(grad.W * ggW)`` with respect to the upstream
 gradient ``gy`` and to ``W``.
@@ -20,9 +21,9 @@ from typing import Any
 
 from harness.core.cases import Case
 from harness.core.env import ESPNET_MODULE  # one name for the module under test
-from harness.subjects import calls
+from harness.subjects import library_calls as calls
 from harness.subjects.base import Declared, Subject
-from harness.subjects.calling import call_run, espnet_module
+from harness.subjects.call_runs import call_run, espnet_module
 
 __all__ = ["espnet_module", "espnet_accepts", "SUBJECTS", "sequential_grad_W", "SEQUENTIAL"]
 

@@ -1,6 +1,7 @@
 """LSTM subjects: Chainer's ``NStepLSTM`` / ``NStepBiLSTM`` links and ``n_step_lstm`` / ``n_step_bilstm``.
 
-The library calls are :func:`harness.subjects.calls.lstm_link` and :func:`~harness.subjects.calls.lstm_function`.
+The library calls are :func:`harness.subjects.library_calls.lstm_link` and
+:func:`~harness.subjects.library_calls.lstm_function`.
 Outputs (names shared with the oracle): ``hy``, ``cy``, ``ys.{i}``; gradients of
 ``sum(ys_i * gys_i) + sum(hy * ghy) + sum(cy * gcy)`` (one ``chainer.backward`` call with the
 case's upstream gradients): ``grad.xs.{i}``, ``grad.hx``, ``grad.cx`` (when the case gives initial
@@ -10,9 +11,9 @@ states), ``grad.ws.{k}.{j}``, ``grad.bs.{k}.{j}``.
 from __future__ import annotations
 
 from harness.core.cases import Case
-from harness.subjects import calls
+from harness.subjects import library_calls as calls
 from harness.subjects.base import Declared, Subject
-from harness.subjects.calling import call_run
+from harness.subjects.call_runs import call_run
 
 __all__ = ["SUBJECTS"]
 

@@ -13,7 +13,7 @@ from typing import Callable
 from harness.core.cases import Case
 from harness.subjects import model_calls
 from harness.subjects.base import Declared, Subject
-from harness.subjects.calling import call_run
+from harness.subjects.call_runs import call_run
 
 __all__ = ["SUBJECTS", "subject_for_recipe"]
 

@@ -1,6 +1,7 @@
 """The library calls of the model subjects: K optimizer steps of a model, as ESPnet1's chainer backend trains it.
 
-One call, :func:`train` (``call(env, a, spec, emit, recipe=...)`` as in :mod:`harness.subjects.calls`), builds the
+One call, :func:`train` (``call(env, a, spec, emit, recipe=...)`` as in
+:mod:`harness.subjects.library_calls`), builds the
 recipe's model from the implementations under test, draws its initial parameters and every step's minibatch
 from the case's seed, and runs ``steps`` steps, each as ESPnet1's ``CustomUpdater.update_core``
 (``espnet/nets/chainer_backend/rnn/training.py``) does: clear the gradients, forward and loss, backward, the

@@ -4,14 +4,14 @@ The ids ``x`` are a ``(batch, max_len)`` array padded with the ignore label; the
 (Chainer's ``L.EmbedID`` or ESPnet's deterministic one: the subject's parameter) maps them to
 ``(batch, max_len, width)``, each row is cut to its length and the list feeds ``L.NStepLSTM``
 (or ``L.NStepBiLSTM``). Gradients flow back to the embedding matrix: ``grad.W``. The call itself is
-:func:`harness.subjects.calls.embed_lstm`.
+:func:`harness.subjects.library_calls.embed_lstm`.
 """
 
 from __future__ import annotations
 
-from harness.subjects import calls
+from harness.subjects import library_calls as calls
 from harness.subjects.base import Declared, Subject
-from harness.subjects.calling import call_run
+from harness.subjects.call_runs import call_run
 from harness.subjects.embed import espnet_accepts
 
 __all__ = ["SUBJECTS"]

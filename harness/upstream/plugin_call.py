@@ -8,7 +8,7 @@ import sys
 
 
 def main(argv: list[str]) -> int:
-    from harness.subjects.calling import call_of
+    from harness.subjects.call_runs import call_of
     from harness.subjects.registry import get_subject, load_plugin
 
     for p in json.loads(argv[1]):

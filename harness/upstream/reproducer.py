@@ -70,7 +70,7 @@ class Refused(Exception):
 # ---- the call -----------------------------------------------------------------------------------------------
 def _call(r: Reproducer) -> tuple[Any, dict[str, Any]]:
     """The library call of the subject (function, params), from a child where plug-ins are involved."""
-    from harness.subjects.calling import call_of
+    from harness.subjects.call_runs import call_of
     from harness.subjects.registry import get_subject
 
     if r.plugins:
@@ -80,7 +80,7 @@ def _call(r: Reproducer) -> tuple[Any, dict[str, Any]]:
     call = call_of(subj.run)
     if call is None:
         raise InvalidArgument(f"subject={r.subject!r} cannot be exported: its run is not made from one library "
-                              f"call (harness.subjects.calling.call_run)")
+                              f"call (harness.subjects.call_runs.call_run)")
     return call.fn, dict(call.params)
 
 
@@ -104,7 +104,7 @@ def _plugin_call_in_child(r: Reproducer) -> tuple[Any, dict[str, Any]]:
     _refuse_role(r.subject, found["role"])
     if found["call"] is None:
         raise InvalidArgument(f"subject={r.subject!r} cannot be exported: its run is not made from one library "
-                              f"call (harness.subjects.calling.call_run)")
+                              f"call (harness.subjects.call_runs.call_run)")
     path, name, params = found["call"]
     if os.path.realpath(path) == os.path.realpath(inspect.getsourcefile(_shipped_module()) or ""):
         return getattr(_shipped_module(), name), params
@@ -114,7 +114,7 @@ def _plugin_call_in_child(r: Reproducer) -> tuple[Any, dict[str, Any]]:
 
 
 def _shipped_module() -> Any:
-    from harness.subjects import calls
+    from harness.subjects import library_calls as calls
 
     return calls
 
@@ -129,7 +129,7 @@ class _SourceOnly:
 
 def _render(fn: Any, params: Mapping[str, Any], case: Case, r: Reproducer, stop: str | None) -> RenderedCall:
     given = "hx" in build_arrays(case)
-    if getattr(fn, "__module__", "") == "harness.subjects.calls" and fn.__name__ in SHIPPED:
+    if getattr(fn, "__module__", "") == "harness.subjects.library_calls" and fn.__name__ in SHIPPED:
         return render_call(fn.__name__, case.spec, params, case.seed, given, stop)
     from harness.core.contexts import get_context
 

@@ -1,6 +1,6 @@
 """The library call of an exported reproducer, written as a maintainer would write it by hand.
 
-Each shipped call of :mod:`harness.subjects.calls` has a renderer here that writes the same call, specialised
+Each shipped call of :mod:`harness.subjects.library_calls` has a renderer here that writes the same call, specialised
 to one case (its sizes, ignore label, dropout, which outputs receive a gradient), as the body of
 ``def run(d):`` -- ``d`` the inputs by the harness's array names -- returning every output and gradient by the
 same names the subject records, and setting the global ``phase`` as it goes (forward, backward,
@@ -232,7 +232,7 @@ SHIPPED: dict[str, Callable[..., RenderedCall]] = {
 
 def render_call(fn_name: str, spec: Mapping[str, Any], params: Mapping[str, Any], seed: int, given: bool,
                 stop: str | None = None) -> RenderedCall:
-    """The shipped call ``fn_name`` (a :mod:`harness.subjects.calls` function) for one case; ``stop``: the
+    """The shipped call ``fn_name`` (a :mod:`harness.subjects.library_calls` function) for one case; ``stop``: the
     phase after which the call may end (an error claim's phase), None for the whole call."""
     spec = dict(spec)
     if fn_name in ("lstm_link", "lstm_function", "embed_lstm"):

@@ -50,7 +50,7 @@ def _coverage(path: str | None, profile: str) -> int:
     from harness.core import argcheck
     from harness.core.corpus_files import load_corpus
     from harness.generate.corpora import default_corpus
-    from harness.generate.sizing import coverage_text
+    from harness.generate.coverage import coverage_text
 
     if path is not None:
         argcheck.readable_file("corpus", path)

@@ -19,7 +19,7 @@ so one contracts file serves them all):
 from __future__ import annotations
 
 from harness.subjects.base import Declared, Subject
-from harness.subjects.calling import call_run
+from harness.subjects.call_runs import call_run
 from suites.plugins import planted_calls
 
 __all__ = ["PRISTINE", "CLIP_HIGH", "CLIP_NEGATIVE", "CONTEXT_ANY", "REVERSED", "NAME"]

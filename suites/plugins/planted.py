@@ -10,7 +10,7 @@ reproducible, so the gate must fail on it, and shrinking must keep a repeated id
 from __future__ import annotations
 
 from harness.subjects.base import Declared, Subject
-from harness.subjects.calling import call_run
+from harness.subjects.call_runs import call_run
 from suites.plugins import planted_calls
 
 __all__ = ["SUBJECTS"]

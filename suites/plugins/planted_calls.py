@@ -1,7 +1,7 @@
 """The library calls of the planted test plug-ins, in a module that imports no harness code.
 
 ``planted.py``, ``planted_lstm.py``, ``badinput.py`` and ``rowwise.py`` make their subjects with
-``harness.subjects.calling.call_run(<a call here>, **params)``, so ``harness export`` can copy this module into a
+``harness.subjects.call_runs.call_run(<a call here>, **params)``, so ``harness export`` can copy this module into a
 standalone script (the rule for plug-ins: a call's module imports only NumPy and the library; a call may use the
 shipped calls through ``env.calls``). Not part of the harness.
 """

@@ -14,13 +14,13 @@ import dataclasses
 
 from harness.generate.recipes import DIMENSIONS, Dimension
 from harness.subjects.base import Subject
-from harness.subjects.calling import call_run
+from harness.subjects.call_runs import call_run
 from harness.subjects.registry import get_subject
 from suites.plugins import planted_calls
 
 __all__ = ["SUBJECTS", "SHIPPED", "planted"]
 
-#: Per family: the shipped subject a plant wraps, and its call in ``harness.subjects.calls``.
+#: Per family: the shipped subject a plant wraps, and its call in ``harness.subjects.library_calls``.
 SHIPPED = {"embed": ("chainer.embed_id", "embed_function"), "lstm": ("chainer.NStepLSTM", "lstm_link"),
            "pipeline": ("pipeline.embed_lstm", "embed_lstm")}
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from harness.subjects.calling import call_run
+from harness.subjects.call_runs import call_run
 from harness.subjects.registry import get_subject, register
 from suites.plugins import planted_calls
 

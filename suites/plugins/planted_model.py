@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from harness.subjects.base import Declared, Subject
-from harness.subjects.calling import call_run
+from harness.subjects.call_runs import call_run
 from harness.subjects.model_calls import run_training
 
 __all__ = ["SUBJECTS"]

@@ -9,7 +9,7 @@ suites.plugins.rowwise:SUBJECTS``):
 from __future__ import annotations
 
 from harness.subjects.base import Declared, Subject
-from harness.subjects.calling import call_run
+from harness.subjects.call_runs import call_run
 from suites.plugins import planted_calls
 
 __all__ = ["SUBJECTS"]

@@ -1,4 +1,4 @@
-"""Section ``comparator``: bytes/s of :func:`harness.judge.bitwise.compare_repeats` on two repetitions
+"""Section ``comparator``: bytes/s of :func:`harness.judge.comparator.compare_repeats` on two repetitions
 against ``numpy.array_equal`` and against ``array_equal`` + the harness digest of both, on the same arrays."""
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ def comparator_throughput(a: np.ndarray, b: np.ndarray, rounds: int = 5, inner: 
                           ) -> dict[str, Any]:
     """Bytes/s of the comparator and of its baselines on the same two arrays, interleaved per round.
 
-    Methods: ``comparator`` (:func:`harness.judge.bitwise.compare_repeats` of ``[a, b]``, the runner's
+    Methods: ``comparator`` (:func:`harness.judge.comparator.compare_repeats` of ``[a, b]``, the runner's
     path: two digests, NaN/Inf counts, and for differing arrays the bit comparison, the diff count, the
     max ULP and the first index), ``comparator_forced`` (the same with ``early_exit=False``: the
     element-wise work is done even when the digests agree), ``array_equal`` (:func:`numpy.array_equal`)
     and ``array_equal+digest`` (``array_equal``, then :func:`harness.judge.digest.digest_all` of both).
     Bytes are those of both inputs. Each time is the median over ``rounds`` of the mean over ``inner``
     back-to-back calls (chosen from the size when not given). Returns seconds, bytes/s, the ratios
-    against the comparator, and the comparison (a :class:`~harness.judge.bitwise.TensorComparison`).
+    against the comparator, and the comparison (a :class:`~harness.judge.comparator.TensorComparison`).
     """
-    from harness.judge import bitwise
+    from harness.judge import comparator as bitwise
     from harness.judge import digest as digests
 
     a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)

@@ -15,7 +15,7 @@ from tools.bench.common import PROJECT_ROOT, Row, log, median, ratio
 __all__ = ["bench_xdist", "parse_pytest_counts", "run_pytest"]
 
 #: The comparator's unit tests: the quick mode's small workload.
-COMPARATOR_TESTS = tuple(f"suites/unit/judge/test_{m}.py" for m in ("bits", "bitwise", "digest", "tolerance"))
+COMPARATOR_TESTS = tuple(f"suites/unit/judge/test_{m}.py" for m in ("ulp", "comparator", "digest", "tolerance"))
 _COUNT = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed|deselected)")
 
 
@@ -67,7 +67,7 @@ def bench_xdist(level: str = "full", rounds: int | None = None, budget_s: float 
     fallback = [*COMPARATOR_TESTS, "suites/test_strategies.py"]
     if quick:
         workload, why = list(COMPARATOR_TESTS), ("quick mode: "
-                                                  "suites/unit/judge/test_{bits,bitwise,digest,tolerance}.py "
+                                                  "suites/unit/judge/test_{ulp,comparator,digest,tolerance}.py "
                                                   "(HARNESS_PROFILE=ci) as a small workload")
     else:
         workload, why = ["-m", "gate"], "the ci gate: pytest -m gate with HARNESS_PROFILE=ci"
@@ -80,7 +80,7 @@ def bench_xdist(level: str = "full", rounds: int | None = None, budget_s: float 
         for w in ((1, 2) if r % 2 == 0 else (2, 1)):
             res = run_pytest(workload, w, timeout)
             if res["rc"] == 5 and workload[:2] == ["-m", "gate"]:  # no tests collected: -m gate selects nothing
-                workload, why = fallback, ("-m gate selected nothing: suites/unit/judge/test_{bits,bitwise,digest,"
+                workload, why = fallback, ("-m gate selected nothing: suites/unit/judge/test_{ulp,comparator,digest,"
                                         "tolerance}.py suites/test_strategies.py")
                 res = run_pytest(workload, w, timeout)
             runs[w].append(res)

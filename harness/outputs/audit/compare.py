@@ -118,21 +118,21 @@ def _measure(name: str, x: np.ndarray | None, y: np.ndarray | None) -> tuple[flo
     """(max ULP, max relative difference, max absolute difference, within tolerance) of two kept arrays:
     B against A under the one tolerance policy (:func:`harness.judge.tolerance.judge_oracle`, A standing in
     for the reference), so an audit's "within tolerance" means what the gate's and the report's mean."""
-    from harness.judge import bits, bitwise, tolerance
+    from harness.judge import comparator, tolerance, ulp
 
     if x is None or y is None or x.shape != y.shape or x.dtype != y.dtype:
         return math.inf, math.inf, math.inf, False
-    c = bitwise.compare_pair(name, x, y)
-    ulp = math.inf if c.max_ulp == bits.ULP_MAX else float(c.max_ulp)
+    c = comparator.compare_pair(name, x, y)
+    worst_ulp = math.inf if c.max_ulp == ulp.ULP_MAX else float(c.max_ulp)
     if c.bitwise_identical:
         return 0.0, 0.0, 0.0, True
     if x.dtype.kind not in "fiub":
-        return ulp, math.inf, math.inf, False
+        return worst_ulp, math.inf, math.inf, False
     try:
         e, _ = tolerance.judge_oracle(None, name, y, x.astype(np.float64), text=False)
     except (TypeError, ValueError):
-        return ulp, math.inf, math.inf, False
-    return ulp, float(e.max_rel), float(e.max_abs), bool(e.within_tolerance)
+        return worst_ulp, math.inf, math.inf, False
+    return worst_ulp, float(e.max_rel), float(e.max_abs), bool(e.within_tolerance)
 
 
 def _fmax(a: float, b: float) -> float:

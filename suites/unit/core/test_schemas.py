@@ -258,7 +258,7 @@ def test_every_field_of_the_contracts_file_made_invalid_is_one_line_exit_2(tmp_p
 
 # ---- an audit file --------------------------------------------------------------------------------------------
 def _audit_doc() -> dict:
-    from harness.judge.bitwise import DIGEST_ALGORITHM, digest
+    from harness.judge.comparator import DIGEST_ALGORITHM, digest
     from harness.judge.sketch import tensor_sketch
 
     y = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)

@@ -12,10 +12,10 @@ from harness.core.cases import Case
 from harness.core.cost import estimate
 from harness.generate.choices import RandomSource
 from harness.generate.corpora import default_corpus
+from harness.generate.coverage import coverage_text
 from harness.generate.dimensions import dimension_value
 from harness.generate.edges import edge_cases, edge_kinds
 from harness.generate.recipes import DIMENSIONS, SLICE_PEAK, corner_cases, full_length_cases, recipes_for
-from harness.generate.sizing import coverage_text
 
 _IDS = [f"{d.family}.{d.name}" for d in DIMENSIONS]
 

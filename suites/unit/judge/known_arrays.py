@@ -1,4 +1,4 @@
-"""Hand-made arrays whose comparison answers are known in advance, shared by test_bits, test_bitwise and
+"""Hand-made arrays whose comparison answers are known in advance, shared by test_ulp, test_comparator and
 test_digest: ULP steps made with ``np.nextafter`` and large arrays with NaN/Inf planted in chosen blocks. Plain
 helpers, not fixtures: ``parametrize`` reads them when the tests are collected."""
 

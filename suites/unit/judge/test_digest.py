@@ -13,8 +13,8 @@ import pytest
 import xxhash
 
 from harness.core.errors import InvalidArgument
-from harness.judge import bits as B
 from harness.judge import digest as D
+from harness.judge import ulp as B
 from harness.judge.digest import (
     DIGEST_ALGORITHM,
     DIGEST_ALGORITHMS,

@@ -14,8 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.core.errors import ComparisonFailure
-from harness.judge import blocks
-from harness.judge.bits import ULP_MAX, ulp_distance, unravel, value_text
+from harness.judge import oracle_blocks as blocks
 from harness.judge.tolerance import (
     TOLERANCES,
     OracleError,
@@ -24,6 +23,7 @@ from harness.judge.tolerance import (
     gradient_tolerance,
     rounding_bounds,
 )
+from harness.judge.ulp import ULP_MAX, ulp_distance, unravel, value_text
 
 # --------------------------------------------------------------------------- tolerances
 

@@ -9,7 +9,7 @@ from harness.core.cases import Case
 from harness.core.errors import InvalidArgument
 from harness.judge.findings import KINDS
 from harness.judge.reproducer import Reproducer
-from harness.subjects.calling import call_of
+from harness.subjects.call_runs import call_of
 from harness.subjects.registry import SUBJECTS
 from harness.upstream.claims import check_kind, context_env
 from harness.verbs.export import ExportOptions, export

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from harness.judge.bits import ULP_MAX, ulp_distance
+from harness.judge.ulp import ULP_MAX, ulp_distance
 
 __all__ = ["BLOCK", "GATHER_BELOW", "GATHER_MIN", "Worst", "Settings", "Elementwise", "Reduced", "measure_blocks",
            "elementwise", "expected_as_compared", "normwise_max", "oracle_cast", "rounded_overflow"]

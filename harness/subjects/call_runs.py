@@ -1,4 +1,4 @@
-"""A subject's run function made from one library call (:mod:`harness.subjects.calls`), and the record of it.
+"""A subject's run function made from one library call (:mod:`harness.subjects.library_calls`), and the record of it.
 
 :func:`call_run` wraps ``call(env, a, spec, emit, **params)`` into the ``run(case, device, context, rec)`` a
 :class:`~harness.subjects.base.Subject` holds, and remembers the call on the function (:func:`call_of`): that is
@@ -24,7 +24,7 @@ from harness.core.contexts import Context
 from harness.core.devices import Device
 from harness.core.env import ESPNET_MODULE
 from harness.core.errors import SetupError
-from harness.subjects import calls
+from harness.subjects import library_calls as calls
 from harness.subjects.base import Recorder
 
 __all__ = ["Call", "call_run", "call_of", "CallEnv", "espnet_module"]

@@ -1,4 +1,4 @@
-"""``cases --coverage`` (harness.generate.sizing): the configurations reached, and every size boundary either
+"""``cases --coverage`` (harness.generate.coverage): the configurations reached, and every size boundary either
 reached or priced against each device's memory, never left blank."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import re
 import pytest
 
 from harness.generate.corpora import default_corpus
+from harness.generate.coverage import coverage_text, peak_bytes
 from harness.generate.edges import SIZE_EDGES, size_edge_cases, size_edge_kinds
 from harness.generate.recipes import RECIPES
-from harness.generate.sizing import coverage_text, peak_bytes
 
 
 def _row(text: str, name: str) -> str:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.execute.calls import name_of
+from harness.execute.call_child import name_of
 from harness.execute.localization import localize_request
 
 

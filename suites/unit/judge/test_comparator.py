@@ -1,4 +1,4 @@
-"""harness.judge.bitwise: compare_repeats, compare_pair and compare_results, positive and negative controls on
+"""harness.judge.comparator: compare_repeats, compare_pair and compare_results, positive and negative controls on
 hand-made arrays (a crafted 3x4 pair, every dtype, bools and strings, empty arrays, shape and dtype mismatches,
 non-contiguous and byte-swapped inputs), the early-exit, gather and dense paths agreeing on any input, and the
 assert_* helpers."""
@@ -12,10 +12,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from harness.core.errors import ComparisonFailure
-from harness.judge import bits as B
-from harness.judge import bitwise as C
-from harness.judge.bits import ULP_MAX, bits, ulp_distance
-from harness.judge.bitwise import (
+from harness.judge import comparator as C
+from harness.judge import ulp as B
+from harness.judge.comparator import (
     TensorComparison,
     assert_bit_identical,
     assert_results_identical,
@@ -24,6 +23,7 @@ from harness.judge.bitwise import (
     compare_results,
 )
 from harness.judge.digest import digest
+from harness.judge.ulp import ULP_MAX, bits, ulp_distance
 from suites.unit.judge.known_arrays import FLOATS, UINT_OF, _large_cases, steps
 
 

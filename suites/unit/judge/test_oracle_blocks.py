@@ -1,4 +1,5 @@
-"""harness.judge.blocks: the greatest values of blocks combine into numpy.argmax's choice over the whole array (the
+"""harness.judge.oracle_blocks: the greatest values of blocks combine into numpy.argmax's choice over the whole
+array (the
 first NaN, else the first greatest value), whatever the blocks."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.judge.blocks import Worst
+from harness.judge.oracle_blocks import Worst
 
 VALUES = st.one_of(st.sampled_from([math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, 2.0]), st.floats())
 

@@ -1,7 +1,7 @@
 """The comparator: arrays in, frozen result objects out.
 
 This module knows nothing of Chainer, CuPy, subjects, contexts or files. It imports only
-NumPy, the standard library and its neighbours :mod:`harness.judge.bits` (bit views, ULP distance, NaN/Inf
+NumPy, the standard library and its neighbours :mod:`harness.judge.ulp` (bit views, ULP distance, NaN/Inf
 counts) and :mod:`harness.judge.digest` (the digest). Every function is pure; only the ``assert_*``
 functions raise :class:`~harness.core.errors.ComparisonFailure` (an ``AssertionError``), and the
 other functions raise only on misuse (``TypeError``/``ValueError``: no repetitions, a dtype
@@ -13,7 +13,7 @@ Two kinds of question are answered:
   :func:`compare_pair` (two arrays, e.g. CPU vs GPU) and :func:`compare_results` (N
   repetitions of a whole name -> array mapping) return :class:`TensorComparison`. Identity is
   judged on the bit pattern: ``-0.0`` and ``+0.0`` differ, two NaNs with different payloads
-  differ. Distances are measured in ULPs from the bit patterns (:func:`harness.judge.bits.ulp_distance`, as
+  differ. Distances are measured in ULPs from the bit patterns (:func:`harness.judge.ulp.ulp_distance`, as
   NumPy's ``nulp_diff`` does), and messages follow ``torch.testing.assert_close``.
 - *Is this result close to the float64 oracle?* That is :mod:`harness.judge.tolerance`'s question.
 """
@@ -26,7 +26,16 @@ from typing import Mapping, Sequence, cast
 import numpy as np
 
 from harness.core.errors import ComparisonFailure
-from harness.judge.bits import (
+from harness.judge.digest import (
+    DIGEST_ALGORITHM,
+    MISSING,
+    digest,
+    digest_bytes,
+    digest_header,
+    digest_many,
+    short_digest,
+)
+from harness.judge.ulp import (
     BITS_KINDS,
     SMALL_BYTES,
     ULP_MAX,
@@ -40,15 +49,6 @@ from harness.judge.bits import (
     nonfinite_counts,
     unravel,
     word_view,
-)
-from harness.judge.digest import (
-    DIGEST_ALGORITHM,
-    MISSING,
-    digest,
-    digest_bytes,
-    digest_header,
-    digest_many,
-    short_digest,
 )
 
 __all__ = [

@@ -3,7 +3,7 @@ back on a descriptor of its own (never parsed out of what the child printed).
 
 A function is named ``module:qualname`` (:func:`name_of`) and must live in ``harness``; the request and the
 answer are plain JSON data. :func:`serve` runs one in the calling process, which is a child made for it (forked
-by the workers' zygote, or ``python -m harness.execute.calls``); the parent's side is
+by the workers' zygote, or ``python -m harness.execute.call_child``); the parent's side is
 :func:`harness.execute.sandbox.run_call`.
 """
 
@@ -69,7 +69,7 @@ def serve(name: str, request: Mapping[str, Any], answer_fd: int) -> int:
     return code
 
 
-if __name__ == "__main__":  # python -m harness.execute.calls NAME REQUEST_JSON ANSWER_FD
+if __name__ == "__main__":  # python -m harness.execute.call_child NAME REQUEST_JSON ANSWER_FD
     from harness.core.lifeline import adopt
 
     adopt()  # dies with the process that asked

@@ -10,7 +10,7 @@ ESPnet module under test), ``env.context`` (the context's settings as a dict) an
 
 This module imports nothing but NumPy: ``harness export`` writes its source verbatim into a standalone script,
 so the script performs the very calls the subjects do (a test checks that it imports no harness code). A
-subject is exportable exactly when its run function was made by :func:`harness.subjects.calling.call_run`
+subject is exportable exactly when its run function was made by :func:`harness.subjects.call_runs.call_run`
 from one of these calls (or a plug-in's own, under the same rule).
 """
 

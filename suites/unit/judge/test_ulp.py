@@ -1,4 +1,4 @@
-"""harness.judge.bits: the unsigned bit view of an array and the ULP distance, checked on hand-made arrays whose
+"""harness.judge.ulp: the unsigned bit view of an array and the ULP distance, checked on hand-made arrays whose
 answer is known in advance (ULP steps made with ``np.nextafter``, signed zeros, NaN payloads, subnormals,
 infinities, integer extremes), against an independent ``struct`` reference, and the item paths and batched
 non-finite counts the comparator's messages are built from."""
@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.judge import bits as B
-from harness.judge.bits import ULP_MAX, bits, item_path, ulp_distance
-from harness.judge.bitwise import compare_pair
+from harness.judge import ulp as B
+from harness.judge.comparator import compare_pair
+from harness.judge.ulp import ULP_MAX, bits, item_path, ulp_distance
 from suites.unit.judge.known_arrays import FLOATS, UINT_OF, steps
 
 

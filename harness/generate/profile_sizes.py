@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from harness.core.cases import FAMILIES, FLOAT_DTYPES
-from harness.generate.bounds import SIGNED_ID_DTYPES, check_family
+from harness.generate.strategy_bounds import SIGNED_ID_DTYPES, check_family
 
 __all__ = ["SIZE_BOUNDS", "bounds_for", "in_support"]
 
