@@ -71,6 +71,10 @@ def test_a_worker_starved_once_is_run_again_alone_and_is_a_note_not_a_finding(tm
     first = line["retried"]["cpu"]
     assert first["expired"] == "wall" and first["starved"] is True and first["cpu"] < first["limit"], first
     assert len(c.notes) == 1 and "not a finding" in c.notes[0] and c.stats["timeouts_not_reproduced"] == 1
+    from harness.execute.campaign import load_tasks
+
+    # the note stays with the task: a resumed run and the report's page read it from tasks.jsonl
+    assert rec.notes == tuple(c.notes) and [r.notes for r in load_tasks(str(tmp_path)).values()] == [rec.notes]
 
 
 def test_a_worker_starved_twice_is_not_judged_with_its_reason(tmp_path: Path) -> None:

@@ -216,6 +216,9 @@ class TaskRecord:
     dask_worker: str = ""
     #: The physical GPU it ran on (nvidia-smi's index, name, UUID; cluster campaigns), None elsewhere.
     gpu: Mapping[str, Any] | None = None
+    #: Infrastructure notes: a run that timed out beside others and answered alone (never a finding); the
+    #: report's page lists them, and a resumed run keeps them with the task.
+    notes: tuple[str, ...] = ()
 
     @property
     def device_kind(self) -> str:
@@ -237,7 +240,7 @@ class TaskRecord:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["tensors"] = {k: v.to_dict() for k, v in self.tensors.items()}
         d["errors"] = [dict(e) for e in self.errors]
-        for k in ("declared_warnings", "processes", "rep_processes"):
+        for k in ("declared_warnings", "processes", "rep_processes", "notes"):
             d[k] = list(d[k])
         d["rep_digests"] = {k: list(v) for k, v in self.rep_digests.items()}
         d["statuses"] = dict(self.statuses)
@@ -272,6 +275,7 @@ class TaskRecord:
             kw["attempts"] = int(d.get("attempts", 1))
             kw["dask_worker"] = str(d.get("dask_worker") or "")
             kw["gpu"] = None if d.get("gpu") is None else dict(d["gpu"])
+            kw["notes"] = tuple(str(n) for n in (d.get("notes") or ()))
         except (TypeError, ValueError, AttributeError) as exc:
             raise RecordError(f"{where}: {exc}") from None
         return cls(**kw)

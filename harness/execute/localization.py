@@ -406,27 +406,31 @@ def localize_request(request: Mapping[str, Any]) -> dict[str, Any]:
     return localize_reproducer(Reproducer.from_dict(request)).to_dict()
 
 
-def _in_child(r: Reproducer, timeout: float) -> tuple[Localization | None, str]:
-    """The record, or None and one line saying why there is none."""
+def _in_child(r: Reproducer, timeout: float, max_case_bytes: int | None = None) -> tuple[Localization | None, str]:
+    """The record, or None and one line saying why there is none. ``max_case_bytes`` (a user's case limit) is
+    the child's too: it builds the case's arrays under it (:func:`harness.core.cases.build_arrays`)."""
+    from harness.core.case_limits import MAX_CASE_BYTES_ENV
     from harness.execute.sandbox import run_call
 
-    res = run_call(localize_request, r.to_dict(), timeout)
+    env = {} if max_case_bytes is None else {MAX_CASE_BYTES_ENV: str(int(max_case_bytes))}
+    res = run_call(localize_request, r.to_dict(), timeout, env=env)
     if not res.ok:
         return None, res.reason()
     return Localization.from_dict(res.answer or {}), ""
 
 
-def localize_in_child(r: Reproducer, timeout: float) -> Localization:
+def localize_in_child(r: Reproducer, timeout: float, max_case_bytes: int | None = None) -> Localization:
     """:func:`localize_reproducer` in a child process (its own process group, killed whole at ``timeout``
-    seconds); a child that crashed, hung, exited or refused the request raises :class:`SetupError` saying why."""
-    loc, why = _in_child(r, timeout)
+    seconds, building the case under ``max_case_bytes``); a child that crashed, hung, exited or refused the
+    request raises :class:`SetupError` saying why."""
+    loc, why = _in_child(r, timeout, max_case_bytes)
     if loc is None:
         raise SetupError(f"localize: {why}")
     return loc
 
 
 def localize_findings(found: Sequence[F.Finding], *, budget: float = 90.0, per_finding: float = 60.0,
-                      parallel: int = 2) -> list[F.Finding]:
+                      parallel: int = 2, max_case_bytes: int | None = None) -> list[F.Finding]:
     """``found`` with ``cause`` filled for each localizable finding, until ``budget`` seconds are spent.
 
     Once per finding (the group shares one cause), on its reproducer's case (the minimal one where shrinking
@@ -448,7 +452,7 @@ def localize_findings(found: Sequence[F.Finding], *, budget: float = 90.0, per_f
         left = budget - (time.perf_counter() - t0)
         if left <= 1:
             return
-        loc, why = _in_child(r, min(per_finding, left))
+        loc, why = _in_child(r, min(per_finding, left), max_case_bytes)
         causes[r] = loc.cause() if loc is not None else f"not localized: {why}"
 
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:

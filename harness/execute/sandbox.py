@@ -69,15 +69,17 @@ class Sandboxed:
         return ""
 
 
-def run_call(fn: Callable[[Mapping[str, Any]], Any], request: Mapping[str, Any], timeout: float) -> Sandboxed:
+def run_call(fn: Callable[[Mapping[str, Any]], Any], request: Mapping[str, Any], timeout: float,
+             env: Mapping[str, str] | None = None) -> Sandboxed:
     """``fn(request)`` in a child (its own process group, killed whole on a timeout); ``fn`` is a module-level
-    function of the harness taking and returning JSON data.
+    function of the harness taking and returning JSON data; ``env`` is added to the child's environment (a
+    user's limits the child must hold to, e.g. ``$HARNESS_MAX_CASE_BYTES``).
 
     The child is forked from the workers' zygote where there is one (NumPy and Chainer imported already: a
     fork, not an interpreter's start), else it is a new interpreter. Either way it is a process of its own."""
     from harness.execute.zygote import Forked, worker_env, zygote_for
 
-    name, extra = name_of(fn), {CHILD_ENV: "1"}
+    name, extra = name_of(fn), {**(env or {}), CHILD_ENV: "1"}
     fds = [*os.pipe(), *os.pipe(), *os.pipe()]  # stdout, stderr, answer: (read, write) each
     reads, writes = fds[0::2], fds[1::2]
     proc: Any = None

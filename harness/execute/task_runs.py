@@ -18,8 +18,9 @@ the in-process runs (:func:`outcome_of`) take a task's outcome the same way with
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -58,8 +59,12 @@ class TaskOutcome:
     runs: list[dict[str, Any]]
     arrays: dict[str, np.ndarray]
     seconds: dict[str, float]
-    #: infrastructure notes: a run that timed out beside others and answered alone (never a finding)
-    notes: list[str] = field(default_factory=list)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Infrastructure notes (:attr:`TaskRecord.notes`): a run that timed out beside others and answered
+        alone (never a finding)."""
+        return self.record.notes
 
     @property
     def array_bytes(self) -> int:
@@ -210,7 +215,8 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
     outcome = outcome_of(task, results, metas, lines)
     seconds["compare"] += time.perf_counter() - t0
     outcome.seconds.update(seconds)
-    outcome.notes.extend(notes)
+    if notes:
+        outcome.record = dataclasses.replace(outcome.record, notes=tuple(notes))
     return outcome
 
 

@@ -95,7 +95,8 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
     for name, data in drawn:
         put(name, data)
     files = sorted({*run_files(campaign_dir), "summary.html", "summary.md"})
-    view = report_view(os.path.abspath(campaign_dir), cells, list(found), drawn, env_table, files=files)
+    notes = [n for rec in run.records.values() for n in rec.notes]
+    view = report_view(os.path.abspath(campaign_dir), cells, list(found), drawn, env_table, files=files, notes=notes)
     put("summary.md", render.summary_md(view))
     put("summary.html", render.summary_html(view))
     # the terminal's verdict: the page's gate line and verdict lines, word for word

@@ -146,7 +146,11 @@ def _gate(opts: GateOptions, devices: list) -> int:
                 [{**m.to_dict(), "finding": next((f.id for f in found if belongs(m, f)), "")} for m in bad])
     atomic_write(os.path.join(run_dir, "findings.json"), F.dumps(found))
     broken_cells = failing_cells(found)
+    notes = [n for r in records.values() for n in r.notes]
+    for n in notes:  # said even under --quiet: the gate's verdict holds despite them, and the reader should know
+        print(f"gate: infrastructure note: {n}", file=sys.stderr)
     print(f"gate: {len(tasks)} tasks, {len(cells)} subject/device/context checks ({len(skipped)} skipped: "
           f"not run); {F.summary_line(failing, len(broken_cells), len(cells), heads)}, from {len(bad)} violating "
-          f"measure(s); results in {run_dir}")
+          f"measure(s){f'; {len(notes)} infrastructure note(s) (a busy machine, not findings)' if notes else ''}; "
+          f"results in {run_dir}")
     return 1 if failing else 0

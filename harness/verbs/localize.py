@@ -44,6 +44,7 @@ def localize(opts: LocalizeOptions) -> int:
     for d in r.devices:  # usable here (the parser checked the names)
         resolve_device(d, "devices" if len(r.devices) > 1 else "device")
     subject_case(r, subject, opts.max_case_bytes)  # a bad, foreign or oversized case: one line, before the child
-    loc = localize_in_child(r.for_verb("localize"), opts.timeout)  # the subject runs there, and nowhere else
+    # the subject runs there, and nowhere else, under the same case limit
+    loc = localize_in_child(r.for_verb("localize"), opts.timeout, opts.max_case_bytes)
     print(json.dumps(loc.to_dict(), indent=2, sort_keys=True) if opts.json and not r.relation else loc.message())
     return 0

@@ -320,6 +320,6 @@ def _findings(run_dir: str, run: Any, settings: CampaignSettings, opts: ReportOp
     timings["shrinking"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     if opts.localize:
-        worth = localize_findings(worth, budget=LOCALIZE_BUDGET)
+        worth = localize_findings(worth, budget=LOCALIZE_BUDGET, max_case_bytes=settings.max_case_bytes)
     timings["localizing"] = time.perf_counter() - t0
     return F.sort_findings(worth + rest)

@@ -52,3 +52,12 @@ def test_a_run_line_naming_an_entry_no_earlier_line_holds_is_refused(tmp_path) -
     (tmp_path / "runs.jsonl").write_text(lines[1])
     with pytest.raises(RecordError, match=r"runs.jsonl:1: tensor 'gy' is named as before"):
         read_runs(str(tmp_path / "runs.jsonl"))
+
+
+def test_a_task_records_infrastructure_notes_round_trip_and_older_records_read_without_them() -> None:
+    from harness.core.records import TaskRecord
+
+    rec = TaskRecord("k", "c", "embed", "s", "cpu", "default", "ok", notes=("run 1 timed out beside others",))
+    assert TaskRecord.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
+    older = {k: v for k, v in rec.to_dict().items() if k != "notes"}
+    assert TaskRecord.from_dict(older).notes == ()

@@ -72,3 +72,10 @@ def test_a_request_the_child_refuses_is_one_line_naming_why(case_file):
     with pytest.raises(SetupError, match=r"^localize: UnknownSubject: .*no\.such\.subject") as info:
         localize_in_child(Reproducer(case=case_file, subject="no.such.subject"), timeout=240)
     assert "\n" not in str(info.value)
+
+
+def test_the_child_builds_the_case_under_the_users_case_limit(case_file):
+    r = Reproducer(case=case_file, subject="chainer.embed_id", repeats=2)
+    tight = localize_in_child(r, timeout=240, max_case_bytes=100)  # 100 bytes: under what the case needs
+    assert tight.compared == 0 and "CaseError in setup" in tight.note and "limit of 100 bytes" in tight.note
+    assert localize_in_child(r, timeout=240, max_case_bytes=1 << 20).compared > 0  # enough: it runs
