@@ -37,6 +37,7 @@ from harness.core.model_cases import param_count, setting, snapshot_bound, step_
 __all__ = ["Cost", "estimate", "run_timeout", "BASE_TIMEOUT", "SECONDS_PER_FLOP", "SECONDS_PER_LOOP",
            "PROCESS_BYTES", "STEP_BYTES", "ORACLE_PREFIXES", "gib", "machine_memory", "device_memory",
            "memory_limit", "over_limit", "check_case_cost", "refused_by_cost", "TIMED_OUT_TWICE", "timed_out_twice",
+           "OOM_KILLED_TWICE", "oom_killed_twice",
            "not_judged_skip"]
 
 #: Resident bytes of a worker process before it builds a case (the interpreter, NumPy, Chainer, ESPnet):
@@ -310,8 +311,20 @@ def timed_out_twice(limit: float, share: float) -> str:
             f"alone too; rerun on a quieter machine or with a larger --timeout")
 
 
+#: The start of the skip reason of a run the kernel's out-of-memory killer ended twice, the second time alone.
+OOM_KILLED_TWICE = "killed for memory twice"
+
+
+def oom_killed_twice() -> str:
+    """The skip reason of a run whose worker the kernel's out-of-memory killer ended beside other runs and again
+    alone: the machine has not the memory this run needs beside what else runs on it (not a finding)."""
+    return (f"{OOM_KILLED_TWICE}: the kernel's out-of-memory killer ended the worker, alone too; the machine's "
+            f"memory was short (other processes hold it): rerun with more memory free")
+
+
 def not_judged_skip(reason: str | None) -> bool:
     """Whether a task skipped for ``reason`` is "not judged" (it fails the gate): a case too large to run here
-    (:func:`refused_by_cost`) or a run the machine starved twice (:func:`timed_out_twice`); a device that is
+    (:func:`refused_by_cost`), a run the machine starved twice (:func:`timed_out_twice`) or whose memory ran out
+    twice (:func:`oom_killed_twice`); a device that is
     absent here is not (that cell was never asked of this machine)."""
-    return refused_by_cost(reason) or str(reason or "").startswith(TIMED_OUT_TWICE)
+    return refused_by_cost(reason) or str(reason or "").startswith((TIMED_OUT_TWICE, OOM_KILLED_TWICE))

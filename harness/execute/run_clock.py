@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["WALL_FACTOR", "CHECK_SECONDS", "STARVED_SHARE", "Sample", "ProcessClock", "RunTime", "RunBudget"]
+__all__ = ["WALL_FACTOR", "CHECK_SECONDS", "STARVED_SHARE", "Sample", "ProcessClock", "RunTime", "RunBudget",
+           "oom_kills"]
 
 #: The wall-clock limit of a run, in multiples of its CPU limit: what a run that sleeps (a deadlock, a wait that
 #: never ends) is given, generous enough that a worker which gets a third of a core still finishes.
@@ -178,3 +179,17 @@ class RunBudget:
 
 def _replace(t: RunTime, expired: str) -> RunTime:
     return RunTime(t.limit, t.wall_limit, t.cpu, t.wall, t.held_off, expired)
+
+
+def oom_kills(path: str = "/proc/vmstat") -> int | None:
+    """How many processes the kernel's out-of-memory killer has ended since boot (``oom_kill`` of
+    ``/proc/vmstat``); None where the kernel does not say. A worker that died of SIGKILL while this count grew
+    was ended for the machine's memory, not by its subject or by the harness."""
+    try:
+        with open(path, encoding="ascii") as f:
+            for line in f:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

@@ -25,13 +25,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from harness.core.cost import timed_out_twice
+from harness.core.cost import oom_killed_twice, timed_out_twice
 from harness.core.devices import parse_device
 from harness.core.errors import WorkerError
 from harness.core.records import TaskRecord, TensorStats
 from harness.execute import admission
 from harness.execute.answers import Answer, tensor_meta
 from harness.execute.plan import Task
+from harness.execute.run_clock import oom_kills
 from harness.execute.settings import CampaignSettings
 from harness.execute.solo import SOLO
 from harness.execute.worker_sets import WorkerSet
@@ -70,6 +71,16 @@ class TaskOutcome:
     def array_bytes(self) -> int:
         """The bytes of :attr:`arrays`: what the outcome holds in memory until it is written."""
         return sum(a.nbytes for a in self.arrays.values())
+
+
+def killed_for_memory(res: RunResult, kills_before: int | None) -> bool:
+    """Whether a run's worker died of SIGKILL while the kernel's out-of-memory killer ended a process
+    (:func:`~harness.execute.run_clock.oom_kills` grew since ``kills_before``): the machine's memory ran out,
+    which other processes may have caused; such a run is tried again alone before anything is concluded."""
+    if res.status != "crashed" or res.error is None or res.error.type != "WorkerCrash" or kills_before is None:
+        return False
+    now = oom_kills()
+    return "SIGKILL" in res.error.message and now is not None and now > kills_before
 
 
 def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> TaskOutcome:
@@ -124,13 +135,16 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
                          error=ErrorInfo("WorkerError", str(exc), "setup"))
 
     def again(slot: str, pid: int | None, first: Answer, wall: float) -> bool:
-        """A run that timed out, tried again in its slot alone (no other lane's run beside it: :data:`SOLO`) with
-        twice the limit. An answer then makes the first timeout an infrastructure note (the run line's
-        ``retried``; ``notes``), never a finding; a second timeout that says the subject hangs (it spent the CPU
-        limit, or slept to the wall limit with a core free) is recorded twice and ends the task's runs; one the
-        machine starved again is a ``skipped`` run whose reason says so (not judged: :func:`timed_out_twice`)."""
+        """A run that timed out, or whose worker the out-of-memory killer ended (:func:`killed_for_memory`), tried
+        again in its slot alone (no other lane's run beside it: :data:`SOLO`) with twice the limit. An answer
+        then makes the first an infrastructure note (the run line's ``retried``; ``notes``), never a finding; a
+        second timeout that says the subject hangs (it spent the CPU limit, or slept to the wall limit with a
+        core free) is recorded twice and ends the task's runs; one the machine starved again, or whose memory
+        ran out again, is a ``skipped`` run whose reason says so (not judged: :func:`timed_out_twice`,
+        :func:`oom_killed_twice`)."""
         seconds["retried"] = seconds.get("retried", 0.0) + 1
         t0 = time.perf_counter()
+        kills = oom_kills()
         try:
             with workers.use_again(slot) as w, SOLO.alone():
                 pid2 = w.pid
@@ -139,9 +153,25 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
         except WorkerError as exc:
             return record(slot, None, crashed(exc), {}, time.perf_counter() - t0)
         wall2 = time.perf_counter() - t0
-        before = {"status": "timeout", "pid": pid, "wall": wall, "error": first.result.error.to_dict()
+        memory = first.result.status == "crashed"  # the out-of-memory killer ended the first (the callers' test)
+        before = {"status": first.result.status, "pid": pid, "wall": wall, "error": first.result.error.to_dict()
                   if first.result.error is not None else None,
-                  "cpu": first.timing.to_dict() if first.timing is not None else None}
+                  "cpu": first.timing.to_dict() if first.timing is not None else None,
+                  **({"killed_for_memory": True} if memory else {})}
+        if memory:
+            if killed_for_memory(second.result, kills):
+                res = RunResult(task.subject, task.case.id, task.device, task.context, "skipped",
+                                skip_reason=oom_killed_twice())
+                return record(slot, pid2, res, {}, wall2, retried=before)
+            if second.result.status in ("ok", "error"):
+                notes.append(f"{task.subject} [{task.device}] {task.context} on case {task.case.id}: run "
+                             f"{len(results)}'s worker was ended by the kernel's out-of-memory killer beside other "
+                             f"runs; alone it answered {second.result.status} in {wall2:.1f} s: the machine's "
+                             f"memory was short, not a finding")
+                return record(slot, pid2, second.result, second.tensors, wall2, retried=before)
+            record(slot, pid, first.result, {}, wall)
+            record(slot, pid2, second.result, second.tensors, wall2, alone=True)
+            return False  # alone it failed otherwise: both runs are the finding's
         if second.result.status != "timeout":
             why = first.timing.describe() if first.timing is not None else "no answer in time"
             notes.append(f"{task.subject} [{task.device}] {task.context} on case {task.case.id}: run {len(results)} "
@@ -175,10 +205,11 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
             try:
                 with workers.use("pool") as (slot, w), SOLO.shared():
                     pid = w.pid
+                    kills = oom_kills()
                     for answer in w.run_answers(case_json, task.subject, task.device, task.context,
                                                 timeout, n, case_id=task.case.id):
                         now = time.perf_counter()  # the worker ran this one while the last was taken in
-                        if answer.result.status == "timeout":
+                        if answer.result.status == "timeout" or killed_for_memory(answer.result, kills):
                             timed_out = (slot, pid, answer, now - t0)
                             break
                         go = record(slot, pid, answer.result, answer.tensors, now - t0)
@@ -198,6 +229,7 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
             try:
                 with workers.use(want, used) as (slot, w), SOLO.shared():  # marks the fresh worker it takes as used
                     pid = w.pid
+                    kills = oom_kills()
                     answer = w.run_answer(case_json, task.subject, task.device, task.context, timeout,
                                           case_id=task.case.id)
                 res, meta = answer.result, answer.tensors  # digests and NaN/Inf counts taken in the worker
@@ -206,7 +238,7 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
                 slot = f"fresh:{min(taken)}" if taken else slot
                 pid = None
                 res = crashed(exc)
-            if res.status == "timeout":
+            if res.status == "timeout" or (pid is not None and killed_for_memory(res, kills)):
                 if not again(slot, pid, answer, time.perf_counter() - t0):
                     break
             elif not record(slot, pid, res, meta, time.perf_counter() - t0):

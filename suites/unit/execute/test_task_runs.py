@@ -159,3 +159,56 @@ def test_the_runs_are_held_to_the_users_case_limit_not_the_default(monkeypatch) 
     monkeypatch.setenv(MAX_CASE_BYTES_ENV, "1")
     out = run_task(TASK, Workers(ok, ok, ok), dataclasses.replace(SETTINGS, max_case_bytes=1 << 40))  # type: ignore[arg-type]
     assert out.record.status == "ok" and out.record.statuses == {"ok": 3}
+
+
+class Kernel:
+    """The kernel's count of out-of-memory kills, as :func:`harness.execute.run_clock.oom_kills` reads it."""
+
+    kills = 0
+
+
+def sigkill(for_memory: bool) -> Callable[[float], Answer]:
+    """A run whose worker died of SIGKILL: sent by the out-of-memory killer (the count grows) or by another."""
+    def answer(limit: float) -> Answer:
+        Kernel.kills += int(for_memory)
+        return Answer(RunResult(TASK.subject, CASE.id, "cpu", "default", "crashed",
+                                error=ErrorInfo("WorkerCrash", "worker died with SIGKILL", "run")), {})
+    return answer
+
+
+OOM, KILLED = sigkill(True), sigkill(False)
+
+
+def kernel(monkeypatch) -> None:
+    Kernel.kills = 0
+    monkeypatch.setattr("harness.execute.task_runs.oom_kills", lambda: Kernel.kills)
+
+
+def test_a_worker_the_out_of_memory_killer_ends_beside_others_is_run_alone_and_is_a_note(monkeypatch) -> None:
+    kernel(monkeypatch)
+    ws = Workers(ok, OOM, ok, ok)
+    out = run_task(TASK, ws, SETTINGS)  # type: ignore[arg-type]
+    assert ws.again == ["pool"] and [busy for _, busy in ws.seen] == [1, 1, 0, 1]  # the second try held it alone
+    rec = out.record
+    assert rec.status == "ok" and rec.statuses == {"ok": 3} and verdict_of(out) is None
+    assert out.runs[1]["retried"]["killed_for_memory"] is True and out.runs[1]["retried"]["status"] == "crashed"
+    assert len(out.notes) == 1 and "out-of-memory killer" in out.notes[0] and "not a finding" in out.notes[0]
+
+
+def test_a_worker_the_out_of_memory_killer_ends_alone_too_is_not_judged_and_never_a_finding(monkeypatch) -> None:
+    kernel(monkeypatch)
+    out = run_task(TASK, Workers(OOM, OOM), SETTINGS)  # type: ignore[arg-type]
+    rec = out.record
+    assert rec.status == "skipped" and (rec.skip_reason or "").startswith("killed for memory twice")
+    m = verdict_of(out)
+    assert m is not None and m.verdict == Verdict.NOT_JUDGED.value and m.detail == rec.skip_reason
+    assert "crashed" not in rec.statuses and not out.notes
+
+
+def test_a_sigkill_the_out_of_memory_killer_did_not_send_is_the_crash_finding_at_once(monkeypatch) -> None:
+    kernel(monkeypatch)
+    ws = Workers(ok, KILLED, ok)
+    out = run_task(TASK, ws, SETTINGS)  # type: ignore[arg-type]
+    assert ws.again == [] and out.record.run_status == "crashed" and not out.notes
+    m = verdict_of(out)
+    assert m is not None and m.verdict == Verdict.ERROR.value
