@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 
 __all__ = ["MEMORY_ENV", "LIMIT_ENV", "OUTPUT_ENV", "parse_memory_limit", "output_limit", "default_memory_limit",
-           "apply_memory_limit", "lift_memory_limit"]
+           "apply_memory_limit", "lift_memory_limit", "release_free_heap"]
 
 #: Environment variable for the workers' default memory limit (bytes; 0 or "none": no limit).
 MEMORY_ENV = "HARNESS_WORKER_MEMORY"
@@ -110,3 +110,24 @@ def lift_memory_limit() -> None:
         except (ValueError, OSError):
             pass
 
+
+
+def release_free_heap() -> bool:
+    """Give the C heap's free pages back to the system (glibc's ``malloc_trim(0)``); False where there is no
+    glibc. A worker calls it between requests: the arrays of a run at a real size (a few MiB each, under
+    glibc's mmap threshold once it has risen) are freed into the heap, and without this a pooled worker kept
+    for the lane's next task holds gigabytes no memory budget counts (measured: 1.8 GiB after one bidirectional
+    LSTM run of 400 steps at hidden 320, 66 MiB after the trim)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if not name:
+        return False
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    trim(0)
+    return True

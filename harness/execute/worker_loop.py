@@ -18,7 +18,7 @@ import sys
 from multiprocessing.connection import Connection
 
 from harness.execute.answers import encode_answer, transfer_error, write_frame
-from harness.execute.memory_limits import LIMIT_ENV, apply_memory_limit, lift_memory_limit
+from harness.execute.memory_limits import LIMIT_ENV, apply_memory_limit, lift_memory_limit, release_free_heap
 from harness.subjects.base import ErrorInfo, RunResult
 
 __all__ = ["worker_main", "child_main", "leave"]
@@ -73,6 +73,11 @@ def worker_main(rx: Connection, tx_fd: int, plugins: tuple[str, ...], spool: str
             write_frame(tx_fd, payload)
             if result.status == "skipped":  # decided before anything ran: the runs after it would say the same
                 break
+        # The runs' arrays are freed: their pages go back to the system before the worker waits, as it may for
+        # a long while (a pooled worker kept for its lane's next task), so that its memory is what it holds.
+        if count:  # (none asked: nothing was held)
+            del result, payload
+        release_free_heap()
 
 
 def child_main(argv: list[str]) -> None:
