@@ -84,9 +84,14 @@ def test_a_worker_starved_twice_is_not_judged_with_its_reason(tmp_path: Path) ->
 
 
 @pytest.mark.slow  # a spinning worker takes a core for 3 x its limit: CI runs it, `make test` leaves it out
-def test_a_spinning_subject_is_caught_by_its_cpu_limit_and_stays_a_finding(tmp_path: Path) -> None:
+def test_a_spinning_subject_is_never_green_and_is_the_finding_whenever_it_got_its_cpu(tmp_path: Path) -> None:
     _, rec = campaign(tmp_path, "stalls.spins", fresh_case(), timeout=2)
-    assert rec.status == "error" and rec.statuses == {"timeout": 2}
-    first, second = runs(tmp_path)
-    assert [first["cpu"]["expired"], second["cpu"]["expired"]] == ["cpu", "cpu"] and second["alone"] is True
-    assert second["cpu"]["limit"] == 4.0 and second["cpu"]["cpu"] >= 4.0
+    lines = runs(tmp_path)
+    second = lines[-1]
+    assert second["cpu"]["limit"] == 4.0 and (second.get("alone") or second.get("retried"))  # tried alone, 2x
+    if second["cpu"]["expired"] == "cpu":  # it got the CPU it asked for: spinning, the timeout finding
+        assert rec.status == "error" and rec.statuses == {"timeout": 2}
+        assert [line["cpu"]["expired"] for line in lines] == ["cpu", "cpu"] and second["cpu"]["cpu"] >= 4.0
+    else:  # a machine too busy to give it a third of a core, alone too: not judged, and it says why
+        assert rec.status == "skipped" and rec.skip_reason.startswith(TIMED_OUT_TWICE), rec.skip_reason
+        assert second["cpu"]["starved"] is True
