@@ -196,14 +196,25 @@ class WorkerSet:
     @contextmanager
     def use_again(self, slot: str) -> Iterator[Worker]:
         """The worker of ``slot`` (``"pool"``, ``"fresh:k"``) once more, a new one where it died: a run that timed
-        out is tried again in the slot it ran in (held meanwhile, as :meth:`use` holds it)."""
+        out is tried again in the slot it ran in (held meanwhile, as :meth:`use` holds it). It runs at this
+        process's priority: a lane's pooled worker that runs below it (:attr:`nice`) is replaced by one that does
+        not, lowered again after. Another lane is paused meanwhile, but the machine's other processes are not:
+        at nice 10 beside programs at nice 0 a worker gets a few percent of a core, and "alone" would mean
+        starved again."""
         if slot == "pool":
-            yield self.worker(slot)
+            if self.nice and self.pool is not None and self.pool.alive:
+                self.pool.kill()  # a lowered priority cannot be raised again without privileges
+            w = self.worker(slot, lowered=False)
+            try:
+                yield w
+            finally:
+                self._prioritize(w)
             return
         with self.busy.take_this(int(slot.split(":")[1]), lambda: self.aborted):
             yield self.worker(slot)
 
-    def worker(self, slot: str) -> Worker:
+    def worker(self, slot: str, lowered: bool = True) -> Worker:
+        """The worker of ``slot``, a new one where it died (a new pooled one ``lowered`` by :attr:`nice`)."""
         if self.aborted:
             raise WorkerError("the campaign was stopped")
         w = self.pool if slot == "pool" else self.fresh[int(slot.split(":")[1])]
@@ -214,7 +225,8 @@ class WorkerSet:
             self.startup_seconds += w.startup_seconds
             if slot == "pool":
                 self.pool = w
-                self._prioritize(w)
+                if lowered:
+                    self._prioritize(w)
             else:
                 self.fresh[int(slot.split(":")[1])] = w
         elif slot != "pool" and w.pid is None:

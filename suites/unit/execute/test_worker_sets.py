@@ -53,3 +53,20 @@ def test_the_first_lane_runs_at_the_campaigns_priority_and_the_others_below_it()
     sets = LocalPool._worker_sets(group, CampaignSettings(repeats=1, fresh=0, quiet=True, jobs=3))
     assert [ws.nice for ws in sets] == [0, BESIDE_NICE, BESIDE_NICE]
     assert BESIDE_NICE > 0
+
+
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="process priorities are POSIX's")
+def test_a_run_tried_again_alone_runs_at_the_campaigns_priority_even_in_a_lowered_lane() -> None:
+    from harness.core.contexts import get_context
+    from harness.execute.worker_sets import WorkerSet
+
+    own = os.getpriority(os.PRIO_PROCESS, 0)
+    ws = WorkerSet(get_context("default"), CampaignSettings(repeats=1, fresh=0, quiet=True, jobs=2), nice=BESIDE_NICE)
+    try:
+        with ws.use("pool") as (_, w):
+            assert os.getpriority(os.PRIO_PROCESS, w.pid) == min(own + BESIDE_NICE, 19)
+        with ws.use_again("pool") as again:
+            assert os.getpriority(os.PRIO_PROCESS, again.pid) == own  # alone means at full priority
+        assert os.getpriority(os.PRIO_PROCESS, again.pid) == min(own + BESIDE_NICE, 19)  # lowered after
+    finally:
+        ws.close()
