@@ -84,9 +84,9 @@ RUN_SECONDS = 0.05
 
 
 def weights(tasks: Any, repeats: int, fresh: int) -> dict[str, float]:
-    """Each task's estimated seconds (task key -> runs x (:data:`RUN_SECONDS` + the case's work); a corner case's
-    runs: :func:`harness.generate.dimensions.corner_runs`): what the progress line weights the measured time by."""
-    from harness.generate.dimensions import corner_runs
+    """Each task's estimated seconds (task key -> runs x (:data:`RUN_SECONDS` + the case's work); a size case's
+    runs: :func:`harness.generate.dimensions.size_case_runs`): what the progress line weights the measured time by."""
+    from harness.generate.dimensions import size_case_runs
 
     out: dict[str, float] = {}
     for t in tasks:
@@ -94,7 +94,7 @@ def weights(tasks: Any, repeats: int, fresh: int) -> dict[str, float]:
             work = estimate(t.case, device=t.device, subject=t.subject).work
         except _ESTIMATE_ERRORS:
             work = 0.0
-        r, f, left_out = corner_runs(t.case, t.context, "cpu" if t.device == "cpu" else "gpu", repeats, fresh)
+        r, f, left_out = size_case_runs(t.case, t.context, "cpu" if t.device == "cpu" else "gpu", repeats, fresh)
         out[t.key] = RUN_SECONDS if left_out is not None else (r + f) * (RUN_SECONDS + work)
     return out
 

@@ -34,7 +34,7 @@ from harness.execute.plan import Task
 from harness.execute.settings import CampaignSettings
 from harness.execute.solo import SOLO
 from harness.execute.worker_sets import WorkerSet
-from harness.generate.dimensions import corner_runs
+from harness.generate.dimensions import size_case_runs
 from harness.judge import comparator as compare
 from harness.judge.sketch import tensor_sketch
 from harness.judge.ulp import value_text
@@ -84,8 +84,8 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
                         error=ErrorInfo("PluginError", refused, "setup"))
         return outcome_of(task, [("pool", res)], None, [{"key": task.key, "rep": 0, "process": "parent", "pid": None,
                                                         "wall": 0.0, **res.meta(), "tensors": {}}])
-    # a dimension's corner case: fewer runs, none in a context that cannot change its bits (its reason: a skip)
-    repeats, fresh, left_out = corner_runs(task.case, task.context, device.kind, settings.repeats, settings.fresh)
+    # a size case (a corner, a real model's shapes): fewer runs, none in a context that cannot change its bits
+    repeats, fresh, left_out = size_case_runs(task.case, task.context, device.kind, settings.repeats, settings.fresh)
     if left_out is not None and ok:
         ok, reason = False, left_out
     # each fresh run in a fresh worker this task has not run in yet (which one: the first free, see WorkerSet.use)

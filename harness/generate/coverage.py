@@ -18,7 +18,7 @@ from harness.core.cases import Case
 from harness.core.contexts import DEFAULT_CONTEXTS, get_context
 from harness.core.cost import device_memory, estimate, machine_memory
 from harness.core.cost import gib as _gib
-from harness.generate.dimensions import boundary_label, corner_runs_text, dimension_value
+from harness.generate.dimensions import boundary_label, dimension_value, size_case_runs_text
 from harness.generate.edges import SIZE_EDGES, built_ids, coverage_rows, size_coverage_rows, small_ids
 from harness.generate.recipes import DIMENSIONS, RECIPES, corner_cases, full_case, recipe_of
 
@@ -101,7 +101,7 @@ def dimension_rows(cases: Iterable[Case], memory: dict[str, int]) -> list[dict[s
     corpus reaches against the recipes' maximum, the boundaries that value crosses, and where it stays below the
     maximum, why: what the dimension's corner case (:func:`harness.generate.recipes.corner_cases`) needs at its
     peak against each device's memory, or that it fits and was left out of this corpus; and the CPU contexts and
-    runs a default campaign gives that corner (:func:`harness.generate.dimensions.corner_runs`)."""
+    runs a default campaign gives that corner (:func:`harness.generate.dimensions.size_case_runs`)."""
     cases = list(cases)
     ids = {c.id: built_ids(c)[1] for c in cases if c.family != "lstm" and small_ids(c)}
     corners = {t.split(":", 1)[1]: c for c in corner_cases() for t in c.tags if t.startswith("corner:")}
@@ -123,7 +123,7 @@ def dimension_rows(cases: Iterable[Case], memory: dict[str, int]) -> list[dict[s
         rows.append({"family": d.family, "dimension": d.name, "largest": f"{largest:,}",
                      "recipe maximum": f"{d.maximum:,}", "boundaries crossed": ", ".join(crossed) or "-",
                      "not crossed": ", ".join(boundary_label(b) for b in d.boundaries if largest < b) or "-",
-                     "status": why, "corner runs (cpu)": corner_runs_text(corners[f"{d.family}.{d.name}"], cpu)})
+                     "status": why, "corner runs (cpu)": size_case_runs_text(corners[f"{d.family}.{d.name}"], cpu)})
     return rows
 
 

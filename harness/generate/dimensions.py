@@ -7,8 +7,8 @@ a reduction's depth, a float's exact count), and :func:`dimension_kinds` names e
 (``lstm.steps>=512``), so that :func:`harness.generate.edges.edge_kinds` tags it like any other edge, a contract
 can name it and the builders draw on both sides of it (:func:`boundaries`). How large each dimension gets in a
 real model is the recipes' table (:data:`harness.generate.recipes.DIMENSIONS`). What a dimension's corner case
-runs in a campaign (fewer runs, and only the contexts that can change its bits) is :func:`corner_runs`. Pure:
-NumPy only.
+or a real-scale case runs in a campaign (fewer runs, and only the contexts that can change its bits) is
+:func:`size_case_runs`. Pure: NumPy only.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from harness.core.cases import Case
 from harness.core.contexts import Context, get_context
 
 __all__ = ["BOUNDARIES", "boundaries", "boundary_label", "dimension_kind", "dimension_kinds", "dimension_value",
-           "row_pileup", "CORNER", "CORNER_RUNS", "corner_runs", "corner_runs_text"]
+           "row_pileup", "SIZE_CASE_TAGS", "SIZE_CASE_RUNS", "size_case_runs", "size_case_runs_text"]
 
 _STEPS, _UNITS = (64, 256, 512), (512, 1024)
 _IDS, _VOCAB = (1 << 13, 1 << 14, 1 << 16), (1 << 15, 1 << 16)
@@ -115,42 +115,44 @@ def row_pileup(case: Case, ids: np.ndarray | None = None) -> int:
     return max(on_pad, -(-drawn // max(spread, 1)))
 
 
-#: The tag of a dimension's corner case (:func:`harness.generate.recipes.corner_cases`).
-CORNER = "corner"
-#: The runs of a corner case on the CPU: 2 in one worker and 1 in a fresh one, the fewest that tell run-to-run
-#: and process-to-process differences apart. A corner is there for its one size; the corpus's other cases take
+#: The tags of the cases that are there for their sizes: a dimension's corner
+#: (:func:`harness.generate.recipes.corner_cases`) and a real model's shapes
+#: (:func:`harness.generate.corpora.real_scale_cases`).
+SIZE_CASE_TAGS = ("corner", "real-scale")
+#: The runs of a size case on the CPU: 2 in one worker and 1 in a fresh one, the fewest that tell run-to-run
+#: and process-to-process differences apart. A size case is there for its size; the corpus's other cases take
 #: the campaign's full repeats at every size below it.
-CORNER_RUNS = (2, 1)
+SIZE_CASE_RUNS = (2, 1)
 
 
-def corner_runs(case: Case, context: Context | str, device: str, repeats: int, fresh: int
-                ) -> tuple[int, int, str | None]:
+def size_case_runs(case: Case, context: Context | str, device: str, repeats: int, fresh: int
+                   ) -> tuple[int, int, str | None]:
     """``(repeats, fresh, left out)`` of ``case`` in ``context`` on a ``device`` kind, given the campaign's
-    ``repeats`` and ``fresh``: those, for every case but a dimension's corner on the CPU. A corner runs
-    :data:`CORNER_RUNS` there, and is left out (the third item says why: the task's skip reason, in the
-    report) of a context that changes only BLAS's thread count where no matrix product of the case is large
+    ``repeats`` and ``fresh``: those, for every case but a size case (:data:`SIZE_CASE_TAGS`) on the CPU. A size
+    case runs :data:`SIZE_CASE_RUNS` there, and is left out (the third item says why: the task's skip reason, in
+    the report) of a context that changes only BLAS's thread count where no matrix product of the case is large
     enough for OpenBLAS to split (:func:`harness.core.cost.threaded_product`): such a context cannot change its
     bits."""
-    if CORNER not in case.tags or device != "cpu":
+    if not set(SIZE_CASE_TAGS) & set(case.tags) or device != "cpu":
         return repeats, fresh, None
     from harness.core.cost import SERIAL_GEMM_MNK, SERIAL_GEMV_ELEMENTS, threaded_product
 
     ctx = get_context(context) if isinstance(context, str) else context
     blas_only = ctx.blas_threads is not None and not (ctx.chainer_config or ctx.env or ctx.contention)
-    runs = min(repeats, CORNER_RUNS[0]), min(fresh, CORNER_RUNS[1])
+    runs = min(repeats, SIZE_CASE_RUNS[0]), min(fresh, SIZE_CASE_RUNS[1])
     if blas_only and threaded_product(case) is None:
-        return (*runs, f"not asked of a corner case at this size: {ctx.name} changes only BLAS's thread count, and "
+        return (*runs, f"not asked of a size case: {ctx.name} changes only BLAS's thread count, and "
                       f"no matrix product of the case is large enough for OpenBLAS to split (GEMMs up to "
                       f"{SERIAL_GEMM_MNK:,} multiply-adds, matrix-vector products under {SERIAL_GEMV_ELEMENTS:,} "
                       f"elements run on one thread)")
     return (*runs, None)
 
 
-def corner_runs_text(case: Case, contexts: list[str]) -> str:
-    """What :func:`corner_runs` makes of ``case`` on the CPU across ``contexts``, in words (``cases --coverage``):
-    the contexts it runs in and how often, and those it is left out of."""
-    runs = {c: corner_runs(case, c, "cpu", *CORNER_RUNS) for c in contexts}
+def size_case_runs_text(case: Case, contexts: list[str]) -> str:
+    """What :func:`size_case_runs` makes of ``case`` on the CPU across ``contexts``, in words (``cases
+    --coverage``): the contexts it runs in and how often, and those it is left out of."""
+    runs = {c: size_case_runs(case, c, "cpu", *SIZE_CASE_RUNS) for c in contexts}
     kept = [c for c, (_, _, why) in runs.items() if why is None]
     left = [c for c, (_, _, why) in runs.items() if why is not None]
-    text = f"{', '.join(kept) or 'no context'}: {CORNER_RUNS[0]} + {CORNER_RUNS[1]} fresh runs"
+    text = f"{', '.join(kept) or 'no context'}: {SIZE_CASE_RUNS[0]} + {SIZE_CASE_RUNS[1]} fresh runs"
     return text + (f"; not {', '.join(left)} (no product BLAS splits)" if left else "")

@@ -11,9 +11,9 @@ import pytest
 from harness.core.cases import Case
 from harness.core.cost import estimate
 from harness.generate.choices import RandomSource
-from harness.generate.corpora import default_corpus
+from harness.generate.corpora import default_corpus, real_scale_cases
 from harness.generate.coverage import coverage_text
-from harness.generate.dimensions import CORNER_RUNS, corner_runs, dimension_value
+from harness.generate.dimensions import SIZE_CASE_RUNS, dimension_value, size_case_runs
 from harness.generate.edges import edge_cases, edge_kinds
 from harness.generate.recipes import DIMENSIONS, SLICE_PEAK, corner_cases, full_length_cases, recipes_for
 
@@ -119,18 +119,23 @@ def test_a_corner_runs_fewer_times_and_not_where_only_blas_threads_change_and_no
     steps, hidden = _corner("lstm.steps"), _corner("lstm.hidden")
     # 800 steps at hidden 4: every product is far below OpenBLAS's threading sizes; the thread count cannot matter
     for ctx in ("blas1", "blas2"):
-        r, f, why = corner_runs(steps, ctx, "cpu", 5, 2)
+        r, f, why = size_case_runs(steps, ctx, "cpu", 5, 2)
         assert why is not None and f"{ctx} changes only BLAS's thread count" in why and "not judged" not in why
-    assert corner_runs(steps, "default", "cpu", 5, 2) == (*CORNER_RUNS, None)
-    assert corner_runs(steps, "debug", "cpu", 5, 2) == (*CORNER_RUNS, None)  # Chainer's config: not a BLAS matter
+    assert size_case_runs(steps, "default", "cpu", 5, 2) == (*SIZE_CASE_RUNS, None)
+    assert size_case_runs(steps, "debug", "cpu", 5, 2) == (*SIZE_CASE_RUNS, None)  # Chainer's config: not a BLAS matter
     # hidden 1,024: the hidden-to-hidden product is split across threads, so each BLAS context is asked
-    assert corner_runs(hidden, "blas2", "cpu", 5, 2) == (*CORNER_RUNS, None)
-    assert corner_runs(steps, "default", "cpu", 1, 0) == (1, 0, None)  # never more than the campaign asks
+    assert size_case_runs(hidden, "blas2", "cpu", 5, 2) == (*SIZE_CASE_RUNS, None)
+    assert size_case_runs(steps, "default", "cpu", 1, 0) == (1, 0, None)  # never more than the campaign asks
     # a GPU's runs, and every case that is not a corner, keep the campaign's
-    assert corner_runs(steps, "default", "gpu", 5, 2) == (5, 2, None)
+    assert size_case_runs(steps, "default", "gpu", 5, 2) == (5, 2, None)
+    # a real model's shapes are size cases too: an encoder's products split, an embedding multiplies nothing
+    encoder = next(c for c in real_scale_cases() if c.family == "lstm")
+    decoder = next(c for c in real_scale_cases() if c.family == "embed")
+    assert size_case_runs(encoder, "blas1", "cpu", 5, 2) == (*SIZE_CASE_RUNS, None)
+    assert size_case_runs(decoder, "blas1", "cpu", 5, 2)[2] is not None
     anchor = next(c for c in default_corpus() if "blas-split" in c.tags)
     tiny = next(c for c in edge_cases() if c.family == "lstm")
-    assert corner_runs(anchor, "blas1", "cpu", 5, 2) == corner_runs(tiny, "blas1", "cpu", 5, 2) == (5, 2, None)
+    assert size_case_runs(anchor, "blas1", "cpu", 5, 2) == size_case_runs(tiny, "blas1", "cpu", 5, 2) == (5, 2, None)
 
 
 def test_coverage_says_which_contexts_each_corner_runs_in_and_which_it_leaves_out(coverage):
