@@ -38,7 +38,7 @@ __all__ = ["Cost", "estimate", "run_timeout", "BASE_TIMEOUT", "SECONDS_PER_FLOP"
            "PROCESS_BYTES", "STEP_BYTES", "ORACLE_PREFIXES", "gib", "machine_memory", "device_memory",
            "memory_limit", "over_limit", "check_case_cost", "refused_by_cost", "TIMED_OUT_TWICE", "timed_out_twice",
            "OOM_KILLED_TWICE", "oom_killed_twice",
-           "not_judged_skip"]
+           "not_judged_skip", "SERIAL_GEMM_MNK", "SERIAL_GEMV_ELEMENTS", "threaded_product"]
 
 #: Resident bytes of a worker process before it builds a case (the interpreter, NumPy, Chainer, ESPnet):
 #: part of every run's peak, so a limit compared with :attr:`Cost.peak` compares like with like.
@@ -222,6 +222,46 @@ def estimate(case: Case, *, device: str = "cpu", subject: str | None = None) -> 
                                                          double=False)
         held, oracle, flops, loops = held + e_held, oracle + e_oracle, flops + e_flops, loops + e_loops
     return Cost(inputs=int(inputs), subject=int(held), oracle=int(oracle), flops=int(flops), loops=int(loops))
+
+
+# ---- whether a BLAS thread count can matter to a case ---------------------------------------------------
+#: The largest matrix products OpenBLAS runs on one thread whatever its thread count: a GEMM of m x n x k up to
+#: SMP_THRESHOLD_MIN x GEMM_MULTITHREAD_THRESHOLD = 65,536 x 4 multiply-adds (OpenBLAS interface/gemm.c), a
+#: matrix-vector product (NumPy's ``dot`` where one side is a single row or column) of fewer than 2,304 x 4
+#: matrix elements (interface/gemv.c). Below both, a BLAS thread count cannot change a product's bits.
+SERIAL_GEMM_MNK = 65_536 * 4
+SERIAL_GEMV_ELEMENTS = 2_304 * 4
+
+
+def _threaded(m: int, k: int, n: int) -> bool:
+    """Whether OpenBLAS may split an (m x k) @ (k x n) product across threads (:data:`SERIAL_GEMM_MNK`)."""
+    if min(m, n) == 1:  # a matrix-vector product: its matrix is k x max(m, n)
+        return k * max(m, n) >= SERIAL_GEMV_ELEMENTS
+    return m * n * k > SERIAL_GEMM_MNK
+
+
+def threaded_product(case: Case) -> tuple[int, int, int] | None:
+    """The largest matrix product ``(m, k, n)`` of one CPU run of ``case`` that OpenBLAS may split across
+    threads, None where none may: an embedding's CPU run multiplies no matrices (a gather, and a row loop or
+    ``add.at`` in backward); every step of Chainer's NStepLSTM multiplies its ``(b, in)`` input and ``(b, H)``
+    state by the stacked ``(in, 4H)`` and ``(H, 4H)`` weights, and backward multiplies the same sizes in the
+    two other orders (``b``: the sequences still running at that step; 1 where one runs alone). A model case
+    (a whole training step, its own layers) is never said to have none."""
+    s = case.spec
+    if case.family == "embed":
+        return None
+    if case.family == "model":
+        return (1 << 62, 1, 1)
+    lengths = [max(int(n), 0) for n in s["lengths"]]
+    hidden, n_layers = int(s["hidden"]), int(s["n_layers"])
+    dirs = 2 if s.get("bidirectional", False) else 1
+    widths = {int(s["in_size"] if case.family == "lstm" else s["width"]), hidden}
+    if n_layers > 1:
+        widths.add(hidden * dirs)
+    batches = {sum(1 for n in lengths if n > t) for t in range(max(lengths + [0]))}  # each step's batch
+    found = [(m, k, n) for b in batches for w in widths
+             for m, k, n in ((b, w, 4 * hidden), (b, 4 * hidden, w), (4 * hidden, b, w)) if _threaded(m, k, n)]
+    return max(found, key=lambda p: p[0] * p[1] * p[2]) if found else None
 
 
 # ---- the limit a case's peak is held to --------------------------------------------------------------

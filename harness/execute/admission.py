@@ -84,15 +84,18 @@ RUN_SECONDS = 0.05
 
 
 def weights(tasks: Any, repeats: int, fresh: int) -> dict[str, float]:
-    """Each task's estimated seconds (task key -> runs x (:data:`RUN_SECONDS` + the case's work)): what the
-    progress line weights the measured time by."""
+    """Each task's estimated seconds (task key -> runs x (:data:`RUN_SECONDS` + the case's work); a size case's
+    runs: :func:`harness.generate.dimensions.size_case_runs`): what the progress line weights the measured time by."""
+    from harness.generate.dimensions import size_case_runs
+
     out: dict[str, float] = {}
     for t in tasks:
         try:
             work = estimate(t.case, device=t.device, subject=t.subject).work
         except _ESTIMATE_ERRORS:
             work = 0.0
-        out[t.key] = (repeats + fresh) * (RUN_SECONDS + work)
+        r, f, left_out = size_case_runs(t.case, t.context, "cpu" if t.device == "cpu" else "gpu", repeats, fresh)
+        out[t.key] = RUN_SECONDS if left_out is not None else (r + f) * (RUN_SECONDS + work)
     return out
 
 

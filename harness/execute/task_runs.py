@@ -36,6 +36,7 @@ from harness.execute.run_clock import oom_kills
 from harness.execute.settings import CampaignSettings
 from harness.execute.solo import SOLO
 from harness.execute.worker_sets import WorkerSet
+from harness.generate.dimensions import size_case_runs
 from harness.judge import comparator as compare
 from harness.judge.sketch import tensor_sketch
 from harness.judge.ulp import value_text
@@ -99,13 +100,17 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> Task
                         error=ErrorInfo("PluginError", refused, "setup"))
         return outcome_of(task, [("pool", res)], None, [{"key": task.key, "rep": 0, "process": "parent", "pid": None,
                                                         "wall": 0.0, **res.meta(), "tensors": {}}])
+    # a size case (a corner, a real model's shapes): fewer runs, none in a context that cannot change its bits
+    repeats, fresh, left_out = size_case_runs(task.case, task.context, device.kind, settings.repeats, settings.fresh)
+    if left_out is not None and ok:
+        ok, reason = False, left_out
     # each fresh run in a fresh worker this task has not run in yet (which one: the first free, see WorkerSet.use)
-    slots = ["pool"] * settings.repeats + ["fresh"] * settings.fresh
+    slots = ["pool"] * repeats + ["fresh"] * fresh
     if get_subject(task.subject).role == "oracle" or task.case.spec.get("relation") is not None:
         # The float64 oracles are references, not subjects under suspicion, and a relation's member is
         # compared with its base case, not with itself: two runs in one process show they are stable;
         # more would only cost time (the base case gets the full R + K).
-        slots = ["pool"] * min(2, settings.repeats)
+        slots = ["pool"] * min(2, repeats)
     results: list[tuple[str, RunResult]] = []
     metas: list[dict[str, dict[str, Any]]] = []
     lines: list[dict[str, Any]] = []

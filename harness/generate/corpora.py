@@ -83,7 +83,9 @@ def real_scale_cases() -> list[Case]:
     each dimension of each family at its recipe maximum with every other small (800 steps at hidden 4, hidden
     1,024 over 3 steps, the char LM's 1,024 x 151 eos-padded ids at width 4 ...), so that a change past any one
     size's last boundary shows in every default gate at the cost of that one size. (An LSTM over 200 steps at
-    hidden 256 was here: the corners take steps to 800 and hidden to 1,024 apart, for less than it cost.)"""
+    hidden 256 was here: the corners take steps to 800 and hidden to 1,024 apart, for less than it cost.) Each
+    of these runs fewer times than the campaign's other cases, and only in the contexts that can change its bits
+    at its size (:func:`harness.generate.dimensions.size_case_runs`)."""
     from harness.core.cases import Case
     from harness.generate.recipes import corner_cases
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from harness.core.cases import Case
+from harness.core.contexts import DEFAULT_CONTEXTS, get_context
 from harness.core.cost import device_memory, estimate, machine_memory
 from harness.core.cost import gib as _gib
-from harness.generate.dimensions import boundary_label, dimension_value
+from harness.generate.dimensions import boundary_label, dimension_value, size_case_runs_text
 from harness.generate.edges import SIZE_EDGES, built_ids, coverage_rows, size_coverage_rows, small_ids
 from harness.generate.recipes import DIMENSIONS, RECIPES, corner_cases, full_case, recipe_of
 
@@ -99,10 +100,12 @@ def dimension_rows(cases: Iterable[Case], memory: dict[str, int]) -> list[dict[s
     """Per family and dimension of :data:`harness.generate.recipes.DIMENSIONS`: the largest value a case of the
     corpus reaches against the recipes' maximum, the boundaries that value crosses, and where it stays below the
     maximum, why: what the dimension's corner case (:func:`harness.generate.recipes.corner_cases`) needs at its
-    peak against each device's memory, or that it fits and was left out of this corpus."""
+    peak against each device's memory, or that it fits and was left out of this corpus; and the CPU contexts and
+    runs a default campaign gives that corner (:func:`harness.generate.dimensions.size_case_runs`)."""
     cases = list(cases)
     ids = {c.id: built_ids(c)[1] for c in cases if c.family != "lstm" and small_ids(c)}
     corners = {t.split(":", 1)[1]: c for c in corner_cases() for t in c.tags if t.startswith("corner:")}
+    cpu = [n for n in DEFAULT_CONTEXTS if get_context(n).applies_to("cpu")]
     rows = []
     for d in DIMENSIONS:
         mine = [c for c in cases if c.family == d.family]
@@ -120,7 +123,7 @@ def dimension_rows(cases: Iterable[Case], memory: dict[str, int]) -> list[dict[s
         rows.append({"family": d.family, "dimension": d.name, "largest": f"{largest:,}",
                      "recipe maximum": f"{d.maximum:,}", "boundaries crossed": ", ".join(crossed) or "-",
                      "not crossed": ", ".join(boundary_label(b) for b in d.boundaries if largest < b) or "-",
-                     "status": why})
+                     "status": why, "corner runs (cpu)": size_case_runs_text(corners[f"{d.family}.{d.name}"], cpu)})
     return rows
 
 

@@ -6,7 +6,9 @@ case by :func:`dimension_value`; :data:`BOUNDARIES` holds the sizes where what r
 a reduction's depth, a float's exact count), and :func:`dimension_kinds` names each one a case crosses
 (``lstm.steps>=512``), so that :func:`harness.generate.edges.edge_kinds` tags it like any other edge, a contract
 can name it and the builders draw on both sides of it (:func:`boundaries`). How large each dimension gets in a
-real model is the recipes' table (:data:`harness.generate.recipes.DIMENSIONS`). Pure: NumPy only.
+real model is the recipes' table (:data:`harness.generate.recipes.DIMENSIONS`). What a dimension's corner case
+or a real-scale case runs in a campaign (fewer runs, and only the contexts that can change its bits) is
+:func:`size_case_runs`. Pure: NumPy only.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from harness.core.cases import Case
+from harness.core.contexts import Context, get_context
 
 __all__ = ["BOUNDARIES", "boundaries", "boundary_label", "dimension_kind", "dimension_kinds", "dimension_value",
-           "row_pileup"]
+           "row_pileup", "SIZE_CASE_TAGS", "SIZE_CASE_RUNS", "size_case_runs", "size_case_runs_text"]
 
 _STEPS, _UNITS = (64, 256, 512), (512, 1024)
 _IDS, _VOCAB = (1 << 13, 1 << 14, 1 << 16), (1 << 15, 1 << 16)
@@ -110,3 +113,46 @@ def row_pileup(case: Case, ids: np.ndarray | None = None) -> int:
     kind = s.get("id_kind", "uniform")
     spread = 1 if kind == "all_equal" else min(vocab, int(s.get("distinct", 2))) if kind == "collision" else vocab
     return max(on_pad, -(-drawn // max(spread, 1)))
+
+
+#: The tags of the cases that are there for their sizes: a dimension's corner
+#: (:func:`harness.generate.recipes.corner_cases`) and a real model's shapes
+#: (:func:`harness.generate.corpora.real_scale_cases`).
+SIZE_CASE_TAGS = ("corner", "real-scale")
+#: The runs of a size case on the CPU: 2 in one worker and 1 in a fresh one, the fewest that tell run-to-run
+#: and process-to-process differences apart. A size case is there for its size; the corpus's other cases take
+#: the campaign's full repeats at every size below it.
+SIZE_CASE_RUNS = (2, 1)
+
+
+def size_case_runs(case: Case, context: Context | str, device: str, repeats: int, fresh: int
+                   ) -> tuple[int, int, str | None]:
+    """``(repeats, fresh, left out)`` of ``case`` in ``context`` on a ``device`` kind, given the campaign's
+    ``repeats`` and ``fresh``: those, for every case but a size case (:data:`SIZE_CASE_TAGS`) on the CPU. A size
+    case runs :data:`SIZE_CASE_RUNS` there, and is left out (the third item says why: the task's skip reason, in
+    the report) of a context that changes only BLAS's thread count where no matrix product of the case is large
+    enough for OpenBLAS to split (:func:`harness.core.cost.threaded_product`): such a context cannot change its
+    bits."""
+    if not set(SIZE_CASE_TAGS) & set(case.tags) or device != "cpu":
+        return repeats, fresh, None
+    from harness.core.cost import SERIAL_GEMM_MNK, SERIAL_GEMV_ELEMENTS, threaded_product
+
+    ctx = get_context(context) if isinstance(context, str) else context
+    blas_only = ctx.blas_threads is not None and not (ctx.chainer_config or ctx.env or ctx.contention)
+    runs = min(repeats, SIZE_CASE_RUNS[0]), min(fresh, SIZE_CASE_RUNS[1])
+    if blas_only and threaded_product(case) is None:
+        return (*runs, f"not asked of a size case: {ctx.name} changes only BLAS's thread count, and "
+                      f"no matrix product of the case is large enough for OpenBLAS to split (GEMMs up to "
+                      f"{SERIAL_GEMM_MNK:,} multiply-adds, matrix-vector products under {SERIAL_GEMV_ELEMENTS:,} "
+                      f"elements run on one thread)")
+    return (*runs, None)
+
+
+def size_case_runs_text(case: Case, contexts: list[str]) -> str:
+    """What :func:`size_case_runs` makes of ``case`` on the CPU across ``contexts``, in words (``cases
+    --coverage``): the contexts it runs in and how often, and those it is left out of."""
+    runs = {c: size_case_runs(case, c, "cpu", *SIZE_CASE_RUNS) for c in contexts}
+    kept = [c for c, (_, _, why) in runs.items() if why is None]
+    left = [c for c, (_, _, why) in runs.items() if why is not None]
+    text = f"{', '.join(kept) or 'no context'}: {SIZE_CASE_RUNS[0]} + {SIZE_CASE_RUNS[1]} fresh runs"
+    return text + (f"; not {', '.join(left)} (no product BLAS splits)" if left else "")

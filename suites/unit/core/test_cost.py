@@ -109,3 +109,22 @@ def test_a_gpu_case_is_held_to_the_devices_memory(monkeypatch):
         assert cost.over_limit(case, device="cpu", subject="espnet.embed_id") is None
     finally:
         cost.device_memory.cache_clear()
+
+
+def _one_layer(in_size: int, hidden: int, lengths: list[int]) -> Case:
+    return Case("lstm", 1, {"n_layers": 1, "in_size": in_size, "hidden": hidden, "lengths": lengths})
+
+
+def test_a_product_is_threaded_only_past_openblass_single_thread_sizes():
+    from harness.core.cost import SERIAL_GEMM_MNK, SERIAL_GEMV_ELEMENTS, threaded_product
+
+    # two rows at every step: GEMMs of 2 x in x 64 multiply-adds (hidden 16: the hidden product is 2 x 16 x 64)
+    at = SERIAL_GEMM_MNK // (2 * 64)
+    assert threaded_product(_one_layer(at, 16, [2, 2])) is None
+    assert threaded_product(_one_layer(at + 1, 16, [2, 2])) == (2, at + 1, 64)
+    # one row: a matrix-vector product of in x 16 matrix elements (hidden 4)
+    edge = SERIAL_GEMV_ELEMENTS // 16
+    assert threaded_product(_one_layer(edge - 1, 4, [3])) is None
+    assert threaded_product(_one_layer(edge, 4, [3])) is not None
+    # an embedding's CPU run multiplies no matrices, however large
+    assert threaded_product(Case("embed", 1, {"vocab": 65_000, "width": 1024, "ids_shape": [300, 40]})) is None

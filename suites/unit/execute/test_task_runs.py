@@ -212,3 +212,20 @@ def test_a_sigkill_the_out_of_memory_killer_did_not_send_is_the_crash_finding_at
     assert ws.again == [] and out.record.run_status == "crashed" and not out.notes
     m = verdict_of(out)
     assert m is not None and m.verdict == Verdict.ERROR.value
+
+
+def test_a_corner_runs_two_pooled_and_one_fresh_and_is_a_said_skip_where_blas_threads_cannot_matter() -> None:
+    corner = Case("lstm", 3, {"n_layers": 1, "in_size": 3, "hidden": 4, "lengths": [8]}, tags=("corner",))
+    campaign = CampaignSettings(repeats=5, fresh=2, timeout=10.0, quiet=True, jobs=1)
+    ws = Workers(ok, ok, ok)
+    out = run_task(Task(corner, TASK.subject, "cpu", "debug"), ws, campaign)  # type: ignore[arg-type]
+    assert [r["process"] for r in out.runs] == ["pool", "pool", "fresh:0"] and out.record.statuses == {"ok": 3}
+    # in a context that only sets BLAS's thread count, and no product large enough to split: one skipped row,
+    # no worker asked, its reason in the report; a skip, not a failure of the gate
+    ws = Workers()
+    out = run_task(Task(corner, TASK.subject, "cpu", "blas2"), ws, campaign)  # type: ignore[arg-type]
+    rec = out.record
+    assert rec.status == "skipped" and not ws.seen and len(out.runs) == 1
+    assert "blas2 changes only BLAS's thread count" in (rec.skip_reason or "")
+    m = verdict_of(out)
+    assert m is not None and m.verdict == Verdict.SKIPPED.value and not Verdict(m.verdict).fails

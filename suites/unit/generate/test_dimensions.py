@@ -11,9 +11,9 @@ import pytest
 from harness.core.cases import Case
 from harness.core.cost import estimate
 from harness.generate.choices import RandomSource
-from harness.generate.corpora import default_corpus
+from harness.generate.corpora import default_corpus, real_scale_cases
 from harness.generate.coverage import coverage_text
-from harness.generate.dimensions import dimension_value
+from harness.generate.dimensions import SIZE_CASE_RUNS, dimension_value, size_case_runs
 from harness.generate.edges import edge_cases, edge_kinds
 from harness.generate.recipes import DIMENSIONS, SLICE_PEAK, corner_cases, full_length_cases, recipes_for
 
@@ -44,7 +44,7 @@ def test_the_default_corpus_reaches_each_dimensions_recipe_maximum_and_coverage_
     assert d.maximum > 0 and d.top <= d.maximum
     largest = max(dimension_value(c, d.name) for c in corpus if c.family == d.family)
     assert largest >= d.maximum
-    _, _, shown, maximum, crossed, _, status = _row(coverage, d.family, d.name)
+    _, _, shown, maximum, crossed, _, status, _ = _row(coverage, d.family, d.name)
     # the table counts a pile-up from the built ids, at least the spec's bound read here
     assert int(shown.replace(",", "")) >= largest and (maximum, status) == (f"{d.maximum:,}", "reached")
     assert d.kind(d.top).split(">=")[1] in crossed.split(", ")
@@ -105,7 +105,40 @@ def test_the_realistic_corpus_runs_encoders_at_their_longest_sequences_within_th
 
 def test_a_corpus_below_a_maximum_says_what_its_corner_would_need():
     text = coverage_text(edge_cases(), memory={"cpu": 1 << 20})
-    status = _row(text, "lstm", "steps")[-1]
+    status = _row(text, "lstm", "steps")[6]
     assert "needs " in status and "(has 1 MiB)" in status
-    roomy = _row(coverage_text(edge_cases(), memory={"cpu": 1 << 40}), "lstm", "steps")[-1]
+    roomy = _row(coverage_text(edge_cases(), memory={"cpu": 1 << 40}), "lstm", "steps")[6]
     assert "left out of this corpus: its corner case fits" in roomy
+
+
+def _corner(name: str) -> Case:
+    return next(c for c in corner_cases() if f"corner:{name}" in c.tags)
+
+
+def test_a_corner_runs_fewer_times_and_not_where_only_blas_threads_change_and_no_product_splits():
+    steps, hidden = _corner("lstm.steps"), _corner("lstm.hidden")
+    # 800 steps at hidden 4: every product is far below OpenBLAS's threading sizes; the thread count cannot matter
+    for ctx in ("blas1", "blas2"):
+        r, f, why = size_case_runs(steps, ctx, "cpu", 5, 2)
+        assert why is not None and f"{ctx} changes only BLAS's thread count" in why and "not judged" not in why
+    assert size_case_runs(steps, "default", "cpu", 5, 2) == (*SIZE_CASE_RUNS, None)
+    assert size_case_runs(steps, "debug", "cpu", 5, 2) == (*SIZE_CASE_RUNS, None)  # Chainer's config: not a BLAS matter
+    # hidden 1,024: the hidden-to-hidden product is split across threads, so each BLAS context is asked
+    assert size_case_runs(hidden, "blas2", "cpu", 5, 2) == (*SIZE_CASE_RUNS, None)
+    assert size_case_runs(steps, "default", "cpu", 1, 0) == (1, 0, None)  # never more than the campaign asks
+    # a GPU's runs, and every case that is not a corner, keep the campaign's
+    assert size_case_runs(steps, "default", "gpu", 5, 2) == (5, 2, None)
+    # a real model's shapes are size cases too: an encoder's products split, an embedding multiplies nothing
+    encoder = next(c for c in real_scale_cases() if c.family == "lstm")
+    decoder = next(c for c in real_scale_cases() if c.family == "embed")
+    assert size_case_runs(encoder, "blas1", "cpu", 5, 2) == (*SIZE_CASE_RUNS, None)
+    assert size_case_runs(decoder, "blas1", "cpu", 5, 2)[2] is not None
+    anchor = next(c for c in default_corpus() if "blas-split" in c.tags)
+    tiny = next(c for c in edge_cases() if c.family == "lstm")
+    assert size_case_runs(anchor, "blas1", "cpu", 5, 2) == size_case_runs(tiny, "blas1", "cpu", 5, 2) == (5, 2, None)
+
+
+def test_coverage_says_which_contexts_each_corner_runs_in_and_which_it_leaves_out(coverage):
+    steps, hidden = _row(coverage, "lstm", "steps")[7], _row(coverage, "lstm", "hidden")[7]
+    assert steps.startswith("default, debug: 2 + 1 fresh runs") and "not blas1, blas2" in steps
+    assert hidden.startswith("default, blas1, blas2, debug: 2 + 1 fresh runs") and "not " not in hidden
