@@ -259,7 +259,7 @@ def verb_defaults(verb: str) -> dict[str, Any]:
     None there takes the campaign settings' default, or the corpus's own seed and profile)."""
     import importlib
 
-    from harness.execute.settings import CampaignSettings
+    from harness.execute.settings import CampaignOptions
     from harness.outputs.fleet import ClusterOptions
 
     if not RECORDS.get(verb):
@@ -272,7 +272,7 @@ def verb_defaults(verb: str) -> dict[str, Any]:
     if any(f.name == "cluster" for f in fields):
         out.update(spread=ClusterOptions.spread, cluster_workers=ClusterOptions.workers)
     if verb == "report":  # (None there: not given, which --resume does not compare)
-        out.update({k: getattr(CampaignSettings, k) for k in ("repeats", "fresh", "jobs", "timeout")},
+        out.update({k: getattr(CampaignOptions, k) for k in ("repeats", "fresh", "jobs", "timeout")},
                    seed=_corpus_seed(), profile="ci")
     return out
 

@@ -31,7 +31,7 @@ from harness.core.records import TaskRecord, TensorStats
 from harness.execute import admission
 from harness.execute.answers import Answer, tensor_meta
 from harness.execute.plan import Task
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.execute.solo import SOLO
 from harness.execute.worker_sets import WorkerSet
 from harness.judge import comparator as compare
@@ -67,7 +67,7 @@ class TaskOutcome:
         return sum(a.nbytes for a in self.arrays.values())
 
 
-def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> TaskOutcome:
+def run_task(task: Task, workers: WorkerSet, settings: CampaignOptions) -> TaskOutcome:
     """Run one task R times in the pooled worker and once in each fresh worker; summarize the repetitions.
 
     Pure of files: the caller (a :class:`~harness.execute.campaign.Campaign`, or a cluster worker sending the

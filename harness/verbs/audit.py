@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.outputs.fleet import ClusterOptions
 from harness.verbs.common import check_worker_limits, load_plugins, note
 
@@ -24,7 +24,7 @@ class AuditOptions:
     keep_arrays: str | None = None    # also keep every entry's arrays as .npz files in this directory
     shard: str | None = None          # "i/n"
     repeats: int = 2                  # at least 2: an audit records whether the repetitions agreed
-    jobs: int = CampaignSettings.jobs
+    jobs: int = CampaignOptions.jobs
     subjects: str | None = None       # comma list (None: all but the control.* self-tests)
     plugins: tuple[str, ...] = ()
     quiet: bool = False

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from harness.core.errors import ContractError, InvalidArgument
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.outputs.fleet import ClusterOptions
 from harness.verbs.common import check_worker_limits, load_plugins, note
 
@@ -30,7 +30,7 @@ class GateOptions:
     junit: str | None = None         # also write the checks as JUnit XML here
     repeats: int = 3
     fresh: int = 1
-    jobs: int = CampaignSettings.jobs
+    jobs: int = CampaignOptions.jobs
     plugins: tuple[str, ...] = ()
     quiet: bool = False
     shrink_budget: float = 60.0      # seconds shrinking the failing findings' cases (0: none)
@@ -103,7 +103,7 @@ def _gate(opts: GateOptions, devices: list) -> int:
     run_dir = opts.out or new_run_dir()
     # The relations the contracts claim invariance under: their members join the corpus (default context).
     claimed = sorted({r for c in contracts.contracts for r in c.invariant_under})
-    settings = CampaignSettings(repeats=opts.repeats, fresh=opts.fresh, plugins=opts.plugins, quiet=opts.quiet,
+    settings = CampaignOptions(repeats=opts.repeats, fresh=opts.fresh, plugins=opts.plugins, quiet=opts.quiet,
                                 jobs=opts.jobs)
     with cluster_targets(opts.cluster) as targets:
         if len(targets) > 1:

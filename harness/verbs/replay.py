@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.judge.reproducer import Reproducer, export_path
 from harness.verbs.common import check_worker_limits, load_plugins, subject_case
 
@@ -25,7 +25,7 @@ class ReplayOptions:
     """``harness replay``: the reproducer, and how long one run may take."""
 
     reproducer: Reproducer
-    timeout: float | None = CampaignSettings.timeout  # None: scaled with the case's estimated work
+    timeout: float | None = CampaignOptions.timeout  # None: scaled with the case's estimated work
     max_case_bytes: int | None = None    # None: $HARNESS_MAX_CASE_BYTES or half the memory (case_limits)
 
     @property

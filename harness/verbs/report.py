@@ -1,7 +1,7 @@
 """``harness report``: build or load the corpus, run the campaign, write the tables, shrink and localize the
 findings.
 
-A field left None was not given: its default is the campaign settings' (:class:`CampaignSettings`), and
+A field left None was not given: its default is the campaign settings' (:class:`CampaignOptions`), and
 ``resume`` compares only the fields that were given with the run directory's ``campaign.json``.
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from harness.core import argcheck
 from harness.core.errors import InvalidArgument
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.outputs.fleet import ClusterOptions
 from harness.verbs.common import check_worker_limits, load_plugins
 
@@ -37,10 +37,10 @@ class ReportOptions:
     subjects: str | None = None      # comma list (None: every registered subject)
     devices: str | None = None       # cpu, gpu, gpu:N or all (None: all)
     contexts: str | None = None      # comma list (None: the default set)
-    repeats: int | None = None       # None: CampaignSettings.repeats
-    fresh: int | None = None         # None: CampaignSettings.fresh
-    jobs: int | None = None          # None: CampaignSettings.jobs
-    timeout: float | None = None     # None: CampaignSettings.timeout
+    repeats: int | None = None       # None: CampaignOptions.repeats
+    fresh: int | None = None         # None: CampaignOptions.fresh
+    jobs: int | None = None          # None: CampaignOptions.jobs
+    timeout: float | None = None     # None: CampaignOptions.timeout
     relations: str | None = None     # None: all
     examples: int | None = None      # None: the corpus's own
     seed: int | None = None          # None: the default corpus seed
@@ -68,7 +68,7 @@ class ReportOptions:
         if self.profile is not None:
             argcheck.profile_or_corpus(self.profile, self.corpus)
 
-    def settings(self, **kw: Any) -> CampaignSettings:
+    def settings(self, **kw: Any) -> CampaignOptions:
         """The campaign settings: the fields given, else the profile's own
         (:data:`harness.generate.corpora.PROFILE_CAMPAIGN`: the realistic profile's runs take seconds), else the
         settings' defaults (``kw`` overrides them all)."""
@@ -77,7 +77,7 @@ class ReportOptions:
         own = PROFILE_CAMPAIGN.get(self.profile or "ci", {})
         given = {k: getattr(self, k) for k in ("repeats", "fresh", "timeout", "jobs", "max_case_bytes")
                  if getattr(self, k) is not None}
-        return CampaignSettings(**{**own, **given, "plugins": self.plugins, "quiet": self.quiet, **kw})
+        return CampaignOptions(**{**own, **given, "plugins": self.plugins, "quiet": self.quiet, **kw})
 
 
 def report(opts: ReportOptions) -> int:
@@ -293,7 +293,7 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
     return max(run_on_cluster(opts.cluster, one))
 
 
-def _findings(run_dir: str, run: Any, settings: CampaignSettings, opts: ReportOptions,
+def _findings(run_dir: str, run: Any, settings: CampaignOptions, opts: ReportOptions,
               timings: dict[str, float]) -> list[Any]:
     """The run's findings, shrunk (``shrink_budget``) and localized (unless not ``localize``), each step in
     worker or child processes within its budget; the seconds of each step go into ``timings``."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from harness.core.argcheck import int_at_least, positive_seconds, same_file, writable_dir
 from harness.core.errors import InvalidArgument
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.judge.reproducer import Reproducer
 from harness.verbs.common import check_worker_limits, load_plugins, subject_case
 
@@ -23,7 +23,7 @@ class ShrinkOptions:
     reproducer: Reproducer
     budget: float = 120.0                 # seconds at most
     max_runs: int = 400                   # worker runs at most
-    timeout: float | None = CampaignSettings.timeout  # None: scaled with the case's estimated work
+    timeout: float | None = CampaignOptions.timeout  # None: scaled with the case's estimated work
     out: str | None = None                # the minimal case's file (None: beside the case, named by its id)
     quiet: bool = False
     max_case_bytes: int | None = None

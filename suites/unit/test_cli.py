@@ -10,7 +10,7 @@ import pathlib
 import pytest
 
 from harness import cli, cli_options
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.judge.reproducer import OPTIONS
 
 CLI = pathlib.Path(cli.__file__)
@@ -76,8 +76,8 @@ def test_the_records_hold_the_defaults_the_help_shows():
     from harness.verbs.report import ReportOptions
 
     s = ReportOptions().settings()
-    assert (s.repeats, s.fresh, s.timeout) == (CampaignSettings.repeats, CampaignSettings.fresh,
-                                               CampaignSettings.timeout)
+    assert (s.repeats, s.fresh, s.timeout) == (CampaignOptions.repeats, CampaignOptions.fresh,
+                                               CampaignOptions.timeout)
     for verb, record in (("gate", GateOptions()), ("audit", AuditOptions(out="a.json"))):
         shown = cli_options.verb_defaults(verb)
         for k in ("devices", "repeats", "profile"):

@@ -15,7 +15,7 @@ from harness.core.records import Verdict
 from harness.execute.answers import Answer, tensor_meta
 from harness.execute.plan import Task
 from harness.execute.run_clock import RunTime
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.execute.solo import SOLO
 from harness.execute.task_runs import run_task
 from harness.judge.verdicts import judge_task
@@ -23,7 +23,7 @@ from harness.subjects.base import ErrorInfo, RunResult
 
 CASE = Case("embed", 3, {"vocab": 5, "width": 2, "ids_shape": [4]})
 TASK = Task(CASE, "control.deterministic", "cpu", "default")
-SETTINGS = CampaignSettings(repeats=2, fresh=1, timeout=10.0, quiet=True, jobs=1)
+SETTINGS = CampaignOptions(repeats=2, fresh=1, timeout=10.0, quiet=True, jobs=1)
 
 
 def ok(limit: float) -> Answer:
