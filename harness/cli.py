@@ -180,20 +180,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 # ---- what the option table cannot check alone, and what the command line gave ---------------------------
 def _check_combinations(args: argparse.Namespace) -> None:
     """The checks that need two options (each value alone was checked by its type=)."""
-    given = args._given
     from harness.verbs.common import check_environment
 
     check_environment()  # every variable the harness reads: one line naming a bad one, before any work
     argcheck.verb_outputs_apart(args.verb, vars(args))
-    argcheck.mode_ignores(args.verb, vars(args), given)
-    if "profile" in given and args.verb in ("gate", "audit", "cases"):  # (a report's record checks its own)
-        argcheck.profile_or_corpus(args.profile, getattr(args, "corpus", None))
-    if hasattr(args, "cluster") and args.cluster is None:
-        if "cluster_workers" in given:
-            raise InvalidArgument(f"cluster-workers={args.cluster_workers} needs --cluster local (without "
-                                  f"--cluster the local worker pool runs the tasks)")
-        if getattr(args, "spread", None) not in (None, "shard"):
-            raise InvalidArgument(f"spread={args.spread!r} needs --cluster (one campaign per cluster worker)")
+    # (a rule between two options is its record's: the verb's options record refuses it as it is built)
 
 
 def _given_dests(args: argparse.Namespace) -> set[str]:

@@ -260,7 +260,7 @@ def verb_defaults(verb: str) -> dict[str, Any]:
     import importlib
 
     from harness.execute.settings import CampaignOptions
-    from harness.outputs.fleet import ClusterOptions
+    from harness.outputs.fleet import LOCAL_WORKERS, ClusterOptions
 
     if not RECORDS.get(verb):
         return {}  # (export's record is written beside this parser)
@@ -268,9 +268,11 @@ def verb_defaults(verb: str) -> dict[str, Any]:
     mod = importlib.import_module(module)
     fields = dataclasses.fields(getattr(mod, name))
     out = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
-    out.update({k.lower(): v for k, v in vars(mod).items() if k in ("REPEATS", "FRESH")})
+    out.update({k.lower(): v for k, v in vars(mod).items() if k in ("REPEATS", "FRESH", "FAMILY", "EXAMPLES", "SEED")})
     if any(f.name == "cluster" for f in fields):
-        out.update(spread=ClusterOptions.spread, cluster_workers=ClusterOptions.workers)
+        out.update(spread=ClusterOptions.spread, cluster_workers=LOCAL_WORKERS)
+    if verb in ("gate", "cases"):  # (None there: not given, so that a corpus given beside it is refused)
+        out.update(profile="ci")
     if verb == "report":  # (None there: not given, which --resume does not compare)
         out.update({k: getattr(CampaignOptions, k) for k in ("repeats", "fresh", "jobs", "timeout")},
                    seed=_corpus_seed(), profile="ci")

@@ -26,9 +26,8 @@ from harness.core.schemas import MAX_TIMEOUT
 __all__ = ["positive_seconds", "int_at_least", "name_list", "readable_file", "writable_dir", "writable_file",
            "run_dir_for_output", "baseline_dir", "jsonl_records", "shard", "device_list", "converter", "ints",
            "seconds", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus", "name_pair", "same_file", "outputs_apart",
-           "verb_outputs_apart", "VERB_FILES", "MODE_IGNORES", "output_not_input", "plugin_file", "SHIPPED_CONTRACTS",
-           "JUDGING_VERBS", "DEFAULT_LIMIT_TEXT",
-           "mode_ignores"]
+           "verb_outputs_apart", "VERB_FILES", "output_not_input", "plugin_file", "SHIPPED_CONTRACTS",
+           "JUDGING_VERBS", "DEFAULT_LIMIT_TEXT"]
 
 T = TypeVar("T")
 
@@ -436,20 +435,3 @@ def plugin_file(spec: str) -> str | None:
             if os.path.isfile(path):
                 return path
     return None
-
-
-#: Per verb and mode (an option that switches what the verb does): the options that mode does not read. Given
-#: with it, each is refused, so nobody believes it was used.
-MODE_IGNORES: dict[tuple[str, str], tuple[str, ...]] = {
-    ("cases", "coverage"): ("out", "examples", "family", "seed"),
-}
-
-
-def mode_ignores(verb: str, values: dict[str, Any], given: set[str]) -> None:
-    """Refuse an option the chosen mode ignores (:data:`MODE_IGNORES`), in one line naming both."""
-    for (v, mode), ignored in MODE_IGNORES.items():
-        if v == verb and values.get(mode):
-            extra = [f"--{k.replace('_', '-')}" for k in ignored if k in given]
-            if extra:
-                raise InvalidArgument(f"{mode}: --{mode} ignores {', '.join(extra)}; leave "
-                                      f"{'them' if len(extra) > 1 else 'it'} out")

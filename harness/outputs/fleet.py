@@ -46,6 +46,12 @@ class Target:
     cluster: dict[str, Any] = field(default_factory=dict)
 
 
+#: How a campaign's tasks are spread over a cluster's workers.
+SPREADS = ("shard", "every")
+#: Worker processes of ``--cluster local`` where ``workers`` is not given.
+LOCAL_WORKERS = 2
+
+
 @dataclass(frozen=True)
 class ClusterOptions:
     """Where a campaign's tasks run: ``address`` None is the local worker pool; else a Dask scheduler
@@ -53,7 +59,18 @@ class ClusterOptions:
 
     address: str | None = None
     spread: str = "shard"        # shard: each task once somewhere; every: every worker runs the whole corpus
-    workers: int = 2             # worker processes of a local cluster
+    workers: int | None = None   # worker processes of a local cluster (None: LOCAL_WORKERS)
+
+    def __post_init__(self) -> None:
+        # The command line builds this record from what it was given, so a Python caller is refused the same way.
+        if self.spread not in SPREADS:
+            raise InvalidArgument(f"spread={self.spread!r} is not 'shard' or 'every'")
+        if self.address is None:
+            if self.workers is not None:
+                raise InvalidArgument(f"cluster-workers={self.workers} needs --cluster local (without --cluster "
+                                      f"the local worker pool runs the tasks)")
+            if self.spread != "shard":
+                raise InvalidArgument(f"spread={self.spread!r} needs --cluster (one campaign per cluster worker)")
 
 
 def _fp_key(fp: dict[str, Any]) -> str:
@@ -63,18 +80,14 @@ def _fp_key(fp: dict[str, Any]) -> str:
 @contextmanager
 def cluster_targets(opts: ClusterOptions) -> Iterator[list[Target]]:
     """The targets of ``opts`` (one local target without a cluster); closes what it started."""
-    spread = opts.spread or "shard"
-    if spread not in ("shard", "every"):
-        raise InvalidArgument(f"spread={spread!r} is not 'shard' or 'every'")
+    spread = opts.spread  # (checked by the record)
     if opts.address is None:  # no Dask import without a cluster
-        if spread != "shard":
-            raise InvalidArgument(f"spread={spread!r} needs --cluster")
         yield [Target()]
         return
     from harness.execute.cluster import DaskExecutor, connect, parse_cluster_spec, wait_for_workers, worker_fingerprints
 
     spec = parse_cluster_spec(opts.address)
-    n = int(opts.workers or 2)
+    n = int(opts.workers or LOCAL_WORKERS)
     with connect(spec, n_workers=n) as conn:
         addrs = wait_for_workers(conn.client, n if spec == "local" else 1)
         fps = worker_fingerprints(conn.client)

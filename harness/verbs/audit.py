@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from harness.core import argcheck
 from harness.execute.settings import CampaignOptions
 from harness.outputs.fleet import ClusterOptions
 from harness.verbs.common import check_worker_limits, load_plugins, note
@@ -31,12 +32,14 @@ class AuditOptions:
     profile: str | None = None        # audit the default corpus generated at this profile instead of the file
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
 
+    def __post_init__(self) -> None:
+        argcheck.profile_or_corpus(self.profile, self.corpus)
+
 
 def audit(opts: AuditOptions) -> int:
     """0 when the file (one per cluster worker with the every spread) was written. The subject names are
     checked once the plug-ins are loaded, and the devices usable here, before the audit runs."""
     check_worker_limits()
-    from harness.core import argcheck
     from harness.core.devices import select_devices
     from harness.outputs.audit.run import run_audit
     from harness.subjects.registry import subjects_for

@@ -6,22 +6,35 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from harness.core import argcheck
 from harness.core.errors import InvalidArgument
 
-__all__ = ["CasesOptions", "cases"]
+__all__ = ["CasesOptions", "cases", "FAMILY", "EXAMPLES", "SEED"]
+
+#: What ``cases`` generates where the options say nothing.
+FAMILY = "all"
+EXAMPLES = 20
+SEED = 0
 
 
 @dataclass(frozen=True)
 class CasesOptions:
-    family: str = "all"            # embed, lstm, pipeline or all
-    examples: int = 20             # per family
-    seed: int = 0
-    profile: str = "ci"
+    family: str | None = None      # embed, lstm, pipeline or all (None: FAMILY)
+    examples: int | None = None    # per family (None: EXAMPLES)
+    seed: int | None = None        # None: SEED
+    profile: str | None = None     # None: ci
     out: str | None = None         # the corpus file (None or "-": stdout)
     coverage: bool = False         # print what a corpus reaches (edge kinds, sizes, recipes) instead of cases
     corpus: str | None = None      # with coverage: the corpus to read (None: the default corpus)
 
     def __post_init__(self) -> None:
+        # None is "not given": coverage reads no generation option, so one given with it is refused, not ignored.
+        if self.coverage:
+            extra = [f"--{k}" for k in ("out", "examples", "family", "seed") if getattr(self, k) is not None]
+            if extra:
+                raise InvalidArgument(f"coverage: --coverage ignores {', '.join(extra)}; leave "
+                                      f"{'them' if len(extra) > 1 else 'it'} out")
+        argcheck.profile_or_corpus(self.profile, self.corpus)
         if self.corpus is not None and not self.coverage:
             raise InvalidArgument(f"corpus={self.corpus!r} is read only with --coverage")
 
@@ -32,8 +45,9 @@ def cases(opts: CasesOptions) -> int:
     from harness.generate.corpora import profile_corpus
 
     if opts.coverage:
-        return _coverage(opts.corpus, opts.profile)
-    made = profile_corpus(opts.family, examples=opts.examples, seed=opts.seed, profile=opts.profile)
+        return _coverage(opts.corpus, opts.profile or "ci")
+    made = profile_corpus(opts.family or FAMILY, examples=EXAMPLES if opts.examples is None else opts.examples,
+                          seed=SEED if opts.seed is None else opts.seed, profile=opts.profile or "ci")
     if opts.out in (None, "-"):
         for c in made:
             print(c.to_json())

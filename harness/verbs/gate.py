@@ -9,6 +9,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from harness.core import argcheck
 from harness.core.errors import ContractError, InvalidArgument
 from harness.execute.settings import CampaignOptions
 from harness.outputs.fleet import ClusterOptions
@@ -35,8 +36,11 @@ class GateOptions:
     quiet: bool = False
     shrink_budget: float = 60.0      # seconds shrinking the failing findings' cases (0: none)
     shrink: bool = True
-    profile: str = "ci"
+    profile: str | None = None       # None: ci (a corpus brings its own cases: not with corpus)
     cluster: ClusterOptions = field(default_factory=ClusterOptions)
+
+    def __post_init__(self) -> None:
+        argcheck.profile_or_corpus(self.profile, self.corpus)
 
 
 def gate(opts: GateOptions) -> int:
@@ -95,7 +99,7 @@ def _gate(opts: GateOptions, devices: list) -> int:
         raise ContractError(refusal(problems))
     if opts.baseline and not load_tasks(opts.baseline):
         raise InvalidArgument(f"baseline={opts.baseline!r} holds no tasks.jsonl: not a report directory")
-    cases = load_corpus(opts.corpus) if opts.corpus else gate_corpus(profile=opts.profile)
+    cases = load_corpus(opts.corpus) if opts.corpus else gate_corpus(profile=opts.profile or "ci")
     contexts = sorted({c.context for c in contracts.contracts if c.context != "*"} |
                       {x for c in contracts.contracts for x in c.identical_across} | set(DEFAULT_CONTEXTS))
     subjects = subjects_for(None)

@@ -80,7 +80,7 @@ def test_the_records_hold_the_defaults_the_help_shows():
                                                CampaignOptions.timeout)
     for verb, record in (("gate", GateOptions()), ("audit", AuditOptions(out="a.json"))):
         shown = cli_options.verb_defaults(verb)
-        for k in ("devices", "repeats", "profile"):
+        for k in ("devices", "repeats"):
             assert shown[k] == getattr(record, k), (verb, k)
         assert shown["spread"] == record.cluster.spread
 
@@ -147,3 +147,97 @@ def test_the_package_front_door_names_each_verb_and_record_and_imports_them_only
     import harness
 
     assert {"Case", "Reproducer", "export", "ExportOptions", "trajectory", "TrajectoryOptions"} <= set(harness.__all__)
+
+
+# ---- a rule between two options is the record's: Python and the command line are refused alike --------
+def _rules(corpus: str, out: str):
+    """(argv, the same options as a record) for each rule between two options."""
+    from harness.outputs.fleet import ClusterOptions
+    from harness.verbs.audit import AuditOptions
+    from harness.verbs.cases import CasesOptions
+    from harness.verbs.gate import GateOptions
+    from harness.verbs.report import ReportOptions
+
+    return [
+        (["gate", "--profile", "dev", "--corpus", corpus], lambda: GateOptions(profile="dev", corpus=corpus)),
+        (["audit", "--out", out, "--profile", "dev", "--corpus", corpus],
+         lambda: AuditOptions(out=out, profile="dev", corpus=corpus)),
+        (["report", "--profile", "dev", "--corpus", corpus], lambda: ReportOptions(profile="dev", corpus=corpus)),
+        (["report", "--seed", "3", "--corpus", corpus], lambda: ReportOptions(seed=3, corpus=corpus)),
+        (["cases", "--coverage", "--profile", "dev", "--corpus", corpus],
+         lambda: CasesOptions(coverage=True, profile="dev", corpus=corpus)),
+        (["cases", "--coverage", "--seed", "3", "--family", "embed"],
+         lambda: CasesOptions(coverage=True, seed=3, family="embed")),
+        (["cases", "--corpus", corpus], lambda: CasesOptions(corpus=corpus)),
+        (["gate", "--cluster-workers", "3"], lambda: GateOptions(cluster=ClusterOptions(workers=3))),
+        (["audit", "--out", out, "--spread", "every"],
+         lambda: AuditOptions(out=out, cluster=ClusterOptions(spread="every"))),
+        (["report", "--spread", "every"], lambda: ReportOptions(cluster=ClusterOptions(spread="every"))),
+    ]
+
+
+def test_a_python_caller_gets_the_command_lines_refusal_for_each_rule_between_options(tmp_path, capsys):
+    from harness.core.errors import InvalidArgument
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("")
+    rules = _rules(str(corpus), str(tmp_path / "a.json"))
+    for argv, build in rules:
+        with pytest.raises(InvalidArgument) as refused:
+            build()
+        assert cli.main(argv) == 2, argv
+        line = capsys.readouterr().err
+        assert line == f"harness: error: InvalidArgument: {refused.value}\n", (argv, line)
+    assert len({str(a) for a, _ in rules}) == len(rules) >= 10
+
+
+def _options_records() -> list[type]:
+    """Every options record: each ``class ...Options`` of the package (found in the source, then imported), and
+    every record nested in one (a field whose type is a dataclass)."""
+    import dataclasses
+    import importlib
+    import typing
+
+    root = CLI.parent
+    found: list[type] = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Options"):
+                module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
+                found.append(getattr(importlib.import_module(module), node.name))
+    seen: list[type] = []
+    while found:
+        cls = found.pop()
+        if cls in seen:
+            continue
+        seen.append(cls)
+        hints = typing.get_type_hints(cls)
+        found += [t for f in dataclasses.fields(cls) for t in (hints[f.name],) if dataclasses.is_dataclass(t)]
+    return seen
+
+
+def _thawed(records: list[type]) -> list[str]:
+    return [r.__qualname__ for r in records if not r.__dataclass_params__.frozen]  # type: ignore[attr-defined]
+
+
+def test_every_options_record_and_every_record_nested_in_one_is_frozen():
+    from harness.execute.settings import CampaignOptions
+    from harness.judge.reproducer import Reproducer
+    from harness.outputs.fleet import ClusterOptions
+    from harness.verbs.gate import GateOptions
+
+    records = _options_records()
+    assert {GateOptions, ClusterOptions, CampaignOptions, Reproducer} <= set(records), records
+    assert _thawed(records) == []
+
+
+def test_the_frozen_check_names_a_mutable_record():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class PlantedOptions:
+        x: int = 0
+
+    from harness.verbs.gate import GateOptions
+
+    assert _thawed([GateOptions, PlantedOptions]) == [PlantedOptions.__qualname__]
