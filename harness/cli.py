@@ -13,8 +13,8 @@ import os
 import sys
 from typing import Any, NoReturn, Sequence
 
-from harness.cli_options import add_cluster, add_options, add_reproducer, checked
-from harness.core import argcheck
+from harness.cli_options import add_options, add_reproducer, checked
+from harness.core import argcheck, options
 from harness.core.errors import HarnessError, InvalidArgument
 from harness.judge.reproducer import Reproducer
 
@@ -93,37 +93,29 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return merge(MergeOptions(**_given_values(args, "files", "out")))
 
 
-def _cluster(args: argparse.Namespace) -> Any:
-    from harness.outputs.fleet import ClusterOptions
-
-    return ClusterOptions(**_given_values(args, "spread", address="cluster", workers="cluster_workers"))
-
-
 def cmd_report(args: argparse.Namespace) -> int:
     from harness.verbs.report import ReportOptions, report
 
-    return report(ReportOptions(**_given_values(args, "subjects", "devices", "contexts", "repeats", "fresh", "jobs",
-                                                "timeout", "relations", "examples", "seed", "corpus", "shard",
-                                                "profile", "max_case_bytes", "keep", "keep_arrays", "out", "resume",
-                                                "quiet", "shrink_budget", plugins="subject_plugin"),
-                                localize=not args.no_localize, shrink=not args.no_shrink, cluster=_cluster(args)))
+    return report(options.record_from(ReportOptions, vars(args), **_given_values(
+        args, "subjects", "devices", "contexts", "repeats", "fresh", "jobs", "timeout", "relations", "examples", "seed",
+        "corpus", "shard", "profile", "max_case_bytes", "keep", "keep_arrays", "out", "resume", "quiet",
+        "shrink_budget", plugins="subject_plugin"), localize=not args.no_localize, shrink=not args.no_shrink))
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from harness.verbs.audit import AuditOptions, audit
 
-    return audit(AuditOptions(**_given_values(args, "out", "corpus", "devices", "contexts", "keep_arrays", "shard",
-                                              "repeats", "jobs", "subjects", "quiet", "profile",
-                                              plugins="subject_plugin"), cluster=_cluster(args)))
+    return audit(options.record_from(AuditOptions, vars(args), **_given_values(
+        args, "out", "corpus", "devices", "contexts", "keep_arrays", "shard", "repeats", "jobs", "subjects", "quiet",
+        "profile", plugins="subject_plugin")))
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
     from harness.verbs.gate import GateOptions, gate
 
-    return gate(GateOptions(**_given_values(args, "contracts", "baseline", "devices", "corpus", "out", "junit",
-                                            "repeats", "fresh", "jobs", "quiet", "shrink_budget", "profile",
-                                            plugins="subject_plugin"),
-                            shrink=not args.no_shrink, cluster=_cluster(args)))
+    return gate(options.record_from(GateOptions, vars(args), **_given_values(
+        args, "contracts", "baseline", "devices", "corpus", "out", "junit", "repeats", "fresh", "jobs", "quiet",
+        "shrink_budget", "profile", plugins="subject_plugin"), shrink=not args.no_shrink))
 
 
 # ---- replay, shrink, localize, export: the verbs of one reproducer -------------------------------------
@@ -199,6 +191,16 @@ def _verb(sub: Any, name: str, help: str, description: str, codes: str) -> argpa
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+def _add_record(p: argparse.ArgumentParser, verb: str) -> None:
+    """The options ``verb``'s record declares on its fields (:mod:`harness.core.options`)."""
+    import importlib
+
+    from harness.cli_options import RECORDS
+
+    module, _, name = RECORDS[verb].partition(":")
+    options.add_options(p, getattr(importlib.import_module(module), name))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The one argparse tree of every verb."""
     p = _Parser(prog="python -m harness", description=_DESCRIPTION, epilog=_codes(
@@ -246,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
                 "--max-case-bytes", "--keep", "--keep-arrays", "--examples", "--seed", "--corpus", "--out",
                 "--subject-plugin", "--timeout", "--resume", "--shard", "--quiet", "--no-localize", "--profile",
                 "--shrink-budget", "--no-shrink")
-    add_cluster(rep, "report")
+    _add_record(rep, "report")
     rep.set_defaults(func=cmd_report)
 
     ct = _verb(sub, "contracts", "contracts file tools", "Tools for the determinism contracts file.",
@@ -263,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
               _codes("0  every check passed", "1  a contract broken (the dossiers are on stderr)"))
     add_options(g, "gate", "--contracts", "--baseline", "--devices", "--corpus", "--out", "--junit", "--repeats",
                 "--fresh", "--jobs", "--subject-plugin", "--quiet", "--shrink-budget", "--no-shrink", "--profile")
-    add_cluster(g, "gate")
+    _add_record(g, "gate")
     g.set_defaults(func=cmd_gate)
 
     sh = _verb(sub, "shrink", "reduce a case while the same finding still reproduces",
@@ -281,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
               _codes("0  the audit file was written"))
     add_options(a, "audit", "--corpus", "--devices", "--contexts", "--out", "--keep-arrays", "--shard", "--repeats",
                 "--jobs", "--subjects", "--subject-plugin", "--quiet", "--profile")
-    add_cluster(a, "audit")
+    _add_record(a, "audit")
     a.set_defaults(func=cmd_audit)
 
     cmp_ = _verb(sub, "compare", "what changed between two audit files",

@@ -28,7 +28,7 @@ from harness.core.errors import InvalidArgument
 from harness.judge.reproducer import OPTION, OPTIONS, Option
 
 __all__ = ["checked", "Opt", "option_table", "NONE_SAYS", "verb_defaults", "RECORDS", "add_options", "help_text",
-           "value_type", "add_option", "add_reproducer", "CLUSTER", "add_cluster"]
+           "value_type", "add_option", "add_reproducer"]
 
 
 def checked(name: str, check: Callable[[str, Any], Any]) -> Callable[[str], str]:
@@ -189,15 +189,7 @@ def option_table() -> dict[str, Opt]:
         "--budget": Opt("seconds to spend at most (default {default})", seconds("budget")),
         "--max-runs": Opt("worker runs to spend at most (default {default})", argcheck.ints("max-runs", 1)),
         "--exit-code": Opt("exit 1 when anything changed, 0 when the same", switch=True),
-        "--cluster": Opt("run the tasks on a Dask cluster: tcp://host:8786, 'local' (a LocalCluster here) or "
-                         "'local-cuda' (one worker per GPU; needs dask-cuda). Default: the local worker pool",
-                         metavar="ADDRESS"),
-        "--spread": Opt("shard: each task once somewhere (one column); every: every worker runs the whole corpus "
-                        "(one column per worker, each with its own fingerprint) (default {default})",
-                        choices=("shard", "every")),
         **_bisect_options(),
-        "--cluster-workers": Opt("worker processes of --cluster local (default {default})",
-                                 argcheck.ints("cluster-workers", 1), metavar="N"),
     }
 
 
@@ -260,7 +252,6 @@ def verb_defaults(verb: str) -> dict[str, Any]:
     import importlib
 
     from harness.execute.settings import CampaignOptions
-    from harness.outputs.fleet import LOCAL_WORKERS, ClusterOptions
 
     if not RECORDS.get(verb):
         return {}  # (export's record is written beside this parser)
@@ -269,8 +260,6 @@ def verb_defaults(verb: str) -> dict[str, Any]:
     fields = dataclasses.fields(getattr(mod, name))
     out = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
     out.update({k.lower(): v for k, v in vars(mod).items() if k in ("REPEATS", "FRESH", "FAMILY", "EXAMPLES", "SEED")})
-    if any(f.name == "cluster" for f in fields):
-        out.update(spread=ClusterOptions.spread, cluster_workers=LOCAL_WORKERS)
     if verb in ("gate", "cases"):  # (None there: not given, so that a corpus given beside it is refused)
         out.update(profile="ci")
     if verb == "report":  # (None there: not given, which --resume does not compare)
@@ -347,10 +336,3 @@ def add_option(p: Any, o: Option, verb: str, defaults: Mapping[str, Any]) -> Non
 def add_reproducer(p: argparse.ArgumentParser, verb: str, *flags: str) -> None:
     """The options of the reproducer that ``verb`` takes, in the table's order, then ``flags``."""
     add_options(p, verb, *[o.flag for o in OPTIONS if verb in o.verbs], *flags)
-
-
-CLUSTER = ("--cluster", "--spread", "--cluster-workers")
-
-
-def add_cluster(p: argparse.ArgumentParser, verb: str) -> None:
-    add_options(p.add_argument_group("fleet (Dask)"), verb, *CLUSTER)

@@ -25,9 +25,9 @@ from harness.core.schemas import MAX_TIMEOUT
 
 __all__ = ["positive_seconds", "int_at_least", "name_list", "readable_file", "writable_dir", "writable_file",
            "run_dir_for_output", "baseline_dir", "jsonl_records", "shard", "device_list", "converter", "ints",
-           "seconds", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus", "name_pair", "same_file", "outputs_apart",
-           "verb_outputs_apart", "VERB_FILES", "output_not_input", "plugin_file", "SHIPPED_CONTRACTS",
-           "JUDGING_VERBS", "DEFAULT_LIMIT_TEXT"]
+           "seconds", "count", "kept", "one_of", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus", "name_pair",
+           "same_file", "outputs_apart", "verb_outputs_apart", "VERB_FILES", "output_not_input", "plugin_file",
+           "SHIPPED_CONTRACTS", "JUDGING_VERBS", "DEFAULT_LIMIT_TEXT"]
 
 T = TypeVar("T")
 
@@ -148,6 +148,30 @@ def ints(name: str, minimum: int, maximum: int | None = None) -> Callable[[str],
 def seconds(name: str, maximum: float = MAX_TIMEOUT) -> Callable[[str], float]:
     """``type=`` for a number of seconds > 0 and <= ``maximum``."""
     return converter(name, lambda n, v: positive_seconds(n, v, maximum), float, "a number of seconds")
+
+
+# ---- value checks by an option's name (harness.core.options.Flag.check): each gives the ``type=`` ---------
+def count(minimum: int, maximum: int | None = None) -> Callable[[str], Callable[[str], int]]:
+    """An integer >= ``minimum`` (and <= ``maximum`` or :data:`LIMITS` of the option's name)."""
+    return lambda name: ints(name, minimum, maximum)
+
+
+def kept(check: Callable[[str, str], Any]) -> Callable[[str], Callable[[str], str]]:
+    """The text as given, once ``check(name, text)`` has passed it."""
+    def keep(name: str, value: str) -> str:
+        check(name, value)
+        return value
+
+    return lambda name: converter(name, keep)
+
+
+def one_of(*values: str) -> Callable[[str, str], None]:
+    """A check: the text is one of ``values``."""
+    def check(name: str, value: str) -> None:
+        if value not in values:
+            raise InvalidArgument(f"{name}={value!r} must be one of {', '.join(values)}")
+
+    return check
 
 
 def name_list(name: str, text: str | None) -> list[str] | None:

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
+from harness.core import argcheck
 from harness.core.errors import InvalidArgument
+from harness.core.options import opt
 
 __all__ = ["Target", "ClusterOptions", "cluster_targets", "run_on_cluster", "out_for"]
 
@@ -57,9 +59,16 @@ class ClusterOptions:
     """Where a campaign's tasks run: ``address`` None is the local worker pool; else a Dask scheduler
     (``tcp://host:8786``), ``local`` (a LocalCluster of ``workers`` processes here) or ``local-cuda``."""
 
-    address: str | None = None
-    spread: str = "shard"        # shard: each task once somewhere; every: every worker runs the whole corpus
-    workers: int | None = None   # worker processes of a local cluster (None: LOCAL_WORKERS)
+    address: str | None = opt(
+        "--cluster", "run the tasks on a Dask cluster: tcp://host:8786, 'local' (a LocalCluster here) or "
+        "'local-cuda' (one worker per GPU; needs dask-cuda). Default: the local worker pool", default=None,
+        metavar="ADDRESS")
+    spread: str = opt(
+        "--spread", "shard: each task once somewhere (one column); every: every worker runs the whole corpus "
+        "(one column per worker, each with its own fingerprint) (default {default})", default="shard",
+        choices=SPREADS)
+    workers: int | None = opt("--cluster-workers", "worker processes of --cluster local (default {default})",
+                              default=None, check=argcheck.count(1), metavar="N", shown=LOCAL_WORKERS)
 
     def __post_init__(self) -> None:
         # The command line builds this record from what it was given, so a Python caller is refused the same way.

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import collections
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from harness.core import argcheck
+from harness.core.options import group
 from harness.execute.settings import CampaignOptions
 from harness.outputs.fleet import ClusterOptions
 from harness.verbs.common import check_worker_limits, load_plugins, note
@@ -30,7 +31,7 @@ class AuditOptions:
     plugins: tuple[str, ...] = ()
     quiet: bool = False
     profile: str | None = None        # audit the default corpus generated at this profile instead of the file
-    cluster: ClusterOptions = field(default_factory=ClusterOptions)
+    cluster: ClusterOptions = group("fleet (Dask)", ClusterOptions)
 
     def __post_init__(self) -> None:
         argcheck.profile_or_corpus(self.profile, self.corpus)

@@ -7,10 +7,11 @@ import dataclasses
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from harness.core import argcheck
 from harness.core.errors import ContractError, InvalidArgument
+from harness.core.options import group
 from harness.execute.settings import CampaignOptions
 from harness.outputs.fleet import ClusterOptions
 from harness.verbs.common import check_worker_limits, load_plugins, note
@@ -37,7 +38,7 @@ class GateOptions:
     shrink_budget: float = 60.0      # seconds shrinking the failing findings' cases (0: none)
     shrink: bool = True
     profile: str | None = None       # None: ci (a corpus brings its own cases: not with corpus)
-    cluster: ClusterOptions = field(default_factory=ClusterOptions)
+    cluster: ClusterOptions = group("fleet (Dask)", ClusterOptions)
 
     def __post_init__(self) -> None:
         argcheck.profile_or_corpus(self.profile, self.corpus)

@@ -12,11 +12,12 @@ import functools
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from harness.core import argcheck
 from harness.core.errors import InvalidArgument
+from harness.core.options import group
 from harness.execute.settings import CampaignOptions
 from harness.outputs.fleet import ClusterOptions
 from harness.verbs.common import check_worker_limits, load_plugins
@@ -57,7 +58,7 @@ class ReportOptions:
     localize: bool = True
     shrink: bool = True
     shrink_budget: float = 30.0      # seconds
-    cluster: ClusterOptions = field(default_factory=ClusterOptions)
+    cluster: ClusterOptions = group("fleet (Dask)", ClusterOptions)
 
     def __post_init__(self) -> None:
         if self.corpus is not None:

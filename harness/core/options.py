@@ -1,0 +1,167 @@
+"""Options declared on the record fields that hold them: one field, one option.
+
+An options record declares each of its command-line options on the field the option fills, with :func:`opt`:
+the flag, the help text, the value check (a check of :mod:`harness.core.argcheck`, by the option's name), the
+metavar, what None means in ``--help``, and whether the value is a file the verb reads or writes. A field holding
+a nested record (:func:`group`) adds that record's options as an argument group. The parser, ``--help`` and the
+record built back from the parsed values are all read from the fields (:func:`add_options`, :func:`record_from`):
+adding an option is one field in one record.
+
+>>> from dataclasses import dataclass
+>>> @dataclass(frozen=True)
+... class PingOptions:
+...     count: int = opt("--count", "pings to send (default {default})", default=3)
+>>> [f.flag for f in declared(PingOptions)]
+['--count']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping
+
+__all__ = ["Flag", "opt", "group", "declared", "fields_with_flags", "add_options", "record_from", "help_of",
+           "dest_of", "ROLES"]
+
+#: What a file option is to its verb: read (an input) or written (an output); "" for any other option.
+ROLES = ("", "input", "output")
+_KEY = "option"
+_GROUP = "group"
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Every fact about one option (one field carries one; a nested record's field carries a :func:`group`)."""
+
+    flag: str                              # "--cluster-workers"; a positional: its name ("files")
+    help: str                              # "{default}": the field's default as --help shows it
+    #: The value check by the option's name: returns argparse's ``type=`` (one of argcheck's, e.g.
+    #: ``argcheck.count(1)``); None: the text as it is.
+    check: Callable[[str], Callable[[str], Any]] | None = None
+    metavar: str | None = None
+    none_says: str = "none"                # what a None default reads as in --help
+    role: str = ""                         # ROLES: an input or an output file (argcheck.output_not_input)
+    switch: bool = False                   # present or not (the field: True when given)
+    off: bool = False                      # "--no-x": the field is True unless given
+    many: bool = False                     # repeatable, each value one item of a tuple
+    nargs: str | None = None               # a positional taking several values ("+")
+    choices: tuple[str, ...] | None = None
+    required: bool = False
+    #: The default --help shows where the field's is None ("not given") and another record's applies.
+    shown: Any = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"role={self.role!r} is not one of {ROLES}")
+
+    @property
+    def name(self) -> str:
+        """The option's name in messages: ``--cluster-workers`` -> ``cluster-workers``."""
+        return self.flag.lstrip("-")
+
+    @property
+    def positional(self) -> bool:
+        return not self.flag.startswith("-")
+
+
+def opt(flag: str, help: str, *, default: Any = dataclasses.MISSING,
+        default_factory: Any = dataclasses.MISSING, **facts: Any) -> Any:
+    """A record field declaring one option: ``count: int = opt("--count", "...", default=3, check=...)``."""
+    return dataclasses.field(default=default, default_factory=default_factory,
+                             metadata={_KEY: Flag(flag, help, **facts)})
+
+
+def group(title: str, factory: Callable[[], Any]) -> Any:
+    """A record field holding a nested options record whose options form the argument group ``title``."""
+    return dataclasses.field(default_factory=factory, metadata={_GROUP: title})
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def fields_with_flags(cls: type) -> Iterator[tuple[dataclasses.Field[Any], Flag]]:
+    """The fields of ``cls`` that declare an option, in order (a nested record's are not among them)."""
+    for f in dataclasses.fields(cls):
+        if _KEY in f.metadata:
+            yield f, f.metadata[_KEY]
+
+
+def _groups(cls: type) -> Iterator[tuple[dataclasses.Field[Any], str, type]]:
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        if _GROUP in f.metadata:
+            yield f, f.metadata[_GROUP], hints[f.name]
+
+
+def declared(cls: type) -> list[Flag]:
+    """Every option ``cls`` declares, its nested records' included."""
+    return [o for _, o in fields_with_flags(cls)] + [o for _, _, sub in _groups(cls) for o in declared(sub)]
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def help_of(o: Flag, default: Any) -> str:
+    """The help text with its default filled in (``o.shown`` where the field's is None)."""
+    shown = o.shown if default is None else default
+    return o.help.replace("{default}", o.none_says if shown is None else str(shown))
+
+
+def dest_of(f: dataclasses.Field[Any], prefix: str = "") -> str:
+    """Where argparse keeps a field's value: its name (a nested record's: ``cluster.workers``)."""
+    return prefix + f.name
+
+
+def add_options(parser: Any, cls: type, prefix: str = "") -> None:
+    """Every option ``cls`` declares on ``parser`` (argparse's, or pytest's group: the same ``add_argument``
+    keywords), in field order; a nested record's as an argument group. A value left out parses as None (a switch
+    as False): the record, not the parser, holds the defaults."""
+    for f, o in fields_with_flags(cls):
+        kw: dict[str, Any] = {"help": help_of(o, _default(f)), "dest": dest_of(f, prefix)}
+        if o.switch or o.off:
+            kw["action"] = "store_true"
+        else:
+            if o.many:
+                kw["action"] = "append"
+            if o.check is not None:
+                kw["type"] = o.check(o.name)
+            kw.update(metavar=o.metavar, choices=o.choices, default=None)
+        if o.positional:
+            del kw["dest"]
+            if o.nargs:
+                kw["nargs"] = o.nargs
+            parser.add_argument(f.name, **kw)
+            continue
+        if o.required:
+            kw["required"] = True
+        parser.add_argument(o.flag, **kw)
+    for f, title, sub in _groups(cls):
+        add_options(parser.add_argument_group(title), sub, prefix=dest_of(f, prefix) + ".")
+
+
+def record_from(cls: type, got: Mapping[str, Any], prefix: str = "", **fixed: Any) -> Any:
+    """``cls`` from parsed values by :func:`dest_of` (``vars`` of argparse's result): an option left out is left to
+    the record's default; ``fixed`` fields are given as they are. The record's ``__post_init__`` checks what needs
+    two options."""
+    kw: dict[str, Any] = {}
+    for f, o in fields_with_flags(cls):
+        v = got.get(dest_of(f, prefix) if not o.positional else f.name)
+        if o.off:
+            if v:
+                kw[f.name] = False
+        elif o.switch:
+            if v:
+                kw[f.name] = True
+        elif v is not None and v != []:
+            kw[f.name] = tuple(v) if isinstance(v, list) else v
+    for f, _title, sub in _groups(cls):
+        kw[f.name] = record_from(sub, got, prefix=dest_of(f, prefix) + ".")
+    return cls(**{**kw, **fixed})
