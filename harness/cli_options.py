@@ -23,12 +23,12 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
-from harness.core import argcheck, rundir
+from harness.core import argcheck, options
 from harness.core.errors import InvalidArgument
 from harness.judge.reproducer import OPTION, OPTIONS, Option
 
 __all__ = ["checked", "Opt", "option_table", "NONE_SAYS", "verb_defaults", "RECORDS", "add_options", "help_text",
-           "value_type", "add_option", "add_reproducer"]
+           "add_option", "add_reproducer"]
 
 
 def checked(name: str, check: Callable[[str, Any], Any]) -> Callable[[str], str]:
@@ -306,31 +306,10 @@ def help_text(text: str, default: Any, dest: str) -> str:
     return text.replace("{default}", NONE_SAYS.get(dest, "none") if default is None else str(default))
 
 
-def value_type(check: str, name: str) -> Callable[[str], Any] | None:
-    """The ``type=`` of a reproducer option's value check (:attr:`harness.judge.reproducer.Option.check`)."""
-    if not check:
-        return None
-    return {"file": lambda: checked(name, argcheck.readable_file), "device": lambda: checked(name, _one_device),
-            "devices": lambda: checked(name, argcheck.device_list), "context": lambda: checked(name, _one_context),
-            "contexts": lambda: checked(name, _contexts), "relation": lambda: checked(name, _one_relation),
-            "run-dir": lambda: checked(name, rundir.baseline_dir), "count>=2": lambda: argcheck.ints(name, 2),
-            "count>=1": lambda: argcheck.ints(name, 1), "count>=0": lambda: argcheck.ints(name, 0)}[check]()
-
-
 def add_option(p: Any, o: Option, verb: str, defaults: Mapping[str, Any]) -> None:
     """One option of the reproducer's table on a parser."""
-    kw: dict[str, Any] = {"help": help_text(o.help, defaults.get(o.dest), o.dest)}
-    if o.metavar:
-        kw["metavar"] = o.metavar
-    if o.shape == "many":
-        kw.update(action="append", default=[])
-    elif o.shape == "switch":
-        kw["action"] = "store_true"
-    else:
-        kw["type"] = value_type(o.check_of(verb), o.dest.replace("_", "-"))
-    if verb in o.required:
-        kw["required"] = True
-    p.add_argument(o.flag, **kw)
+    options.add_flag(p, dataclasses.replace(o.flag_for(verb), none_says=NONE_SAYS.get(o.dest, "none")), o.dest,
+                     defaults.get(o.dest))
 
 
 def add_reproducer(p: argparse.ArgumentParser, verb: str, *flags: str) -> None:

@@ -174,6 +174,42 @@ def one_of(*values: str) -> Callable[[str, str], None]:
     return check
 
 
+def one_device(name: str, value: str) -> None:
+    """A check: one device, ``cpu``, ``gpu`` or ``gpu:N`` (whether it is usable here is the verb's question)."""
+    from harness.core.devices import parse_device
+
+    parse_device(value)
+
+
+def one_context(name: str, value: str) -> None:
+    """A check: a registered context's name (:class:`~harness.core.errors.UnknownContext` names the known ones)."""
+    from harness.core.contexts import get_context
+
+    get_context(value)
+
+
+def context_list(name: str, value: str) -> None:
+    """A check: a comma list of registered contexts' names."""
+    for n in name_list(name, value) or ():
+        one_context(name, n)
+
+
+def one_relation(name: str, value: str) -> None:
+    """A check: an invariance relation's name."""
+    from harness.core.vocabulary import RELATIONS
+
+    if value not in RELATIONS:
+        raise InvalidArgument(f"relation={value!r} is not one of {', '.join(RELATIONS)}")
+
+
+def relation_list(name: str, value: str) -> None:
+    """A check: a comma list of relations' names, ``all`` or ``none`` (``''`` names nothing: refused)."""
+    names = name_list(name, value) or []
+    if ",".join(names) not in ("all", "none"):
+        for n in names:
+            one_relation(name, n)
+
+
 def name_list(name: str, text: str | None) -> list[str] | None:
     """A comma list of names; None passes through, but an empty list (``''``, ``','``) is refused."""
     if text is None:

@@ -22,13 +22,14 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
-__all__ = ["Flag", "opt", "group", "declared", "fields_with_flags", "add_options", "record_from", "help_of",
-           "dest_of", "ROLES"]
+__all__ = ["Flag", "opt", "like", "declare", "origin_of", "origins", "group", "declared", "fields_with_flags",
+           "add_flag", "add_options", "record_from", "help_of", "dest_of", "ROLES"]
 
 #: What a file option is to its verb: read (an input) or written (an output); "" for any other option.
 ROLES = ("", "input", "output")
 _KEY = "option"
 _GROUP = "group"
+_ORIGIN = "origin"
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,27 @@ def opt(flag: str, help: str, *, default: Any = dataclasses.MISSING,
                              metadata={_KEY: Flag(flag, help, **facts)})
 
 
+def like(cls: type, name: str, *, default: Any = dataclasses.MISSING,
+         default_factory: Any = dataclasses.MISSING, **changes: Any) -> Any:
+    """A field declaring the option of ``cls``'s field ``name`` again in another record (the same flag and help: one
+    declaration), with this record's own default and ``changes`` (its own check, metavar or requirement)."""
+    src = {f.name: f for f in dataclasses.fields(cls)}[name]
+    o = src.metadata[_KEY]
+    return declare(dataclasses.replace(o, **changes) if changes else o, src.metadata.get(_ORIGIN, o),
+                   default=default, default_factory=default_factory)
+
+
+def declare(o: Flag, origin: Any, *, default: Any = dataclasses.MISSING,
+            default_factory: Any = dataclasses.MISSING) -> Any:
+    """A field declaring ``o``, an option first declared elsewhere (``origin``: that declaration)."""
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={_KEY: o, _ORIGIN: origin})
+
+
+def origin_of(f: dataclasses.Field[Any]) -> Any:
+    """Where the option of field ``f`` is declared: its own :class:`Flag`, or the one :func:`like` repeats."""
+    return f.metadata.get(_ORIGIN, f.metadata[_KEY])
+
+
 def group(title: str, factory: Callable[[], Any]) -> Any:
     """A record field holding a nested options record whose options form the argument group ``title``."""
     return dataclasses.field(default_factory=factory, metadata={_GROUP: title})
@@ -101,6 +123,12 @@ def declared(cls: type) -> list[Flag]:
     return [o for _, o in fields_with_flags(cls)] + [o for _, _, sub in _groups(cls) for o in declared(sub)]
 
 
+def origins(cls: type) -> list[tuple[str, Any]]:
+    """(flag, where it is declared) of every option of ``cls``, its nested records' included."""
+    return [(o.flag, origin_of(f)) for f, o in fields_with_flags(cls)] + [
+        x for _, _, sub in _groups(cls) for x in origins(sub)]
+
+
 def _default(f: dataclasses.Field[Any]) -> Any:
     if f.default is not dataclasses.MISSING:
         return f.default
@@ -120,29 +148,35 @@ def dest_of(f: dataclasses.Field[Any], prefix: str = "") -> str:
     return prefix + f.name
 
 
-def add_options(parser: Any, cls: type, prefix: str = "") -> None:
-    """Every option ``cls`` declares on ``parser`` (argparse's, or pytest's group: the same ``add_argument``
-    keywords), in field order; a nested record's as an argument group. A value left out parses as None (a switch
-    as False): the record, not the parser, holds the defaults."""
+def add_flag(parser: Any, o: Flag, dest: str, default: Any) -> None:
+    """One option on ``parser`` (argparse's, or pytest's group: the same ``add_argument`` keywords); ``default``
+    is what --help shows. A value left out parses as None (a switch as False): the record holds the default."""
+    kw: dict[str, Any] = {"help": help_of(o, default), "dest": dest}
+    if o.switch or o.off:
+        kw["action"] = "store_true"
+    else:
+        if o.many:
+            kw["action"] = "append"
+        if o.check is not None:
+            kw["type"] = o.check(o.name)
+        kw.update(metavar=o.metavar, choices=o.choices, default=None)
+    if o.positional:
+        del kw["dest"]
+        if o.nargs:
+            kw["nargs"] = o.nargs
+        parser.add_argument(dest, **kw)
+        return
+    if o.required:
+        kw["required"] = True
+    parser.add_argument(o.flag, **kw)
+
+
+def add_options(parser: Any, cls: type, prefix: str = "", skip: tuple[str, ...] = ()) -> None:
+    """Every option ``cls`` declares on ``parser``, in field order (but the fields ``skip``); a nested record's
+    as an argument group."""
     for f, o in fields_with_flags(cls):
-        kw: dict[str, Any] = {"help": help_of(o, _default(f)), "dest": dest_of(f, prefix)}
-        if o.switch or o.off:
-            kw["action"] = "store_true"
-        else:
-            if o.many:
-                kw["action"] = "append"
-            if o.check is not None:
-                kw["type"] = o.check(o.name)
-            kw.update(metavar=o.metavar, choices=o.choices, default=None)
-        if o.positional:
-            del kw["dest"]
-            if o.nargs:
-                kw["nargs"] = o.nargs
-            parser.add_argument(f.name, **kw)
-            continue
-        if o.required:
-            kw["required"] = True
-        parser.add_argument(o.flag, **kw)
+        if f.name not in skip:
+            add_flag(parser, o, dest_of(f, prefix), _default(f))
     for f, title, sub in _groups(cls):
         add_options(parser.add_argument_group(title), sub, prefix=dest_of(f, prefix) + ".")
 
