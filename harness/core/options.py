@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 __all__ = ["Flag", "opt", "like", "declare", "origin_of", "origins", "group", "declared", "fields_with_flags",
-           "add_flag", "add_options", "record_from", "help_of", "dest_of", "ROLES"]
+           "add_flag", "add_options", "file_roles", "record_from", "help_of", "dest_of", "ROLES"]
 
 #: What a file option is to its verb: read (an input) or written (an output); "" for any other option.
 ROLES = ("", "input", "output")
@@ -44,13 +44,16 @@ class Flag:
     metavar: str | None = None
     none_says: str = "none"                # what a None default reads as in --help
     role: str = ""                         # ROLES: an input or an output file (argcheck.output_not_input)
+    #: An output directory: the names the verb writes into it (() a directory made new); None: a file.
+    writes: tuple[str, ...] | None = None
     switch: bool = False                   # present or not (the field: True when given)
     off: bool = False                      # "--no-x": the field is True unless given
     many: bool = False                     # repeatable, each value one item of a tuple
     nargs: str | None = None               # a positional taking several values ("+")
     choices: tuple[str, ...] | None = None
     required: bool = False
-    #: The default --help shows where the field's is None ("not given") and another record's applies.
+    #: The default --help shows where the field's is None ("not given") and another record's applies (a
+    #: callable: asked when --help is written).
     shown: Any = None
 
     def __post_init__(self) -> None:
@@ -139,7 +142,7 @@ def _default(f: dataclasses.Field[Any]) -> Any:
 
 def help_of(o: Flag, default: Any) -> str:
     """The help text with its default filled in (``o.shown`` where the field's is None)."""
-    shown = o.shown if default is None else default
+    shown = (o.shown() if callable(o.shown) else o.shown) if default is None else default
     return o.help.replace("{default}", o.none_says if shown is None else str(shown))
 
 
@@ -179,6 +182,26 @@ def add_options(parser: Any, cls: type, prefix: str = "", skip: tuple[str, ...] 
             add_flag(parser, o, dest_of(f, prefix), _default(f))
     for f, title, sub in _groups(cls):
         add_options(parser.add_argument_group(title), sub, prefix=dest_of(f, prefix) + ".")
+
+
+def file_roles(cls: type, got: Mapping[str, Any], prefix: str = "") -> tuple[
+        dict[str, tuple[Any, tuple[str, ...] | None]], dict[str, Any]]:
+    """The values of ``cls``'s file options by role, from parsed values as :func:`record_from` reads them:
+    ``({name: (path, the names written into it or None for a file)}, {name: a path or a list of paths})``, for
+    :func:`harness.core.argcheck.outputs_apart`."""
+    outputs: dict[str, tuple[Any, tuple[str, ...] | None]] = {}
+    inputs: dict[str, Any] = {}
+    for f, o in fields_with_flags(cls):
+        v = got.get(f.name if o.positional else dest_of(f, prefix))
+        if o.role == "output":
+            outputs[f.name] = (v, o.writes)
+        elif o.role == "input":
+            inputs[f.name] = v
+    for f, _title, sub in _groups(cls):
+        more_out, more_in = file_roles(sub, got, dest_of(f, prefix) + ".")
+        outputs.update(more_out)
+        inputs.update(more_in)
+    return outputs, inputs
 
 
 def record_from(cls: type, got: Mapping[str, Any], prefix: str = "", **fixed: Any) -> Any:

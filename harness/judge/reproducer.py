@@ -52,6 +52,7 @@ class Option:
     required: tuple[str, ...] = ()   # the verbs that need it
     #: A verb whose value check differs from ``check``: (verb, check) pairs.
     check_for: tuple[tuple[str, Callable[[str], Any]], ...] = ()
+    role: str = ""             # "input": a file or directory the verb reads (harness.core.options.ROLES)
 
     @property
     def dest(self) -> str:
@@ -66,7 +67,7 @@ class Option:
         """This option as ``verb`` declares it (:mod:`harness.core.options`): its check and requirement there."""
         return Flag(self.flag, self.help, check=None if self.shape in ("many", "switch") else self.check_of(verb),
                     metavar=self.metavar, many=self.shape == "many", switch=self.shape == "switch",
-                    required=verb in self.required, role="input" if self.check is _FILE else "")
+                    required=verb in self.required, role=self.role)
 
 
 _FILE = argcheck.kept(argcheck.readable_file)
@@ -76,13 +77,13 @@ _COUNTS = {n: argcheck.count(n) for n in (0, 1, 2)}
 #: Every option of the reproducer, in the order a command prints them.
 OPTIONS: tuple[Option, ...] = (
     Option("case", "case", "a case JSON file, or a JSON-lines corpus (with --case-id)", _FILE,
-           metavar="CASE.json"),
+           metavar="CASE.json", role="input"),
     Option("--case-id", "case_id", "the case to take from a corpus"),
     Option("--subject", "subject", "registered subject name", required=(*_ALL, "bisect")),
     Option("--subject-plugin", "plugins", "load and register subjects from package.module:object (repeatable)",
            metavar="MOD:OBJ", shape="many"),
     Option("--contracts", "contracts", "the contracts TOML the verdicts use (default: the shipped contracts.toml)",
-           _FILE, verbs=_RUNS, metavar="FILE"),
+           _FILE, verbs=_RUNS, metavar="FILE", role="input"),
     Option("--device", "devices", "cpu, gpu or gpu:N; must be usable here (default cpu)",
            argcheck.kept(argcheck.one_device), shape="one"),
     Option("--devices", "devices", "comma list of cpu, gpu, gpu:N or all: the devices a campaign runs (default "
@@ -105,7 +106,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--baseline", "baseline", "a stored run directory (tasks.jsonl[.xz], corpus.jsonl, campaign.json): "
            "compare this run's digests with its tasks of the same case, subject, device and context (shrink "
            "refuses it: a baseline holds only its own cases)",
-           argcheck.kept(rundir.baseline_dir), verbs=("replay", "shrink", "export"), metavar="DIR"),
+           argcheck.kept(rundir.baseline_dir), verbs=("replay", "shrink", "export"), metavar="DIR", role="input"),
     Option("--tensor", "tensor", "the tensor kind that must still show the finding (outputs, input gradients, "
            "parameter gradients)", verbs=_FINDING),
     Option("--error", "error", "for an error finding: the error that must still happen, 'Type in phase'",

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from harness.core import argcheck
 from harness.core.errors import InvalidArgument
+from harness.core.options import opt
+from harness.core.vocabulary import FAMILIES, PROFILES
 
 __all__ = ["CasesOptions", "cases", "FAMILY", "EXAMPLES", "SEED"]
 
@@ -19,13 +21,30 @@ SEED = 0
 
 @dataclass(frozen=True)
 class CasesOptions:
-    family: str | None = None      # embed, lstm, pipeline or all (None: FAMILY)
-    examples: int | None = None    # per family (None: EXAMPLES)
-    seed: int | None = None        # None: SEED
-    profile: str | None = None     # None: ci
-    out: str | None = None         # the corpus file (None or "-": stdout)
-    coverage: bool = False         # print what a corpus reaches (edge kinds, sizes, recipes) instead of cases
-    corpus: str | None = None      # with coverage: the corpus to read (None: the default corpus)
+    family: str | None = opt("--family", "which family of cases (default {default})", default=None, shown=FAMILY,
+                             choices=(*FAMILIES, "all"))
+    examples: int | None = opt("--examples", "generated examples per family, >= 1 (default {default}; not with "
+                               "--corpus)", default=None, shown=EXAMPLES, check=argcheck.count(1))
+    seed: int | None = opt("--seed", "the corpus seed (default {default}; not with --corpus)", default=None,
+                           shown=SEED, check=argcheck.count(0))
+    profile: str | None = opt(
+        "--profile", "sizes and counts of the generated cases, the pytest profiles' names: ci (the default corpus), "
+        "dev, audit (more and larger cases), realistic (real model shapes from published recipes; fewer repeats); "
+        "not with --corpus; cases --coverage: the profile's default corpus (default {default})", default=None,
+        shown="ci", choices=PROFILES)
+    #: the corpus file (None or "-": stdout)
+    out: str | None = opt(
+        "--out", "where to write: report and gate, a new (absent or empty) run directory (default reports/<run-id>); "
+        "compare and merge, the directory of their tables; cases, the corpus file (default or '-': stdout); shrink, "
+        "the minimal case (default: beside CASE.json, named by its id); audit, the audit file (JSON); export, the "
+        "script; trajectory, the directory of its table and figure", default=None,
+        check=argcheck.kept(argcheck.file_or_stdout), metavar="PATH", role="output")
+    coverage: bool = opt("--coverage", "print which edge kinds, size boundaries and recipe configurations a corpus "
+                         "reaches (the profile's default corpus, or --corpus FILE) instead of writing cases",
+                         default=False, switch=True)
+    corpus: str | None = opt("--corpus", "a corpus .jsonl to run instead of generating one (cases --coverage: to "
+                             "read; default: the verb's own corpus)", default=None,
+                             check=argcheck.kept(argcheck.readable_file), metavar="FILE", role="input")
 
     def __post_init__(self) -> None:
         # None is "not given": coverage reads no generation option, so one given with it is refused, not ignored.
