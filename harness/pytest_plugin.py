@@ -94,15 +94,37 @@ def _bind_gate_session(request: Any) -> Iterator[None]:
 
 
 # ---- options and header ----------------------------------------------------------------------------
+#: The options the plug-in shares with ``harness gate``: (GateOptions field, where pytest keeps its value).
+SHARED_OPTIONS = (("contracts", "contracts"), ("baseline", "baseline"), ("plugins", "subject_plugin"))
+
+
+class _Adder:
+    """pytest's option group with argparse's ``add_argument`` (what :func:`harness.core.options.add_flag` calls)."""
+
+    def __init__(self, group: Any) -> None:
+        self.group = group
+
+    def add_argument(self, *names: str, **kw: Any) -> None:
+        self.group.addoption(*names, **kw)
+
+
+def shared_flags() -> list[tuple[Any, str]]:
+    """(declaration, pytest's dest) of each option the plug-in takes from ``harness gate``'s record."""
+    from harness.core.options import fields_with_flags
+    from harness.verbs.gate import GateOptions
+
+    where = dict(SHARED_OPTIONS)
+    return [(o, where[f.name]) for f, o in fields_with_flags(GateOptions) if f.name in where]
+
+
 def pytest_addoption(parser: Any) -> None:
+    from harness.core.options import add_flag
+
     g = parser.getgroup("harness", "determinism harness")
     g.addoption("--device", default="all", help="devices to instantiate device-generic tests on: cpu, gpu, all")
-    g.addoption("--contracts", default=None, help="contracts TOML (default: the shipped contracts.toml)")
-    g.addoption("--baseline", default=None, metavar="DIR", help="a stored report directory to compare against")
     g.addoption("--gate-repeats", type=int, default=3, help="in-process repetitions per example (default 3)")
-    g.addoption("--subject-plugin", action="append", default=[], metavar="MOD:OBJ",
-                help="subjects to add or replace, as harness's --subject-plugin (repeatable); the printed "
-                     "replay commands load them too")
+    for o, dest in shared_flags():  # declared once, on harness gate's record
+        add_flag(_Adder(g), o, dest, None)
 
 
 def _gpu_count_without_cupy() -> int:

@@ -20,7 +20,7 @@ from harness.core.contexts import get_context  # noqa: E402
 from harness.core.corpus_files import load_corpus, write_corpus  # noqa: E402
 from harness.core.devices import CPU  # noqa: E402
 from harness.core.errors import InvalidArgument  # noqa: E402
-from harness.execute.campaign import Campaign, CampaignSettings  # noqa: E402
+from harness.execute.campaign import Campaign, CampaignOptions  # noqa: E402
 from harness.execute.cluster import ClusterError, DaskExecutor, connect, parse_cluster_spec  # noqa: E402
 from harness.execute.plan import plan
 from harness.outputs.audit import DEFAULT_CORPUS, compare_audits, merge_audits, run_audit  # noqa: E402
@@ -65,7 +65,7 @@ def test_shard_audit_matches_local(client, corpus, tmp_path):
 
 def test_records_name_host_worker_and_attempts(client, corpus, tmp_path):
     tasks = plan(load_corpus(str(corpus)), subjects_for(SUBJECTS), [CPU], [get_context("default")])
-    recs = Campaign(str(tmp_path), CampaignSettings(repeats=2, fresh=0, quiet=True)).run(
+    recs = Campaign(str(tmp_path), CampaignOptions(repeats=2, fresh=0, quiet=True)).run(
         tasks, executor=DaskExecutor(client))
     workers = set(client.scheduler_info()["workers"])
     assert {r.dask_worker for r in recs.values()} <= workers
@@ -128,7 +128,7 @@ def test_worker_killed_mid_campaign_loses_no_task(client, tmp_path):
     tasks = _slow_tasks(10)
     pids = client.run(os.getpid)
     victim = sorted(pids)[0]
-    settings = CampaignSettings(repeats=2, fresh=0, quiet=True, plugins=(PLUGIN,))
+    settings = CampaignOptions(repeats=2, fresh=0, quiet=True, plugins=(PLUGIN,))
     killed = []
 
     def kill_when_running() -> None:
@@ -178,7 +178,7 @@ class _StopAfter(DaskExecutor):
 @pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_resume_after_restarted_cluster(client, tmp_path):
     tasks = _slow_tasks(6)
-    settings = CampaignSettings(repeats=1, fresh=0, quiet=True, plugins=(PLUGIN,))
+    settings = CampaignOptions(repeats=1, fresh=0, quiet=True, plugins=(PLUGIN,))
     with pytest.raises(_Stop):
         Campaign(str(tmp_path), settings).run(tasks, executor=_StopAfter(client, 2))
     assert len(_lines(tmp_path)) == 2
@@ -208,7 +208,7 @@ def test_a_poll_shorter_than_every_task_waits_instead_of_failing(client, tmp_pat
     within the poll; the executor must take that as "nothing yet". The poll (1 ms) is far below the time any task
     takes (each runs >= 0.5 s and starts workers), so every poll but the last times out, on any machine."""
     tasks = _slow_tasks(3)
-    settings = CampaignSettings(repeats=1, fresh=0, quiet=True, plugins=(PLUGIN,))
+    settings = CampaignOptions(repeats=1, fresh=0, quiet=True, plugins=(PLUGIN,))
     recs = Campaign(str(tmp_path), settings).run(tasks, executor=DaskExecutor(client, poll_seconds=0.001))
     assert sorted(r["key"] for r in _lines(tmp_path)) == sorted(t.key for t in tasks)
     assert len(recs) == len(tasks) and _subject_errors_only(recs)

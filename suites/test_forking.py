@@ -21,7 +21,7 @@ from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
 from harness.core.forking import Forked, fork_safe, map_forked
-from harness.execute.campaign import CampaignSettings
+from harness.execute.campaign import CampaignOptions
 from harness.execute.driver import run_campaign
 from harness.execute.measure_pass import measure_campaign
 from harness.judge.contracts import load_contracts
@@ -41,7 +41,7 @@ cases = [Case("embed", s, {"vocab": 7, "width": 4, "ids_shape": [3, 5]}) for s i
 cases += [Case("lstm", s, {"n_layers": 1, "in_size": 3, "hidden": 2, "lengths": [2, 1]}) for s in range(2)]
 subjects = [get_subject(n) for n in ("chainer.embed_id", "chainer.NStepLSTM", "control.nondeterministic")]
 run = run_campaign(out, cases, subjects, [CPU], [get_context("default"), get_context("blas1")],
-                   CampaignSettings(repeats=2, fresh=1, quiet=True, jobs=1))
+                   CampaignOptions(repeats=2, fresh=1, quiet=True, jobs=1))
 # the lane's thread is gone; the lifeline's spawner (it started the lane's workers) may stay, holding no lock
 from harness.core.lifeline import helper_threads
 res = {"safe": fork_safe(), "threads": threading.active_count() - helper_threads()}

@@ -364,21 +364,21 @@ def test_a_resumed_campaign_json_is_validated_whole(tmp_path, meta, message):
 
 def test_the_help_shows_the_settings_defaults():
     from harness.cli import build_parser
-    from harness.execute.campaign import CampaignSettings
+    from harness.execute.campaign import CampaignOptions
 
     sub = next(a for a in build_parser()._actions if a.dest == "verb").choices["report"]
     text = sub.format_help()
     for key in ("repeats", "fresh"):
-        assert f"(default {getattr(CampaignSettings, key)})" in " ".join(text.split()), key
-    assert CampaignSettings.timeout is None  # no fixed timeout: each run's follows its case's work
+        assert f"(default {getattr(CampaignOptions, key)})" in " ".join(text.split()), key
+    assert CampaignOptions.timeout is None  # no fixed timeout: each run's follows its case's work
     assert "(default scaled with the case's estimated work)" in " ".join(text.split())
 
 
 def test_a_given_flag_equal_to_its_default_still_counts_on_resume(tmp_path):
     d = _run_dir(tmp_path, repeats=2)
-    from harness.execute.campaign import CampaignSettings
+    from harness.execute.campaign import CampaignOptions
 
-    _refused(_main("report", "--resume", str(d), "--repeats", str(CampaignSettings.repeats), "--quiet"),
+    _refused(_main("report", "--resume", str(d), "--repeats", str(CampaignOptions.repeats), "--quiet"),
              "contradict its campaign.json", "--repeats")
 
 

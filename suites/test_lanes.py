@@ -16,7 +16,7 @@ from harness.core.contexts import get_context
 from harness.core.devices import CPU
 from harness.core.errors import InvalidArgument
 from harness.core.lifeline import pid_alive as _pid_alive
-from harness.execute.campaign import Campaign, CampaignSettings, default_jobs
+from harness.execute.campaign import Campaign, CampaignOptions, default_jobs
 from harness.execute.lanes import LocalPool, _Lanes
 from harness.execute.plan import plan
 from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
@@ -45,7 +45,7 @@ def tasks_of(*names: str):
 def run(tmp: Path, jobs: int, names: tuple[str, ...]) -> tuple[list, dict, list[dict]]:
     from harness.core.records import read_records
 
-    settings = CampaignSettings(repeats=2, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=jobs)
+    settings = CampaignOptions(repeats=2, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=jobs)
     tasks = tasks_of(*names)
     records = Campaign(str(tmp), settings).run(tasks)
     runs = [obj for _, obj in read_records(str(tmp / "runs.jsonl"))]
@@ -102,7 +102,7 @@ def test_a_crash_in_one_lane_leaves_the_other_lanes_tasks_whole(tmp_path):
 
 
 def test_a_caller_that_stops_early_leaves_no_worker_running():
-    settings = CampaignSettings(repeats=1, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=2)
+    settings = CampaignOptions(repeats=1, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=2)
     tasks = tasks_of(*DETERMINISTIC)
     stream = LocalPool().run(tasks, settings)
     task, outcome = next(stream)
@@ -117,7 +117,7 @@ def test_a_caller_that_stops_early_leaves_no_worker_running():
 
 
 def test_workers_launched_ahead_are_the_ones_the_run_takes_and_none_is_left_running():
-    settings = CampaignSettings(repeats=1, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=2)
+    settings = CampaignOptions(repeats=1, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=2)
     tasks = tasks_of(*DETERMINISTIC)
     pool = LocalPool()
     pool.launch(tasks, settings)
@@ -144,7 +144,7 @@ def test_work_beside_the_first_runs_that_raises_loses_no_record_and_leaves_no_wo
     from harness.core.records import read_records
     from harness.execute.driver import run_campaign
 
-    settings = CampaignSettings(repeats=1, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=2)
+    settings = CampaignOptions(repeats=1, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=2)
     pool = LocalPool()
     threads = []
 
@@ -171,7 +171,7 @@ def test_work_beside_the_first_runs_that_raises_loses_no_record_and_leaves_no_wo
 
 def test_only_the_first_lane_takes_gpu_tasks():
     tasks = tasks_of("control.deterministic")
-    settings = CampaignSettings(repeats=1, fresh=0, quiet=True, jobs=2)
+    settings = CampaignOptions(repeats=1, fresh=0, quiet=True, jobs=2)
     lanes = _Lanes(tasks, [], False, settings, window=64)
     lanes.gpu = [True, False, True, False]  # as if tasks 0 and 2 were on a usable GPU
     with lanes.cond:
@@ -186,7 +186,7 @@ def test_a_lane_runs_ahead_of_a_long_task_until_the_waiting_outcomes_fill_the_wi
 
     cases = [Case("embed", seed, {"vocab": 7, "width": 4, "ids_shape": [3, 5]}) for seed in range(100)]
     tasks = plan(cases, [get_subject("control.deterministic")], [CPU], [get_context("default")])
-    lanes = _Lanes(tasks, [], False, CampaignSettings(repeats=1, fresh=0, quiet=True, jobs=2), window=1024,
+    lanes = _Lanes(tasks, [], False, CampaignOptions(repeats=1, fresh=0, quiet=True, jobs=2), window=1024,
                    window_bytes=3000)
     with lanes.cond:
         assert lanes._take(0) == 0  # the long task: it holds the order
@@ -218,19 +218,19 @@ def _take_locked(lanes: _Lanes, lane: int) -> int | None:
 
 def test_jobs_is_checked_and_zero_means_harness_jobs_or_one_per_cpu(monkeypatch):
     with pytest.raises(InvalidArgument, match=r"jobs=-1 must be >= 0"):
-        CampaignSettings(jobs=-1)
+        CampaignOptions(jobs=-1)
     with pytest.raises(InvalidArgument, match=r"jobs=257 must be <= 256"):
-        CampaignSettings(jobs=257)
-    assert CampaignSettings(jobs=3).lanes() == 3
+        CampaignOptions(jobs=257)
+    assert CampaignOptions(jobs=3).lanes() == 3
     monkeypatch.delenv("HARNESS_JOBS", raising=False)
-    assert CampaignSettings().lanes() == default_jobs() == max(1, min(len(os.sched_getaffinity(0)), 4))
+    assert CampaignOptions().lanes() == default_jobs() == max(1, min(len(os.sched_getaffinity(0)), 4))
     monkeypatch.setenv("HARNESS_JOBS", "3")
-    assert CampaignSettings().lanes() == 3 and CampaignSettings(jobs=2).lanes() == 2
+    assert CampaignOptions().lanes() == 3 and CampaignOptions(jobs=2).lanes() == 2
     for bad, message in (("two", "HARNESS_JOBS='two' must be an integer >= 1"), ("0", "HARNESS_JOBS=0 must be >= 1"),
                          ("999", "HARNESS_JOBS=999 must be <= 256")):
         monkeypatch.setenv("HARNESS_JOBS", bad)
         with pytest.raises(InvalidArgument, match=message):
-            CampaignSettings().lanes()
+            CampaignOptions().lanes()
 
 
 def test_an_xdist_worker_gives_its_campaigns_one_lane():
@@ -248,7 +248,7 @@ def test_a_lane_starts_on_its_pooled_worker_and_waits_for_a_fresh_one_only_when_
     from harness.execute.task_runs import run_task
     from harness.execute.worker_sets import WorkerSet
 
-    settings = CampaignSettings(repeats=2, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=1)
+    settings = CampaignOptions(repeats=2, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=1)
     ws = WorkerSet(get_context("default"), settings)
     try:
         ws.start()
@@ -310,7 +310,7 @@ def test_the_runs_own_error_is_raised_when_the_work_beside_them_fails_too_and_no
     def beside() -> None:
         raise ValueError("the work beside the runs failed")
 
-    settings = CampaignSettings(repeats=1, fresh=1, timeout=60, quiet=True, jobs=1)
+    settings = CampaignOptions(repeats=1, fresh=1, timeout=60, quiet=True, jobs=1)
     executor = Broken()
     with pytest.raises(Stopped, match="the runs failed"):
         run_campaign(str(tmp_path), CASES[:1], [get_subject("control.deterministic")], [CPU],

@@ -20,7 +20,7 @@ import pytest
 HARNESS = pathlib.Path(__file__).resolve().parents[1] / "harness"
 ROOT = HARNESS.parent
 
-#: What each folder may import (itself included). Top-level modules (cli, cli_options, pytest_plugin, __main__) may
+#: What each folder may import (itself included). Top-level modules (cli, pytest_plugin, __main__) may
 #: import anything.
 ALLOWED = {
     "core": {"core"},
@@ -38,7 +38,7 @@ _MODULE_NAME = re.compile(r"^(harness|tools)(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 _IMPORT_CALLS = {"import_module", "__import__", "run_module"}
 #: What reaches the command line: the package run as a program, its entry module, the parser, its option table, the
 #: pytest plug-in.
-COMMAND_LINE = ("harness", "harness.__main__", "harness.cli", "harness.cli_options", "harness.pytest_plugin")
+COMMAND_LINE = ("harness", "harness.__main__", "harness.cli", "harness.pytest_plugin")
 
 
 def _name_of(path: pathlib.Path) -> str:
@@ -110,7 +110,7 @@ def graph() -> dict[str, list[str]]:
 
 def test_every_module_lives_in_a_stage_folder() -> None:
     top = sorted(p.name for p in HARNESS.glob("*.py"))
-    assert top == ["__init__.py", "__main__.py", "cli.py", "cli_options.py", "pytest_plugin.py"], top
+    assert top == ["__init__.py", "__main__.py", "cli.py", "pytest_plugin.py"], top
     folders = sorted({p.relative_to(HARNESS).parts[0] for p in _modules()})
     assert folders == sorted(ALLOWED), folders
 

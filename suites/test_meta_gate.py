@@ -109,13 +109,13 @@ def test_contracts_check_fails_on_malformed_line(tmp_path):
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
     from harness.core.contexts import get_context
-    from harness.execute.campaign import Campaign, CampaignSettings
+    from harness.execute.campaign import Campaign, CampaignOptions
     from harness.execute.plan import plan
     from harness.subjects.registry import subjects_for
 
     d = str(tmp_path_factory.mktemp("meta") / "run")
     cases = [COLLIDE, Case("lstm", 3, {"n_layers": 1, "in_size": 3, "hidden": 4, "lengths": [3, 2]})]
-    camp = Campaign(d, CampaignSettings(repeats=2, fresh=1, quiet=True))
+    camp = Campaign(d, CampaignOptions(repeats=2, fresh=1, quiet=True))
     camp.write_inputs(cases, {})
     subjects = subjects_for(["chainer.embed_id", "chainer.NStepLSTM", "oracle.embed", "oracle.lstm"])
     camp.run(plan(cases, subjects, [CPU], [get_context("default")]))
@@ -348,14 +348,14 @@ def test_gate_fails_when_the_positive_control_cannot_fire(small_run):
 
 def test_a_baseline_sharing_no_task_is_a_failure(small_run, tmp_path):
     from harness.core.contexts import get_context
-    from harness.execute.campaign import CampaignSettings
+    from harness.execute.campaign import CampaignOptions
     from harness.execute.driver import run_campaign
     from harness.subjects.registry import subjects_for
 
     other = str(tmp_path / "other")
     run_campaign(other, [Case("embed", 99, {"vocab": 4, "width": 2, "ids_shape": [5]})],
                  subjects_for(["chainer.embed_id"]), [CPU], [get_context("default")],
-                 CampaignSettings(repeats=2, fresh=0, quiet=True))
+                 CampaignOptions(repeats=2, fresh=0, quiet=True))
     [v] = check_baseline(small_run, other, load_contracts())
     assert v.kind == "the baseline must share tasks with this run" and "shares no task" in v.detail
 
@@ -365,13 +365,13 @@ def test_junit_marks_cells_that_did_not_run_as_skipped(tmp_path):
 
     from harness.core.contexts import get_context
     from harness.core.devices import Device
-    from harness.execute.campaign import CampaignSettings
+    from harness.execute.campaign import CampaignOptions
     from harness.execute.driver import run_campaign
     from harness.outputs.gate import write_junit
     from harness.subjects.registry import subjects_for
 
     run = run_campaign(str(tmp_path / "r"), [COLLIDE], subjects_for(["chainer.embed_id"]), [CPU, Device("gpu", 0)],
-                       [get_context("default")], CampaignSettings(repeats=2, fresh=0, quiet=True))
+                       [get_context("default")], CampaignOptions(repeats=2, fresh=0, quiet=True))
     if any(r.device == "gpu:0" and r.status != "skipped" for r in run.records.values()):
         pytest.skip("a GPU is present: its cell ran")
     path = tmp_path / "gate.xml"

@@ -16,7 +16,7 @@ from harness.core.contexts import get_context
 from harness.core.devices import CPU
 from harness.core.errors import ComparisonFailure
 from harness.core.records import VERDICT_ORDER
-from harness.execute.campaign import CampaignSettings
+from harness.execute.campaign import CampaignOptions
 from harness.execute.driver import run_campaign
 from harness.execute.inprocess import measure_here
 from harness.judge.contracts import load_contracts
@@ -38,7 +38,7 @@ SUBJECT_NAMES = ["chainer.embed_id", "control.nondeterministic", "control.determ
 def campaign(tmp_path_factory):
     d = str(tmp_path_factory.mktemp("judge") / "run")
     run = run_campaign(d, CASES, subjects_for(SUBJECT_NAMES), [CPU], [get_context("default"), get_context("blas1")],
-                       CampaignSettings(repeats=3, fresh=0, quiet=True), contracts=load_contracts())
+                       CampaignOptions(repeats=3, fresh=0, quiet=True), contracts=load_contracts())
     return run
 
 

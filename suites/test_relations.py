@@ -11,7 +11,7 @@ import pytest
 from harness.core.cases import Case, build_arrays
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
-from harness.execute.campaign import CampaignSettings
+from harness.execute.campaign import CampaignOptions
 from harness.execute.driver import run_campaign
 from harness.execute.measure_pass import measure_campaign
 from harness.execute.relations import RELATIONS, members, pairs, parse_relations, relation_of
@@ -35,7 +35,7 @@ def run(tmp_path_factory):
                  "oracle.lstm", "oracle.embed", "oracle.pipeline"]
         d = str(tmp_path_factory.mktemp("rel") / "run")
         yield run_campaign(d, [LSTM, EMBED, PIPE], subjects_for(names), [CPU], [get_context("default")],
-                           CampaignSettings(repeats=2, fresh=0, quiet=True, plugins=(PLUGIN,)),
+                           CampaignOptions(repeats=2, fresh=0, quiet=True, plugins=(PLUGIN,)),
                            relations=list(RELATIONS.values()))
     finally:
         SUBJECTS.clear()

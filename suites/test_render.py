@@ -22,7 +22,7 @@ from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
 from harness.core.records import Measure, Verdict
-from harness.execute.campaign import CampaignSettings
+from harness.execute.campaign import CampaignOptions
 from harness.execute.driver import run_campaign
 from harness.execute.relations import RELATIONS
 from harness.generate.corpora import relation_cases
@@ -353,7 +353,7 @@ def report(tmp_path_factory):
     run = run_campaign(d, [COLLIDE, *embed], subjects_for(["chainer.embed_id", "control.nondeterministic",
                                                            "control.deterministic", "oracle.embed"]),
                        [CPU], [get_context("default"), get_context("blas1")],
-                       CampaignSettings(repeats=3, fresh=0, quiet=True), relations=[RELATIONS["order"]])
+                       CampaignOptions(repeats=3, fresh=0, quiet=True), relations=[RELATIONS["order"]])
     found = campaign_findings(d, run.measures, run.records, run.cases, Origin(d))
     frames: dict = {}
     env = {"gpu": {"available": False, "reason": "none here"}}

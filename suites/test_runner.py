@@ -25,7 +25,7 @@ from harness.core.corpus_files import write_corpus
 from harness.core.devices import CPU, Device
 from harness.core.errors import InvalidArgument
 from harness.core.records import read_runs
-from harness.execute.campaign import Campaign, CampaignSettings, load_arrays, load_tasks
+from harness.execute.campaign import Campaign, CampaignOptions, load_arrays, load_tasks
 from harness.execute.plan import parse_shard, plan, shard, task_key
 from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
 
@@ -71,7 +71,7 @@ def crash_campaign(tmp_path_factory, misbehaving_registered):
     tasks = plan([CASE], subjects(*CRASH_SUBJECTS), [CPU], [get_context("default")])
     tasks += plan([CASE], subjects("misbehaving.env_probe"), [CPU], [get_context("hashseed")])
     # One lane: these tests follow one pooled worker from task to task (suites/test_lanes.py runs several).
-    settings = CampaignSettings(repeats=1, fresh=1, timeout=1, plugins=(PLUGIN,), quiet=True, jobs=1)
+    settings = CampaignOptions(repeats=1, fresh=1, timeout=1, plugins=(PLUGIN,), quiet=True, jobs=1)
     old = os.environ.pop("PYTHONHASHSEED", None)  # the default context must not inherit one
     try:
         campaign = Campaign(str(d), settings)
@@ -201,7 +201,7 @@ def resume_corpus(tmp_path_factory) -> tuple[Path, list[Case]]:
 @pytest.mark.slow  # two campaigns and two report processes; test_resume_after_a_torn_last_line stays in make test
 def test_interrupted_report_resumes_to_the_same_records(tmp_path, resume_corpus):
     corpus_path, cases = resume_corpus
-    settings = CampaignSettings(repeats=2, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True)
+    settings = CampaignOptions(repeats=2, fresh=1, timeout=60, plugins=(PLUGIN,), quiet=True)
     tasks = plan(cases, subjects(*RESUME_SUBJECTS), [CPU], [get_context("default")])
     assert len(tasks) == 8
     a_dir = tmp_path / "A"
@@ -252,7 +252,7 @@ def test_interrupted_report_resumes_to_the_same_records(tmp_path, resume_corpus)
 def test_pool_repetitions_share_a_process_and_fresh_ones_do_not(tmp_path, resume_corpus):
     _, cases = resume_corpus
     tasks = plan(cases[:2], subjects("control.deterministic"), [CPU], [get_context("default")])
-    Campaign(str(tmp_path), CampaignSettings(repeats=3, fresh=2, quiet=True)).run(tasks)
+    Campaign(str(tmp_path), CampaignOptions(repeats=3, fresh=2, quiet=True)).run(tasks)
     runs = read_jsonl(tmp_path / "runs.jsonl")
     assert len(runs) == 2 * 5
     pool = {r["pid"] for r in runs if r["process"] == "pool"}
@@ -265,7 +265,7 @@ def test_pool_repetitions_share_a_process_and_fresh_ones_do_not(tmp_path, resume
 
 def test_resume_after_a_torn_last_line(tmp_path, resume_corpus):
     _, cases = resume_corpus
-    settings = CampaignSettings(repeats=1, fresh=0, quiet=True)
+    settings = CampaignOptions(repeats=1, fresh=0, quiet=True)
     tasks = plan(cases[:3], subjects("control.deterministic"), [CPU], [get_context("default")])
     Campaign(str(tmp_path), settings).run(tasks[:2])
     with open(tmp_path / "tasks.jsonl", "a") as f:
@@ -281,7 +281,7 @@ def test_resume_reruns_the_tasks_whose_arrays_were_pruned_or_cut_down(tmp_path, 
     from harness.core.fileio import atomic_npz
 
     _, cases = resume_corpus
-    settings = CampaignSettings(repeats=2, fresh=0, quiet=True)
+    settings = CampaignOptions(repeats=2, fresh=0, quiet=True)
     tasks = plan(cases[:3], subjects("control.deterministic"), [CPU], [get_context("default")])
     first = Campaign(str(tmp_path), settings).run(tasks)
     gone, cut, kept = (first[t.key] for t in tasks)
@@ -339,7 +339,7 @@ def test_plan_gives_gpu_tasks_that_end_as_skipped_rows(tmp_path):
     assert not any(SUBJECTS[t.subject].role == "oracle" and t.context != "default" for t in tasks)
     assert not any(t.subject == "chainer.NStepLSTM" and t.case.family == "embed" for t in tasks)
     assert len(keys) == len(tasks)
-    campaign = Campaign(str(tmp_path), CampaignSettings(repeats=3, fresh=1, quiet=True))
+    campaign = Campaign(str(tmp_path), CampaignOptions(repeats=3, fresh=1, quiet=True))
     recs = campaign.run(gpu_tasks)
     assert campaign.stats["worker_startup"] == 0 and campaign.stats["restarts"] == 0  # no worker was started
     assert set(recs) == {t.key for t in gpu_tasks}
@@ -353,7 +353,7 @@ def test_plan_gives_gpu_tasks_that_end_as_skipped_rows(tmp_path):
                                          ({"timeout": 0}, "timeout"), ({"timeout": -3.0}, "timeout")])
 def test_bad_settings_name_the_argument(kwargs, name):
     with pytest.raises(InvalidArgument) as info:
-        CampaignSettings(**kwargs)
+        CampaignOptions(**kwargs)
     msg = str(info.value)
     assert msg.startswith(f"{name}=") and str(list(kwargs.values())[0]) in msg, msg
-    CampaignSettings(repeats=1, fresh=0, timeout=0.5)  # the limits themselves are allowed
+    CampaignOptions(repeats=1, fresh=0, timeout=0.5)  # the limits themselves are allowed

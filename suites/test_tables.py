@@ -26,7 +26,7 @@ from harness.core.corpus_files import write_corpus
 from harness.core.devices import CPU
 from harness.core.fileio import atomic_npz
 from harness.core.records import VERDICTS
-from harness.execute.campaign import Campaign, CampaignSettings, array_file, load_tasks
+from harness.execute.campaign import Campaign, CampaignOptions, array_file, load_tasks
 from harness.execute.driver import load_run
 from harness.execute.measure_pass import campaign_cases
 from harness.execute.plan import Task, plan
@@ -68,7 +68,7 @@ def _row(df: pd.DataFrame, **where: str) -> pd.Series:
 @pytest.fixture(scope="module")
 def real(tmp_path_factory: pytest.TempPathFactory) -> dict:
     d = str(tmp_path_factory.mktemp("campaign"))
-    camp = Campaign(d, CampaignSettings(repeats=2, fresh=0, quiet=True))
+    camp = Campaign(d, CampaignOptions(repeats=2, fresh=0, quiet=True))
     camp.write_inputs([GOOD, BAD], {"test": True})
     tasks = plan([GOOD, BAD], [get_subject(n) for n in SUBJECTS], [CPU],
                  [get_context("default"), get_context("blas1")])
@@ -300,7 +300,7 @@ def camp_record(camp: Campaign, task: Task, res: list) -> dict:
 def synthetic(tmp_path) -> str:
     """Records made by the campaign's own summary of chosen repetitions."""
     d = str(tmp_path / "synthetic")
-    camp = Campaign(d, CampaignSettings(repeats=2, fresh=0, quiet=True))
+    camp = Campaign(d, CampaignOptions(repeats=2, fresh=0, quiet=True))
     write_corpus([GOOD], os.path.join(d, "corpus.jsonl"))
     w = np.arange(12, dtype=np.float32).reshape(3, 4) + 0.5
     w2 = w.copy()

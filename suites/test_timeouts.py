@@ -16,7 +16,7 @@ from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.cost import TIMED_OUT_TWICE
 from harness.core.devices import CPU
-from harness.execute.campaign import Campaign, CampaignSettings
+from harness.execute.campaign import Campaign, CampaignOptions
 from harness.execute.plan import plan
 from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
 
@@ -37,7 +37,7 @@ def stalls_registered():
 
 def campaign(tmp_path: Path, subject: str, case: Case, timeout: float) -> tuple[Campaign, dict]:
     tasks = plan([case], [get_subject(subject)], [CPU], [get_context("default")])
-    c = Campaign(str(tmp_path), CampaignSettings(repeats=1, fresh=0, timeout=timeout, plugins=(PLUGIN,),
+    c = Campaign(str(tmp_path), CampaignOptions(repeats=1, fresh=0, timeout=timeout, plugins=(PLUGIN,),
                                                  quiet=True, jobs=1))
     recs = c.run(tasks)
     assert len(recs) == 1

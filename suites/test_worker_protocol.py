@@ -15,7 +15,7 @@ import pytest
 from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.devices import CPU
-from harness.execute.campaign import Campaign, CampaignSettings, load_arrays
+from harness.execute.campaign import Campaign, CampaignOptions, load_arrays
 from harness.execute.plan import plan, task_key
 from harness.execute.worker import Worker
 from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
@@ -44,7 +44,7 @@ def bad_campaign(tmp_path_factory, registered):
     d = tmp_path_factory.mktemp("badanswers")
     tasks = plan([CASE], [get_subject(n) for n in (*BAD, "control.deterministic", "misbehaving.env_probe")],
                  [CPU], [get_context("default")])
-    campaign = Campaign(str(d), CampaignSettings(repeats=2, fresh=1, timeout=30, plugins=PLUGINS, quiet=True))
+    campaign = Campaign(str(d), CampaignOptions(repeats=2, fresh=1, timeout=30, plugins=PLUGINS, quiet=True))
     records = campaign.run(tasks)
     runs = [json.loads(line) for line in (d / "runs.jsonl").read_text().splitlines()]
     return {"dir": d, "records": records, "runs": runs, "tasks": tasks}
@@ -286,7 +286,7 @@ def test_a_crash_ends_the_stream_and_the_rest_run_in_a_new_pooled_worker(tmp_pat
     assert [a.result.status for a in answers] == ["ok", "crashed"]  # nothing after the death is waited for
     # Through a campaign: R=5 in the pool, each death ends a stream and the rest go to the next pooled worker.
     tasks = plan([CASE], [get_subject("secondrun.dies")], [CPU], [get_context("default")])
-    Campaign(str(tmp_path), CampaignSettings(repeats=5, fresh=0, timeout=60, plugins=(SECOND_RUN,),
+    Campaign(str(tmp_path), CampaignOptions(repeats=5, fresh=0, timeout=60, plugins=(SECOND_RUN,),
                                              quiet=True)).run(tasks)
     runs = [json.loads(line) for line in (tmp_path / "runs.jsonl").read_text().splitlines()]
     assert [r["rep"] for r in runs] == [0, 1, 2, 3, 4]

@@ -20,15 +20,15 @@ import tempfile
 from typing import Any, Callable, Sequence, TypeVar, cast
 
 from harness.core.errors import InvalidArgument, RecordError
-from harness.core.record_files import record_file, record_file_names, record_lines
+from harness.core.record_files import record_file, record_lines
 from harness.core.schemas import MAX_TIMEOUT
 
 __all__ = ["positive_seconds", "int_at_least", "name_list", "readable_file", "writable_dir", "writable_file",
            "run_dir_for_output", "baseline_dir", "jsonl_records", "shard", "device_list", "converter", "ints",
-           "seconds", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus", "name_pair", "same_file", "outputs_apart",
-           "verb_outputs_apart", "VERB_FILES", "MODE_IGNORES", "output_not_input", "plugin_file", "SHIPPED_CONTRACTS",
-           "JUDGING_VERBS", "DEFAULT_LIMIT_TEXT",
-           "mode_ignores"]
+           "seconds", "count", "duration", "kept", "names", "one_of", "file_or_stdout", "one_device", "one_context",
+           "context_list", "one_relation", "relation_list", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus",
+           "name_pair", "same_file", "outputs_apart", "verb_files_apart",
+           "output_not_input", "plugin_file", "SHIPPED_CONTRACTS", "JUDGING_VERBS", "DEFAULT_LIMIT_TEXT"]
 
 T = TypeVar("T")
 
@@ -149,6 +149,91 @@ def ints(name: str, minimum: int, maximum: int | None = None) -> Callable[[str],
 def seconds(name: str, maximum: float = MAX_TIMEOUT) -> Callable[[str], float]:
     """``type=`` for a number of seconds > 0 and <= ``maximum``."""
     return converter(name, lambda n, v: positive_seconds(n, v, maximum), float, "a number of seconds")
+
+
+# ---- value checks by an option's name (harness.core.options.Flag.check): each gives the ``type=`` ---------
+def count(minimum: int, maximum: int | None = None) -> Callable[[str], Callable[[str], int]]:
+    """An integer >= ``minimum`` (and <= ``maximum`` or :data:`LIMITS` of the option's name)."""
+    return lambda name: ints(name, minimum, maximum)
+
+
+def duration(zero: bool = False) -> Callable[[str], Callable[[str], float]]:
+    """A number of seconds > 0 and at most :data:`MAX_TIMEOUT` (``zero``: 0 too, "none at all")."""
+    def check(name: str, value: float) -> float:
+        return 0.0 if zero and value == 0 else positive_seconds(name, value)
+
+    return lambda name: converter(name, check, float, "a number of seconds")
+
+
+def kept(check: Callable[[str, str], Any]) -> Callable[[str], Callable[[str], str]]:
+    """The text as given, once ``check(name, text)`` has passed it."""
+    def keep(name: str, value: str) -> str:
+        check(name, value)
+        return value
+
+    return lambda name: converter(name, keep)
+
+
+def names(check: Callable[[str, str], Any]) -> Callable[[str], Callable[[str], tuple[str, ...]]]:
+    """A comma list parsed once into a tuple of names, each passed by ``check(name, one)``."""
+    def each(name: str, value: str) -> tuple[str, ...]:
+        got = tuple(name_list(name, value) or ())
+        for one in got:
+            check(name, one)
+        return got
+
+    return lambda name: converter(name, each)
+
+
+def one_of(*values: str) -> Callable[[str, str], None]:
+    """A check: the text is one of ``values``."""
+    def check(name: str, value: str) -> None:
+        if value not in values:
+            raise InvalidArgument(f"{name}={value!r} must be one of {', '.join(values)}")
+
+    return check
+
+
+def file_or_stdout(name: str, value: str) -> None:
+    """A check: ``-`` (standard output) or a file that can be written."""
+    if value != "-":
+        writable_file(name, value)
+
+
+def one_device(name: str, value: str) -> None:
+    """A check: one device, ``cpu``, ``gpu`` or ``gpu:N`` (whether it is usable here is the verb's question)."""
+    from harness.core.devices import parse_device
+
+    parse_device(value)
+
+
+def one_context(name: str, value: str) -> None:
+    """A check: a registered context's name (:class:`~harness.core.errors.UnknownContext` names the known ones)."""
+    from harness.core.contexts import get_context
+
+    get_context(value)
+
+
+def context_list(name: str, value: str) -> None:
+    """A check: a comma list of registered contexts' names."""
+    for n in name_list(name, value) or ():
+        one_context(name, n)
+
+
+def one_relation(name: str, value: str) -> None:
+    """A check: an invariance relation's name."""
+    from harness.core.vocabulary import RELATIONS
+
+    if value not in RELATIONS:
+        raise InvalidArgument(f"relation={value!r} is not one of {', '.join(RELATIONS)}")
+
+
+def relation_list(name: str, value: str) -> None:
+    """A check: a comma list of relations' names, ``all`` or ``none`` (``''`` names nothing: refused)."""
+    names = name_list(name, value) or []
+    if ",".join(names) not in ("all", "none"):
+        for n in names:
+            one_relation(name, n)
 
 
 def name_list(name: str, text: str | None) -> list[str] | None:
@@ -335,23 +420,6 @@ def baseline_dir(name: str, path: str) -> str:
 
 
 # ---- an output is never one of the inputs ------------------------------------------------------
-#: Per verb: its output options (``dest``: None for a file, else the names the verb writes into that directory),
-#: and its input options (files, or directories whose every file is an input). One table, read by
-#: :func:`outputs_apart`; a verb that is not here has no output file.
-VERB_FILES: dict[str, tuple[dict[str, tuple[str, ...] | None], tuple[str, ...]]] = {
-    "cases": ({"out": None}, ("corpus",)),
-    "report": ({"out": ("corpus.jsonl", "campaign.json", *record_file_names(), "environment.json", "timings.json",
-                        "summary.html", "summary.md", "cells.csv", "findings.csv", "summary.csv", "results.csv.gz")},
-               ("corpus", "resume")),
-    "gate": ({"out": (), "junit": None}, ("contracts", "corpus", "baseline")),
-    "shrink": ({"out": None}, ("case", "contracts", "baseline")),
-    "export": ({"out": None, "markdown": None}, ("case", "contracts", "baseline")),
-    "audit": ({"out": None, "keep_arrays": ()}, ("corpus",)),
-    "compare": ({"out": ("compare.md", "compare.csv", "compare.html")}, ("a", "b")),
-    "merge": ({"out": ("merge.md", "merge.csv", "merge.html")}, ("files",)),
-}
-
-
 def same_file(a: str, b: str) -> bool:
     """Whether two paths name one file (device and inode, after links): False where either does not exist."""
     try:
@@ -399,17 +467,16 @@ def outputs_apart(outputs: dict[str, tuple[str | None, tuple[str, ...] | None]],
         output_not_input(out_name, path or "", pairs, writes or ())
 
 
-def verb_outputs_apart(verb: str, values: dict[str, Any]) -> None:
-    """:func:`outputs_apart` for ``verb`` over its option values (``vars`` of the parsed command line, or a
-    verb's options record as a dict), read through :data:`VERB_FILES`; the inputs every verb has besides are
-    added: the plug-in modules it loads (``subject_plugin``) and, for a verb that judges, the contracts file it
-    reads where ``--contracts`` is not given (the shipped one)."""
-    outs, ins = VERB_FILES.get(verb, ({}, ()))
-    inputs: dict[str, Any] = {k: values.get(k) for k in ins}
-    inputs["subject-plugin"] = [f for spec in values.get("subject_plugin") or () if (f := plugin_file(spec))]
-    if verb in JUDGING_VERBS and not values.get("contracts"):
-        inputs["contracts"] = SHIPPED_CONTRACTS
-    outputs_apart({k: (values.get(k), w) for k, w in outs.items()}, inputs)
+def verb_files_apart(verb: str, outputs: dict[str, tuple[str | None, tuple[str, ...] | None]],
+                     inputs: dict[str, Any], plugins: Any) -> None:
+    """:func:`outputs_apart` for ``verb``, its file options by role (:func:`harness.core.options.file_roles`) and
+    the inputs every verb has besides: the plug-in modules it loads (``plugins``, each ``MOD:OBJ``) and, for a verb
+    that judges, the contracts file it reads where none is given (the shipped one)."""
+    ins = dict(inputs)
+    ins["subject-plugin"] = [f for spec in plugins or () if (f := plugin_file(spec))]
+    if verb in JUDGING_VERBS and not ins.get("contracts"):
+        ins["contracts"] = SHIPPED_CONTRACTS
+    outputs_apart(outputs, ins)
 
 
 #: The shipped contracts file: what a verb that judges reads where ``--contracts`` is not given.
@@ -436,20 +503,3 @@ def plugin_file(spec: str) -> str | None:
             if os.path.isfile(path):
                 return path
     return None
-
-
-#: Per verb and mode (an option that switches what the verb does): the options that mode does not read. Given
-#: with it, each is refused, so nobody believes it was used.
-MODE_IGNORES: dict[tuple[str, str], tuple[str, ...]] = {
-    ("cases", "coverage"): ("out", "examples", "family", "seed"),
-}
-
-
-def mode_ignores(verb: str, values: dict[str, Any], given: set[str]) -> None:
-    """Refuse an option the chosen mode ignores (:data:`MODE_IGNORES`), in one line naming both."""
-    for (v, mode), ignored in MODE_IGNORES.items():
-        if v == verb and values.get(mode):
-            extra = [f"--{k.replace('_', '-')}" for k in ignored if k in given]
-            if extra:
-                raise InvalidArgument(f"{mode}: --{mode} ignores {', '.join(extra)}; leave "
-                                      f"{'them' if len(extra) > 1 else 'it'} out")

@@ -45,10 +45,10 @@ from harness.execute import admission
 from harness.execute.lanes import LocalPool
 from harness.execute.plan import Task
 from harness.execute.progress import Progress
-from harness.execute.settings import CampaignSettings, default_jobs  # re-exported: the settings live apart (no NumPy)
+from harness.execute.settings import CampaignOptions, default_jobs  # re-exported: the settings live apart (no NumPy)
 from harness.execute.task_runs import TaskOutcome
 
-__all__ = ["Campaign", "CampaignSettings", "default_jobs", "array_file", "load_tasks", "arrays_complete",
+__all__ = ["Campaign", "CampaignOptions", "default_jobs", "array_file", "load_tasks", "arrays_complete",
            "load_arrays", "resume_inputs"]
 
 
@@ -70,7 +70,7 @@ HELD_BYTES = 512 << 20
 class Campaign:
     """Runs a plan into a directory, resumably. ``run`` returns the task records (old and new)."""
 
-    def __init__(self, directory: str, settings: CampaignSettings) -> None:
+    def __init__(self, directory: str, settings: CampaignOptions) -> None:
         self.dir = directory
         self.settings = settings
         os.makedirs(os.path.join(directory, "arrays"), exist_ok=True)

@@ -32,7 +32,7 @@ from typing import Any, Iterator, Sequence, overload
 
 from harness.core.errors import HarnessError, InvalidArgument, WorkerError
 from harness.execute.plan import Task, group_key
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.execute.task_runs import TaskOutcome, run_task
 from harness.execute.worker_sets import WorkerSet
 
@@ -56,7 +56,7 @@ _CACHE: dict[tuple[Any, ...], tuple[WorkerSet, threading.Lock, list[Any]]] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def _entry(task: Task, settings: CampaignSettings) -> tuple[WorkerSet, threading.Lock, list[Any]]:
+def _entry(task: Task, settings: CampaignOptions) -> tuple[WorkerSet, threading.Lock, list[Any]]:
     from harness.core.contexts import get_context
 
     # Plug-ins and the number of fresh workers change what a WorkerSet is; the timeout does not.
@@ -64,7 +64,7 @@ def _entry(task: Task, settings: CampaignSettings) -> tuple[WorkerSet, threading
     with _CACHE_LOCK:
         got = _CACHE.get(key)
         if got is None:
-            ws = WorkerSet(get_context(task.context), CampaignSettings(
+            ws = WorkerSet(get_context(task.context), CampaignOptions(
                 repeats=settings.repeats, fresh=settings.fresh, timeout=settings.timeout,
                 plugins=tuple(settings.plugins), quiet=True))
             got = _CACHE[key] = (ws, threading.Lock(), [])
@@ -149,7 +149,7 @@ def task_from_wire(wire: tuple[str, str, str, str]) -> Task:
     return Task(Case.from_json(case_json), subject, device, context)
 
 
-def run_remote(wire: tuple[str, str, str, str], settings: CampaignSettings) -> tuple[TaskOutcome, dict[str, float]]:
+def run_remote(wire: tuple[str, str, str, str], settings: CampaignOptions) -> tuple[TaskOutcome, dict[str, float]]:
     """Run one task (as :func:`task_to_wire` gave it) on this Dask worker: the function the executor submits.
 
     Returns the outcome, its record naming where it ran, and the worker start-up seconds and restarts
@@ -172,7 +172,7 @@ def run_remote(wire: tuple[str, str, str, str], settings: CampaignSettings) -> t
             from harness.execute.contention import Contention
 
             contention.append(Contention([parse_device(task.device)]).start())
-        ws.settings.timeout = settings.timeout
+        ws.settings = dataclasses.replace(ws.settings, timeout=settings.timeout)  # this task's limit
         outcome = run_task(task, ws, settings)
         cost = {"worker_startup": ws.startup_seconds - before[0], "restarts": float(ws.restarts - before[1])}
     try:
@@ -213,7 +213,7 @@ class DaskExecutor:
         self.stats: dict[str, float] = {"worker_startup": 0.0, "restarts": 0, "retried_tasks": 0}
         _register_plugin(client)
 
-    def run(self, tasks: Sequence[Task], settings: CampaignSettings) -> Iterator[tuple[Task, TaskOutcome]]:
+    def run(self, tasks: Sequence[Task], settings: CampaignOptions) -> Iterator[tuple[Task, TaskOutcome]]:
         """Submit every task, then yield ``(task, outcome)`` as each finishes (completion order)."""
         from distributed import wait
 

@@ -14,7 +14,7 @@ from harness.core.cases import Case
 from harness.core.contexts import Context
 from harness.core.devices import Device
 from harness.core.records import Measure, TaskRecord
-from harness.execute.campaign import Campaign, CampaignSettings
+from harness.execute.campaign import Campaign, CampaignOptions
 from harness.execute.measure_pass import Measurer, campaign_cases, measure_campaign
 from harness.execute.plan import Task, plan
 from harness.subjects.base import Subject
@@ -36,7 +36,7 @@ class CampaignRun:
 
 
 def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subject], devices: Sequence[Device],
-                 contexts: Sequence[Context], settings: CampaignSettings, *, meta: Mapping[str, Any] | None = None,
+                 contexts: Sequence[Context], settings: CampaignOptions, *, meta: Mapping[str, Any] | None = None,
                  contracts: Any = None, resume: bool = False, executor: Any = None,
                  oracle_contexts: tuple[str, ...] = ("default",), relations: Sequence[Any] = (),
                  while_starting: Callable[[], None] | None = None) -> CampaignRun:

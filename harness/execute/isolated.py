@@ -19,7 +19,7 @@ from harness.core.contexts import get_context
 from harness.core.devices import CPU, Device
 from harness.core.records import Measure, TaskRecord
 from harness.execute.plan import Task, group_key
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.execute.task_runs import TaskOutcome, run_task
 from harness.execute.worker_sets import WorkerSet
 from harness.judge.contracts import Contracts
@@ -35,7 +35,7 @@ class Runner:
 
     def __init__(self, *, plugins: Sequence[str] = (), timeout: float | None = None, fresh: int = 0,
                  max_case_bytes: int | None = None) -> None:
-        self.settings = CampaignSettings(repeats=1, fresh=fresh, timeout=timeout, plugins=tuple(plugins), quiet=True,
+        self.settings = CampaignOptions(repeats=1, fresh=fresh, timeout=timeout, plugins=tuple(plugins), quiet=True,
                                          max_case_bytes=max_case_bytes)
         self._sets: dict[Any, WorkerSet] = {}
         self.runs = 0

@@ -1,7 +1,7 @@
 """A campaign's lanes: the tasks of each start-up environment run in several lanes at once on this machine.
 
 :class:`LocalPool`, a campaign's default executor, groups the tasks by start-up environment
-(:func:`~harness.execute.plan.group_key`) and gives each group :meth:`CampaignSettings.lanes` lanes, each
+(:func:`~harness.execute.plan.group_key`) and gives each group :meth:`CampaignOptions.lanes` lanes, each
 its own :class:`~harness.execute.worker_sets.WorkerSet`; :class:`_Lanes` runs one thread per lane, each
 taking the next task not yet taken (as the machine's memory admits it), and hands the outcomes back in the
 tasks' order. The next group's processes start while one group runs.
@@ -20,7 +20,7 @@ from harness.core.devices import parse_device
 from harness.execute import admission
 from harness.execute.plan import Task, group_key
 from harness.execute.progress import RUNNING
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.execute.task_runs import TaskOutcome, run_task
 from harness.execute.worker_sets import WorkerSet
 
@@ -41,7 +41,7 @@ BESIDE_NICE = 10
 
 
 class LocalPool:
-    """Runs task groups on this machine: per start-up environment, :meth:`CampaignSettings.lanes` lanes, each
+    """Runs task groups on this machine: per start-up environment, :meth:`CampaignOptions.lanes` lanes, each
     its own :class:`~harness.execute.worker_sets.WorkerSet`, taking the group's tasks in turn; outcomes come
     back in the tasks' order. Tasks on a usable GPU run in the first lane only, one at a time (two at once on
     one GPU would make every context a contention context), and a group under GPU contention runs in one lane.
@@ -77,7 +77,7 @@ class LocalPool:
         return any(parse_device(t.device).available for t in group)
 
     @staticmethod
-    def _worker_sets(group: Sequence[Task], settings: CampaignSettings) -> list[WorkerSet]:
+    def _worker_sets(group: Sequence[Task], settings: CampaignOptions) -> list[WorkerSet]:
         ctx = get_context(group[0].context)
         if ctx.contention:
             lanes = 1
@@ -89,12 +89,12 @@ class LocalPool:
         first = WorkerSet(ctx, settings)
         return [first] + [WorkerSet(ctx, settings, shared=first, nice=BESIDE_NICE) for _ in range(lanes - 1)]
 
-    def _launch_ahead(self, group: Sequence[Task], settings: CampaignSettings) -> None:
+    def _launch_ahead(self, group: Sequence[Task], settings: CampaignOptions) -> None:
         key = group_key(group[0])
         if key not in self._ahead and self._needs_workers(group):
             self._ahead[key] = [ws.launch() for ws in self._worker_sets(group, settings)]
 
-    def launch(self, tasks: Sequence[Task], settings: CampaignSettings) -> None:
+    def launch(self, tasks: Sequence[Task], settings: CampaignOptions) -> None:
         """Start the first group's processes without waiting for them (:meth:`WorkerSet.launch`): they import
         Chainer while the caller does other work before :meth:`run` (with the same tasks) takes them."""
         groups = self._groups(tasks)
@@ -108,7 +108,7 @@ class LocalPool:
                 ws.close()
         self._ahead.clear()
 
-    def run(self, tasks: Sequence[Task], settings: CampaignSettings) -> Iterator[tuple[Task, TaskOutcome]]:
+    def run(self, tasks: Sequence[Task], settings: CampaignOptions) -> Iterator[tuple[Task, TaskOutcome]]:
         groups = self._groups(tasks)
         try:
             for i, group in enumerate(groups):
@@ -122,7 +122,7 @@ class LocalPool:
             self.discard()  # launched for a group that never ran (the caller stopped early)
 
     def _run_group(self, ctx_tasks: list[Task], sets: list[WorkerSet], needs_workers: bool,
-                   settings: CampaignSettings) -> Iterator[tuple[Task, TaskOutcome]]:
+                   settings: CampaignOptions) -> Iterator[tuple[Task, TaskOutcome]]:
         ctx = get_context(ctx_tasks[0].context)
         contention = None
         try:
@@ -152,7 +152,7 @@ class _Lanes:
     first, so none waits long)."""
 
     def __init__(self, tasks: list[Task], sets: list[WorkerSet], needs_workers: bool,
-                 settings: CampaignSettings, window: int, window_bytes: int = LocalPool.WINDOW_BYTES) -> None:
+                 settings: CampaignOptions, window: int, window_bytes: int = LocalPool.WINDOW_BYTES) -> None:
         self.tasks, self.sets, self.settings, self.window = tasks, sets, settings, window
         self.window_bytes = window_bytes
         self.waiting_bytes = 0  # the arrays of the outcomes in ``done``

@@ -1,4 +1,4 @@
-"""A campaign's settings (how it repeats and isolates runs) and the lanes ``jobs=0`` means.
+"""A campaign's options (how it repeats and isolates runs) and the lanes ``jobs=0`` means.
 
 Apart from :mod:`harness.execute.campaign` so that the command line's parser can show these defaults in
 ``--help`` without importing NumPy, Chainer's workers or the judges: a usage error is then a few hundredths
@@ -12,12 +12,12 @@ from dataclasses import dataclass
 
 from harness.core.errors import InvalidArgument
 
-__all__ = ["CampaignSettings", "JOBS_ENV", "MAX_DEFAULT_JOBS", "default_jobs"]
+__all__ = ["CampaignOptions", "JOBS_ENV", "MAX_DEFAULT_JOBS", "default_jobs"]
 
 
-@dataclass
-class CampaignSettings:
-    """How a campaign repeats and isolates runs."""
+@dataclass(frozen=True)
+class CampaignOptions:
+    """How a campaign repeats and isolates runs (frozen: a change is a new record, :func:`dataclasses.replace`)."""
 
     repeats: int = 5
     fresh: int = 2

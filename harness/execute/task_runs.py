@@ -33,7 +33,7 @@ from harness.execute import admission
 from harness.execute.answers import Answer, tensor_meta
 from harness.execute.plan import Task
 from harness.execute.run_clock import oom_kills
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.execute.solo import SOLO
 from harness.execute.worker_sets import WorkerSet
 from harness.generate.dimensions import size_case_runs
@@ -84,7 +84,7 @@ def killed_for_memory(res: RunResult, kills_before: int | None) -> bool:
     return "SIGKILL" in res.error.message and now is not None and now > kills_before
 
 
-def run_task(task: Task, workers: WorkerSet, settings: CampaignSettings) -> TaskOutcome:
+def run_task(task: Task, workers: WorkerSet, settings: CampaignOptions) -> TaskOutcome:
     """Run one task R times in the pooled worker and once in each fresh worker; summarize the repetitions.
 
     Pure of files: the caller (a :class:`~harness.execute.campaign.Campaign`, or a cluster worker sending the

@@ -23,7 +23,7 @@ from harness.core.case_limits import MAX_CASE_BYTES_ENV
 from harness.core.contexts import Context
 from harness.core.devices import Device
 from harness.core.errors import WorkerError
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.execute.worker import Worker
 from harness.execute.zygote import prestart_zygote
 
@@ -115,7 +115,7 @@ class WorkerSet:
     one worker at once; each task still runs once in each fresh worker, a process that is not the pooled one."""
 
     context: Context
-    settings: CampaignSettings
+    settings: CampaignOptions
     pool: Worker | None = None
     fresh: list[Worker] = field(default_factory=list)
     restarts: int = 0

@@ -7,8 +7,8 @@ command of the harness (``replay``, ``shrink``, ``localize``, ``export``) is ren
 :data:`OPTIONS` and builds one back from the parsed values (:meth:`Reproducer.from_options`):
 ``from_options(parse(r.argv(verb))) == r.for_verb(verb)``.
 
-The table names each option's value check by a word (``file``, ``device``, ...): the checks themselves need the
-registries above this stage, so ``harness/cli.py`` maps each word to its ``type=``.
+Each option's value check is one of :mod:`harness.core.argcheck`'s (by the option's name, it gives the ``type=``);
+:meth:`Option.flag_for` is the option as a verb's parser and options records take it (:mod:`harness.core.options`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ import re
 import shlex
 import sys
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from harness.core import argcheck, rundir
 from harness.core.argcheck import name_list
 from harness.core.errors import InvalidArgument
+from harness.core.options import Flag
 
 __all__ = ["Reproducer", "VERBS", "Option", "OPTIONS", "OPTION", "harness_argv", "command", "split_command",
            "export_path", "env_for_reproducer", "Origin", "contracts_argument"]
@@ -41,8 +43,7 @@ class Option:
     flag: str                  # "--devices"; "case" for the positional case file
     field: str                 # the Reproducer field it fills
     help: str                  # ("{default}": the verb's default, which the command line fills in)
-    check: str = ""            # the value check, by name (cli.py maps it to a type=): file, device, devices,
-                               # context, contexts, relation, run-dir, count>=2, count>=1, count>=0; "" none
+    check: Callable[[str], Any] | None = None  # the value check by the option's name (argcheck's): the type=
     verbs: tuple[str, ...] = _ALL
     metavar: str | None = None
     #: How the field is spelled: "value" (one text), "one" (the field's only name), "pair" (its two names,
@@ -50,47 +51,62 @@ class Option:
     shape: str = "value"
     required: tuple[str, ...] = ()   # the verbs that need it
     #: A verb whose value check differs from ``check``: (verb, check) pairs.
-    check_for: tuple[tuple[str, str], ...] = ()
+    check_for: tuple[tuple[str, Callable[[str], Any]], ...] = ()
+    role: str = ""             # "input": a file or directory the verb reads (harness.core.options.ROLES)
 
     @property
     def dest(self) -> str:
         """The name argparse gives the parsed value (``--case-id`` -> ``case_id``)."""
         return self.flag.lstrip("-").replace("-", "_")
 
-    def check_of(self, verb: str) -> str:
+    def check_of(self, verb: str) -> Callable[[str], Any] | None:
         """The value check ``verb`` applies to this option."""
         return dict(self.check_for).get(verb, self.check)
 
+    def flag_for(self, verb: str) -> Flag:
+        """This option as ``verb`` declares it (:mod:`harness.core.options`): its check and requirement there."""
+        return Flag(self.flag, self.help, check=None if self.shape in ("many", "switch") else self.check_of(verb),
+                    metavar=self.metavar, many=self.shape == "many", switch=self.shape == "switch",
+                    required=verb in self.required, role=self.role)
+
+
+_FILE = argcheck.kept(argcheck.readable_file)
+_PAIR = argcheck.kept(argcheck.device_list)
+_COUNTS = {n: argcheck.count(n) for n in (0, 1, 2)}
 
 #: Every option of the reproducer, in the order a command prints them.
 OPTIONS: tuple[Option, ...] = (
-    Option("case", "case", "a case JSON file, or a JSON-lines corpus (with --case-id)", "file",
-           metavar="CASE.json"),
+    Option("case", "case", "a case JSON file, or a JSON-lines corpus (with --case-id)", _FILE,
+           metavar="CASE.json", role="input"),
     Option("--case-id", "case_id", "the case to take from a corpus"),
     Option("--subject", "subject", "registered subject name", required=(*_ALL, "bisect")),
     Option("--subject-plugin", "plugins", "load and register subjects from package.module:object (repeatable)",
            metavar="MOD:OBJ", shape="many"),
     Option("--contracts", "contracts", "the contracts TOML the verdicts use (default: the shipped contracts.toml)",
-           "file", verbs=_RUNS, metavar="FILE"),
-    Option("--device", "devices", "cpu, gpu or gpu:N; must be usable here (default cpu)", "device", shape="one"),
+           _FILE, verbs=_RUNS, metavar="FILE", role="input"),
+    Option("--device", "devices", "cpu, gpu or gpu:N; must be usable here (default cpu)",
+           argcheck.kept(argcheck.one_device), shape="one"),
     Option("--devices", "devices", "comma list of cpu, gpu, gpu:N or all: the devices a campaign runs (default "
            "all: cpu and every usable GPU; a GPU named must be usable); replay, shrink, localize and export take "
-           "two, A,B: B compared with A (instead of --device)", "devices", metavar="DEVICES", shape="pair"),
-    Option("--context", "contexts", "execution context name (default: default)", "context", shape="one"),
+           "two, A,B: B compared with A (instead of --device)", _PAIR, metavar="DEVICES", shape="pair"),
+    Option("--context", "contexts", "execution context name (default: default)",
+           argcheck.kept(argcheck.one_context), shape="one"),
     Option("--contexts", "contexts", "comma list of execution context names: the contexts a campaign runs "
            "(default: the default set; audit: default); replay, shrink, localize and export take two, A,B: B "
-           "compared with A (instead of --context)", "contexts", metavar="CONTEXTS", shape="pair"),
+           "compared with A (instead of --context)", argcheck.kept(argcheck.context_list), metavar="CONTEXTS",
+           shape="pair"),
     Option("--repeats", "repeats", "repetitions in one process, >= 1 (audit and localize: >= 2) (default "
-           "{default})", "count>=1", verbs=("replay", "localize"), shape="count",
-           check_for=(("localize", "count>=2"), ("audit", "count>=2"))),
-    Option("--fresh", "fresh", "runs in fresh worker processes, one each, >= 0 (default {default})", "count>=0",
+           "{default})", _COUNTS[1], verbs=("replay", "localize"), shape="count",
+           check_for=(("localize", _COUNTS[2]), ("audit", _COUNTS[2]))),
+    Option("--fresh", "fresh", "runs in fresh worker processes, one each, >= 0 (default {default})", _COUNTS[0],
            verbs=("replay",), shape="count"),
     Option("--relation", "relation", "an invariance relation (alone, subbatch, order, padding, duplicate): run the "
-           "case and its members under it and compare them", "relation", metavar="NAME"),
+           "case and its members under it and compare them",
+           argcheck.kept(argcheck.one_relation), metavar="NAME"),
     Option("--baseline", "baseline", "a stored run directory (tasks.jsonl[.xz], corpus.jsonl, campaign.json): "
            "compare this run's digests with its tasks of the same case, subject, device and context (shrink "
            "refuses it: a baseline holds only its own cases)",
-           "run-dir", verbs=("replay", "shrink", "export"), metavar="DIR"),
+           argcheck.kept(rundir.baseline_dir), verbs=("replay", "shrink", "export"), metavar="DIR", role="input"),
     Option("--tensor", "tensor", "the tensor kind that must still show the finding (outputs, input gradients, "
            "parameter gradients)", verbs=_FINDING),
     Option("--error", "error", "for an error finding: the error that must still happen, 'Type in phase'",

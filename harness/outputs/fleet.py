@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
+from harness.core import argcheck
 from harness.core.errors import InvalidArgument
+from harness.core.options import opt
 
 __all__ = ["Target", "ClusterOptions", "cluster_targets", "run_on_cluster", "out_for"]
 
@@ -46,14 +48,38 @@ class Target:
     cluster: dict[str, Any] = field(default_factory=dict)
 
 
+#: How a campaign's tasks are spread over a cluster's workers.
+SPREADS = ("shard", "every")
+#: Worker processes of ``--cluster local`` where ``workers`` is not given.
+LOCAL_WORKERS = 2
+
+
 @dataclass(frozen=True)
 class ClusterOptions:
     """Where a campaign's tasks run: ``address`` None is the local worker pool; else a Dask scheduler
     (``tcp://host:8786``), ``local`` (a LocalCluster of ``workers`` processes here) or ``local-cuda``."""
 
-    address: str | None = None
-    spread: str = "shard"        # shard: each task once somewhere; every: every worker runs the whole corpus
-    workers: int = 2             # worker processes of a local cluster
+    address: str | None = opt(
+        "--cluster", "run the tasks on a Dask cluster: tcp://host:8786, 'local' (a LocalCluster here) or "
+        "'local-cuda' (one worker per GPU; needs dask-cuda). Default: the local worker pool", default=None,
+        metavar="ADDRESS")
+    spread: str = opt(
+        "--spread", "shard: each task once somewhere (one column); every: every worker runs the whole corpus "
+        "(one column per worker, each with its own fingerprint) (default {default})", default="shard",
+        choices=SPREADS)
+    workers: int | None = opt("--cluster-workers", "worker processes of --cluster local (default {default})",
+                              default=None, check=argcheck.count(1), metavar="N", shown=LOCAL_WORKERS)
+
+    def __post_init__(self) -> None:
+        # The command line builds this record from what it was given, so a Python caller is refused the same way.
+        if self.spread not in SPREADS:
+            raise InvalidArgument(f"spread={self.spread!r} is not 'shard' or 'every'")
+        if self.address is None:
+            if self.workers is not None:
+                raise InvalidArgument(f"cluster-workers={self.workers} needs --cluster local (without --cluster "
+                                      f"the local worker pool runs the tasks)")
+            if self.spread != "shard":
+                raise InvalidArgument(f"spread={self.spread!r} needs --cluster (one campaign per cluster worker)")
 
 
 def _fp_key(fp: dict[str, Any]) -> str:
@@ -63,18 +89,14 @@ def _fp_key(fp: dict[str, Any]) -> str:
 @contextmanager
 def cluster_targets(opts: ClusterOptions) -> Iterator[list[Target]]:
     """The targets of ``opts`` (one local target without a cluster); closes what it started."""
-    spread = opts.spread or "shard"
-    if spread not in ("shard", "every"):
-        raise InvalidArgument(f"spread={spread!r} is not 'shard' or 'every'")
+    spread = opts.spread  # (checked by the record)
     if opts.address is None:  # no Dask import without a cluster
-        if spread != "shard":
-            raise InvalidArgument(f"spread={spread!r} needs --cluster")
         yield [Target()]
         return
     from harness.execute.cluster import DaskExecutor, connect, parse_cluster_spec, wait_for_workers, worker_fingerprints
 
     spec = parse_cluster_spec(opts.address)
-    n = int(opts.workers or 2)
+    n = int(opts.workers or LOCAL_WORKERS)
     with connect(spec, n_workers=n) as conn:
         addrs = wait_for_workers(conn.client, n if spec == "local" else 1)
         fps = worker_fingerprints(conn.client)

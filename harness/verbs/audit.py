@@ -5,38 +5,49 @@ from __future__ import annotations
 
 import collections
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
-from harness.execute.settings import CampaignSettings
+from harness.core import argcheck
+from harness.core.options import group, like
+from harness.execute.settings import CampaignOptions
 from harness.outputs.fleet import ClusterOptions
-from harness.verbs.common import check_worker_limits, load_plugins, note
+from harness.verbs.cases import CasesOptions
+from harness.verbs.common import check_worker_limits, load_plugins, note, reproducer_option
+from harness.verbs.report import ReportOptions
 
 __all__ = ["AuditOptions", "audit", "audit_on_cluster"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AuditOptions:
-    out: str                          # the audit file to write (JSON)
-    corpus: str | None = None         # None: the audit corpus file (or, with profile, the default corpus)
-    devices: str = "all"
-    contexts: str = "default"
-    keep_arrays: str | None = None    # also keep every entry's arrays as .npz files in this directory
-    shard: str | None = None          # "i/n"
-    repeats: int = 2                  # at least 2: an audit records whether the repetitions agreed
-    jobs: int = CampaignSettings.jobs
-    subjects: str | None = None       # comma list (None: all but the control.* self-tests)
-    plugins: tuple[str, ...] = ()
-    quiet: bool = False
-    profile: str | None = None        # audit the default corpus generated at this profile instead of the file
-    cluster: ClusterOptions = field(default_factory=ClusterOptions)
+    #: None: the audit corpus file (or, with profile, the default corpus)
+    corpus: str | None = like(CasesOptions, "corpus", default=None)
+    devices: str = reproducer_option("--devices", "audit", default="all")
+    contexts: str = reproducer_option("--contexts", "audit", default="default")
+    out: str = like(CasesOptions, "out", check=argcheck.kept(argcheck.writable_file), required=True)  # JSON
+    #: also keep every entry's arrays as .npz files in this directory
+    keep_arrays: str | None = like(ReportOptions, "keep_arrays", default=None,
+                                   check=argcheck.kept(argcheck.writable_dir), role="output", writes=())
+    shard: str | None = like(ReportOptions, "shard", default=None)  # "i/n"
+    #: at least 2: an audit records whether the repetitions agreed
+    repeats: int = reproducer_option("--repeats", "audit", default=2)
+    jobs: int = like(ReportOptions, "jobs", default=CampaignOptions.jobs)
+    subjects: str | None = like(ReportOptions, "subjects", default=None)  # None: all but the control.* self-tests
+    plugins: tuple[str, ...] = reproducer_option("--subject-plugin", "audit", default=())
+    quiet: bool = like(ReportOptions, "quiet", default=False)
+    #: audit the default corpus generated at this profile instead of the file
+    profile: str | None = like(CasesOptions, "profile", default=None, shown=None, none_says="the audit corpus file")
+    cluster: ClusterOptions = group("fleet (Dask)", ClusterOptions)
+
+    def __post_init__(self) -> None:
+        argcheck.profile_or_corpus(self.profile, self.corpus)
 
 
 def audit(opts: AuditOptions) -> int:
     """0 when the file (one per cluster worker with the every spread) was written. The subject names are
     checked once the plug-ins are loaded, and the devices usable here, before the audit runs."""
     check_worker_limits()
-    from harness.core import argcheck
     from harness.core.devices import select_devices
     from harness.outputs.audit.run import run_audit
     from harness.subjects.registry import subjects_for

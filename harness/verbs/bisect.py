@@ -9,15 +9,21 @@ and the same command goes on from them).
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
-from harness.upstream.bisect import Bisection, Writer, check_ends
+from harness.core import argcheck
+from harness.core.errors import InvalidArgument
+from harness.core.options import like, opt
+from harness.upstream.bisect import Bisection, Writer, check_ends, parse_pins, pins_from_environment
 from harness.upstream.bisect import bisect as run_bisection
-from harness.verbs.common import load_plugins
+from harness.upstream.bisect_conditions import parse_env
+from harness.verbs.common import load_plugins, reproducer_option
+from harness.verbs.report import ReportOptions
 
-__all__ = ["BisectOptions", "bisect"]
+__all__ = ["BisectOptions", "BisectCommandOptions", "bisect", "bisect_command"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,85 @@ class BisectOptions(Bisection):
     the two ends as pins, where environments come from, the conditions the user pins) and how much it says."""
 
     quiet: bool = False
+
+
+def _pin(name: str, text: str) -> None:
+    parse_pins([text], name)
+
+
+def _env_pin(name: str, text: str) -> None:
+    parse_env([text])
+
+
+def _exists(name: str, text: str) -> None:
+    if not os.path.exists(text):
+        raise InvalidArgument(f"{name}={text!r} does not exist")
+
+
+def _a_dir(name: str, text: str) -> None:
+    if not os.path.isdir(text):
+        raise InvalidArgument(f"{name}={text!r} is not a directory")
+
+
+def _end(end: str) -> Any:
+    return opt(f"--{end}", f"a pin of the {end} end, NAME==VERSION (repeatable, or several separated by spaces or "
+               "commas)", default=(), check=argcheck.kept(_pin), metavar="NAME==VERSION", many=True)
+
+
+def _end_env(end: str) -> Any:
+    return opt(f"--{end}-env", f"the {end} end's fingerprint: a run or baseline directory, an environment.json or "
+               "an audit file (its package versions)", default=None, check=argcheck.kept(_exists), metavar="PATH",
+               role="input")
+
+
+@dataclass(frozen=True)
+class BisectCommandOptions:
+    """``harness bisect`` as the command line gives it: each end as pins and a fingerprint, the conditions as
+    ``NAME=VALUE`` text; :meth:`question` is the :class:`BisectOptions` they ask."""
+
+    case: str = reproducer_option("case", "bisect")
+    case_id: str = reproducer_option("--case-id", "bisect", default="")
+    subject: str = reproducer_option("--subject", "bisect", default="")
+    context: str = reproducer_option("--context", "bisect", default="default")
+    plugins: tuple[str, ...] = reproducer_option("--subject-plugin", "bisect", default=())
+    good: tuple[str, ...] = _end("good")
+    good_env: str | None = _end_env("good")
+    bad: tuple[str, ...] = _end("bad")
+    bad_env: str | None = _end_env("bad")
+    env: tuple[str, ...] = opt("--env", "pin a variable in every probe beside the machine's own conditions, "
+                               "NAME=VALUE (repeatable; e.g. OPENBLAS_CORETYPE=SkylakeX)", default=(),
+                               check=argcheck.kept(_env_pin), metavar="NAME=VALUE", many=True)
+    cache: str = opt("--cache", "bisect's own directory: its logs (one per question, read back by a rerun) and its "
+                     "throwaway environments (default $XDG_CACHE_HOME/harness/bisect)", default="", metavar="DIR")
+    find_links: tuple[str, ...] = opt("--find-links", "a directory of wheels or sdists to install from (repeatable); "
+                                      "their versions are bisected too", default=(), check=argcheck.kept(_a_dir),
+                                      metavar="DIR", many=True)
+    no_index: bool = opt("--no-index", "install only from --find-links (offline)", default=False, switch=True)
+    installer: str = opt("--installer", "uv (refused where it is not installed), pip (python -m venv + pip), or "
+                         "auto: uv where installed, else pip (default {default})", default="auto",
+                         choices=("auto", "uv", "pip"))
+    timeout: float = like(ReportOptions, "timeout", default=600.0)  # seconds per probe's script
+    quiet: bool = like(ReportOptions, "quiet", default=False)
+
+    def question(self) -> BisectOptions:
+        """The bisection asked: each end's pins over its fingerprint's (only the packages both fingerprints
+        name), refused in one line where an end has none."""
+        found = {e: pins_from_environment(path) if path else {}
+                 for e, path in (("good", self.good_env), ("bad", self.bad_env))}
+        shared = set(found["good"]) & set(found["bad"])  # a fingerprint may list a package the other lacks
+        ends = {e: {**{n: found[e][n] for n in shared}, **parse_pins(list(getattr(self, e)), e)} for e in found}
+        for end, pins in ends.items():
+            if not pins:
+                raise InvalidArgument(f"{end}: no pins (give --{end} NAME==VERSION or --{end}-env PATH)")
+        return BisectOptions(case=self.case, subject=self.subject, good=ends["good"], bad=ends["bad"],
+                             case_id=self.case_id, context=self.context, plugins=self.plugins, cache=self.cache,
+                             find_links=self.find_links, no_index=self.no_index, installer=self.installer,
+                             timeout=self.timeout, env=parse_env(list(self.env)), quiet=self.quiet)
+
+
+def bisect_command(opts: BisectCommandOptions) -> int:
+    """:func:`bisect` of the question the command line asks."""
+    return bisect(opts.question())
 
 
 def bisect(opts: BisectOptions, say: Callable[[str], None] | None = None, write_script: Writer | None = None) -> int:

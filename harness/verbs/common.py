@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from typing import Any, Sequence
 
+from harness.core import options
 from harness.core.errors import HarnessError, InvalidArgument
-from harness.judge.reproducer import Reproducer
+from harness.judge.reproducer import OPTION, Reproducer
 
-__all__ = ["load_plugins", "subject_case", "note", "check_worker_limits", "check_environment"]
+__all__ = ["reproducer_option", "load_plugins", "subject_case", "note", "check_worker_limits", "check_environment"]
+
+
+def reproducer_option(flag: str, verb: str, **default: Any) -> Any:
+    """A record field declaring the reproducer's option ``flag`` (:data:`harness.judge.reproducer.OPTIONS`, its
+    one declaration) as ``verb`` takes it; ``default``: ``default=`` or ``default_factory=``, --help's
+    ``none_says`` or ``shown`` where the field's default is None, and ``check`` where the record parses the text."""
+    o = OPTION[flag]
+    shows = {k: default.pop(k) for k in ("none_says", "shown", "check") if k in default}
+    return options.declare(dataclasses.replace(o.flag_for(verb), **shows), o, **default)
 
 
 def load_plugins(specs: Sequence[str] | None) -> None:

@@ -6,15 +6,24 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from harness.core import argcheck
+from harness.core.options import like, opt
+from harness.verbs.cases import CasesOptions
+
 __all__ = ["CompareOptions", "compare", "MergeOptions", "merge"]
 
 
 @dataclass(frozen=True)
 class CompareOptions:
-    a: str
-    b: str
-    out: str | None = None       # also write compare.md/.csv/.html into this directory
-    exit_code: bool = False      # 1 when anything changed, 0 when the same (as git diff --exit-code)
+    a: str = opt("a", "the first audit file", check=argcheck.kept(argcheck.readable_file), metavar="A.json",
+                 role="input")
+    b: str = opt("b", "the second audit file", check=argcheck.kept(argcheck.readable_file), metavar="B.json",
+                 role="input")
+    #: also write compare.md/.csv/.html into this directory
+    out: str | None = like(CasesOptions, "out", default=None, check=argcheck.kept(argcheck.writable_dir),
+                           writes=("compare.md", "compare.csv", "compare.html"))
+    #: 1 when anything changed, 0 when the same (as git diff --exit-code)
+    exit_code: bool = opt("--exit-code", "exit 1 when anything changed, 0 when the same", default=False, switch=True)
 
 
 def compare(opts: CompareOptions) -> int:
@@ -35,8 +44,11 @@ def compare(opts: CompareOptions) -> int:
 
 @dataclass(frozen=True)
 class MergeOptions:
-    files: tuple[str, ...]
-    out: str                     # the directory to write merge.md/.csv/.html into
+    files: tuple[str, ...] = opt("files", "audit files", check=argcheck.kept(argcheck.readable_file),
+                                 metavar="AUDIT.json", nargs="+", role="input")
+    #: the directory to write merge.md/.csv/.html into
+    out: str = like(CasesOptions, "out", check=argcheck.kept(argcheck.writable_dir), required=True,
+                    writes=("merge.md", "merge.csv", "merge.html"))
 
 
 def merge(opts: MergeOptions) -> int:

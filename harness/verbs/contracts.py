@@ -5,15 +5,15 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from harness.verbs.common import load_plugins
+from harness.verbs.common import load_plugins, reproducer_option
 
 __all__ = ["ContractsCheckOptions", "check"]
 
 
 @dataclass(frozen=True)
 class ContractsCheckOptions:
-    contracts: str | None = None     # None: the shipped contracts.toml
-    plugins: tuple[str, ...] = ()    # --subject-plugin MOD:OBJ, each
+    contracts: str | None = reproducer_option("--contracts", "contracts", default=None)  # None: the shipped one
+    plugins: tuple[str, ...] = reproducer_option("--subject-plugin", "contracts", default=())
 
 
 def check(opts: ContractsCheckOptions) -> int:

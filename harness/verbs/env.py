@@ -6,13 +6,15 @@ import json
 import sys
 from dataclasses import dataclass
 
+from harness.core.options import opt
+
 __all__ = ["EnvOptions", "env"]
 
 
 @dataclass(frozen=True)
 class EnvOptions:
-    json: bool = False     # the fingerprint as JSON
-    check: bool = False    # one line per set-up problem, exit 2 where the CPU stack is unusable
+    json: bool = opt("--json", "print it as JSON", default=False, switch=True)
+    check: bool = opt("--check", "one line per set-up problem; exit 2 if unusable", default=False, switch=True)
 
 
 def env(opts: EnvOptions) -> int:

@@ -14,9 +14,12 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from harness.core import argcheck
 from harness.core.argcheck import same_file
 from harness.core.errors import InvalidArgument
+from harness.core.options import like, opt
 from harness.judge.reproducer import Reproducer
+from harness.verbs.cases import CasesOptions
 
 if TYPE_CHECKING:
     from harness.judge.allowance import Allowance
@@ -29,8 +32,10 @@ class ExportOptions:
     """What ``harness export`` writes: the finding's reproducer, the script's path, an optional issue text."""
 
     reproducer: Reproducer
-    out: str
-    markdown: str | None = None
+    out: str = like(CasesOptions, "out", check=argcheck.kept(argcheck.writable_file), required=True)
+    markdown: str | None = opt("--markdown", "also write the text of an upstream bug report (title, environment, "
+                               "script, output)", default=None, check=argcheck.kept(argcheck.writable_file),
+                               metavar="FILE", role="output")
 
     def __post_init__(self) -> None:
         if not self.out:

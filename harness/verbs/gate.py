@@ -7,12 +7,16 @@ import dataclasses
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from harness.core import argcheck
 from harness.core.errors import ContractError, InvalidArgument
-from harness.execute.settings import CampaignSettings
+from harness.core.options import group, like, opt
+from harness.execute.settings import CampaignOptions
 from harness.outputs.fleet import ClusterOptions
-from harness.verbs.common import check_worker_limits, load_plugins, note
+from harness.verbs.cases import CasesOptions
+from harness.verbs.common import check_worker_limits, load_plugins, note, reproducer_option
+from harness.verbs.report import ReportOptions
 
 __all__ = ["GateOptions", "gate", "SHOWN_DOSSIERS"]
 
@@ -20,23 +24,29 @@ __all__ = ["GateOptions", "gate", "SHOWN_DOSSIERS"]
 SHOWN_DOSSIERS = 10
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GateOptions:
-    contracts: str | None = None     # None: the shipped contracts.toml
-    baseline: str | None = None      # a stored run directory to compare digests with
-    devices: str = "all"
-    corpus: str | None = None        # None: the gate corpus of ``profile``
-    out: str | None = None           # a new (absent or empty) run directory; None: reports/<run-id>
-    junit: str | None = None         # also write the checks as JUnit XML here
-    repeats: int = 3
-    fresh: int = 1
-    jobs: int = CampaignSettings.jobs
-    plugins: tuple[str, ...] = ()
-    quiet: bool = False
-    shrink_budget: float = 60.0      # seconds shrinking the failing findings' cases (0: none)
-    shrink: bool = True
-    profile: str = "ci"
-    cluster: ClusterOptions = field(default_factory=ClusterOptions)
+    contracts: str | None = reproducer_option("--contracts", "gate", default=None)  # None: the shipped one
+    baseline: str | None = reproducer_option("--baseline", "gate", default=None)  # a stored run to compare with
+    devices: str = reproducer_option("--devices", "gate", default="all")
+    corpus: str | None = like(CasesOptions, "corpus", default=None)  # None: the gate corpus of ``profile``
+    #: a new (absent or empty) run directory; None: reports/<run-id>
+    out: str | None = like(CasesOptions, "out", default=None, check=argcheck.kept(argcheck.run_dir_for_output),
+                           writes=())
+    junit: str | None = opt("--junit", "write a JUnit XML file of the checks", default=None,
+                            check=argcheck.kept(argcheck.writable_file), metavar="FILE", role="output")
+    repeats: int = reproducer_option("--repeats", "gate", default=3)
+    fresh: int = reproducer_option("--fresh", "gate", default=1)
+    jobs: int = like(ReportOptions, "jobs", default=CampaignOptions.jobs)
+    plugins: tuple[str, ...] = reproducer_option("--subject-plugin", "gate", default=())
+    quiet: bool = like(ReportOptions, "quiet", default=False)
+    shrink_budget: float = like(ReportOptions, "shrink_budget", default=60.0)  # seconds (0: none)
+    shrink: bool = like(ReportOptions, "shrink", default=True)
+    profile: str | None = like(CasesOptions, "profile", default=None, shown="ci")  # None: ci (not with corpus)
+    cluster: ClusterOptions = group("fleet (Dask)", ClusterOptions)
+
+    def __post_init__(self) -> None:
+        argcheck.profile_or_corpus(self.profile, self.corpus)
 
 
 def gate(opts: GateOptions) -> int:
@@ -95,7 +105,7 @@ def _gate(opts: GateOptions, devices: list) -> int:
         raise ContractError(refusal(problems))
     if opts.baseline and not load_tasks(opts.baseline):
         raise InvalidArgument(f"baseline={opts.baseline!r} holds no tasks.jsonl: not a report directory")
-    cases = load_corpus(opts.corpus) if opts.corpus else gate_corpus(profile=opts.profile)
+    cases = load_corpus(opts.corpus) if opts.corpus else gate_corpus(profile=opts.profile or "ci")
     contexts = sorted({c.context for c in contracts.contracts if c.context != "*"} |
                       {x for c in contracts.contracts for x in c.identical_across} | set(DEFAULT_CONTEXTS))
     subjects = subjects_for(None)
@@ -103,7 +113,7 @@ def _gate(opts: GateOptions, devices: list) -> int:
     run_dir = opts.out or new_run_dir()
     # The relations the contracts claim invariance under: their members join the corpus (default context).
     claimed = sorted({r for c in contracts.contracts for r in c.invariant_under})
-    settings = CampaignSettings(repeats=opts.repeats, fresh=opts.fresh, plugins=opts.plugins, quiet=opts.quiet,
+    settings = CampaignOptions(repeats=opts.repeats, fresh=opts.fresh, plugins=opts.plugins, quiet=opts.quiet,
                                 jobs=opts.jobs)
     with cluster_targets(opts.cluster) as targets:
         if len(targets) > 1:

@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from harness.core.options import like
 from harness.execute.settings import LOCALIZE_REPEATS
 from harness.judge.reproducer import Reproducer
 from harness.verbs.common import load_plugins, subject_case
+from harness.verbs.env import EnvOptions
+from harness.verbs.report import ReportOptions
 
 __all__ = ["LocalizeOptions", "localize", "REPEATS"]
 
@@ -26,9 +29,9 @@ class LocalizeOptions:
     and how long the localizing process may run."""
 
     reproducer: Reproducer
-    json: bool = False
-    timeout: float = 300.0
-    max_case_bytes: int | None = None
+    json: bool = like(EnvOptions, "json", default=False)
+    max_case_bytes: int | None = like(ReportOptions, "max_case_bytes", default=None)
+    timeout: float = like(ReportOptions, "timeout", default=300.0)
 
 
 def localize(opts: LocalizeOptions) -> int:

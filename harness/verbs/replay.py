@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.execute.settings import CampaignSettings
+from harness.core.options import like
+from harness.execute.settings import CampaignOptions
 from harness.judge.reproducer import Reproducer, export_path
 from harness.verbs.common import check_worker_limits, load_plugins, subject_case
+from harness.verbs.report import ReportOptions
 
 __all__ = ["ReplayOptions", "replay", "REPEATS", "FRESH"]
 
@@ -25,8 +27,10 @@ class ReplayOptions:
     """``harness replay``: the reproducer, and how long one run may take."""
 
     reproducer: Reproducer
-    timeout: float | None = CampaignSettings.timeout  # None: scaled with the case's estimated work
-    max_case_bytes: int | None = None    # None: $HARNESS_MAX_CASE_BYTES or half the memory (case_limits)
+    #: None: scaled with the case's estimated work
+    timeout: float | None = like(ReportOptions, "timeout", default=CampaignOptions.timeout)
+    #: None: $HARNESS_MAX_CASE_BYTES or half the memory (case_limits)
+    max_case_bytes: int | None = like(ReportOptions, "max_case_bytes", default=None)
 
     @property
     def repeats(self) -> int:

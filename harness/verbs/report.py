@@ -1,7 +1,7 @@
 """``harness report``: build or load the corpus, run the campaign, write the tables, shrink and localize the
 findings.
 
-A field left None was not given: its default is the campaign settings' (:class:`CampaignSettings`), and
+A field left None was not given: its default is the campaign settings' (:class:`CampaignOptions`), and
 ``resume`` compares only the fields that were given with the run directory's ``campaign.json``.
 """
 
@@ -12,14 +12,17 @@ import functools
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from harness.core import argcheck
 from harness.core.errors import InvalidArgument
-from harness.execute.settings import CampaignSettings
+from harness.core.options import group, like, opt
+from harness.core.record_files import record_file_names
+from harness.execute.settings import CampaignOptions
 from harness.outputs.fleet import ClusterOptions
-from harness.verbs.common import check_worker_limits, load_plugins
+from harness.verbs.cases import CasesOptions
+from harness.verbs.common import check_worker_limits, load_plugins, reproducer_option
 
 if TYPE_CHECKING:  # (the modules that import NumPy load when the verb runs: --help stays light)
     from harness.core.cases import Case
@@ -28,36 +31,70 @@ __all__ = ["ReportOptions", "report", "LOCALIZE_BUDGET", "KEEP"]
 
 #: Of the report's budget for localizing findings, seconds (each localization in its own child process).
 LOCALIZE_BUDGET = 90.0
+#: What a report writes into its run directory (none of it may be an input).
+RUN_FILES = ("corpus.jsonl", "campaign.json", *record_file_names(), "environment.json", "timings.json",
+             "summary.html", "summary.md", "cells.csv", "findings.csv", "summary.csv", "results.csv.gz")
 #: Run directories kept under reports/ where ``keep`` is None.
 KEEP = 10
 
 
-@dataclass(frozen=True)
+def _shown_seed() -> int:
+    from harness.generate.corpora import DEFAULT_SEED
+
+    return DEFAULT_SEED
+
+
+@dataclass(frozen=True, kw_only=True)
 class ReportOptions:
-    subjects: str | None = None      # comma list (None: every registered subject)
-    devices: str | None = None       # cpu, gpu, gpu:N or all (None: all)
-    contexts: str | None = None      # comma list (None: the default set)
-    repeats: int | None = None       # None: CampaignSettings.repeats
-    fresh: int | None = None         # None: CampaignSettings.fresh
-    jobs: int | None = None          # None: CampaignSettings.jobs
-    timeout: float | None = None     # None: CampaignSettings.timeout
-    relations: str | None = None     # None: all
-    examples: int | None = None      # None: the corpus's own
-    seed: int | None = None          # None: the default corpus seed
-    corpus: str | None = None        # a corpus .jsonl instead of the generated one
-    shard: str | None = None         # "i/n"
-    profile: str | None = None       # None: ci
-    max_case_bytes: int | None = None
-    keep: int | None = None          # run directories kept under reports/ (None: KEEP)
-    keep_arrays: str = "findings"    # findings or all
-    out: str | None = None           # a new (absent or empty) run directory (None: reports/<run-id>)
-    resume: str | None = None        # continue the interrupted campaign of this directory
-    plugins: tuple[str, ...] = ()
-    quiet: bool = False
-    localize: bool = True
-    shrink: bool = True
-    shrink_budget: float = 30.0      # seconds
-    cluster: ClusterOptions = field(default_factory=ClusterOptions)
+    """``harness report``: a field left None was not given (its default is the campaign options', or the
+    profile's); the fields' order is the order of ``--help``."""
+
+    subjects: str | None = opt("--subjects", "comma list of subject names (default: every registered subject; "
+                               "audit: all but the control.* self-tests)", default=None,
+                               check=argcheck.kept(argcheck.name_list))
+    devices: str | None = reproducer_option("--devices", "report", default=None)  # None: all
+    contexts: str | None = reproducer_option("--contexts", "report", default=None)  # None: the default set
+    repeats: int | None = reproducer_option("--repeats", "report", default=None, shown=CampaignOptions.repeats)
+    fresh: int | None = reproducer_option("--fresh", "report", default=None, shown=CampaignOptions.fresh)
+    jobs: int | None = opt("--jobs", "lanes of workers running tasks at once on this machine, each task still R "
+                           "runs in one pooled worker and K fresh; 0: $HARNESS_JOBS, else one per CPU, at most 4; GPU "
+                           "tasks run in one lane (default {default})", default=None, shown=CampaignOptions.jobs,
+                           check=argcheck.count(0), metavar="N")
+    relations: str | None = opt("--relations", "invariance relations to run, comma list of alone, subbatch, order, "
+                                "padding, duplicate; 'all' (the default) or 'none'", default=None,
+                                check=argcheck.kept(argcheck.relation_list))
+    max_case_bytes: int | None = opt("--max-case-bytes", "refuse a case whose run needs more at its peak (default "
+                                     f"$HARNESS_MAX_CASE_BYTES or {argcheck.DEFAULT_LIMIT_TEXT})", default=None,
+                                     check=argcheck.count(1), metavar="BYTES")
+    keep: int | None = opt("--keep", "keep the newest N run directories under reports/, delete older ones (default "
+                           "10; 0 keeps only this run)", default=None, check=argcheck.count(0), metavar="N")
+    keep_arrays: str = opt("--keep-arrays", "report: keep repetition 0's arrays of the tasks with findings "
+                           "(findings, the default) or of every task (all); audit: also keep every entry's arrays as "
+                           ".npz files in this directory", default="findings",
+                           check=argcheck.kept(argcheck.one_of("findings", "all")), metavar="findings|all|DIR")
+    examples: int | None = like(CasesOptions, "examples", default=None, shown=None, none_says="the corpus's own")
+    seed: int | None = like(CasesOptions, "seed", default=None, shown=_shown_seed)
+    corpus: str | None = like(CasesOptions, "corpus", default=None)
+    #: a new (absent or empty) run directory (None: reports/<run-id>)
+    out: str | None = like(CasesOptions, "out", default=None, check=argcheck.kept(argcheck.writable_dir),
+                           writes=RUN_FILES)
+    plugins: tuple[str, ...] = reproducer_option("--subject-plugin", "report", default=())
+    timeout: float | None = opt("--timeout", "seconds of CPU time a run may use before its process is killed (one "
+                                "that sleeps: 3 x that in wall seconds; a timeout is tried again alone with twice the "
+                                "limit), > 0 (default {default})", default=None,
+                                none_says="scaled with the case's estimated work", check=argcheck.duration())
+    resume: str | None = opt("--resume", "continue an interrupted campaign in DIR (flags given must agree with its "
+                             "campaign.json)", default=None, metavar="DIR", role="input")
+    shard: str | None = opt("--shard", "run shard i of n of the corpus (1-based)", default=None,
+                            check=argcheck.kept(argcheck.shard), metavar="I/N")
+    quiet: bool = opt("--quiet", "print no progress (bar or steps)", default=False, switch=True)
+    localize: bool = opt("--no-localize", "do not localize findings", default=True, off=True)
+    profile: str | None = like(CasesOptions, "profile", default=None, shown="ci")
+    shrink_budget: float = opt("--shrink-budget", "seconds to spend shrinking the findings' cases to minimal ones "
+                               "(default {default})", default=30.0, check=argcheck.duration(zero=True),
+                               metavar="SECONDS")
+    shrink: bool = opt("--no-shrink", "do not shrink the findings' cases", default=True, off=True)
+    cluster: ClusterOptions = group("fleet (Dask)", ClusterOptions)
 
     def __post_init__(self) -> None:
         if self.corpus is not None:
@@ -68,7 +105,7 @@ class ReportOptions:
         if self.profile is not None:
             argcheck.profile_or_corpus(self.profile, self.corpus)
 
-    def settings(self, **kw: Any) -> CampaignSettings:
+    def settings(self, **kw: Any) -> CampaignOptions:
         """The campaign settings: the fields given, else the profile's own
         (:data:`harness.generate.corpora.PROFILE_CAMPAIGN`: the realistic profile's runs take seconds), else the
         settings' defaults (``kw`` overrides them all)."""
@@ -77,7 +114,7 @@ class ReportOptions:
         own = PROFILE_CAMPAIGN.get(self.profile or "ci", {})
         given = {k: getattr(self, k) for k in ("repeats", "fresh", "timeout", "jobs", "max_case_bytes")
                  if getattr(self, k) is not None}
-        return CampaignSettings(**{**own, **given, "plugins": self.plugins, "quiet": self.quiet, **kw})
+        return CampaignOptions(**{**own, **given, "plugins": self.plugins, "quiet": self.quiet, **kw})
 
 
 def report(opts: ReportOptions) -> int:
@@ -293,7 +330,7 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
     return max(run_on_cluster(opts.cluster, one))
 
 
-def _findings(run_dir: str, run: Any, settings: CampaignSettings, opts: ReportOptions,
+def _findings(run_dir: str, run: Any, settings: CampaignOptions, opts: ReportOptions,
               timings: dict[str, float]) -> list[Any]:
     """The run's findings, shrunk (``shrink_budget``) and localized (unless not ``localize``), each step in
     worker or child processes within its budget; the seconds of each step go into ``timings``."""

@@ -6,11 +6,15 @@ import os
 import sys
 from dataclasses import dataclass
 
+from harness.core import argcheck
 from harness.core.argcheck import int_at_least, positive_seconds, same_file, writable_dir
 from harness.core.errors import InvalidArgument
-from harness.execute.settings import CampaignSettings
+from harness.core.options import like, opt
+from harness.execute.settings import CampaignOptions
 from harness.judge.reproducer import Reproducer
+from harness.verbs.cases import CasesOptions
 from harness.verbs.common import check_worker_limits, load_plugins, subject_case
+from harness.verbs.report import ReportOptions
 
 __all__ = ["ShrinkOptions", "shrink"]
 
@@ -21,12 +25,16 @@ class ShrinkOptions:
     reproduce) and what the shrinking may spend."""
 
     reproducer: Reproducer
-    budget: float = 120.0                 # seconds at most
-    max_runs: int = 400                   # worker runs at most
-    timeout: float | None = CampaignSettings.timeout  # None: scaled with the case's estimated work
-    out: str | None = None                # the minimal case's file (None: beside the case, named by its id)
-    quiet: bool = False
-    max_case_bytes: int | None = None
+    budget: float = opt("--budget", "seconds to spend at most (default {default})", default=120.0,
+                        check=argcheck.duration())
+    max_runs: int = opt("--max-runs", "worker runs to spend at most (default {default})", default=400,
+                        check=argcheck.count(1))
+    #: None: scaled with the case's estimated work
+    timeout: float | None = like(ReportOptions, "timeout", default=CampaignOptions.timeout)
+    #: the minimal case's file (None: beside the case, named by its id)
+    out: str | None = like(CasesOptions, "out", default=None, check=argcheck.kept(argcheck.writable_file))
+    quiet: bool = like(ReportOptions, "quiet", default=False)
+    max_case_bytes: int | None = like(ReportOptions, "max_case_bytes", default=None)
 
     def __post_init__(self) -> None:
         positive_seconds("budget", self.budget)

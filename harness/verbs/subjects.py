@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from harness.verbs.common import load_plugins
+from harness.core.options import like
+from harness.verbs.common import load_plugins, reproducer_option
+from harness.verbs.env import EnvOptions
 
 __all__ = ["SubjectsOptions", "subjects"]
 
 
 @dataclass(frozen=True)
 class SubjectsOptions:
-    json: bool = False
-    plugins: tuple[str, ...] = ()    # --subject-plugin MOD:OBJ, each
+    json: bool = like(EnvOptions, "json", default=False)
+    plugins: tuple[str, ...] = reproducer_option("--subject-plugin", "subjects", default=())
 
 
 def _declared(d: bool | None) -> str:

@@ -15,8 +15,12 @@ import pathlib
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core import argcheck
 from harness.core.errors import InvalidArgument, SetupError
-from harness.verbs.common import check_worker_limits, load_plugins
+from harness.core.options import like, opt
+from harness.verbs.cases import CasesOptions
+from harness.verbs.common import check_worker_limits, load_plugins, reproducer_option
+from harness.verbs.report import ReportOptions
 
 __all__ = ["TrajectoryOptions", "trajectory", "Outcome", "run_trajectory", "DEFAULT_PERTURB"]
 
@@ -28,19 +32,27 @@ DEFAULT_PERTURB = {"index": 0}
 class TrajectoryOptions:
     """``harness trajectory``: the case and subject, what the second run differs in, the steps, the output."""
 
-    case: str
-    subject: str
-    case_id: str | None = None
-    plugins: tuple[str, ...] = ()
-    contexts: tuple[str, ...] = ()
-    fresh: int = 0
-    against: str | None = None
-    steps: int | None = None     # None: the case's own
-    out: str | None = None
-    timeout: float | None = None  # None: scaled with the case's estimated work (K steps)
-    max_case_bytes: int | None = None
+    case: str = reproducer_option("case", "trajectory")
+    subject: str = reproducer_option("--subject", "trajectory", default="")  # a model subject (required)
+    case_id: str | None = reproducer_option("--case-id", "trajectory", default=None)
+    plugins: tuple[str, ...] = reproducer_option("--subject-plugin", "trajectory", default=())
+    contexts: tuple[str, ...] = reproducer_option("--contexts", "trajectory", default=(),
+                                                  check=argcheck.names(argcheck.one_context))
+    fresh: int = reproducer_option("--fresh", "trajectory", default=0)
+    against: str | None = opt("--against", "trajectory: compare with the same case trained by this model subject "
+                              "(instead of --contexts or --fresh)", default=None, metavar="SUBJECT")
+    steps: int | None = opt("--steps", "trajectory: optimizer steps to train (default: the case's own steps)",
+                            default=None, check=argcheck.count(1), metavar="K")  # None: the case's own
+    out: str | None = like(CasesOptions, "out", default=None, check=argcheck.kept(argcheck.writable_dir))
+    #: None: scaled with the case's estimated work (K steps)
+    timeout: float | None = like(ReportOptions, "timeout", default=None)
+    max_case_bytes: int | None = like(ReportOptions, "max_case_bytes", default=None)
     #: at the first differing step, localize the first function node whose outputs differ (in a child process)
-    localize: bool = True
+    localize: bool = like(ReportOptions, "localize", default=True)
+
+    def __post_init__(self) -> None:
+        if not self.subject:
+            raise InvalidArgument("trajectory needs --subject S (a model subject: python -m harness subjects)")
 
 
 @dataclass

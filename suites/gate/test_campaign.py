@@ -16,7 +16,7 @@ def gate_run(tmp_path_factory, contracts, gate):
     """One campaign over the anchor cases and their relations' members: R=2 in a pooled worker, K=1 in a fresh
     one, per context (members in the default context)."""
     from harness.core.contexts import get_context
-    from harness.execute.campaign import Campaign, CampaignSettings
+    from harness.execute.campaign import Campaign, CampaignOptions
     from harness.execute.plan import plan
     from harness.execute.relations import RELATIONS, members
     from harness.generate.corpora import anchor_cases
@@ -29,7 +29,7 @@ def gate_run(tmp_path_factory, contracts, gate):
     cases = anchor_cases()
     cases = cases + [m.case for c in cases for m in members(c, [RELATIONS[r] for r in claimed])]
     contexts = [get_context(c) for c in ("default", "blas1", "blas2", "debug")]
-    camp = Campaign(d, CampaignSettings(repeats=2, fresh=1, quiet=True))
+    camp = Campaign(d, CampaignOptions(repeats=2, fresh=1, quiet=True))
     camp.write_inputs(cases, {"subjects": [], "devices": [dev.id for dev in gate.devices], "contexts": []})
     camp.run(plan(cases, subjects_for(None), list(gate.devices), contexts, contracts=contracts))
     return d

@@ -161,7 +161,7 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
     from harness.core.contexts import parse_contexts
     from harness.core.devices import parse_devices
     from harness.core.vocabulary import COMPUTE_PHASES, CPU_TIMING
-    from harness.execute.campaign import CampaignSettings
+    from harness.execute.campaign import CampaignOptions
     from harness.execute.driver import run_campaign
     from harness.subjects.registry import get_subject, subjects_for
 
@@ -184,7 +184,7 @@ def one_campaign(factor: int = 1, quick: bool = False, repeats: int = 5, fresh: 
 
             start_early(parse_contexts(contexts), parse_devices("cpu"))
         cases = scaled_corpus(factor, quick)
-        settings = CampaignSettings(repeats=repeats, fresh=fresh, quiet=True, jobs=jobs)
+        settings = CampaignOptions(repeats=repeats, fresh=fresh, quiet=True, jobs=jobs)
         executor = TimedExecutor()
         # one clock read ends each bucket and starts the next: the buckets add up to the total with no gap
         # between them (a gap of a few lines is milliseconds on a busy machine)

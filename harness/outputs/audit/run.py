@@ -89,7 +89,7 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
     from harness.core.corpus_files import corpus_digest, load_corpus
     from harness.core.devices import Device, parse_device, parse_devices
     from harness.core.env import fingerprint
-    from harness.execute.campaign import CampaignSettings, load_arrays
+    from harness.execute.campaign import CampaignOptions, load_arrays
     from harness.execute.driver import run_campaign
     from harness.execute.plan import parse_shard, plan
     from harness.execute.plan import shard as shard_cases
@@ -123,7 +123,7 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
     subj = subjects_for(_names(subjects) or _default_subjects())
     roles = {s.name: s.role for s in subj}
 
-    settings = CampaignSettings(repeats=repeats, fresh=0, timeout=timeout, plugins=tuple(plugins), quiet=quiet,
+    settings = CampaignOptions(repeats=repeats, fresh=0, timeout=timeout, plugins=tuple(plugins), quiet=quiet,
                                 jobs=jobs)
     tasks = plan(cases, subj, devs, ctxs, oracle_contexts=tuple(c.name for c in ctxs))
     audit_id = uuid.uuid4().hex[:12]

@@ -12,7 +12,7 @@ from harness.core.contexts import get_context
 from harness.core.cost import BASE_TIMEOUT, estimate
 from harness.core.devices import CPU
 from harness.execute import admission
-from harness.execute.campaign import CampaignSettings
+from harness.execute.campaign import CampaignOptions
 from harness.execute.lanes import _Lanes
 from harness.execute.plan import Task, plan
 from harness.execute.task_runs import run_task
@@ -29,7 +29,7 @@ def test_a_task_over_the_limit_is_a_skipped_row_naming_what_it_needs(monkeypatch
     assert not ok and f"case {BIG.id} needs about" in reason and "GiB" in reason and "1,073,741,824" in reason
     assert admission.availability(CPU, SMALL, "chainer.NStepLSTM")[0]
     # In a campaign the task is a row that says so, decided before any worker is asked for (none is given).
-    outcome = run_task(Task(BIG, "chainer.NStepBiLSTM", "cpu", "default"), None, CampaignSettings(quiet=True))
+    outcome = run_task(Task(BIG, "chainer.NStepBiLSTM", "cpu", "default"), None, CampaignOptions(quiet=True))
     assert outcome.record.status == "skipped" and "needs about" in outcome.record.skip_reason
 
 
@@ -56,7 +56,7 @@ def test_a_lane_waits_while_the_other_lanes_task_leaves_no_room(monkeypatch):
     tasks = plan([BIG, SMALL], [get_subject("chainer.NStepBiLSTM"), get_subject("chainer.NStepLSTM")], [CPU],
                  [get_context("default")])
     tasks = [t for t in tasks if get_subject(t.subject).accepts(t.case)][:2]
-    lanes = _Lanes(tasks, [None, None], False, CampaignSettings(quiet=True), window=8)
+    lanes = _Lanes(tasks, [None, None], False, CampaignOptions(quiet=True), window=8)
     refused = threading.Event()
     real_take = lanes.memory.take
 
@@ -98,7 +98,7 @@ def test_run_timeout_follows_the_work_and_an_explicit_one_wins():
 
 @pytest.mark.parametrize("settings_timeout", [None, 30.0])
 def test_campaign_settings_take_no_timeout_as_scaled(settings_timeout):
-    assert CampaignSettings(timeout=settings_timeout).timeout == settings_timeout
+    assert CampaignOptions(timeout=settings_timeout).timeout == settings_timeout
 
 
 def test_the_in_process_gate_refuses_a_case_by_its_cost_without_running_it(monkeypatch):

@@ -21,7 +21,7 @@ from harness.core.records import (
     read_tasks,
     repair_jsonl,
 )
-from harness.execute.campaign import Campaign, CampaignSettings
+from harness.execute.campaign import Campaign, CampaignOptions
 from harness.execute.plan import Task
 from harness.execute.task_runs import TaskOutcome
 from harness.judge.sketch import tensor_sketch
@@ -70,7 +70,7 @@ def written(tmp_path):
     """A campaign directory whose tasks were written by the campaign's writer (a task run twice: its later line
     wins), and its measures as the measure pass writes them; returns (directory, records, measures)."""
     d = str(tmp_path / "run")
-    campaign = Campaign(d, CampaignSettings())
+    campaign = Campaign(d, CampaignOptions())
     rng = np.random.default_rng(0)
     records: dict[str, TaskRecord] = {}
     runs: list[dict] = []

@@ -13,7 +13,7 @@ from harness.core.contexts import get_context
 from harness.core.devices import CPU
 from harness.core.records import jsonl_line
 from harness.execute import measure_pass
-from harness.execute.campaign import CampaignSettings
+from harness.execute.campaign import CampaignOptions
 from harness.execute.driver import run_campaign
 from harness.execute.measure_pass import Measurer, compared_with, key_of, measure_campaign
 from harness.execute.relations import RELATIONS
@@ -32,7 +32,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     cases += [Case("lstm", 5, {"n_layers": 1, "in_size": 3, "hidden": 2, "lengths": [3, 2, 1]})]
     return run_campaign(out, cases, [get_subject(n) for n in SUBJECTS], [CPU],
                         [get_context("default"), get_context("blas1")],
-                        CampaignSettings(repeats=2, fresh=0, quiet=True, jobs=1),
+                        CampaignOptions(repeats=2, fresh=0, quiet=True, jobs=1),
                         relations=[RELATIONS["order"]])
 
 

@@ -15,7 +15,7 @@ from harness.core.records import Verdict
 from harness.execute.answers import Answer, tensor_meta
 from harness.execute.plan import Task
 from harness.execute.run_clock import RunTime
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.execute.solo import SOLO
 from harness.execute.task_runs import run_task
 from harness.judge.verdicts import judge_task
@@ -23,7 +23,7 @@ from harness.subjects.base import ErrorInfo, RunResult
 
 CASE = Case("embed", 3, {"vocab": 5, "width": 2, "ids_shape": [4]})
 TASK = Task(CASE, "control.deterministic", "cpu", "default")
-SETTINGS = CampaignSettings(repeats=2, fresh=1, timeout=10.0, quiet=True, jobs=1)
+SETTINGS = CampaignOptions(repeats=2, fresh=1, timeout=10.0, quiet=True, jobs=1)
 
 
 def ok(limit: float) -> Answer:
@@ -216,7 +216,7 @@ def test_a_sigkill_the_out_of_memory_killer_did_not_send_is_the_crash_finding_at
 
 def test_a_corner_runs_two_pooled_and_one_fresh_and_is_a_said_skip_where_blas_threads_cannot_matter() -> None:
     corner = Case("lstm", 3, {"n_layers": 1, "in_size": 3, "hidden": 4, "lengths": [8]}, tags=("corner",))
-    campaign = CampaignSettings(repeats=5, fresh=2, timeout=10.0, quiet=True, jobs=1)
+    campaign = CampaignOptions(repeats=5, fresh=2, timeout=10.0, quiet=True, jobs=1)
     ws = Workers(ok, ok, ok)
     out = run_task(Task(corner, TASK.subject, "cpu", "debug"), ws, campaign)  # type: ignore[arg-type]
     assert [r["process"] for r in out.runs] == ["pool", "pool", "fresh:0"] and out.record.statuses == {"ok": 3}

@@ -12,7 +12,7 @@ import pytest
 from harness.core.cases import Case
 from harness.execute.lanes import BESIDE_NICE, LocalPool
 from harness.execute.plan import Task
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.execute.worker_sets import lower_priority
 
 THREADED = ("import sys, threading, time\n"
@@ -50,7 +50,7 @@ def test_a_process_that_is_gone_is_no_error() -> None:
 def test_the_first_lane_runs_at_the_campaigns_priority_and_the_others_below_it() -> None:
     case = Case("embed", 1, {"vocab": 7, "width": 4, "ids_shape": [3]})
     group = [Task(case, "chainer.EmbedID", "cpu", "default")] * 3
-    sets = LocalPool._worker_sets(group, CampaignSettings(repeats=1, fresh=0, quiet=True, jobs=3))
+    sets = LocalPool._worker_sets(group, CampaignOptions(repeats=1, fresh=0, quiet=True, jobs=3))
     assert [ws.nice for ws in sets] == [0, BESIDE_NICE, BESIDE_NICE]
     assert BESIDE_NICE > 0
 
@@ -61,7 +61,7 @@ def test_a_run_tried_again_alone_runs_at_the_campaigns_priority_even_in_a_lowere
     from harness.execute.worker_sets import WorkerSet
 
     own = os.getpriority(os.PRIO_PROCESS, 0)
-    ws = WorkerSet(get_context("default"), CampaignSettings(repeats=1, fresh=0, quiet=True, jobs=2), nice=BESIDE_NICE)
+    ws = WorkerSet(get_context("default"), CampaignOptions(repeats=1, fresh=0, quiet=True, jobs=2), nice=BESIDE_NICE)
     try:
         with ws.use("pool") as (_, w):
             assert os.getpriority(os.PRIO_PROCESS, w.pid) == min(own + BESIDE_NICE, 19)

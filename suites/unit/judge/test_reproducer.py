@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import sys
 import types
 
 import pytest
@@ -184,18 +183,10 @@ def test_the_export_command_is_offered_wherever_the_replay_command_is_but_for_wh
 
 # ---- the export verb's parser -------------------------------------------------------------------------
 def test_export_hands_the_reproducer_and_its_own_options_to_the_export_verb(tmp_path, files, monkeypatch):
+    import harness.verbs.export as export_verb
+
     got = []
-    fake = types.ModuleType("harness.verbs.export")
-
-    @dataclasses.dataclass(frozen=True)
-    class ExportOptions:
-        reproducer: Reproducer
-        out: str
-        markdown: str | None = None
-
-    fake.ExportOptions = ExportOptions
-    fake.export = lambda opts: got.append(opts) or 0
-    monkeypatch.setitem(sys.modules, "harness.verbs.export", fake)
+    monkeypatch.setattr(export_verb, "export", lambda opts: got.append(opts) or 0)
     md = str(tmp_path / "bug.md")
     rc = cli.main(["export", files.cases[0], "--subject", "s", "--contexts", "blas1,blas2", "--out", files.out,
                    "--markdown", md])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.execute.settings import CampaignSettings
+from harness.execute.settings import CampaignOptions
 from harness.generate.corpora import PROFILE_CAMPAIGN
 from harness.verbs.report import ReportOptions
 
@@ -11,7 +11,7 @@ def test_a_profile_sets_the_campaign_settings_the_command_line_leaves_out():
     own = PROFILE_CAMPAIGN["realistic"]
     settings = ReportOptions(profile="realistic").settings()
     assert (settings.repeats, settings.fresh) == (own["repeats"], own["fresh"])
-    assert own["repeats"] != CampaignSettings.repeats  # (else this test could not tell the two apart)
+    assert own["repeats"] != CampaignOptions.repeats  # (else this test could not tell the two apart)
 
 
 def test_a_setting_the_command_line_gives_wins_over_the_profiles():
@@ -21,4 +21,4 @@ def test_a_setting_the_command_line_gives_wins_over_the_profiles():
 
 def test_a_profile_without_settings_of_its_own_keeps_the_defaults():
     settings = ReportOptions(profile="ci").settings()
-    assert (settings.repeats, settings.fresh) == (CampaignSettings.repeats, CampaignSettings.fresh)
+    assert (settings.repeats, settings.fresh) == (CampaignOptions.repeats, CampaignOptions.fresh)
