@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.core.classification import Classification, classify
 from harness.judge import tolerance, verdicts
 from harness.judge.contracts import BadInputRule, KnownDefect, load_contracts
-from harness.judge.findings import Classification, classify, kind_of
+from harness.judge.findings import kind_of
 from harness.subjects.embed import sequential_grad_W
 
 KEY = {"case_id": "c0", "subject": "s", "device": "cpu", "context": "default"}
@@ -150,7 +151,7 @@ def test_known_wrong_values_are_a_known_defect_for_the_declared_tensor_only():
     assert m.verdict == verdicts.KNOWN_DEFECT and m.rule == "known defect (grad.W beyond the oracle's tolerance)"
     assert m.contract == "contracts.toml line 12: a column zeroed" and "example.invalid/2" in m.detail
     assert m.max_abs == 6.0 and m.within is False  # the measured error is kept (row 2 is [5, 6])
-    assert kind_of(m) == "beyond oracle tolerance" and classify(m) == Classification.KNOWN_DEFECT
+    assert kind_of(m) == "beyond oracle tolerance" and classify(m.verdict) == Classification.KNOWN_DEFECT
     assert not verdicts.Verdict(m.verdict).fails  # the gate passes on it
     # Another tensor, no declaration, or a crash declaration: the contract's verdict.
     for tensor, known in (("y", [ZEROED_ROW]), ("grad.W", []), ("grad.W", [EMPTY])):

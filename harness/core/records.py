@@ -10,7 +10,6 @@ a JSON round trip (``to_dict`` / ``from_dict``); ``from_dict`` refuses a malform
 from __future__ import annotations
 
 import collections.abc as _abc
-import enum
 import json
 import math
 import os
@@ -18,6 +17,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Iterator, Mapping
 
+from harness.core.classification import VERDICT_ORDER, VERDICTS, Verdict
 from harness.core.errors import RecordError
 from harness.core.record_files import raw_lines, record_file
 
@@ -64,46 +64,8 @@ __all__ = ["Verdict", "TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "
 #: the float64 oracle, a stored baseline, a related case (invariance), a reference summed in the order the subject
 #: declares (``order``), or nothing (a task that ran no tensor).
 MEASURE_KINDS = ("repeat", "process", "context", "device", "oracle", "baseline", "relation", "order", "task")
-
-class Verdict(str, enum.Enum):
-    """The verdicts, best first. A ``str`` enum: a verdict compares equal to its text, which is what the record
-    files hold. "diverged as allowed": bits differ where the contract does not require identity; "known defect":
-    a library error the contracts file declares (``[[known_defect]]``: like an expected error, a declared
-    behaviour, so a cell's verdict shows what else happened there); "not judged": a check the contract asks
-    for did not run (the gate fails on it, with the reason)."""
-
-    BIT_IDENTICAL = "bit-identical"
-    EXPECTED_ERROR = "expected error"
-    KNOWN_DEFECT = "known defect"
-    WITHIN = "within tolerance"
-    ALLOWED = "diverged as allowed"
-    SKIPPED = "skipped"
-    NOT_JUDGED = "not judged"
-    ERROR = "error"
-    BROKEN = "broken"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def fails(self) -> bool:
-        """Whether the gate fails on this verdict.
-
-        >>> [v.value for v in Verdict if v.fails]
-        ['not judged', 'error', 'broken']
-        >>> Verdict("broken") == "broken"
-        True
-        """
-        return self in (Verdict.NOT_JUDGED, Verdict.ERROR, Verdict.BROKEN)
-
-
 #: The verdicts of a check that did not run: a :class:`Measure` with one of them says why (its ``detail``).
 _NEEDS_REASON = frozenset({"skipped", "not judged"})
-
-#: The verdicts' texts, best first.
-VERDICTS = tuple(v.value for v in Verdict)
-#: Rank of each verdict; a group's verdict is its worst member's (skipped only when nothing else ran).
-VERDICT_ORDER = {v: i for i, v in enumerate(VERDICTS)}
 
 
 def device_kind_of(device: str) -> str:

@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from harness.core.classification import VERDICT_ORDER, Verdict, fails_gate
 from harness.core.errors import ContractViolation
-from harness.core.records import VERDICT_ORDER, Measure, TensorStats, Verdict
+from harness.core.records import Measure, TensorStats
 from harness.core.vocabulary import PHASES
 from harness.judge import comparator
 from harness.judge.tolerance import OracleError, Tolerance
@@ -576,12 +577,9 @@ class Violation:
 
 
 def violations(measures: Iterable[Measure]) -> list[Violation]:
-    """The measures a gate fails on (:attr:`Verdict.fails`: broken, error, not judged; a skip is not a pass,
-    and not a failure here: the caller says what was skipped)."""
-    return [Violation(m) for m in measures if m.verdict in _FAILING]
-
-
-_FAILING = frozenset(v.value for v in Verdict if v.fails)
+    """The measures a gate fails on (:func:`~harness.core.classification.fails_gate`: broken, error, not judged;
+    a skip is not a pass, and not a failure here: the caller says what was skipped)."""
+    return [Violation(m) for m in measures if fails_gate(m.verdict)]
 
 
 def assert_no_violations(found: Sequence[Violation], *, limit: int = 40) -> None:

@@ -15,6 +15,7 @@ import os
 from typing import Any, Mapping, Sequence
 
 from harness.core.cases import Case
+from harness.core.classification import fails_gate
 from harness.core.errors import InvalidArgument
 from harness.core.records import Measure, TaskRecord
 from harness.core.rundir import task_arrays
@@ -53,8 +54,8 @@ def _violation(m: Measure, f: F.Finding | None) -> Violation:
 
 
 def fails(m: Measure) -> bool:
-    """Whether the gate fails on this measure (:attr:`Verdict.fails`)."""
-    return m.verdict in verdicts._FAILING
+    """Whether the gate fails on this measure (:func:`~harness.core.classification.fails_gate`)."""
+    return fails_gate(m.verdict)
 
 
 def belongs(m: Measure, f: F.Finding) -> bool:
