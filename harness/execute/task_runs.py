@@ -19,7 +19,7 @@ the in-process runs (:func:`outcome_of`) take a task's outcome the same way with
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -27,7 +27,7 @@ import numpy as np
 from harness.core.cost import timed_out_twice
 from harness.core.devices import parse_device
 from harness.core.errors import WorkerError
-from harness.core.records import TaskRecord, TensorStats
+from harness.core.records import TaskRecord, TensorComparison
 from harness.execute import admission
 from harness.execute.answers import Answer, tensor_meta
 from harness.execute.plan import Task
@@ -231,7 +231,7 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
     statuses = [r.status for _, r in results]
     ok_reps = [r for _, r in results if r.ok]
     errors = [r.error.to_dict() for _, r in results if r.error is not None]
-    tensors: dict[str, TensorStats] = {}
+    tensors: dict[str, TensorComparison] = {}
     rep_digests: dict[str, tuple[str | None, ...]] = {}
     if ok_reps:
         reps = [r.arrays for r in ok_reps]
@@ -256,7 +256,7 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
                          value_text(reps[c.diff_reps[0]].get(name), idx))
             # rep 0's NaN/Inf counts, where its answer carried them: the sketch does not count them again
             known = counts.get(name) if name in ok_metas[0] else None
-            tensors[name] = TensorStats.from_comparison(c, worst, sketch=tensor_sketch(reps[0].get(name), known))
+            tensors[name] = replace(c, worst_values=worst, sketch=tensor_sketch(reps[0].get(name), known))
     return TaskRecord(
         key=task.key, case_id=task.case.id, family=task.case.family, subject=task.subject,
         device=task.device, context=task.context, bad_input=task.case.bad,

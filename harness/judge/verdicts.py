@@ -30,7 +30,7 @@ import numpy as np
 
 from harness.core.classification import VERDICT_ORDER, Verdict, fails_gate
 from harness.core.errors import ContractViolation
-from harness.core.records import Measure, TensorStats
+from harness.core.records import Measure, TensorComparison
 from harness.core.vocabulary import PHASES
 from harness.judge import comparator
 from harness.judge.tolerance import OracleError, Tolerance
@@ -90,7 +90,7 @@ def _base(kind: str, key: Mapping[str, str], tensor: str, **kw: Any) -> dict[str
 # --------------------------------------------------------------------------- run to run
 
 
-def judge_repeats(contract: Any, key: Mapping[str, str], tensor: str, stats: TensorStats,
+def judge_repeats(contract: Any, key: Mapping[str, str], tensor: str, stats: TensorComparison,
                   digests: Sequence[str | None], processes: Sequence[str], *, judged: bool = True) -> list[Measure]:
     """Run-to-run verdicts of one tensor: repetitions in the pooled worker (``pool``) against ``reproducible``,
     and the fresh workers (``fresh:k``) against ``across_processes``.

@@ -11,6 +11,7 @@ import os
 from typing import Any, Iterable, Mapping, Sequence
 
 from harness.core.cases import Case
+from harness.core.classification import Verdict
 from harness.core.fileio import atomic_write
 from harness.core.records import Measure, TaskRecord
 from harness.judge import findings as F
@@ -61,7 +62,7 @@ def campaign_findings(run_dir: str, measures: Sequence[Measure], records: Mappin
     lookup = getattr(known, "known_defect_for", None)
     if lookup is not None:
         for m in measures:
-            if m.verdict != "known defect":
+            if m.verdict != Verdict.KNOWN_DEFECT:
                 continue
             rec = by_task.get((m.case_id, m.subject, m.device, m.context))
             err = rec.first_error if rec is not None else None

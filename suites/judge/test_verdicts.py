@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.core.records import VERDICT_ORDER, TensorStats, Verdict
+from harness.core.records import VERDICT_ORDER, TensorComparison, Verdict
 from harness.judge import verdicts as V
 from harness.judge.contracts import Contract
 from harness.judge.tolerance import Tolerance, compare_oracle
@@ -22,12 +22,13 @@ def _contract(**kw) -> Contract:
     return Contract(**base)
 
 
-def _stats(identical: bool) -> TensorStats:
-    return TensorStats(dtype="float32", shape=(2,), repeats=3, bitwise_identical=identical, n_diff=0 if identical
-                       else 1, n_total=2, frac_diff=0.0 if identical else 0.5, max_ulp=0 if identical else 4,
-                       max_ulp_index=None if identical else (1,), first_diff_index=None if identical else (1,),
-                       n_unique=1 if identical else 2, digest="xxh3_128:" + "0" * 32, nan_count=0, inf_count=0,
-                       shape_mismatch=False, worst_values=None if identical else ("1.0 (0x3f800000)", "1.0000005"))
+def _stats(identical: bool) -> TensorComparison:
+    return TensorComparison(name="y", dtype="float32", shape=(2,), repeats=3, bitwise_identical=identical,
+                            n_diff=0 if identical else 1, n_total=2, frac_diff=0.0 if identical else 0.5,
+                            max_ulp=0 if identical else 4, max_ulp_index=None if identical else (1,),
+                            first_diff_index=None if identical else (1,), n_unique=1 if identical else 2,
+                            digests=("xxh3_128:" + "0" * 32,), nan_count=0, inf_count=0, shape_mismatch=False,
+                            worst_values=None if identical else ("1.0 (0x3f800000)", "1.0000005"))
 
 
 def test_worst_orders_every_verdict_and_skips_only_when_all_skipped():
