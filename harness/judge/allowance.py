@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from harness.judge import verdicts
+from harness.judge import task_verdicts, verdicts
 from harness.judge.contracts import Contract, Contracts, KnownDefect
 from harness.judge.finding_kinds import FindingKind
 from harness.judge.reproducer import Reproducer
@@ -123,7 +123,7 @@ def allowance_for(r: Reproducer, contracts: Contracts, tags: Iterable[str], *,
     shows = _shows(kind)
     dev, ctx = device_kind(r.devices[-1]), r.contexts[-1]
     rules = contracts.bad_rules(r.subject, dev, tags, ctx)
-    exp = verdicts.expectation_for(rules, expect, r.subject, dev) if rules or expect else None
+    exp = task_verdicts.expectation_for(rules, expect, r.subject, dev) if rules or expect else None
     if kind == FindingKind.KNOWN_DEFECT:
         return None  # a defect all the same: declared_defect gives its declaration
     if shows == "error":

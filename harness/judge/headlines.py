@@ -16,7 +16,8 @@ holds (``in every CPU context: default, blas1, blas2, debug``), with each findin
 Pure: findings in, headlines out (:func:`headlines`); the gate's summary and the page count and print these.
 
 >>> from harness.core.records import Measure
->>> from harness.judge.findings import Origin, group
+>>> from harness.judge.finding_groups import group
+>>> from harness.judge.findings import Origin
 >>> ms = [Measure(kind="oracle", case_id="c", subject="s", device="cpu", context=c, tensor="hy", within=False,
 ...               verdict="broken", rule="oracle = within", error_ratio=2.0) for c in ("debug", "default")]
 >>> [h.where for h in headlines(group(ms, None, Origin("/r")), {"cpu": ("default", "debug")})]
@@ -30,7 +31,8 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from harness.core.contexts import context_order
-from harness.judge.findings import DOSSIER_LINES, Classification, Finding, FindingKind, sort_findings
+from harness.judge.finding_groups import sort_findings
+from harness.judge.findings import DOSSIER_LINES, Classification, Finding, FindingKind
 
 __all__ = ["Headline", "headlines", "cause_key", "where_text", "device_label", "headline_of"]
 

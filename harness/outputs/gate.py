@@ -24,7 +24,7 @@ from harness.execute.measure_pass import campaign_cases, load_measures, measure_
 from harness.judge import findings as F
 from harness.judge import verdicts
 from harness.judge.contracts import Contracts
-from harness.judge.verdicts import Violation, assert_no_violations
+from harness.judge.violations import Violation, assert_no_violations
 
 __all__ = ["Violation", "assert_no_violations", "gate_campaign", "gate_violations", "check_baseline",
            "control_check", "write_junit", "gate_findings", "baseline_measures", "fails", "failing_cells",

@@ -161,7 +161,7 @@ def _tolerance(r: Reproducer, case: Case, wrong: tuple[str, ...] = ()) -> tuple[
 
 def _bad_rule(r: Reproducer, case: Case) -> Check:
     from harness.judge.contracts import load_contracts
-    from harness.judge.verdicts import expectation_for
+    from harness.judge.task_verdicts import expectation_for
 
     dev = parse_device(r.devices[-1])
     rules = load_contracts(r.contracts or None).bad_rules(r.subject, dev.kind, case.tags, r.contexts[-1])

@@ -300,6 +300,7 @@ def _findings(run_dir: str, run: Any, settings: CampaignSettings, opts: ReportOp
     from harness.execute.localization import localize_findings
     from harness.judge import findings as F
     from harness.judge.contracts import load_contracts
+    from harness.judge.finding_groups import sort_findings
     from harness.outputs.assemble import campaign_findings
 
     t0 = time.perf_counter()
@@ -322,4 +323,4 @@ def _findings(run_dir: str, run: Any, settings: CampaignSettings, opts: ReportOp
     if opts.localize:
         worth = localize_findings(worth, budget=LOCALIZE_BUDGET)
     timings["localizing"] = time.perf_counter() - t0
-    return F.sort_findings(worth + rest)
+    return sort_findings(worth + rest)

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 from harness.core.records import VERDICT_ORDER, TensorComparison, Verdict
+from harness.judge import task_verdicts as T
 from harness.judge import verdicts as V
+from harness.judge import violations as W
 from harness.judge.contracts import Contract
 from harness.judge.tolerance import Tolerance, compare_oracle
 
@@ -84,18 +86,18 @@ def test_oracle_within_beyond_and_record_only():
 
 
 def test_task_level_verdicts():
-    assert V.judge_task(_contract(), KEY, "skipped", "skipped", None, "no GPU").verdict == V.SKIPPED
-    err = V.judge_task(_contract(), KEY, "error", "error", {"type": "ValueError", "phase": "backward",
+    assert T.judge_task(_contract(), KEY, "skipped", "skipped", None, "no GPU").verdict == V.SKIPPED
+    err = T.judge_task(_contract(), KEY, "error", "error", {"type": "ValueError", "phase": "backward",
                                                             "message": "m"}, None)
     assert err.verdict == V.ERROR and err.actual == "ValueError in backward: m"
-    assert V.judge_task(None, KEY, "ok", "ok", None, None).rule == V.NO_CONTRACT
-    assert V.judge_task(_contract(), KEY, "ok", "ok", None, None) is None
+    assert T.judge_task(None, KEY, "ok", "ok", None, None).rule == V.NO_CONTRACT
+    assert T.judge_task(_contract(), KEY, "ok", "ok", None, None) is None
 
 
 def test_assert_no_violations_raises_only_what_it_is_given():
     from harness.core.errors import ContractViolation
 
-    V.assert_no_violations([])
+    W.assert_no_violations([])
     m = V.judge_pair("context", _contract(), KEY, "y", np.zeros(2, np.float32), np.ones(2, np.float32), "blas1")
     with pytest.raises(ContractViolation, match="identical_across"):
-        V.assert_no_violations(V.violations([m]))
+        W.assert_no_violations(W.violations([m]))
