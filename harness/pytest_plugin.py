@@ -43,7 +43,7 @@ from harness.core.cases import Case  # noqa: E402 - after the environment defaul
 from harness.core.devices import Device  # noqa: E402
 from harness.core.records import Measure  # noqa: E402
 from harness.judge.contracts import Contracts, load_contracts  # noqa: E402
-from harness.judge.verdicts import Violation, assert_no_violations  # noqa: E402
+from harness.judge.violations import Violation, assert_no_violations  # noqa: E402
 from harness.subjects.registry import get_subject  # noqa: E402
 
 __all__ = ["measures_in_process", "contract_violations", "bad_input_violations",
@@ -289,7 +289,7 @@ def _violations(measures: Sequence[Measure], case: Case, contracts: Contracts) -
     printed command runs as printed, and it names the contracts file that judged (unless the shipped one)."""
     from harness.core.fileio import atomic_write
     from harness.judge.findings import Origin, contracts_argument
-    from harness.judge.verdicts import violations
+    from harness.judge.violations import violations
 
     found = violations(measures)
     if not found:
@@ -373,7 +373,7 @@ def contract_property(test: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def assert_contract(violations: Sequence[Violation]) -> None:
-    """Like :func:`harness.judge.verdicts.assert_no_violations`, remembering the first dossier for flaky reports."""
+    """Like :func:`harness.judge.violations.assert_no_violations`, remembering the first dossier for flaky reports."""
     __tracebackhide__ = True
     if violations and not _FIRST_FAILURE:
         _FIRST_FAILURE.append(violations[0].dossier())

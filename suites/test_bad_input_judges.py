@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.judge import tolerance, verdicts
+from harness.core.classification import Classification, classify
+from harness.judge import task_verdicts, tolerance, verdicts
 from harness.judge.contracts import BadInputRule, KnownDefect, load_contracts
-from harness.judge.findings import Classification, classify, kind_of
+from harness.judge.findings import kind_of
 from harness.subjects.embed import sequential_grad_W
 
 KEY = {"case_id": "c0", "subject": "s", "device": "cpu", "context": "default"}
@@ -27,11 +28,11 @@ def _err(type_: str, phase: str, **returned: str) -> dict:
 
 
 def test_error_in_its_phase_is_expected_and_a_moved_one_is_broken_with_what_the_forward_returned():
-    exp = verdicts.expectation_for([RAISES_FORWARD], None, "s", "cpu")
+    exp = task_verdicts.expectation_for([RAISES_FORWARD], None, "s", "cpu")
     assert exp.describe() == "raise IndexError in forward"
-    ok = verdicts.judge_bad_input(exp, KEY, "error", _err("IndexError", "forward"))
+    ok = task_verdicts.judge_bad_input(exp, KEY, "error", _err("IndexError", "forward"))
     assert ok.verdict == verdicts.EXPECTED_ERROR
-    moved = verdicts.judge_bad_input(exp, KEY, "error", _err("IndexError", "backward", y="shape (2, 3) float32"))
+    moved = task_verdicts.judge_bad_input(exp, KEY, "error", _err("IndexError", "backward", y="shape (2, 3) float32"))
     assert moved.verdict == verdicts.BROKEN
     assert moved.detail == ("expected IndexError in forward, forward returned y (shape (2, 3) float32), "
                             "IndexError raised in backward")
@@ -39,51 +40,51 @@ def test_error_in_its_phase_is_expected_and_a_moved_one_is_broken_with_what_the_
 
 
 def test_outcome_that_differs_run_to_run_is_broken_even_under_any():
-    exp = verdicts.expectation_for([ANY], None, "s", "cpu")
+    exp = task_verdicts.expectation_for([ANY], None, "s", "cpu")
     assert exp.any_outcome
-    assert verdicts.judge_bad_input(exp, KEY, "error", _err("IndexError", "forward")).verdict == \
+    assert task_verdicts.judge_bad_input(exp, KEY, "error", _err("IndexError", "forward")).verdict == \
         verdicts.EXPECTED_ERROR
-    partial = verdicts.judge_bad_input(exp, KEY, "partial", _err("IndexError", "forward"))
+    partial = task_verdicts.judge_bad_input(exp, KEY, "partial", _err("IndexError", "forward"))
     assert partial.verdict == verdicts.BROKEN and "values returned" in partial.detail
-    two = verdicts.judge_bad_input(exp, KEY, "error", _err("IndexError", "forward"),
+    two = task_verdicts.judge_bad_input(exp, KEY, "error", _err("IndexError", "forward"),
                                    errors=[_err("IndexError", "forward"), _err("ValueError", "backward")])
     assert two.verdict == verdicts.BROKEN and "ValueError in backward" in two.detail
 
 
 def test_no_error_rule_documents_values_and_any_does_not():
-    assert verdicts.expectation_for([NO_ERROR], None, "s", "cpu").values
-    assert not verdicts.expectation_for([ANY], None, "s", "cpu").values
-    assert not verdicts.expectation_for([RAISES_FORWARD], None, "s", "cpu").values
+    assert task_verdicts.expectation_for([NO_ERROR], None, "s", "cpu").values
+    assert not task_verdicts.expectation_for([ANY], None, "s", "cpu").values
+    assert not task_verdicts.expectation_for([RAISES_FORWARD], None, "s", "cpu").values
 
 
 def test_known_defect_wins_over_any_rule_and_is_never_expected_error():
-    exp = verdicts.expectation_for([ANY], None, "s", "cpu")
-    m = verdicts.judge_bad_input(exp, KEY, "error", _err("ValueError", "backward"), known=[EMPTY])
+    exp = task_verdicts.expectation_for([ANY], None, "s", "cpu")
+    m = task_verdicts.judge_bad_input(exp, KEY, "error", _err("ValueError", "backward"), known=[EMPTY])
     assert m.verdict == verdicts.KNOWN_DEFECT and "example.invalid" in m.detail
-    other = verdicts.judge_bad_input(exp, KEY, "error", _err("ValueError", "forward"), known=[EMPTY])
+    other = task_verdicts.judge_bad_input(exp, KEY, "error", _err("ValueError", "forward"), known=[EMPTY])
     assert other.verdict == verdicts.EXPECTED_ERROR  # not the declared phase: the any rule judges it
 
 
 def test_valid_input_error_is_known_defect_only_when_every_run_matches_it():
-    got = verdicts.judge_task(None, KEY, "error", "error", _err("ValueError", "backward"), None, known=[EMPTY])
+    got = task_verdicts.judge_task(None, KEY, "error", "error", _err("ValueError", "backward"), None, known=[EMPTY])
     assert got.verdict == verdicts.KNOWN_DEFECT and got.rule == "known defect (ValueError in backward)"
-    assert verdicts.judge_task(None, KEY, "error", "error", _err("ValueError", "forward"), None,
+    assert task_verdicts.judge_task(None, KEY, "error", "error", _err("ValueError", "forward"), None,
                                known=[EMPTY]).verdict == verdicts.ERROR
-    assert verdicts.judge_task(None, KEY, "partial", "partial", _err("ValueError", "backward"), None,
+    assert task_verdicts.judge_task(None, KEY, "partial", "partial", _err("ValueError", "backward"), None,
                                known=[EMPTY]).verdict == verdicts.ERROR
-    assert verdicts.judge_task(None, KEY, "error", "error", _err("ValueError", "backward"), None).verdict == \
+    assert task_verdicts.judge_task(None, KEY, "error", "error", _err("ValueError", "backward"), None).verdict == \
         verdicts.ERROR
 
 
 def test_same_outcome_compares_errors_and_digests():
     digests = {"y": ("a", "a", "b")}
-    assert verdicts.outcome_text("ok", (), digests, [0, 1]).startswith("values ")
-    assert verdicts.outcome_text("ok", (), digests) == "values that differ run to run"
-    assert verdicts.outcome_text("ok", (), digests, bits=False) == "values returned"
-    assert verdicts.outcome_text("error", [_err("IndexError", "forward")], {}) == "IndexError in forward"
-    exp = verdicts.expectation_for([ANY], None, "s", "cpu")
-    same = verdicts.judge_same_outcome(exp, KEY, "context", "IndexError in forward", "IndexError in forward", "x")
-    differ = verdicts.judge_same_outcome(exp, KEY, "context", "IndexError in forward", "values returned", "x")
+    assert task_verdicts.outcome_text("ok", (), digests, [0, 1]).startswith("values ")
+    assert task_verdicts.outcome_text("ok", (), digests) == "values that differ run to run"
+    assert task_verdicts.outcome_text("ok", (), digests, bits=False) == "values returned"
+    assert task_verdicts.outcome_text("error", [_err("IndexError", "forward")], {}) == "IndexError in forward"
+    exp = task_verdicts.expectation_for([ANY], None, "s", "cpu")
+    same = task_verdicts.judge_same_outcome(exp, KEY, "context", "IndexError in forward", "IndexError in forward", "x")
+    differ = task_verdicts.judge_same_outcome(exp, KEY, "context", "IndexError in forward", "values returned", "x")
     assert same.verdict == verdicts.BIT_IDENTICAL and differ.verdict == verdicts.BROKEN
 
 
@@ -150,7 +151,7 @@ def test_known_wrong_values_are_a_known_defect_for_the_declared_tensor_only():
     assert m.verdict == verdicts.KNOWN_DEFECT and m.rule == "known defect (grad.W beyond the oracle's tolerance)"
     assert m.contract == "contracts.toml line 12: a column zeroed" and "example.invalid/2" in m.detail
     assert m.max_abs == 6.0 and m.within is False  # the measured error is kept (row 2 is [5, 6])
-    assert kind_of(m) == "beyond oracle tolerance" and classify(m) == Classification.KNOWN_DEFECT
+    assert kind_of(m) == "beyond oracle tolerance" and classify(m.verdict) == Classification.KNOWN_DEFECT
     assert not verdicts.Verdict(m.verdict).fails  # the gate passes on it
     # Another tensor, no declaration, or a crash declaration: the contract's verdict.
     for tensor, known in (("y", [ZEROED_ROW]), ("grad.W", []), ("grad.W", [EMPTY])):

@@ -26,7 +26,8 @@ from harness.execute.campaign import CampaignOptions
 from harness.execute.driver import run_campaign
 from harness.execute.relations import RELATIONS
 from harness.generate.corpora import relation_cases
-from harness.judge.findings import Classification, Origin, group, with_cause
+from harness.judge.finding_groups import group
+from harness.judge.findings import Classification, Origin, with_cause
 from harness.outputs import (
     figures,
     matrix,

@@ -72,17 +72,19 @@ def test_delta_measures_ulps_at_the_sample_like_the_comparator():
 
 
 def test_the_task_record_keeps_the_sketch_through_its_json_round_trip():
+    from dataclasses import replace
+
     from harness.core.errors import RecordError
-    from harness.core.records import TensorStats
+    from harness.core.records import TensorComparison
     from harness.judge.comparator import compare_repeats
 
     a = np.linspace(-1, 1, 40, dtype=np.float32).reshape(8, 5)
-    t = TensorStats.from_comparison(compare_repeats("y", [a, a]), sketch=S.tensor_sketch(a))
-    back = TensorStats.from_dict(t.to_dict())
-    assert back == t and back.sketch["bits"] == S.tensor_sketch(a)["bits"]
-    assert TensorStats.from_dict({**t.to_dict(), "sketch": None}).sketch is None  # records from before sketches
+    t = replace(compare_repeats("y", [a, a]), sketch=S.tensor_sketch(a))
+    back = TensorComparison.from_dict(t.to_dict(), name="y")
+    assert back.to_dict() == t.to_dict() and back.sketch["bits"] == S.tensor_sketch(a)["bits"]
+    assert TensorComparison.from_dict({**t.to_dict(), "sketch": None}).sketch is None  # records before sketches
     with pytest.raises(RecordError, match="sketch"):
-        TensorStats.from_dict({**t.to_dict(), "sketch": [1, 2]})
+        TensorComparison.from_dict({**t.to_dict(), "sketch": [1, 2]})
 
 
 def test_counts_taken_already_give_the_sketch_counting_them_would():

@@ -10,7 +10,6 @@ a JSON round trip (``to_dict`` / ``from_dict``); ``from_dict`` refuses a malform
 from __future__ import annotations
 
 import collections.abc as _abc
-import enum
 import json
 import math
 import os
@@ -18,6 +17,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Iterable, Iterator, Mapping
 
+from harness.core.classification import VERDICT_ORDER, VERDICTS, Verdict
 from harness.core.errors import RecordError
 from harness.core.record_files import raw_lines, record_file
 
@@ -56,7 +56,7 @@ def _fields_of(obj: Any) -> dict[str, Any]:
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
-__all__ = ["Verdict", "TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "VERDICTS", "VERDICT_ORDER",
+__all__ = ["Verdict", "TensorComparison", "TaskRecord", "Measure", "MEASURE_KINDS", "VERDICTS", "VERDICT_ORDER",
            "read_records", "repair_jsonl", "read_tasks", "read_measures", "jsonl_line", "write_jsonl",
            "run_lines", "read_runs", "device_kind_of"]
 
@@ -64,46 +64,8 @@ __all__ = ["Verdict", "TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "
 #: the float64 oracle, a stored baseline, a related case (invariance), a reference summed in the order the subject
 #: declares (``order``), or nothing (a task that ran no tensor).
 MEASURE_KINDS = ("repeat", "process", "context", "device", "oracle", "baseline", "relation", "order", "task")
-
-class Verdict(str, enum.Enum):
-    """The verdicts, best first. A ``str`` enum: a verdict compares equal to its text, which is what the record
-    files hold. "diverged as allowed": bits differ where the contract does not require identity; "known defect":
-    a library error the contracts file declares (``[[known_defect]]``: like an expected error, a declared
-    behaviour, so a cell's verdict shows what else happened there); "not judged": a check the contract asks
-    for did not run (the gate fails on it, with the reason)."""
-
-    BIT_IDENTICAL = "bit-identical"
-    EXPECTED_ERROR = "expected error"
-    KNOWN_DEFECT = "known defect"
-    WITHIN = "within tolerance"
-    ALLOWED = "diverged as allowed"
-    SKIPPED = "skipped"
-    NOT_JUDGED = "not judged"
-    ERROR = "error"
-    BROKEN = "broken"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def fails(self) -> bool:
-        """Whether the gate fails on this verdict.
-
-        >>> [v.value for v in Verdict if v.fails]
-        ['not judged', 'error', 'broken']
-        >>> Verdict("broken") == "broken"
-        True
-        """
-        return self in (Verdict.NOT_JUDGED, Verdict.ERROR, Verdict.BROKEN)
-
-
 #: The verdicts of a check that did not run: a :class:`Measure` with one of them says why (its ``detail``).
 _NEEDS_REASON = frozenset({"skipped", "not judged"})
-
-#: The verdicts' texts, best first.
-VERDICTS = tuple(v.value for v in Verdict)
-#: Rank of each verdict; a group's verdict is its worst member's (skipped only when nothing else ran).
-VERDICT_ORDER = {v: i for i, v in enumerate(VERDICTS)}
 
 
 def device_kind_of(device: str) -> str:
@@ -124,9 +86,37 @@ def _need(d: Mapping[str, Any], name: str, types: type | tuple[type, ...], where
 
 
 @dataclass(frozen=True)
-class TensorStats:
-    """How the repetitions of one tensor of one task compared (measured by the runner, once)."""
+class TensorComparison:
+    """How the repetitions of one tensor compared, bit for bit, every repetition against repetition 0: what
+    :mod:`harness.judge.comparator` measures (once, in the runner) and what a task record keeps of each tensor.
 
+    Attributes:
+        name: the item path, dotted (``"grads.W"``, ``"ys.0"``).
+        dtype, shape: of repetition 0 (of the first present repetition if rep 0 is missing).
+        repeats: how many repetitions were compared.
+        bitwise_identical: every repetition has repetition 0's dtype, shape and bits.
+        n_diff: elements whose bits differ between any repetition and repetition 0.
+        n_total: elements per repetition; frac_diff = n_diff / n_total (0.0 when empty).
+        max_ulp: the greatest ULP distance of any repetition from repetition 0; ``ULP_MAX`` of
+            :mod:`harness.judge.ulp` for NaN vs non-NaN, a shape/dtype mismatch or a dtype with no ULP.
+        max_ulp_index: the first (C order) differing element attaining ``max_ulp``.
+        first_diff_index: the first (C order) differing element.
+        digests: the digest of each repetition (``"missing"`` where it had no array); a stored record keeps
+            repetition 0's only (:attr:`digest`).
+        n_unique: how many distinct digests.
+        nan_count, inf_count: in repetition 0.
+        shape_mismatch: some repetition differs in shape or dtype or is missing; then ``n_diff == n_total``,
+            ``frac_diff == 1.0``, ``max_ulp == ULP_MAX``, indices None.
+        signatures: ``"float32(3, 4)"`` per repetition (``"missing"`` where absent); not stored.
+        diff_reps: the repetitions whose digest differs from repetition 0's; not stored.
+        kind: ``dtype.kind`` of repetition 0 (``"f"``, ``"i"``, ``"U"``...), for messages; not stored.
+        worst_values: repetition 0's value and the first differing repetition's at the greatest ULP distance
+            (hex bits too), where the runner recorded them.
+        sketch: repetition 0's sketch (:func:`harness.judge.sketch.tensor_sketch`): norms, NaN/inf counts,
+            sampled bits.
+    """
+
+    name: str
     dtype: str
     shape: tuple[int, ...]
     repeats: int
@@ -137,36 +127,33 @@ class TensorStats:
     max_ulp: int
     max_ulp_index: tuple[int, ...] | None
     first_diff_index: tuple[int, ...] | None
+    digests: tuple[str, ...]
     n_unique: int
-    digest: str | None
     nan_count: int
     inf_count: int
     shape_mismatch: bool
-    #: Repetition 0's value and the first differing repetition's at the greatest ULP distance (hex bits too).
+    signatures: tuple[str, ...] = ()
+    diff_reps: tuple[int, ...] = ()
+    kind: str = ""
     worst_values: tuple[str, str] | None = None
-    #: Repetition 0's sketch (:func:`harness.judge.sketch.tensor_sketch`): norms, NaN/inf counts, sampled bits.
     sketch: Mapping[str, Any] | None = None
 
-    @classmethod
-    def from_comparison(cls, c: Any, worst_values: tuple[str, str] | None = None,
-                        sketch: Mapping[str, Any] | None = None) -> "TensorStats":
-        """From a :class:`~harness.judge.comparator.TensorComparison` (and the sketch of repetition 0's array)."""
-        return cls(worst_values=worst_values, sketch=sketch, dtype=c.dtype, shape=tuple(c.shape), repeats=c.repeats,
-                   bitwise_identical=c.bitwise_identical,
-                   n_diff=c.n_diff, n_total=c.n_total, frac_diff=c.frac_diff, max_ulp=int(c.max_ulp),
-                   max_ulp_index=None if c.max_ulp_index is None else tuple(c.max_ulp_index),
-                   first_diff_index=None if c.first_diff_index is None else tuple(c.first_diff_index),
-                   n_unique=c.n_unique, digest=c.digests[0] if c.digests else None, nan_count=c.nan_count,
-                   inf_count=c.inf_count, shape_mismatch=c.shape_mismatch)
+    @property
+    def digest(self) -> str | None:
+        """Repetition 0's digest (None where none was taken)."""
+        return self.digests[0] if self.digests else None
 
     def to_dict(self) -> dict[str, Any]:
-        return _fields_of(self)  # tuples (shape, indices, worst_values) become lists
+        """The stored form (a ``tasks.jsonl`` tensor): :data:`_STORED`, repetition 0's digest as ``digest``;
+        tuples (shape, indices, worst_values) become lists."""
+        return {k: _plain(self.digest if k == "digest" else getattr(self, k)) for k in _STORED}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any], where: str = "tensor") -> "TensorStats":
+    def from_dict(cls, d: Mapping[str, Any], where: str = "tensor", name: str = "") -> "TensorComparison":
+        """A stored comparison (of tensor ``name``); a malformed one is a one-line :class:`RecordError`."""
         if not isinstance(d, Mapping):
             raise RecordError(f"{where}: not an object")
-        kw: dict[str, Any] = {f.name: d.get(f.name) for f in fields(cls)}
+        kw: dict[str, Any] = {k: d.get(k) for k in _STORED if k != "digest"}
         try:
             kw["shape"] = tuple(int(n) for n in (kw["shape"] or ()))
             for k in ("max_ulp_index", "first_diff_index"):
@@ -183,7 +170,14 @@ class TensorStats:
                 raise TypeError(f"sketch must be an object, got {type(kw['sketch']).__name__}")
         except (TypeError, ValueError) as exc:
             raise RecordError(f"{where}: {exc}") from None
-        return cls(**kw)
+        digest = d.get("digest")
+        return cls(name=name, digests=() if digest is None else (str(digest),), **kw)
+
+
+#: What a task record keeps of each tensor's comparison, in the order ``tasks.jsonl`` holds it.
+_STORED = ("dtype", "shape", "repeats", "bitwise_identical", "n_diff", "n_total", "frac_diff", "max_ulp",
+           "max_ulp_index", "first_diff_index", "n_unique", "digest", "nan_count", "inf_count", "shape_mismatch",
+           "worst_values", "sketch")
 
 
 @dataclass(frozen=True)
@@ -206,7 +200,7 @@ class TaskRecord:
     declared_warnings: tuple[str, ...] = ()
     subject_seconds: float = 0.0
     processes: tuple[str, ...] = ()
-    tensors: Mapping[str, TensorStats] = field(default_factory=dict)
+    tensors: Mapping[str, TensorComparison] = field(default_factory=dict)
     array_file: str | None = None
     rep_processes: tuple[str, ...] = ()
     rep_digests: Mapping[str, tuple[str | None, ...]] = field(default_factory=dict)
@@ -266,7 +260,7 @@ class TaskRecord:
             kw["declared_warnings"] = tuple(str(w) for w in (d.get("declared_warnings") or ()))
             kw["subject_seconds"] = float(d.get("subject_seconds", 0.0))
             kw["processes"] = tuple(str(p) for p in (d.get("processes") or ()))
-            kw["tensors"] = {str(k): TensorStats.from_dict(v, f"{where}: tensor {k!r}")
+            kw["tensors"] = {str(k): TensorComparison.from_dict(v, f"{where}: tensor {k!r}", str(k))
                              for k, v in dict(d.get("tensors") or {}).items()}
             kw["array_file"] = d.get("array_file")
             kw["rep_processes"] = tuple(str(p) for p in (d.get("rep_processes") or ()))

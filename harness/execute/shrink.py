@@ -29,20 +29,16 @@ from harness.core.devices import Device
 from harness.core.errors import HarnessError, InvalidArgument
 from harness.execute.isolated import Runner, measure_isolated
 from harness.judge.contracts import Contracts
-from harness.judge.findings import kind_of, tensor_kind
+from harness.judge.finding_kinds import FindingKind, finding_kind, kind_of, tensor_kind
 
-__all__ = ["Target", "ShrinkResult", "shrink", "reproduces", "case_sizes", "smaller", "knobs", "lowest",
-           "UNSHRINKABLE"]
-
-#: Finding kinds no smaller case can show: a baseline holds digests of its own cases only.
-UNSHRINKABLE = ("baseline changed", "expected error", "not judged", "no contract line", "gate check failed")
+__all__ = ["Target", "ShrinkResult", "shrink", "reproduces", "case_sizes", "smaller", "knobs", "lowest"]
 
 
 @dataclass(frozen=True)
 class Target:
-    """The finding that must still reproduce."""
+    """The finding that must still reproduce (of a kind a smaller case can show: :attr:`FindingKind.shrinkable`)."""
 
-    kind: str
+    kind: FindingKind                  # (its text where built from one)
     subject: str
     device: Device
     context: str = "default"
@@ -57,6 +53,9 @@ class Target:
         t = f" on {self.tensor_kind}" if self.tensor_kind else ""
         e = f" ({self.error})" if self.error else ""
         return f"{self.kind}{t}{e} of {self.subject} [{self.device.id}] {self.relation or self.context}"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", finding_kind(self.kind))
 
 
 @dataclass
@@ -73,7 +72,7 @@ class ShrinkResult:
         return self.case.id != self.original.id
 
 
-_REPEATS = {"not reproducible run to run": 6, "not reproducible across processes": 3}
+_REPEATS = {FindingKind.REPEAT: 6, FindingKind.PROCESS: 3}
 
 
 def _error_of(record: Any) -> str:
@@ -138,11 +137,11 @@ def _kinds_shown(runner: Runner, contracts: Contracts, case: Case, t: Target, fi
     ``t.error``); with ``first``, a check stops at the first that shows ``t`` itself."""
     if t.relation:
         return _relation_kinds(runner, contracts, case, t, first)
-    fresh = 2 if t.kind == "not reproducible across processes" else 0
-    contexts = [t.other] if t.kind == "cross-context difference" and t.other else []
+    fresh = 2 if t.kind == FindingKind.PROCESS else 0
+    contexts = [t.other] if t.kind == FindingKind.CONTEXT and t.other else []
     here = measure_isolated(runner, contracts, t.subject, case, t.device, t.context,
                             repeats=_REPEATS.get(t.kind, 6 if t.flaky else 1), fresh=fresh, contexts=contexts,
-                            devices=list(t.others), oracle=t.kind == "beyond oracle tolerance")
+                            devices=list(t.others), oracle=t.kind == FindingKind.ORACLE)
     shown = [m for m in here.measures if kind_of(m) == t.kind]
     if t.error:
         return frozenset([""]) if _error_of(here.record) == t.error and shown else frozenset()

@@ -17,7 +17,7 @@ from harness.core.corpus_files import load_case_file
 from harness.core.devices import parse_device
 from harness.core.fileio import atomic_write
 from harness.execute.isolated import Runner
-from harness.execute.shrink import UNSHRINKABLE, Target, case_sizes, reproduces, shrink
+from harness.execute.shrink import Target, case_sizes, reproduces, shrink
 from harness.judge import findings as F
 from harness.judge.contracts import Contracts
 
@@ -26,10 +26,10 @@ __all__ = ["target_of", "shrink_findings"]
 
 def target_of(f: F.Finding) -> Target:
     """What must still reproduce while ``f``'s case shrinks."""
-    devices = f.kind == "cross-device difference"
+    devices = f.kind == F.FindingKind.DEVICE
     return Target(kind=f.kind, subject=f.subject, device=parse_device(f.device), context=f.context,
-                  other=f.other if f.kind in ("cross-context difference", "cross-device difference") else "",
-                  relation=f.relation if f.kind == "not invariant" else "", tensor_kind=f.tensor_kind,
+                  other=f.other if f.kind.paired else "",
+                  relation=f.relation if f.kind == F.FindingKind.RELATION else "", tensor_kind=f.tensor_kind,
                   error=f.error.split(":", 1)[0] if f.error else "",
                   others=(parse_device(f.other),) if devices and f.other else (), flaky=f.flaky)
 
@@ -47,7 +47,7 @@ def shrink_findings(found: Sequence[F.Finding], contracts: Contracts, *, budget:
     from harness.execute.settings import default_jobs
 
     out = list(found)
-    todo = [i for i, f in enumerate(found) if f.kind not in UNSHRINKABLE and f.shrunk is None]
+    todo = [i for i, f in enumerate(found) if f.kind.shrinkable and f.shrunk is None]
     t0 = time.perf_counter()
     plugins = tuple(found[0].origin.plugins) if found else ()
     groups: dict[tuple[str, ...], list[int]] = {}

@@ -18,9 +18,8 @@ the in-process runs (:func:`outcome_of`) take a task's outcome the same way with
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -28,7 +27,7 @@ import numpy as np
 from harness.core.cost import oom_killed_twice, timed_out_twice
 from harness.core.devices import parse_device
 from harness.core.errors import WorkerError
-from harness.core.records import TaskRecord, TensorStats
+from harness.core.records import TaskRecord, TensorComparison
 from harness.execute import admission
 from harness.execute.answers import Answer, tensor_meta
 from harness.execute.plan import Task
@@ -253,7 +252,7 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignOptions) -> TaskO
     seconds["compare"] += time.perf_counter() - t0
     outcome.seconds.update(seconds)
     if notes:
-        outcome.record = dataclasses.replace(outcome.record, notes=tuple(notes))
+        outcome.record = replace(outcome.record, notes=tuple(notes))
     return outcome
 
 
@@ -274,7 +273,7 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
     statuses = [r.status for _, r in results]
     ok_reps = [r for _, r in results if r.ok]
     errors = [r.error.to_dict() for _, r in results if r.error is not None]
-    tensors: dict[str, TensorStats] = {}
+    tensors: dict[str, TensorComparison] = {}
     rep_digests: dict[str, tuple[str | None, ...]] = {}
     if ok_reps:
         reps = [r.arrays for r in ok_reps]
@@ -299,7 +298,7 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
                          value_text(reps[c.diff_reps[0]].get(name), idx))
             # rep 0's NaN/Inf counts, where its answer carried them: the sketch does not count them again
             known = counts.get(name) if name in ok_metas[0] else None
-            tensors[name] = TensorStats.from_comparison(c, worst, sketch=tensor_sketch(reps[0].get(name), known))
+            tensors[name] = replace(c, worst_values=worst, sketch=tensor_sketch(reps[0].get(name), known))
     return TaskRecord(
         key=task.key, case_id=task.case.id, family=task.case.family, subject=task.subject,
         device=task.device, context=task.context, bad_input=task.case.bad,

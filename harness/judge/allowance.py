@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from harness.judge import verdicts
+from harness.judge import task_verdicts, verdicts
 from harness.judge.contracts import Contract, Contracts, KnownDefect
+from harness.judge.finding_kinds import FindingKind
 from harness.judge.reproducer import Reproducer
 
 __all__ = ["Allowance", "allowance_for", "declared_defect", "finding_kind_of", "device_kind", "error_of"]
@@ -46,21 +47,21 @@ def error_of(r: Reproducer) -> tuple[str, str]:
 
 
 def finding_kind_of(r: Reproducer) -> str:
-    """The finding kind the reproducer shows: its own, else what its shape says (two devices, two contexts, a
-    relation, a baseline, an error, repeats)."""
+    """The finding kind the reproducer shows: its own (as given: a text :class:`FindingKind` may refuse), else
+    what its shape says (two devices, two contexts, a relation, a baseline, an error, repeats)."""
     if r.kind:
         return r.kind
     if len(r.devices) > 1:
-        return "cross-device difference"
+        return FindingKind.DEVICE
     if len(r.contexts) > 1:
-        return "cross-context difference"
+        return FindingKind.CONTEXT
     if r.relation:
-        return "not invariant"
+        return FindingKind.RELATION
     if r.baseline:
-        return "baseline changed"
+        return FindingKind.BASELINE
     if r.error:
-        return "error"
-    return "not reproducible run to run"
+        return FindingKind.ERROR
+    return FindingKind.REPEAT
 
 
 def _line(c: Contract) -> str:
@@ -71,35 +72,39 @@ def _contract_allows(kind: str, r: Reproducer, c: Contract | None) -> Allowance 
     """The contract line's reason where it does not require what the finding shows differs."""
     if c is None:
         return None
-    if kind == "not reproducible run to run":
+    if kind == FindingKind.REPEAT:
         return None if c.reproducible else Allowance(c.reason, _line(c), "reproducible = false")
-    if kind == "not reproducible across processes":
+    if kind == FindingKind.PROCESS:
         return None if c.across_processes else Allowance(c.reason, _line(c), "across_processes = false")
-    if kind == "beyond oracle tolerance":
+    if kind == FindingKind.ORACLE:
         return None if c.oracle == "within" else Allowance(c.reason, _line(c), f"oracle = {c.oracle!r}")
-    if kind == "cross-context difference":
+    if kind == FindingKind.CONTEXT:
         other = r.contexts[0]
         if verdicts.pair_required("context", c, other):
             return None
         return Allowance(c.reason, _line(c), f"identical_across = {list(c.identical_across)!r}, without {other!r}")
-    if kind == "cross-device difference":
+    if kind == FindingKind.DEVICE:
         if verdicts.pair_required("device", c, r.devices[0]):
             return None
         return Allowance(c.reason, _line(c), "no contract asks for bits identical across devices (the oracle "
                                              "judges each device)")
-    if kind == "not invariant":
+    if kind == FindingKind.RELATION:
         if verdicts.pair_required("relation", c, "", r.relation):
             return None
         return Allowance(c.reason, _line(c), f"invariant_under = {list(c.invariant_under)!r}, without "
                                              f"{r.relation!r}")
-    if kind == "baseline changed":
+    if kind == FindingKind.BASELINE:
         return None if verdicts.pair_required("baseline", c, "baseline") else \
             Allowance(c.reason, _line(c), "neither reproducible nor across_processes")
     return None
 
 
-_DIVERGENCES = ("not reproducible run to run", "not reproducible across processes", "cross-context difference",
-                "cross-device difference", "not invariant", "baseline changed")
+def _shows(kind: str) -> str:
+    """What a reproducer of ``kind`` shows (:attr:`FindingKind.shows`); "" for a text that is no kind."""
+    try:
+        return FindingKind(kind).shows
+    except ValueError:
+        return ""
 
 
 def allowance_for(r: Reproducer, contracts: Contracts, tags: Iterable[str], *,
@@ -115,10 +120,13 @@ def allowance_for(r: Reproducer, contracts: Contracts, tags: Iterable[str], *,
     the reproducer's (second) device and context does not require the bits it compares to be identical."""
     tags = list(tags)
     kind = finding_kind_of(r)
+    shows = _shows(kind)
     dev, ctx = device_kind(r.devices[-1]), r.contexts[-1]
     rules = contracts.bad_rules(r.subject, dev, tags, ctx)
-    exp = verdicts.expectation_for(rules, expect, r.subject, dev) if rules or expect else None
-    if kind in ("expected error", "error"):
+    exp = task_verdicts.expectation_for(rules, expect, r.subject, dev) if rules or expect else None
+    if kind == FindingKind.KNOWN_DEFECT:
+        return None  # a defect all the same: declared_defect gives its declaration
+    if shows == "error":
         etype, phase = error_of(r)
         if exp is None or not etype or declared_defect(r, contracts, tags) is not None:
             return None
@@ -128,7 +136,7 @@ def allowance_for(r: Reproducer, contracts: Contracts, tags: Iterable[str], *,
         if etype in exp.errors and (not phases or phase in phases):
             return Allowance(exp.reason, exp.source, f"raises {etype}" + (f" in {phase}" if phase else ""))
         return None
-    if kind in _DIVERGENCES and exp is not None and not exp.values:
+    if shows == "bits" and exp is not None and not exp.values:
         # a bad input judged by its own rule: its bits are recorded, not required (verdicts.judge_repeats)
         return Allowance(exp.reason, exp.source, f"a bad input whose rule documents no values ({exp.describe()})")
     return _contract_allows(kind, r, contracts.find(r.subject, dev, ctx))
@@ -142,6 +150,6 @@ def declared_defect(r: Reproducer, contracts: Contracts, tags: Iterable[str]) ->
     etype, phase = error_of(r)
     if etype:
         return contracts.known_defect_for(r.subject, dev, tags, etype, phase, ctx)
-    if finding_kind_of(r) in ("beyond oracle tolerance", "known library defect"):
+    if finding_kind_of(r) in (FindingKind.ORACLE, FindingKind.KNOWN_DEFECT):
         return next((d for d in contracts.known_defects_for(r.subject, dev, tags, ctx) if d.wrong), None)
     return None

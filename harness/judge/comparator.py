@@ -11,7 +11,8 @@ Two kinds of question are answered:
 
 - *Are these results bit-identical?* :func:`compare_repeats` (N repetitions of one tensor),
   :func:`compare_pair` (two arrays, e.g. CPU vs GPU) and :func:`compare_results` (N
-  repetitions of a whole name -> array mapping) return :class:`TensorComparison`. Identity is
+  repetitions of a whole name -> array mapping) return :class:`~harness.core.records.TensorComparison`
+  (the one record of a comparison, which a task record keeps), :func:`message` says it in words. Identity is
   judged on the bit pattern: ``-0.0`` and ``+0.0`` differ, two NaNs with different payloads
   differ. Distances are measured in ULPs from the bit patterns (:func:`harness.judge.ulp.ulp_distance`, as
   NumPy's ``nulp_diff`` does), and messages follow ``torch.testing.assert_close``.
@@ -20,12 +21,12 @@ Two kinds of question are answered:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping, Sequence, cast
 
 import numpy as np
 
 from harness.core.errors import ComparisonFailure
+from harness.core.records import TensorComparison
 from harness.judge.digest import (
     DIGEST_ALGORITHM,
     MISSING,
@@ -52,7 +53,7 @@ from harness.judge.ulp import (
 )
 
 __all__ = [
-    "TensorComparison", "compare_repeats", "compare_pair", "compare_results",
+    "compare_repeats", "compare_pair", "compare_results", "message",
     "assert_bit_identical", "assert_results_identical",
 ]
 
@@ -60,86 +61,42 @@ __all__ = [
 _SIGNATURES: dict[tuple[np.dtype, tuple[int, ...]], str] = {}
 
 
-@dataclass(frozen=True)
-class TensorComparison:
-    """Bitwise comparison of the repetitions of one tensor; every repetition against rep 0.
+def message(c: TensorComparison) -> str:
+    """A ``torch.testing.assert_close``-style report of comparison ``c``."""
+    if c.bitwise_identical:
+        lines = [
+            "Tensors are bit-identical.",
+            "",
+            f"Identical elements: {c.n_total} of {c.dtype}{c.shape}",
+            f"Unique results: 1 of {c.repeats} repetitions (digest {short_digest(c.digests[0], 16)})",
+        ]
+        if c.name:
+            lines.append(f"Item {item_path(c.name)}")
+        return "\n".join(lines)
+    lines = ["Tensors are not bit-identical!", ""]
+    if c.shape_mismatch:
+        lines.append("The shape or dtype differs between repetitions:")
+        lines += [f"  repetition {i}: {s}" for i, s in enumerate(c.signatures)]
+    else:
+        pct = c.n_diff / c.n_total if c.n_total else 0.0
+        lines.append(f"Mismatched elements: {c.n_diff} / {c.n_total} ({pct:.1%})")
+        lines.append(_ulp_line(c))
+        lines.append(f"First differing element at index {index_text(c.first_diff_index)}")
+    lines.append(f"Unique results: {c.n_unique} of {c.repeats} repetitions")
+    if c.diff_reps and c.repeats > 2:
+        lines.append(f"Repetitions differing from repetition 0: {list(c.diff_reps)}")
+    return "\n".join(lines + item_line(c.name))
 
-    Attributes:
-        name: the item path, dotted (``"grads.W"``, ``"ys.0"``).
-        dtype, shape: of repetition 0 (of the first present repetition if rep 0 is missing).
-        repeats: how many repetitions were compared.
-        bitwise_identical: every repetition has repetition 0's dtype, shape and bits.
-        n_diff: elements whose bits differ between any repetition and repetition 0.
-        n_total: elements per repetition; frac_diff = n_diff / n_total (0.0 when empty).
-        max_ulp: the greatest ULP distance of any repetition from repetition 0;
-            :data:`ULP_MAX` for NaN vs non-NaN, a shape/dtype mismatch or a dtype with no ULP.
-        max_ulp_index: the first (C order) differing element attaining ``max_ulp``.
-        first_diff_index: the first (C order) differing element.
-        digests: :func:`digest` of each repetition (``"missing"`` where it had no array).
-        n_unique: how many distinct digests.
-        nan_count, inf_count: in repetition 0.
-        shape_mismatch: some repetition differs in shape or dtype or is missing; then
-            ``n_diff == n_total``, ``frac_diff == 1.0``, ``max_ulp == ULP_MAX``, indices None.
-        signatures: ``"float32(3, 4)"`` per repetition (``"missing"`` where absent).
-        diff_reps: the repetitions whose digest differs from repetition 0's.
-        kind: ``dtype.kind`` of repetition 0 (``"f"``, ``"i"``, ``"U"``...), for messages.
-    """
 
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    repeats: int
-    bitwise_identical: bool
-    n_diff: int
-    n_total: int
-    frac_diff: float
-    max_ulp: int
-    max_ulp_index: tuple[int, ...] | None
-    first_diff_index: tuple[int, ...] | None
-    digests: tuple[str, ...]
-    n_unique: int
-    nan_count: int
-    inf_count: int
-    shape_mismatch: bool
-    signatures: tuple[str, ...] = ()
-    diff_reps: tuple[int, ...] = ()
-    kind: str = ""
-
-    def message(self) -> str:
-        """A ``torch.testing.assert_close``-style report of the comparison."""
-        if self.bitwise_identical:
-            lines = [
-                "Tensors are bit-identical.",
-                "",
-                f"Identical elements: {self.n_total} of {self.dtype}{self.shape}",
-                f"Unique results: 1 of {self.repeats} repetitions (digest {short_digest(self.digests[0], 16)})",
-            ]
-            if self.name:
-                lines.append(f"Item {item_path(self.name)}")
-            return "\n".join(lines)
-        lines = ["Tensors are not bit-identical!", ""]
-        if self.shape_mismatch:
-            lines.append("The shape or dtype differs between repetitions:")
-            lines += [f"  repetition {i}: {s}" for i, s in enumerate(self.signatures)]
-        else:
-            pct = self.n_diff / self.n_total if self.n_total else 0.0
-            lines.append(f"Mismatched elements: {self.n_diff} / {self.n_total} ({pct:.1%})")
-            lines.append(self._ulp_line())
-            lines.append(f"First differing element at index {index_text(self.first_diff_index)}")
-        lines.append(f"Unique results: {self.n_unique} of {self.repeats} repetitions")
-        if self.diff_reps and self.repeats > 2:
-            lines.append(f"Repetitions differing from repetition 0: {list(self.diff_reps)}")
-        return "\n".join(lines + item_line(self.name))
-
-    def _ulp_line(self) -> str:
-        at = f"at index {index_text(self.max_ulp_index)}"
-        if self.max_ulp == ULP_MAX:
-            if self.kind in "fc":
-                return f"Greatest ULP distance: NaN vs non-NaN {at}"
-            if self.kind not in BITS_KINDS:
-                return f"Greatest ULP distance: undefined for dtype {self.dtype} (first {at})"
-        note = " (only the sign of zero or NaN payload bits differ)" if self.max_ulp == 0 else ""
-        return f"Greatest ULP distance: {self.max_ulp} {at}{note}"
+def _ulp_line(c: TensorComparison) -> str:
+    at = f"at index {index_text(c.max_ulp_index)}"
+    if c.max_ulp == ULP_MAX:
+        if c.kind in "fc":
+            return f"Greatest ULP distance: NaN vs non-NaN {at}"
+        if c.kind not in BITS_KINDS:
+            return f"Greatest ULP distance: undefined for dtype {c.dtype} (first {at})"
+    note = " (only the sign of zero or NaN payload bits differ)" if c.max_ulp == 0 else ""
+    return f"Greatest ULP distance: {c.max_ulp} {at}{note}"
 
 
 def _signature(a: np.ndarray | None) -> str:
@@ -378,7 +335,7 @@ def assert_bit_identical(
     compares repetitions. Returns the comparison when identical.
 
     Raises:
-        ComparisonFailure: with :meth:`TensorComparison.message` when not identical.
+        ComparisonFailure: with :func:`message` when not identical.
         TypeError: for a single ndarray without ``b`` (ambiguous: pass a list of repetitions).
     """
     if b is not None:
@@ -388,7 +345,7 @@ def assert_bit_identical(
     else:
         result = compare_repeats(name, reps_or_a)
     if not result.bitwise_identical:
-        raise ComparisonFailure(result.message())
+        raise ComparisonFailure(message(result))
     return result
 
 
@@ -402,5 +359,5 @@ def assert_results_identical(
     results = compare_results(reps)
     bad = [r for r in results.values() if not r.bitwise_identical]
     if bad:
-        raise ComparisonFailure("\n\n".join(r.message() for r in bad))
+        raise ComparisonFailure("\n\n".join(message(r) for r in bad))
     return results

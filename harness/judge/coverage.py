@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from harness.core.records import Measure, TaskRecord, Verdict
+from harness.core.classification import Verdict
+from harness.core.records import Measure, TaskRecord
 
 __all__ = ["missing_measures"]
 

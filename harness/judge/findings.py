@@ -4,38 +4,30 @@ A :class:`Finding` is a group of measures that tell one story: one subject famil
 relation, or baseline) x rule x tensor kind, with one verdict class. Everything the harness prints about a
 finding is built here, from the record, and nowhere else:
 
-- :data:`KINDS`: the kind table (measure kind -> finding kind, what its reproducer needs);
-- :func:`kind_of`: the finding kind of one measure (None: nothing to report);
-- :func:`classify`: contract broken, new library defect, not judged, known library defect, allowed
-  divergence, expected error, control (:class:`Classification`, in order of severity);
-- :func:`group`: measures -> findings (the worst measure, the cases, the counts, the smallest case);
+- :func:`~harness.judge.finding_kinds.kind_of`: the finding kind of one measure (a
+  :class:`~harness.judge.finding_kinds.FindingKind`, whose members carry their policy; None: nothing to report);
+- :func:`~harness.core.classification.classify`: contract broken, new library defect, not judged, known library
+  defect, allowed divergence, expected error, control (:class:`Classification`, in order of severity);
+- :func:`~harness.judge.finding_groups.group`: measures -> findings (the worst measure, the cases, the counts,
+  the smallest case), in the one order;
 - :func:`reproducer_of`: the :class:`~harness.judge.reproducer.Reproducer` each verb's command (replay,
   localize, shrink, export) reproduces a finding from (plug-ins, contracts file, relation, contexts, devices,
   baseline and the environment that differs included); the record renders the command;
 - :meth:`Finding.dossier`: the failure as a reader needs it, at most :data:`DOSSIER_LINES` lines.
 
 Pure: measures, task records and plain data in; no file is read and nothing runs here.
-
->>> from harness.core.records import Measure
->>> m = Measure(kind="repeat", case_id="c1", subject="s", device="cpu", context="default", tensor="ys[3]",
-...             identical=False, verdict="broken", rule="reproducible: bit-identical run to run in one process")
->>> kind_of(m)
-'not reproducible run to run'
->>> tensor_kind("grad.xs.12"), tensor_kind("grad.ws.0.3"), tensor_kind("hy")
-('input gradients', 'parameter gradients', 'outputs')
 """
 
 from __future__ import annotations
 
-import enum
-import hashlib
 import json
 import re
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
-from harness.core.contexts import context_order
-from harness.core.records import VERDICT_ORDER, Measure, TaskRecord, Verdict
+from harness.core.classification import Classification
+from harness.core.records import Measure
+from harness.judge.finding_kinds import FindingKind, finding_kind, kind_of, tensor_kind
 from harness.judge.reproducer import (
     Origin,
     Reproducer,
@@ -46,125 +38,28 @@ from harness.judge.reproducer import (
     harness_argv,
 )
 
-__all__ = ["Classification", "FindingKind", "KINDS", "Origin", "Shrunk", "Finding", "kind_of", "tensor_kind",
-           "classify", "group", "reproducer_of", "replay_argv", "localize_argv", "shrink_argv",
-           "command", "harness_argv", "contracts_argument",
-           "DOSSIER_LINES", "env_for_reproducer", "library_frame", "library_of", "export_context", "sort_findings",
-           "summary_line", "dumps", "loads", "with_cause", "with_shrunk"]
+#: (The vocabulary a finding is written in, from the modules that define it: Classification, FindingKind,
+#: kind_of, tensor_kind; Origin and the command helpers of :mod:`harness.judge.reproducer`.)
+__all__ = ["Classification", "FindingKind", "Origin", "Shrunk", "Finding", "kind_of", "tensor_kind",
+           "reproducer_of", "replay_argv", "localize_argv", "shrink_argv",
+           "command", "harness_argv", "contracts_argument", "UPSTREAM",
+           "DOSSIER_LINES", "env_for_reproducer", "library_frame", "library_of", "export_context",
+           "dumps", "loads", "with_cause", "with_shrunk"]
 
 #: A dossier is at most this many lines.
 DOSSIER_LINES = 40
 
 
-class Classification(str, enum.Enum):
-    """What a finding is, most severe first. The gate fails on the first three."""
-
-    CONTRACT_BROKEN = "contract broken"
-    NEW_DEFECT = "new library defect"
-    NOT_JUDGED = "not judged"
-    KNOWN_DEFECT = "known library defect"
-    ALLOWED = "allowed divergence"
-    EXPECTED_ERROR = "expected error"
-    CONTROL = "control"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def fails(self) -> bool:
-        return self in (Classification.CONTRACT_BROKEN, Classification.NEW_DEFECT, Classification.NOT_JUDGED)
-
-    @property
-    def rank(self) -> int:
-        return list(Classification).index(self)
-
-
-@dataclass(frozen=True)
-class FindingKind:
-    """One row of the kind table: the finding kind of a measure kind, and what its reproducer compares."""
-
-    name: str
-    measure_kind: str
-    #: How ``replay`` compares: "repeats" (R runs, fresh processes too), "contexts" (other context, then this
-    #: one), "devices", "relation", "baseline", "single" (one context and device: oracle, errors, bad inputs).
-    replay: str
-    #: Whether ``localize`` can say where it starts (the function node whose outputs differ first).
-    localizable: bool = False
-
-
-#: The kind table: every finding kind, most important first (within one classification).
-KINDS: tuple[FindingKind, ...] = (
-    FindingKind("not reproducible run to run", "repeat", "repeats", localizable=True),
-    FindingKind("not reproducible across processes", "process", "repeats", localizable=True),
-    FindingKind("beyond oracle tolerance", "oracle", "single"),
-    FindingKind("accumulation order differs from the declared one", "order", "single"),
-    FindingKind("error", "task", "single"),
-    FindingKind("not judged", "task", "single"),
-    FindingKind("cross-context difference", "context", "contexts", localizable=True),
-    FindingKind("cross-device difference", "device", "devices", localizable=True),
-    FindingKind("baseline changed", "baseline", "baseline"),
-    FindingKind("not invariant", "relation", "relation", localizable=True),
-    FindingKind("bad input misbehaved", "task", "single"),
-    FindingKind("no contract line", "task", "single"),
-    FindingKind("gate check failed", "task", "none"),
-    FindingKind("known library defect", "task", "single"),
-    FindingKind("expected error", "task", "single"),
-)
-_BY_NAME = {k.name: k for k in KINDS}
-_BY_MEASURE = {"repeat": KINDS[0], "process": KINDS[1], "oracle": KINDS[2], "order": KINDS[3],
-               "context": KINDS[6], "device": KINDS[7], "baseline": KINDS[8], "relation": KINDS[9]}
-
-
-def kind_of(m: Measure) -> str | None:
-    """The finding kind of one measure; None where the measure found nothing to report."""
-    if m.verdict == Verdict.NOT_JUDGED:
-        return "not judged"
-    if m.kind == "task":
-        if m.verdict == Verdict.KNOWN_DEFECT:
-            return "known library defect"
-        if m.verdict == Verdict.ERROR:
-            return "error"
-        if m.rule.startswith("bad input"):
-            if m.verdict == Verdict.EXPECTED_ERROR:
-                return "expected error" if m.actual != "no error" else None
-            return "bad input misbehaved" if m.verdict == Verdict.BROKEN else None
-        if m.verdict == Verdict.BROKEN:
-            return "no contract line" if m.rule == "no contract" else "gate check failed"
-        return None
-    broken = m.verdict == Verdict.BROKEN  # a broken measure always has a finding, whatever else it recorded
-    if m.kind == "oracle":
-        return "beyond oracle tolerance" if m.within is False or broken else None
-    if m.identical is not False and not broken:
-        return None
-    k = _BY_MEASURE.get(m.kind)
-    return None if k is None else k.name
-
-
-def tensor_kind(name: str) -> str:
-    """A tensor's kind, what a finding groups by: ``outputs`` (y, ys, hy, cy), ``input gradients`` (of the ids'
-    rows, xs, hx, cx, and second-order ``grad2.*``) or ``parameter gradients`` (W, ws, bs); ``""`` for none.
-    One planted bug shows in many tensors of one kind: it is one finding, with its worst tensor named."""
-    if not name:
-        return ""
-    head = name.split(" ", 1)[0]  # "grad.xs.2 as grad.xs.0" (a relation's pair): the tensor's own name
-    if head.startswith("grad2."):
-        return "input gradients"
-    if head.startswith("grad."):
-        leaf = head[5:].split(".", 1)[0].split("[", 1)[0]
-        return "parameter gradients" if leaf in ("W", "ws", "bs", "b", "w") else "input gradients"
-    return "outputs"
-
-
 _LIBRARIES = ("chainer", "espnet", "cupy", "numpy")
 #: The libraries a finding goes upstream to: each gets its own issue where subjects of both share a defect.
-_UPSTREAM = ("chainer", "espnet")
+UPSTREAM = ("chainer", "espnet")
 
 
 def library_of(subject: str) -> str:
     """The library whose issue tracker a subject's defect goes to: ``chainer`` or ``espnet`` (the name's first
     part), ``""`` for a pipeline, a control or a plug-in's subject."""
     head = subject.split(".", 1)[0]
-    return head if head in _UPSTREAM else ""
+    return head if head in UPSTREAM else ""
 
 
 def library_frame(traceback_text: str) -> str:
@@ -179,25 +74,6 @@ def library_frame(traceback_text: str) -> str:
             if parts[i] in _LIBRARIES:
                 return f"{'/'.join(parts[i:])}:{line}"
     return ""
-
-
-def classify(m: Measure, role: str = "subject") -> Classification:
-    """The class of a measure that has a finding kind (a control's designed divergence is a control's; a
-    control whose own contract breaks fails like any subject)."""
-    v = m.verdict
-    if role == "control" and v not in (Verdict.BROKEN, Verdict.NOT_JUDGED):
-        return Classification.CONTROL
-    if v == Verdict.NOT_JUDGED:
-        return Classification.NOT_JUDGED
-    if v == Verdict.KNOWN_DEFECT:
-        return Classification.KNOWN_DEFECT
-    if v == Verdict.ERROR:
-        return Classification.NEW_DEFECT
-    if v == Verdict.BROKEN:
-        return Classification.CONTRACT_BROKEN
-    if v == Verdict.EXPECTED_ERROR:
-        return Classification.EXPECTED_ERROR
-    return Classification.ALLOWED
 
 
 # --------------------------------------------------------------------------- the record
@@ -228,7 +104,7 @@ class Finding:
     """A group of measures that tell one story, with everything needed to act on it."""
 
     id: str
-    kind: str
+    kind: FindingKind            # (its text where built from one: a stored file's)
     classification: Classification
     verdict: str
     family: str
@@ -263,9 +139,9 @@ class Finding:
     #: smallest case there (each library gets its own export).
     library_cases: tuple[tuple[str, str], ...] = ()
 
-    @property
-    def kind_row(self) -> FindingKind:
-        return _BY_NAME[self.kind]
+    def __post_init__(self) -> None:
+        if not isinstance(self.kind, FindingKind):
+            object.__setattr__(self, "kind", finding_kind(self.kind, "finding kind"))
 
     @property
     def fails(self) -> bool:
@@ -312,7 +188,7 @@ class Finding:
     def headline(self) -> str:
         """One line: class, subject(s), device, context or relation, kind, rule, tensor kind."""
         where = f"under '{self.relation}'" if self.relation else ", ".join(self.contexts or (self.context,))
-        if self.other and self.kind in ("cross-context difference", "cross-device difference"):
+        if self.other and self.kind.paired:
             where += f" vs {self.other}"
         also = f" (and {', '.join(s for s in self.subjects if s != self.subject)})" if len(self.subjects) > 1 else ""
         tensor = f" {self.tensor_kind}" if self.tensor_kind else ""
@@ -370,7 +246,7 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in asdict(self).items() if k not in ("worst", "origin", "shrunk")}
-        d["classification"] = self.classification.value
+        d["kind"], d["classification"] = self.kind.value, self.classification.value
         d["subjects"], d["cases"], d["contexts"] = list(self.subjects), list(self.cases), list(self.contexts)
         d["worst"] = self.worst.to_dict()
         d["origin"] = self.origin.to_dict()
@@ -413,16 +289,15 @@ def reproducer_of(f: Finding, verb: str = "replay") -> Reproducer | None:
     Export is for what goes upstream: none for a control, a check that did not run or a missing contract line;
     an allowed divergence or an expected error is a
     behaviour note (``--note``); an error finding runs in :func:`export_context`."""
-    how = f.kind_row.replay
+    how = f.kind.replay
     if verb in ("replay", "export") and (how == "none" or not f.repro_case):
         return None
     if verb == "export" and (f.role == "control" or f.classification == Classification.CONTROL
-                             or f.kind in ("not judged", "no contract line")):
+                             or f.kind.export == "none"):
         return None
-    if verb == "localize" and not f.kind_row.localizable:
+    if verb == "localize" and not f.kind.localizable:
         return None
-    if verb == "shrink" and (how == "none" or not f.case_id or f.kind in (
-            "baseline changed", "expected error", "not judged", "no contract line")):
+    if verb == "shrink" and (not f.kind.shrinkable or not f.case_id):
         return None
     return Reproducer(
         case=f.origin.case_file(f.case_id if verb == "shrink" else f.repro_case), subject=f.subject,
@@ -432,7 +307,7 @@ def reproducer_of(f: Finding, verb: str = "replay") -> Reproducer | None:
         relation=f.relation if how == "relation" else "", baseline=f.origin.baseline if how == "baseline" else "",
         plugins=f.origin.plugins, contracts=f.origin.contracts, env=f.origin.env,
         repeats=20 if how == "repeats" or f.flaky else None,
-        fresh=2 if f.kind == "not reproducible across processes" else None,
+        fresh=2 if f.kind == FindingKind.PROCESS else None,
         kind=f.kind, tensor=f.tensor_kind, error=f.error.split(":", 1)[0] if f.error else "",
         flaky=f.flaky and how != "repeats",
         note=f.classification in (Classification.ALLOWED, Classification.EXPECTED_ERROR))
@@ -442,7 +317,7 @@ def export_context(f: Finding) -> str:
     """The context an exported error runs in: ``default`` where the error showed there too (it does not depend
     on the context, whichever context's measure was worst; a ``[[known_defect]]`` for one context shows only
     there), else the finding's own."""
-    if f.kind_row.measure_kind == "task" and "default" in f.contexts:
+    if f.kind.measure_kind == "task" and "default" in f.contexts:
         return "default"
     return f.context
 
@@ -464,117 +339,6 @@ def shrink_argv(f: Finding) -> list[str]:
     where no smaller case can show it."""
     r = reproducer_of(f, "shrink")
     return [] if r is None else r.argv("shrink")
-
-
-# --------------------------------------------------------------------------- grouping
-
-
-def _group_key(m: Measure, kind: str, cls: Classification, family: str) -> tuple[str, ...]:
-    if m.kind == "task":
-        # one error is one finding whatever the context it showed in: "Type in phase"
-        what = m.actual.split(":", 1)[0] if m.actual else m.rule
-        return (cls.value, kind, family, m.device, m.relation, what, m.rule, "")
-    what = m.other if kind in ("cross-context difference", "cross-device difference") else ""
-    return (cls.value, kind, family, m.device, m.relation or m.context, what, m.rule, tensor_kind(m.tensor))
-
-
-def _finding_id(key: Sequence[str]) -> str:
-    return hashlib.sha256("\x1f".join(key).encode()).hexdigest()[:10]
-
-
-def _severity(m: Measure) -> tuple[float, ...]:
-    ulp = float(m.max_ulp or 0)
-    ratio = float(m.error_ratio or 0.0)
-    return (VERDICT_ORDER.get(str(m.verdict), 0), ratio, ulp, float(m.n_diff or 0))
-
-
-def group(measures: Iterable[Measure], records: Mapping[tuple[str, str, str, str], TaskRecord] | None,
-          origin: Origin, *, roles: Mapping[str, str] | None = None,
-          sizes: Mapping[str, int | None] | None = None,
-          reasons: Mapping[tuple[str, str, str, str], str] | None = None) -> list[Finding]:
-    """The findings of a campaign's measures, most severe first (:func:`sort_findings`).
-
-    ``records`` by ``(case_id, subject, device, context)`` give each task's family and error traceback;
-    ``roles`` each subject's role (``control`` findings are classified as such); ``sizes`` each case's size
-    (the reproducer runs the smallest case of a group); ``reasons`` a known defect's reason and reference.
-    """
-    roles, sizes, records = roles or {}, sizes or {}, records or {}
-    measures = list(measures)
-    flaky = {(m.subject, m.device, m.context) for m in measures if m.kind in ("repeat", "process")
-             and m.identical is False}
-    groups: dict[tuple[str, ...], list[Measure]] = {}
-    for m in measures:
-        kind = kind_of(m)
-        if kind is None:
-            continue
-        rec = records.get((m.case_id, m.subject, m.device, m.context))
-        family = rec.family if rec is not None else ""
-        cls = classify(m, roles.get(m.subject, "subject"))
-        groups.setdefault(_group_key(m, kind, cls, family) + ((m.subject,) if cls == Classification.CONTROL
-                                                              else ()), []).append(m)
-    out = []
-    for key, ms in groups.items():
-        cls, kind, family = Classification(key[0]), key[1], key[2]
-        worst = max(ms, key=_severity)
-        cases = sorted({m.case_id for m in ms if m.case_id},
-                       key=lambda c: (sizes.get(c) is None, sizes.get(c) or 0, c))
-        smallest = cases[0] if cases else worst.case_id
-        # the reproducer's subject and measure: the worst measure on the smallest case
-        on_small = [m for m in ms if m.case_id == smallest] or ms
-        rep = max(on_small, key=_severity)
-        rec = records.get((rep.case_id, rep.subject, rep.device, rep.context))
-        err = rec.first_error if rec is not None else None
-        error = "" if err is None or rep.kind != "task" else \
-            f"{err.get('type')} in {err.get('phase')}: {err.get('message')}"
-        # (an error outside the libraries, in a plug-in's own code, is that subject's defect all the same)
-        where = library_frame(str(err.get("traceback", ""))) if err is not None and error else ""
-        reason = (reasons or {}).get((rep.case_id, rep.subject, rep.device, rep.context), "")
-        if kind == "not judged":
-            reason = rep.detail or reason
-        # each other library's subjects: the worst measure on their smallest case (a library's own issue)
-        libs: dict[str, Measure] = {}
-        for m in sorted(ms, key=lambda m: (cases.index(m.case_id) if m.case_id in cases else len(cases),
-                                           [-x for x in _severity(m)], m.subject)):
-            lib = library_of(m.subject)
-            if lib and lib != library_of(rep.subject) and m.case_id:
-                libs.setdefault(lib, m)
-        out.append(Finding(
-            id=_finding_id(key), kind=kind, classification=cls, verdict=worst.verdict, family=family,
-            subjects=tuple(sorted({m.subject for m in ms})), subject=rep.subject, device=rep.device,
-            context=rep.context, other=rep.other, relation=rep.relation,
-            rule=rep.rule, tensor_kind=tensor_kind(worst.tensor), cases=tuple(cases),
-            n_measures=len(ms), n_tensors=len({(m.case_id, m.subject, m.tensor) for m in ms if m.tensor}),
-            worst=worst, case_id=smallest, case_size=sizes.get(smallest), origin=origin,
-            contract=worst.contract, error=error, where=where, reason=reason, role=roles.get(rep.subject, "subject"),
-            flaky=(rep.subject, rep.device, rep.context) in flaky, contexts=context_order(m.context for m in ms),
-            library_cases=tuple((libs[lib].subject, libs[lib].case_id) for lib in _UPSTREAM if lib in libs)))
-    return sort_findings(out)
-
-
-_KIND_RANK = {k.name: i for i, k in enumerate(KINDS)}
-
-
-def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
-    """Most severe first: classification, the implementations before the controls, then kind, then how far
-    off (error ratio, ULP), then name."""
-    return sorted(findings, key=lambda f: (f.classification.rank, f.role == "control", _KIND_RANK.get(f.kind, 99),
-                                           -float(f.worst.error_ratio or 0.0), -float(f.worst.max_ulp or 0),
-                                           f.subject, f.device, f.context, f.relation, f.tensor_kind))
-
-
-def summary_line(findings: Sequence[Finding], checks_failed: int, checks: int,
-                 headlines: Sequence[Any] | None = None) -> str:
-    """The last line of a gate: how many checks failed, how many findings (or headline findings, each the
-    findings of one cause: :mod:`harness.judge.headlines`), by class."""
-    items = findings if headlines is None else headlines
-    by: dict[str, int] = {}
-    for f in items:
-        by[f.classification.value] = by.get(f.classification.value, 0) + 1
-    parts = ", ".join(f"{n} {c}" for c, n in sorted(by.items(), key=lambda kv: Classification(kv[0]).rank))
-    what = f"{len(findings)} finding(s)" if headlines is None else \
-        f"{len(headlines)} headline finding(s)" + (f" ({parts})" if parts else "") + f" from {len(findings)} finding(s)"
-    return f"{checks_failed} of {checks} checks failed; " + (
-        what + (f" ({parts})" if parts else "") if headlines is None else what)
 
 
 def dumps(findings: Sequence[Finding]) -> str:

@@ -16,7 +16,8 @@ holds (``in every CPU context: default, blas1, blas2, debug``), with each findin
 Pure: findings in, headlines out (:func:`headlines`); the gate's summary and the page count and print these.
 
 >>> from harness.core.records import Measure
->>> from harness.judge.findings import Origin, group
+>>> from harness.judge.finding_groups import group
+>>> from harness.judge.findings import Origin
 >>> ms = [Measure(kind="oracle", case_id="c", subject="s", device="cpu", context=c, tensor="hy", within=False,
 ...               verdict="broken", rule="oracle = within", error_ratio=2.0) for c in ("debug", "default")]
 >>> [h.where for h in headlines(group(ms, None, Origin("/r")), {"cpu": ("default", "debug")})]
@@ -30,12 +31,10 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from harness.core.contexts import context_order
-from harness.judge.findings import DOSSIER_LINES, Classification, Finding, sort_findings
+from harness.judge.finding_groups import sort_findings
+from harness.judge.findings import DOSSIER_LINES, Classification, Finding, FindingKind
 
 __all__ = ["Headline", "headlines", "cause_key", "where_text", "device_label", "headline_of"]
-
-_PAIRS = ("cross-context difference", "cross-device difference")
-
 
 def cause_key(f: Finding) -> tuple[str, ...]:
     """What findings of one cause share: the localized first diverging function where there is one, an
@@ -47,12 +46,12 @@ def cause_key(f: Finding) -> tuple[str, ...]:
         return ("cause", f.classification.value, f.family, f.device, f.cause, *control)
     if f.error and f.where:
         # one error raised at one library line is one bug, whatever subject family reached it
-        return ("raised", f.classification.value, f.kind, f.device, f.error.split(":", 1)[0], f.where, *control)
-    rule = f.kind if f.relation else f.rule
-    if f.kind == "cross-context difference":
-        rule = f.kind  # its rule names the other context: every pair of contexts is the same story
+        return ("raised", f.classification.value, f.kind.value, f.device, f.error.split(":", 1)[0], f.where, *control)
+    rule = f.kind.value if f.relation else f.rule
+    if f.kind == FindingKind.CONTEXT:
+        rule = f.kind.value  # its rule names the other context: every pair of contexts is the same story
     what = f.error.split(":", 1)[0] if f.error else ""
-    return (f.classification.value, f.kind, f.family or f.subject, f.device, rule, f.tensor_kind, what, *control)
+    return (f.classification.value, f.kind.value, f.family or f.subject, f.device, rule, f.tensor_kind, what, *control)
 
 
 def device_label(device: str) -> str:
@@ -68,10 +67,11 @@ def where_text(findings: Sequence[Finding], contexts: Sequence[str] = ()) -> str
     rels = list(dict.fromkeys(x.relation for x in findings if x.relation))
     if rels:
         return "under " + " and ".join(f"'{r}'" for r in rels)
-    if f.kind in _PAIRS:
-        pairs = list(dict.fromkeys(f"{x.other} vs {x.context if x.kind == _PAIRS[0] else x.device}"
+    if f.kind.paired:
+        pairs = list(dict.fromkeys(f"{x.other} vs {x.context if x.kind == FindingKind.CONTEXT else x.device}"
                                    for x in findings))
-        return (f"between {dev} contexts: " if f.kind == _PAIRS[0] else "between devices: ") + ", ".join(pairs)
+        between = f"between {dev} contexts: " if f.kind == FindingKind.CONTEXT else "between devices: "
+        return between + ", ".join(pairs)
     seen = context_order(c for x in findings for c in (x.contexts or (x.context,)))
     every = context_order(contexts)
     if len(every) > 1 and set(every) <= set(seen):
@@ -85,8 +85,8 @@ def where_text(findings: Sequence[Finding], contexts: Sequence[str] = ()) -> str
 def _detail(f: Finding) -> str:
     """One line for one finding beneath its headline: where, how much, and its own reproducer."""
     where = f"under '{f.relation}'" if f.relation else ", ".join(f.contexts or (f.context,))
-    if f.kind in _PAIRS:
-        where = f"{f.other} vs {f.context if f.kind == _PAIRS[0] else f.device}"
+    if f.kind.paired:
+        where = f"{f.other} vs {f.context if f.kind == FindingKind.CONTEXT else f.device}"
     m = f.worst
     worst = ""
     if m.kind == "oracle" and m.error_ratio is not None:
@@ -127,8 +127,8 @@ class Headline:
         f = self.lead
         if f.error:
             return f.error + (f" (raised in {f.where})" if f.where else "")
-        text = f.kind + (f" of {f.tensor_kind}" if f.tensor_kind else "")
-        if f.kind not in _PAIRS and not f.relation and f.rule:
+        text = str(f.kind) + (f" of {f.tensor_kind}" if f.tensor_kind else "")
+        if not f.kind.paired and not f.relation and f.rule:
             text += f" ({f.rule})"  # two rules of one kind (a baseline's digest, its oracle error) read apart
         if f.cause and not f.cause.startswith("not localized"):
             text += f", starting at {f.cause}"

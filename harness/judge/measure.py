@@ -20,7 +20,7 @@ import numpy as np
 
 from harness.core.cases import Case
 from harness.core.records import Measure, TaskRecord
-from harness.judge import tolerance, verdicts
+from harness.judge import task_verdicts, tolerance, verdicts
 from harness.judge.contracts import Contract
 
 __all__ = ["Reference", "REFERENCE_CONTEXT", "REFERENCE_DEVICE", "reference_contract", "measure_task",
@@ -76,7 +76,7 @@ def measure_task(record: TaskRecord, case: Case | None, contract: Any, *, role: 
     ``contract`` is the task's contract line (None: a "no contract" failure, except for an oracle, which has
     :func:`reference_contract`); ``bad_rules`` the contracts file's rules for the case's tags;
     ``known_defects`` its ``[[known_defect]]`` declarations for this subject, device, case and context. A bad
-    input (a case marked bad, or one a rule names) is judged by :func:`verdicts.judge_bad_input`; where its rule
+    input (a case marked bad, or one a rule names) is judged by :func:`task_verdicts.judge_bad_input`; where its rule
     documents what an accepted input returns, its tensors are then judged like a valid case's (oracle included),
     else recorded; an ``any`` rule's outcome must be the same in every repetition and in the ``references``
     governed by the same rule. ``arrays`` are repetition 0's; ``references`` the other results its tensors are
@@ -92,12 +92,12 @@ def measure_task(record: TaskRecord, case: Case | None, contract: Any, *, role: 
     out: list[Measure] = []
     exp = None
     if bad and record.status != "skipped":
-        exp = verdicts.expectation_for(bad_rules, case.expect if case is not None else None, record.subject,
+        exp = task_verdicts.expectation_for(bad_rules, case.expect if case is not None else None, record.subject,
                                        record.device_kind)
-        out.append(verdicts.judge_bad_input(exp, key, record.run_status, record.first_error, errors=record.errors,
+        out.append(task_verdicts.judge_bad_input(exp, key, record.run_status, record.first_error, errors=record.errors,
                                             known=known_defects))
     else:
-        task = verdicts.judge_task(contract, key, record.status, record.run_status, record.first_error,
+        task = task_verdicts.judge_task(contract, key, record.status, record.run_status, record.first_error,
                                    record.skip_reason, errors=record.errors, known=known_defects)
         if task is not None:
             out.append(task)
@@ -157,20 +157,20 @@ def _same_outcome(exp: Any, key: Mapping[str, str], record: TaskRecord, case: Ca
                 ("repeat", pool, bool(contract and contract.reproducible), "pool"),
                 ("process", pool[:1] + fresh, bool(contract and contract.across_processes), "fresh")):
             if len(which) > 1 and (kind == "repeat" or fresh):
-                first = verdicts.outcome_text("ok", (), record.rep_digests, which[:1], bits=bits)
-                out.append(verdicts.judge_same_outcome(exp, key, kind, first, verdicts.outcome_text(
+                first = task_verdicts.outcome_text("ok", (), record.rep_digests, which[:1], bits=bits)
+                out.append(task_verdicts.judge_same_outcome(exp, key, kind, first, task_verdicts.outcome_text(
                     "ok", (), record.rep_digests, which, bits=bits), other))
     for ref in references:
         theirs_record = ref.record
         if ref.kind not in ("context", "device") or theirs_record is None or theirs_record.status == "skipped":
             continue
-        theirs_exp = verdicts.expectation_for(ref.rules, case.expect if case is not None else None,
+        theirs_exp = task_verdicts.expectation_for(ref.rules, case.expect if case is not None else None,
                                               theirs_record.subject, theirs_record.device_kind)
         if theirs_exp is None or theirs_exp.source != exp.source or not theirs_exp.any_outcome:
             continue  # another rule governs there (debug mode's, say): its outcome may differ
         bits = verdicts.pair_required(ref.kind, contract, ref.name)
-        mine = verdicts.outcome_text(record.run_status, record.errors, record.rep_digests, bits=bits)
-        theirs = verdicts.outcome_text(theirs_record.run_status, theirs_record.errors, theirs_record.rep_digests,
+        mine = task_verdicts.outcome_text(record.run_status, record.errors, record.rep_digests, bits=bits)
+        theirs = task_verdicts.outcome_text(theirs_record.run_status, theirs_record.errors, theirs_record.rep_digests,
                                        bits=bits)
-        out.append(verdicts.judge_same_outcome(exp, key, ref.kind, mine, theirs, ref.name))
+        out.append(task_verdicts.judge_same_outcome(exp, key, ref.kind, mine, theirs, ref.name))
     return out

@@ -29,7 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from harness.core.records import Measure, Verdict
+from harness.core.classification import Verdict
+from harness.core.records import Measure
 
 __all__ = ["BITWISE_KINDS", "EXIT_CODES", "Outcome", "is_difference", "replay_outcome", "run_signatures"]
 

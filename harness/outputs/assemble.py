@@ -11,9 +11,11 @@ import os
 from typing import Any, Iterable, Mapping, Sequence
 
 from harness.core.cases import Case
+from harness.core.classification import Verdict
 from harness.core.fileio import atomic_write
 from harness.core.records import Measure, TaskRecord
 from harness.judge import findings as F
+from harness.judge.finding_groups import group
 
 __all__ = ["campaign_findings", "write_case_files", "roles_of", "records_by_task", "case_sizes"]
 
@@ -61,7 +63,7 @@ def campaign_findings(run_dir: str, measures: Sequence[Measure], records: Mappin
     lookup = getattr(known, "known_defect_for", None)
     if lookup is not None:
         for m in measures:
-            if m.verdict != "known defect":
+            if m.verdict != Verdict.KNOWN_DEFECT:
                 continue
             rec = by_task.get((m.case_id, m.subject, m.device, m.context))
             err = rec.first_error if rec is not None else None
@@ -72,7 +74,7 @@ def campaign_findings(run_dir: str, measures: Sequence[Measure], records: Mappin
             if kd is not None:
                 reasons[(m.case_id, m.subject, m.device, m.context)] = \
                     f"{kd.reason} ({getattr(kd, 'reference', '')})".replace(" ()", "")
-    found = F.group(measures, by_task, origin, roles=roles_of({m.subject for m in measures}),
+    found = group(measures, by_task, origin, roles=roles_of({m.subject for m in measures}),
                     sizes=case_sizes(cases), reasons=reasons)
     write_case_files(run_dir, found, cases)
     return found

@@ -10,7 +10,7 @@ import math
 import os
 from typing import Any, Sequence
 
-from harness.judge.findings import Classification, Finding
+from harness.judge.findings import Classification, Finding, FindingKind
 from harness.judge.outcomes import EXIT_CODES
 from harness.outputs.page_view import ReportView
 
@@ -56,7 +56,7 @@ def size_lines(f: Finding) -> list[tuple[str, str]]:
 def _replay_note(f: Finding) -> str:
     """What the finding's replay command does when it reproduces (its exit code says so)."""
     if f.classification in (Classification.KNOWN_DEFECT, Classification.EXPECTED_ERROR):
-        if f.kind_row.measure_kind == "oracle":  # values the contracts declare wrong: nothing differs
+        if f.kind.measure_kind == "oracle":  # values the contracts declare wrong: nothing differs
             return f"prints the values beyond the oracle's tolerance; exit {EXIT_CODES['same']}: the contracts file " \
                    "declares them"
         return f"prints the error; exit {EXIT_CODES['raised']}: every run raised it, as the contracts file declares"
@@ -90,8 +90,8 @@ def finding_items(view: ReportView) -> list[dict[str, Any]]:
         if fig in files:
             links.append((fig, fig))
         where = f"under '{f.relation}'" if f.relation else f.context
-        if f.other and f.kind in ("cross-context difference", "cross-device difference"):
-            where = f"{f.other} vs {f.context if f.kind == 'cross-context difference' else f.device}"
+        if f.other and f.kind.paired:
+            where = f"{f.other} vs {f.context if f.kind == FindingKind.CONTEXT else f.device}"
         items.append({"f": f, "anchor": f"finding-{f.id}", "where": where, "size": size_lines(f),
                       "replay": f.replay(), "replay_note": _replay_note(f), "export": "\n".join(f.exports()),
                       "export_what": _export_what(f), "links": links,

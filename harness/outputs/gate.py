@@ -15,6 +15,7 @@ import os
 from typing import Any, Mapping, Sequence
 
 from harness.core.cases import Case
+from harness.core.classification import fails_gate
 from harness.core.errors import InvalidArgument
 from harness.core.records import Measure, TaskRecord
 from harness.core.rundir import task_arrays
@@ -23,7 +24,7 @@ from harness.execute.measure_pass import campaign_cases, load_measures, measure_
 from harness.judge import findings as F
 from harness.judge import verdicts
 from harness.judge.contracts import Contracts
-from harness.judge.verdicts import Violation, assert_no_violations
+from harness.judge.violations import Violation, assert_no_violations
 
 __all__ = ["Violation", "assert_no_violations", "gate_campaign", "gate_violations", "check_baseline",
            "control_check", "write_junit", "gate_findings", "baseline_measures", "fails", "failing_cells",
@@ -53,8 +54,8 @@ def _violation(m: Measure, f: F.Finding | None) -> Violation:
 
 
 def fails(m: Measure) -> bool:
-    """Whether the gate fails on this measure (:attr:`Verdict.fails`)."""
-    return m.verdict in verdicts._FAILING
+    """Whether the gate fails on this measure (:func:`~harness.core.classification.fails_gate`)."""
+    return fails_gate(m.verdict)
 
 
 def belongs(m: Measure, f: F.Finding) -> bool:

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from harness.core.records import Verdict
+from harness.core.classification import Verdict, fails_gate
 from harness.judge.findings import Classification, Finding
 from harness.judge.headlines import Headline, contexts_by_device, headlines
 
@@ -43,7 +43,7 @@ class ReportView:
     @property
     def fails(self) -> bool:
         ran = self.cells[self.cells["verdict"] != "skipped"] if len(self.cells) else self.cells
-        bad = ran["verdict"].isin([v.value for v in Verdict if v.fails]).any() if len(ran) else False
+        bad = ran["verdict"].map(fails_gate).any() if len(ran) else False
         return bool(bad) or any(f.fails for f in self.findings)
 
     def headlines(self) -> list[Headline]:
@@ -92,7 +92,7 @@ def report_view(run_dir: str, cells: pd.DataFrame, findings: Sequence[Finding],
     held = 0
     if len(cells):
         ran = cells[~cells["verdict"].isin(["skipped", "not judged"])]
-        held = int((~ran["verdict"].isin([v.value for v in Verdict if v.fails])).sum())
+        held = int((~ran["verdict"].map(fails_gate).astype(bool)).sum())
     return ReportView(held=held, total=len(cells), not_judged=nj, findings=list(findings), cells=cells,
                       figures=list(figures), environment=environment, run_dir=run_dir,
                       files=sorted(files), notes=tuple(notes), lines=tuple(lines) if lines else finding_lines(

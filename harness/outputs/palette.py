@@ -6,7 +6,7 @@ figures (drawn in a child that never builds a page) read the same palette.
 
 from __future__ import annotations
 
-from harness.core.records import Verdict
+from harness.core.classification import Verdict
 from harness.judge.findings import Classification
 
 __all__ = ["VERDICT_COLOURS", "MARKS", "CLASS_COLOURS", "colour"]

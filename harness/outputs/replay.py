@@ -15,9 +15,10 @@ import sys
 from typing import Any, Sequence, TextIO
 
 from harness.core.cases import Case
+from harness.core.classification import Verdict
 from harness.core.devices import Device
 from harness.core.errors import InvalidArgument, SetupError
-from harness.core.records import Measure, Verdict
+from harness.core.records import Measure
 from harness.judge.contracts import Contracts
 from harness.judge.digest import short_digest
 from harness.judge.outcomes import is_difference, replay_outcome

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from harness.core.cases import Case
+from harness.core.classification import Verdict
 from harness.core.records import Measure
 from harness.judge.measure import REFERENCE_CONTEXT, REFERENCE_DEVICE
 from harness.judge.verdicts import worst
@@ -171,7 +172,7 @@ def results_frame(run: Any) -> pd.DataFrame:
             "error_type": first.get("type", "") if first else "",
             "error_phase": first.get("phase", "") if first else "",
             "error_message": first.get("message", "") if first else "",
-            "error_expected": (None if first is None or bad is None else bad.verdict == "expected error"),
+            "error_expected": (None if first is None or bad is None else bad.verdict == Verdict.EXPECTED_ERROR),
             "expectation": bad.expected if bad is not None else "",
             "skip_reason": rec.skip_reason or "", "runs": rec.runs, "ok_runs": rec.ok_runs,
             "key": rec.key, "array_file": rec.array_file or "",

@@ -232,7 +232,7 @@ def findings_frame(found: Sequence[Any]) -> pd.DataFrame:
         else:
             detail = m.detail or m.actual
         rows.append({
-            "id": f.id, "headline": head.get(f.id, ""), "classification": f.classification.value, "kind": f.kind,
+            "id": f.id, "headline": head.get(f.id, ""), "classification": f.classification.value, "kind": f.kind.value,
             "verdict": f.verdict,
             "subject": f.subject, "subjects": ", ".join(f.subjects), "device": f.device, "context": f.context,
             "other": f.other, "relation": f.relation, "rule": f.rule, "tensor_kind": f.tensor_kind,

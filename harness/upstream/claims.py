@@ -20,15 +20,11 @@ from harness.core.contexts import blas_info, get_context
 from harness.core.devices import CPU, parse_device
 from harness.core.errors import InvalidArgument, SetupError
 from harness.core.vocabulary import COMPUTE_PHASES
-from harness.judge.findings import KINDS, tensor_kind
+from harness.judge.finding_kinds import FindingKind, finding_kind, tensor_kind
 from harness.judge.reproducer import Reproducer
 from harness.upstream.script import Check
 
 __all__ = ["Claim", "claim_for", "case_arrays", "check_kind", "context_env", "chainer_device", "subject_outputs"]
-
-#: Finding kinds whose claim is an error raised in a phase (or, for a known defect without one, wrong values).
-_ERROR_KINDS = ("error", "known library defect", "expected error")
-
 
 @dataclass(frozen=True)
 class Claim:
@@ -56,21 +52,14 @@ def check_kind(r: Reproducer) -> str:
 
     if not (r.kind or r.relation or len(r.contexts) > 1 or len(r.devices) > 1 or r.baseline or r.error):
         return ""
-    kind = finding_kind_of(r)
-    row = next((k for k in KINDS if k.name == kind), None)
-    if row is None:
-        raise InvalidArgument(f"kind={kind!r} is not a finding kind ({', '.join(k.name for k in KINDS)})")
-    fixed = {"not reproducible across processes": "processes", "beyond oracle tolerance": "tolerance",
-             "accumulation order differs from the declared one": "bits", "bad input misbehaved": "bad_input"}
-    if kind in fixed:
-        return fixed[kind]
-    if kind in _ERROR_KINDS:
-        return "error"
-    by_replay = {"repeats": "repeats", "contexts": "contexts", "devices": "devices", "relation": "relation",
-                 "baseline": "bits"}
-    if row.replay in by_replay:
-        return by_replay[row.replay]
-    raise InvalidArgument(f"kind={kind!r}: a check of the harness itself, not of the library; nothing to export")
+    try:
+        kind = finding_kind(finding_kind_of(r))
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+    if not kind.check:
+        raise InvalidArgument(f"kind={kind.value!r}: a check of the harness itself, not of the library; nothing to "
+                              f"export")
+    return kind.check
 
 
 def chainer_device(device: str) -> str:
@@ -172,7 +161,7 @@ def _tolerance(r: Reproducer, case: Case, wrong: tuple[str, ...] = ()) -> tuple[
 
 def _bad_rule(r: Reproducer, case: Case) -> Check:
     from harness.judge.contracts import load_contracts
-    from harness.judge.verdicts import expectation_for
+    from harness.judge.task_verdicts import expectation_for
 
     dev = parse_device(r.devices[-1])
     rules = load_contracts(r.contracts or None).bad_rules(r.subject, dev.kind, case.tags, r.contexts[-1])
@@ -267,7 +256,7 @@ def claim_for(r: Reproducer, case: Case) -> Claim:
         if kind == "error":
             r = _with_error(r, f"{e.get('type')} in {e.get('phase')}")
     if kind == "error":
-        wrong = _known_wrong(r, case) if r.kind == "known library defect" and not r.error else ()
+        wrong = _known_wrong(r, case) if r.kind == FindingKind.KNOWN_DEFECT and not r.error else ()
         if wrong:
             check, data = _tolerance(r, case, wrong)
             what = f"{', '.join(wrong)} wrong (float64 reference)"

@@ -79,6 +79,7 @@ def _gate(opts: GateOptions, devices: list) -> int:
     from harness.execute.driver import run_campaign
     from harness.execute.relations import RELATIONS
     from harness.generate.corpora import gate_corpus
+    from harness.judge import finding_groups as G
     from harness.judge import findings as F
     from harness.judge.contracts import load_contracts
     from harness.outputs.contract_checks import problems as contract_problems
@@ -129,7 +130,7 @@ def _gate(opts: GateOptions, devices: list) -> int:
     if opts.baseline:
         bmeasures, diff = baseline_measures(run_dir, opts.baseline, contracts)
         measures += bmeasures
-        found = F.sort_findings(found + gate_findings(
+        found = G.sort_findings(found + gate_findings(
             run_dir, bmeasures, records=records, contracts=contracts,
             origin=dataclasses.replace(origin, baseline=opts.baseline, env=F.env_for_reproducer(diff))))
     failing = [f for f in found if f.fails]
@@ -137,7 +138,7 @@ def _gate(opts: GateOptions, devices: list) -> int:
         from harness.execute.shrink_findings import shrink_findings
 
         failing = shrink_findings(failing, contracts, budget=opts.shrink_budget, timeout=settings.timeout)
-        found = F.sort_findings(failing + [f for f in found if not f.fails])
+        found = G.sort_findings(failing + [f for f in found if not f.fails])
     if opts.junit:
         write_junit(opts.junit, records, found, time.perf_counter() - t0)
     from harness.judge.headlines import contexts_by_device, headlines
@@ -160,7 +161,7 @@ def _gate(opts: GateOptions, devices: list) -> int:
     for n in notes:  # said even under --quiet: the gate's verdict holds despite them, and the reader should know
         print(f"gate: infrastructure note: {n}", file=sys.stderr)
     print(f"gate: {len(tasks)} tasks, {len(cells)} subject/device/context checks ({len(skipped)} skipped: "
-          f"not run); {F.summary_line(failing, len(broken_cells), len(cells), heads)}, from {len(bad)} violating "
+          f"not run); {G.summary_line(failing, len(broken_cells), len(cells), heads)}, from {len(bad)} violating "
           f"measure(s){f'; {len(notes)} infrastructure note(s) (a busy machine, not findings)' if notes else ''}; "
           f"results in {run_dir}")
     return 1 if failing else 0

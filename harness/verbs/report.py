@@ -337,16 +337,16 @@ def _findings(run_dir: str, run: Any, settings: CampaignOptions, opts: ReportOpt
     from harness.execute.localization import localize_findings
     from harness.judge import findings as F
     from harness.judge.contracts import load_contracts
+    from harness.judge.finding_groups import sort_findings
     from harness.outputs.assemble import campaign_findings
 
     t0 = time.perf_counter()
     contracts = load_contracts(None)
     found = campaign_findings(run_dir, run.measures, run.records, run.cases,
                               F.Origin(run_dir, plugins=settings.plugins), known=contracts)
-    # (a known defect is shrunk too: its export goes upstream from its minimal case)
-    worth = [f for f in found if f.role == "subject" and f.classification in (
-        F.Classification.CONTRACT_BROKEN, F.Classification.NEW_DEFECT, F.Classification.ALLOWED,
-        F.Classification.KNOWN_DEFECT)]
+    # a subject's findings of a kind a smaller case can show (a known defect too: its export goes upstream from
+    # its minimal case; an expected error, a check that did not run, a baseline's are not shrunk)
+    worth = [f for f in found if f.role == "subject" and f.kind.shrinkable]
     rest = [f for f in found if f not in worth]
     timings["findings"] = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -359,4 +359,4 @@ def _findings(run_dir: str, run: Any, settings: CampaignOptions, opts: ReportOpt
     if opts.localize:
         worth = localize_findings(worth, budget=LOCALIZE_BUDGET, max_case_bytes=settings.max_case_bytes)
     timings["localizing"] = time.perf_counter() - t0
-    return F.sort_findings(worth + rest)
+    return sort_findings(worth + rest)

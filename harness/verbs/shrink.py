@@ -53,10 +53,10 @@ def shrink(opts: ShrinkOptions) -> int:
     from harness.core.devices import Device, resolve_device
     from harness.core.fileio import atomic_write
     from harness.execute.isolated import Runner
-    from harness.execute.shrink import UNSHRINKABLE, Target, case_sizes, reproduces
+    from harness.execute.shrink import Target, case_sizes, reproduces
     from harness.execute.shrink import shrink as run
     from harness.judge.contracts import load_contracts
-    from harness.judge.findings import KINDS
+    from harness.judge.finding_kinds import FindingKind, finding_kind
     from harness.subjects.registry import get_subject
 
     r = opts.reproducer
@@ -66,12 +66,12 @@ def shrink(opts: ShrinkOptions) -> int:
     contracts = load_contracts(r.contracts or None)
     subject = get_subject(r.subject)
     case = subject_case(r, subject, opts.max_case_bytes)
-    kind = r.kind
-    known = [k.name for k in KINDS]
-    if kind not in known:
-        raise InvalidArgument(f"kind={kind!r} is not one of {', '.join(known)}")
-    if kind in UNSHRINKABLE:
-        raise InvalidArgument(f"kind={kind!r} cannot shrink: no smaller case shows it")
+    try:
+        kind = finding_kind(r.kind)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+    if not kind.shrinkable:
+        raise InvalidArgument(f"kind={kind.value!r} cannot shrink: no smaller case shows it")
     other = ""
     others: tuple[Device, ...] = ()
     if len(r.contexts) == 2:
@@ -85,7 +85,7 @@ def shrink(opts: ShrinkOptions) -> int:
     else:
         device = resolve_device(r.devices[0])
     error = ""
-    if kind in ("error", "known library defect"):
+    if kind in (FindingKind.ERROR, FindingKind.KNOWN_DEFECT):
         error = r.error
         if not error:
             raise InvalidArgument("kind='error' needs --error 'Type in phase' (the error that must still happen)")

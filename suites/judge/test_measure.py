@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.core.cases import Case
-from harness.core.records import TaskRecord, TensorStats
+from harness.core.records import TaskRecord, TensorComparison
 from harness.judge.contracts import Contract
 from harness.judge.measure import Reference, measure_task, reference_contract, references_for
 
@@ -20,9 +20,10 @@ def _contract(**kw) -> Contract:
 
 
 def _record(context: str = "blas2", device: str = "cpu") -> TaskRecord:
-    t = TensorStats(dtype="float32", shape=(3, 2), repeats=2, bitwise_identical=True, n_diff=0, n_total=6,
+    t = TensorComparison(name="y", dtype="float32", shape=(3, 2), repeats=2, bitwise_identical=True, n_diff=0,
+                         n_total=6,
                     frac_diff=0.0, max_ulp=0, max_ulp_index=None, first_diff_index=None, n_unique=1,
-                    digest="d", nan_count=0, inf_count=0, shape_mismatch=False)
+                    digests=("d",), nan_count=0, inf_count=0, shape_mismatch=False)
     return TaskRecord(key="k", case_id=CASE.id, family="embed", subject="s", device=device, context=context,
                       status="ok", runs=2, ok_runs=2, tensors={"y": t}, rep_processes=("pool", "pool"),
                       rep_digests={"y": ("d", "d")})

@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.core.records import VERDICT_ORDER, TensorStats, Verdict
+from harness.core.records import VERDICT_ORDER, TensorComparison, Verdict
+from harness.judge import task_verdicts as T
 from harness.judge import verdicts as V
+from harness.judge import violations as W
 from harness.judge.contracts import Contract
 from harness.judge.tolerance import Tolerance, compare_oracle
 
@@ -22,12 +24,13 @@ def _contract(**kw) -> Contract:
     return Contract(**base)
 
 
-def _stats(identical: bool) -> TensorStats:
-    return TensorStats(dtype="float32", shape=(2,), repeats=3, bitwise_identical=identical, n_diff=0 if identical
-                       else 1, n_total=2, frac_diff=0.0 if identical else 0.5, max_ulp=0 if identical else 4,
-                       max_ulp_index=None if identical else (1,), first_diff_index=None if identical else (1,),
-                       n_unique=1 if identical else 2, digest="xxh3_128:" + "0" * 32, nan_count=0, inf_count=0,
-                       shape_mismatch=False, worst_values=None if identical else ("1.0 (0x3f800000)", "1.0000005"))
+def _stats(identical: bool) -> TensorComparison:
+    return TensorComparison(name="y", dtype="float32", shape=(2,), repeats=3, bitwise_identical=identical,
+                            n_diff=0 if identical else 1, n_total=2, frac_diff=0.0 if identical else 0.5,
+                            max_ulp=0 if identical else 4, max_ulp_index=None if identical else (1,),
+                            first_diff_index=None if identical else (1,), n_unique=1 if identical else 2,
+                            digests=("xxh3_128:" + "0" * 32,), nan_count=0, inf_count=0, shape_mismatch=False,
+                            worst_values=None if identical else ("1.0 (0x3f800000)", "1.0000005"))
 
 
 def test_worst_orders_every_verdict_and_skips_only_when_all_skipped():
@@ -83,18 +86,18 @@ def test_oracle_within_beyond_and_record_only():
 
 
 def test_task_level_verdicts():
-    assert V.judge_task(_contract(), KEY, "skipped", "skipped", None, "no GPU").verdict == V.SKIPPED
-    err = V.judge_task(_contract(), KEY, "error", "error", {"type": "ValueError", "phase": "backward",
+    assert T.judge_task(_contract(), KEY, "skipped", "skipped", None, "no GPU").verdict == V.SKIPPED
+    err = T.judge_task(_contract(), KEY, "error", "error", {"type": "ValueError", "phase": "backward",
                                                             "message": "m"}, None)
     assert err.verdict == V.ERROR and err.actual == "ValueError in backward: m"
-    assert V.judge_task(None, KEY, "ok", "ok", None, None).rule == V.NO_CONTRACT
-    assert V.judge_task(_contract(), KEY, "ok", "ok", None, None) is None
+    assert T.judge_task(None, KEY, "ok", "ok", None, None).rule == V.NO_CONTRACT
+    assert T.judge_task(_contract(), KEY, "ok", "ok", None, None) is None
 
 
 def test_assert_no_violations_raises_only_what_it_is_given():
     from harness.core.errors import ContractViolation
 
-    V.assert_no_violations([])
+    W.assert_no_violations([])
     m = V.judge_pair("context", _contract(), KEY, "y", np.zeros(2, np.float32), np.ones(2, np.float32), "blas1")
     with pytest.raises(ContractViolation, match="identical_across"):
-        V.assert_no_violations(V.violations([m]))
+        W.assert_no_violations(W.violations([m]))

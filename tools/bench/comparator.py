@@ -33,7 +33,7 @@ def comparator_throughput(a: np.ndarray, b: np.ndarray, rounds: int = 5, inner: 
     and ``array_equal+digest`` (``array_equal``, then :func:`harness.judge.digest.digest_all` of both).
     Bytes are those of both inputs. Each time is the median over ``rounds`` of the mean over ``inner``
     back-to-back calls (chosen from the size when not given). Returns seconds, bytes/s, the ratios
-    against the comparator, and the comparison (a :class:`~harness.judge.comparator.TensorComparison`).
+    against the comparator, and the comparison (a :class:`~harness.core.records.TensorComparison`).
     """
     from harness.judge import comparator as bitwise
     from harness.judge import digest as digests

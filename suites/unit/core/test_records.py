@@ -61,3 +61,42 @@ def test_a_task_records_infrastructure_notes_round_trip_and_older_records_read_w
     assert TaskRecord.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
     older = {k: v for k, v in rec.to_dict().items() if k != "notes"}
     assert TaskRecord.from_dict(older).notes == ()
+
+
+#: A tensor of a ``tasks.jsonl`` line as campaigns before one comparison record wrote it.
+_OLD_TENSOR = {"bitwise_identical": False, "digest": "xxh3_128:377111cf0a7ee1a2e5227fbd9ae9ed12", "dtype": "float32",
+               "first_diff_index": [1, 0], "frac_diff": 0.1, "inf_count": 0, "max_ulp": 3, "max_ulp_index": [2, 1],
+               "n_diff": 2, "n_total": 20, "n_unique": 2, "nan_count": 1, "repeats": 3, "shape": [5, 4],
+               "shape_mismatch": False, "sketch": {"bits": ["3f800000"]}, "worst_values": ["1.0", "1.0000004"]}
+
+
+def test_an_old_task_records_tensors_read_into_the_one_comparison_record_and_write_back_the_same() -> None:
+    from harness.core.records import TaskRecord, TensorComparison
+    from harness.judge.comparator import compare_repeats
+
+    line = {"key": "c|s|cpu|default", "case_id": "c", "subject": "s", "device": "cpu", "context": "default",
+            "status": "ok", "tensors": {"grad.W": _OLD_TENSOR}}
+    rec = TaskRecord.from_dict(json.loads(json.dumps(line)))
+    t = rec.tensors["grad.W"]
+    assert type(t) is TensorComparison and type(compare_repeats("y", [1.0, 1.0])) is TensorComparison
+    assert (t.name, t.digest, t.max_ulp_index, t.worst_values) == ("grad.W", _OLD_TENSOR["digest"], (2, 1),
+                                                                   ("1.0", "1.0000004"))
+    assert rec.to_dict()["tensors"]["grad.W"] == _OLD_TENSOR
+    assert json.dumps(t.to_dict(), sort_keys=True) == json.dumps(_OLD_TENSOR, sort_keys=True)
+
+
+def test_a_comparison_keeps_repetition_zeros_digest_when_stored_and_refuses_a_malformed_one() -> None:
+    import numpy as np
+
+    from harness.core.records import TensorComparison
+    from harness.judge.comparator import compare_repeats
+
+    a = np.arange(6, dtype=np.float32)
+    b = a.copy()
+    b[4] = 9
+    c = compare_repeats("y", [a, b, a])
+    back = TensorComparison.from_dict(c.to_dict(), name="y")
+    assert c.digests[0] != c.digests[1] and back.digests == c.digests[:1] and back.digest == c.digest
+    assert (back.n_unique, back.max_ulp_index, back.first_diff_index) == (2, (4,), (4,))
+    with pytest.raises(RecordError, match="tensor 'y'.*sketch"):
+        TensorComparison.from_dict({**c.to_dict(), "sketch": 3}, "tensor 'y'")

@@ -14,7 +14,7 @@ from harness.core.record_files import RECORD_FILES, compress_jsonl, record_file
 from harness.core.records import (
     Measure,
     TaskRecord,
-    TensorStats,
+    TensorComparison,
     jsonl_line,
     read_measures,
     read_runs,
@@ -29,10 +29,11 @@ from harness.judge.sketch import tensor_sketch
 CASE = Case("embed", 0, {"vocab": 5, "width": 3, "ids_shape": [4]})
 
 
-def _stats(a: np.ndarray, digest: str, repeats: int) -> TensorStats:
-    return TensorStats(dtype=str(a.dtype), shape=a.shape, repeats=repeats, bitwise_identical=False, n_diff=1,
+def _stats(name: str, a: np.ndarray, digest: str, repeats: int) -> TensorComparison:
+    return TensorComparison(name=name, dtype=str(a.dtype), shape=a.shape, repeats=repeats, bitwise_identical=False,
+                            n_diff=1,
                        n_total=a.size, frac_diff=1 / a.size, max_ulp=3, max_ulp_index=(0, 1), first_diff_index=(0, 1),
-                       n_unique=2, digest=digest, nan_count=0, inf_count=0, shape_mismatch=False,
+                       n_unique=2, digests=(digest,), nan_count=0, inf_count=0, shape_mismatch=False,
                        worst_values=("1.0 (0x3f800000)", "1.0000004 (0x3f800003)"), sketch=tensor_sketch(a))
 
 
@@ -45,7 +46,8 @@ def _outcome(task: Task, rng: np.random.Generator) -> TaskOutcome:
                      context=task.context, status="ok", runs=4, ok_runs=4, statuses={"ok": 4},
                      errors=({"type": "X", "message": "m"},), declared_warnings=("w",), subject_seconds=0.25,
                      processes=("fresh:0", "pool"), rep_processes=("pool", "pool", "pool", "fresh:0"),
-                     tensors={"y": _stats(y, rep_digests["y"][0], 4), "grad.W": _stats(w, rep_digests["grad.W"][0], 4)},
+                     tensors={"y": _stats("y", y, rep_digests["y"][0], 4),
+                              "grad.W": _stats("grad.W", w, rep_digests["grad.W"][0], 4)},
                      rep_digests=rep_digests)
     def entry(name: str, i: int) -> dict:
         a = {"y": y, "grad.W": w}[name]

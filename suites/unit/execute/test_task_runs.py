@@ -18,7 +18,7 @@ from harness.execute.run_clock import RunTime
 from harness.execute.settings import CampaignOptions
 from harness.execute.solo import SOLO
 from harness.execute.task_runs import run_task
-from harness.judge.verdicts import judge_task
+from harness.judge.task_verdicts import judge_task
 from harness.subjects.base import ErrorInfo, RunResult
 
 CASE = Case("embed", 3, {"vocab": 5, "width": 2, "ids_shape": [4]})

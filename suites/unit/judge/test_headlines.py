@@ -7,6 +7,7 @@ library defect (an error) in every context, one error reached from two subject f
 from __future__ import annotations
 
 from harness.core.records import Measure, TaskRecord
+from harness.judge import finding_groups as G
 from harness.judge import findings as F
 from harness.judge.headlines import cause_key, headline_of, headlines, where_text
 
@@ -35,7 +36,7 @@ def _error(context: str, subject: str, family: str, tb: str, err: str, case: str
 
 
 def test_a_regression_in_every_context_is_one_headline_that_names_every_context():
-    found = F.group([_oracle(c, case=f"c{i}") for c in CPU4["cpu"] for i in range(3)], None, F.Origin("/r"))
+    found = G.group([_oracle(c, case=f"c{i}") for c in CPU4["cpu"] for i in range(3)], None, F.Origin("/r"))
     assert len(found) == 4  # one finding per context: each reproducer runs in its own
     [h] = headlines(found, CPU4)
     assert h.where == "in every CPU context: default, blas1, blas2, debug"
@@ -53,7 +54,7 @@ def test_a_regression_in_every_context_is_one_headline_that_names_every_context(
 def test_a_known_defect_is_titled_by_what_it_is_not_by_its_first_context():
     pairs = [_error(c, s, "embed", EMPTY_TB, "ValueError: cannot reshape array of size 0 into shape (0,newaxis)")
              for c in ("blas1", "blas2", "debug", "default") for s in ("chainer.embed_id", "espnet.embed_id")]
-    found = F.group([m for m, _ in pairs], dict(r for _, r in pairs), F.Origin("/r"))
+    found = G.group([m for m, _ in pairs], dict(r for _, r in pairs), F.Origin("/r"))
     [f] = found
     assert f.contexts == ("default", "blas1", "blas2", "debug")  # the registry's order, whatever came first
     assert "[cpu] default, blas1, blas2, debug:" in f.headline()
@@ -69,12 +70,12 @@ def test_one_error_at_one_library_line_from_two_families_is_one_headline():
     err = "AttributeError: 'NoneType' object has no attribute 'shape'"
     pairs = [_error(c, s, fam, TRANSPOSE_TB, err, case=f"e-{fam}") for c in CPU4["cpu"]
              for s, fam in (("chainer.NStepLSTM", "lstm"), ("pipeline.embed_lstm", "pipeline"))]
-    found = F.group([m for m, _ in pairs], dict(r for _, r in pairs), F.Origin("/r"))
+    found = G.group([m for m, _ in pairs], dict(r for _, r in pairs), F.Origin("/r"))
     assert len(found) == 2 and len(headlines(found, CPU4)) == 1
     assert set(headlines(found, CPU4)[0].subjects) == {"chainer.NStepLSTM", "pipeline.embed_lstm"}
     # another error at another line stays apart
     other = _error("default", "chainer.NStepLSTM", "lstm", EMPTY_TB, "ValueError: x", case="e3")
-    more = F.group([m for m, _ in pairs] + [other[0]], {**dict(r for _, r in pairs), other[1][0]: other[1][1]},
+    more = G.group([m for m, _ in pairs] + [other[0]], {**dict(r for _, r in pairs), other[1][0]: other[1][1]},
                    F.Origin("/r"))
     assert len(headlines(more, CPU4)) == 2
 
@@ -84,7 +85,7 @@ def test_other_causes_stay_apart_and_pairs_of_contexts_are_listed():
                    tensor="ys.0", identical=False, verdict="broken", max_ulp=2,
                    rule=f"identical_across: bit-identical to context {c}") for c in ("blas1", "blas2")]
     grads = [_oracle("default", tensor="grad.ws.0.0")]
-    found = F.group(ctx + grads + [_oracle("default")], None, F.Origin("/r"))
+    found = G.group(ctx + grads + [_oracle("default")], None, F.Origin("/r"))
     hs = headlines(found, CPU4)
     assert len(hs) == 3  # outputs and parameter gradients apart; both context pairs together
     pair = next(h for h in hs if h.lead.kind == "cross-context difference")
@@ -98,14 +99,14 @@ def test_other_causes_stay_apart_and_pairs_of_contexts_are_listed():
 def test_findings_csv_keeps_one_row_per_finding_with_its_headline():
     from harness.outputs.tables import FINDING_COLUMNS, findings_frame
 
-    found = F.group([_oracle(c) for c in CPU4["cpu"]], None, F.Origin("/r"))
+    found = G.group([_oracle(c) for c in CPU4["cpu"]], None, F.Origin("/r"))
     df = findings_frame(found)
     assert list(df.columns) == list(FINDING_COLUMNS) and len(df) == 4
     assert df["headline"].nunique() == 1 and df["headline"].iloc[0] == headlines(found)[0].id
 
 
 def test_the_summary_line_counts_headlines():
-    found = F.group([_oracle(c) for c in CPU4["cpu"]], None, F.Origin("/r"))
-    line = F.summary_line(found, 4, 52, headlines(found, CPU4))
+    found = G.group([_oracle(c) for c in CPU4["cpu"]], None, F.Origin("/r"))
+    line = G.summary_line(found, 4, 52, headlines(found, CPU4))
     assert line == "4 of 52 checks failed; 1 headline finding(s) (1 contract broken) from 4 finding(s)"
-    assert F.summary_line(found, 4, 52) == "4 of 52 checks failed; 4 finding(s) (4 contract broken)"
+    assert G.summary_line(found, 4, 52) == "4 of 52 checks failed; 4 finding(s) (4 contract broken)"

@@ -141,7 +141,7 @@ def test_the_command_line_declares_the_tables_options_for_each_verb(verb, parser
 def _finding(kind, run_dir, **kw):
     origin = F.Origin(str(run_dir), contracts=kw.pop("contracts", ""), plugins=kw.pop("plugins", ()),
                       baseline=kw.pop("baseline", ""), env=(("OMP_NUM_THREADS", "1"), ("CUPY_TF32", None)))
-    return F.Finding(id="f1", kind=kind.name, classification=F.Classification.NEW_DEFECT, verdict="broken",
+    return F.Finding(id="f1", kind=kind, classification=F.Classification.NEW_DEFECT, verdict="broken",
                      family="lstm", subjects=("s",), subject="s", device="cpu",
                      context="blas1" if kind.replay != "contexts" else "blas2",
                      other={"contexts": "blas1", "devices": "gpu:0"}.get(kind.replay, ""),
@@ -155,27 +155,27 @@ def test_every_findings_printed_commands_parse_back(tmp_path, files, parser):
     (tmp_path / "cases").mkdir()
     (tmp_path / "cases" / "c1.json").write_text("{}\n")
     offered = set()
-    for kind, flaky, err in itertools.product(F.KINDS, (False, True), ("", "IndexError in backward: x")):
+    for kind, flaky, err in itertools.product(F.FindingKind, (False, True), ("", "IndexError in backward: x")):
         f = _finding(kind, tmp_path, flaky=flaky, error=err, plugins=("m:o",), contracts=files.contracts,
                      baseline=files.baseline)
         for verb, line in (("replay", f.replay()), ("localize", f.localize()), ("shrink", f.shrink()),
                            ("export", f.export())):
             r = F.reproducer_of(f, verb)
-            assert (r is None) == (line == ""), (kind.name, verb)
+            assert (r is None) == (line == ""), (kind.value, verb)
             if r is not None:
                 offered.add(verb)
                 back = parse(parser, verb, line.replace(f" --out {F.export_path(f.id)}", ""), files)
-                assert back == r.for_verb(verb), (kind.name, verb, line)
+                assert back == r.for_verb(verb), (kind.value, verb, line)
                 assert back.env == f.origin.env
     assert offered == set(VERBS)
 
 
 def test_the_export_command_is_offered_wherever_the_replay_command_is_but_for_what_is_no_defect(tmp_path):
-    for kind in F.KINDS:
+    for kind in F.FindingKind:
         f = _finding(kind, tmp_path)
         # a check that did not run and a missing contract line say nothing of the library
-        upstream = kind.name not in ("not judged", "no contract line")
-        assert bool(f.export()) == (bool(f.replay()) and upstream), kind.name
+        upstream = kind.value not in ("not judged", "no contract line")
+        assert bool(f.export()) == (bool(f.replay()) and upstream), kind.value
         if f.export():
             assert f.export().split(" export ", 1)[1].startswith(f.origin.case_file("c1"))
             assert f.export().endswith(f"--out reproduce-{f.id}.py")

@@ -12,7 +12,7 @@ from harness.core.cost import timed_out_twice
 from harness.core.errors import RecordError
 from harness.core.records import Measure, TaskRecord
 from harness.execute.measure_pass import _cause, relation_measures
-from harness.judge import verdicts
+from harness.judge import task_verdicts, verdicts
 from harness.judge.coverage import missing_measures
 from harness.judge.findings import Classification
 from harness.outputs import tables
@@ -47,7 +47,7 @@ def _record(subject: str = "chainer.embed_id", status: str = "ok", skip_reason: 
 
 def _unrun_measures() -> dict[str, Measure]:
     """One measure from every path that makes a check "not judged" or "skipped"."""
-    task = lambda reason: verdicts.judge_task(CONTRACT, KEY, "skipped", "skipped", None, reason)  # noqa: E731
+    task = lambda reason: task_verdicts.judge_task(CONTRACT, KEY, "skipped", "skipped", None, reason)  # noqa: E731
     cost = ("case c1 needs about 3.0 GiB at its peak (3,221,225,472 bytes: inputs 1.0 GiB, working set 1.9 GiB), "
             "over the limit of 1,073,741,824 bytes (1.0 GiB: --max-case-bytes; --max-case-bytes or "
             "$HARNESS_MAX_CASE_BYTES sets it)")

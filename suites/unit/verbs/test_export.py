@@ -7,7 +7,7 @@ import pytest
 
 from harness.core.cases import Case
 from harness.core.errors import InvalidArgument
-from harness.judge.findings import KINDS
+from harness.judge.finding_kinds import FindingKind
 from harness.judge.reproducer import Reproducer
 from harness.subjects.call_runs import call_of
 from harness.subjects.registry import SUBJECTS
@@ -18,7 +18,7 @@ CASE = Case("embed", 11, {"vocab": 3, "width": 4, "ids_shape": [12]})
 CHECKS = {"repeats", "processes", "tolerance", "bits", "error", "contexts", "devices", "relation", "bad_input"}
 
 
-@pytest.mark.parametrize("kind", [k.name for k in KINDS])
+@pytest.mark.parametrize("kind", [k.value for k in FindingKind])
 def test_each_finding_kind_exports_to_one_check_or_is_refused_in_one_line(kind):
     r = Reproducer("case.json", "chainer.embed_id", kind=kind)
     try:

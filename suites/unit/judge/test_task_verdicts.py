@@ -1,11 +1,12 @@
-"""harness.judge.verdicts.judge_task: a task refused by what its case will cost is "not judged" (a finding that
+"""harness.judge.task_verdicts.judge_task: a task refused by what its case will cost is "not judged" (a finding that
 fails the gate, saying what the case needs), while a device absent here is "skipped"."""
 
 from __future__ import annotations
 
 from harness.core.cases import Case
 from harness.core.cost import over_limit
-from harness.judge.verdicts import NOT_JUDGED, SKIPPED, judge_task
+from harness.judge.task_verdicts import judge_task
+from harness.judge.verdicts import NOT_JUDGED, SKIPPED
 
 KEY = {"case_id": "c", "subject": "chainer.NStepLSTM", "device": "cpu", "context": "default"}
 
