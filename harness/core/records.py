@@ -63,7 +63,8 @@ __all__ = ["Verdict", "TensorStats", "TaskRecord", "Measure", "MEASURE_KINDS", "
 #: What a measure compares: repetitions in one process, fresh processes, another context, another device,
 #: the float64 oracle, a stored baseline, a related case (invariance), a reference summed in the order the subject
 #: declares (``order``), or nothing (a task that ran no tensor).
-MEASURE_KINDS = ("repeat", "process", "context", "device", "oracle", "baseline", "relation", "order", "task")
+MEASURE_KINDS = ("repeat", "process", "context", "device", "oracle", "baseline", "relation", "order", "task",
+                 "trajectory")
 
 class Verdict(str, enum.Enum):
     """The verdicts, best first. A ``str`` enum: a verdict compares equal to its text, which is what the record

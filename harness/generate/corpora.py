@@ -133,7 +133,8 @@ def profile_corpus(family: str, *, examples: int, seed: int, profile: str = "ci"
 def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEFAULT_SEED,
                    profile: str = "ci") -> list[Case]:
     """The edge set (:func:`harness.generate.edges.edge_cases`: one case for every edge kind), the anchors,
-    the relation cases and ``examples`` generated cases per family (the ``profile``'s sizes, and its count
+    the relation cases, the model cases (:func:`harness.generate.model_cases.trajectory_cases`) and ``examples``
+    generated cases per family (the ``profile``'s sizes, and its count
     from :data:`PROFILE_EXAMPLES` where ``examples`` is None), deduplicated by id."""
     if examples is None and PROFILE_EXAMPLES.get(profile) is not None:
         examples = PROFILE_EXAMPLES[profile]
@@ -161,6 +162,9 @@ def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEF
     for i, (family, n) in enumerate(sorted(per.items())):
         if n > 0:
             cases.extend(profile_corpus(family, examples=n, seed=seed + i, profile=profile))
+    from harness.generate.model_cases import trajectory_cases
+
+    cases.extend(trajectory_cases(profile))  # the model cases: their trajectories (harness.execute.trajectories)
     seen: dict[str, Case] = {}
     for c in cases:
         seen.setdefault(c.id, c)

@@ -45,6 +45,7 @@ from harness.judge.reproducer import (
     export_path,
     harness_argv,
 )
+from harness.judge.trajectory import told_once
 
 __all__ = ["Classification", "FindingKind", "KINDS", "Origin", "Shrunk", "Finding", "kind_of", "tensor_kind",
            "classify", "group", "reproducer_of", "replay_argv", "localize_argv", "shrink_argv",
@@ -109,10 +110,10 @@ KINDS: tuple[FindingKind, ...] = (
     FindingKind("gate check failed", "task", "none"),
     FindingKind("known library defect", "task", "single"),
     FindingKind("expected error", "task", "single"),
+    FindingKind("trajectory divergence", "trajectory", "contexts", localizable=True),
 )
 _BY_NAME = {k.name: k for k in KINDS}
-_BY_MEASURE = {"repeat": KINDS[0], "process": KINDS[1], "oracle": KINDS[2], "order": KINDS[3],
-               "context": KINDS[6], "device": KINDS[7], "baseline": KINDS[8], "relation": KINDS[9]}
+_BY_MEASURE = {k.measure_kind: k for k in KINDS if k.measure_kind != "task"}  # each pair's kind names one row
 
 
 def kind_of(m: Measure) -> str | None:
@@ -312,7 +313,7 @@ class Finding:
     def headline(self) -> str:
         """One line: class, subject(s), device, context or relation, kind, rule, tensor kind."""
         where = f"under '{self.relation}'" if self.relation else ", ".join(self.contexts or (self.context,))
-        if self.other and self.kind in ("cross-context difference", "cross-device difference"):
+        if self.other and self.kind in ("cross-context difference", "cross-device difference", "trajectory divergence"):
             where += f" vs {self.other}"
         also = f" (and {', '.join(s for s in self.subjects if s != self.subject)})" if len(self.subjects) > 1 else ""
         tensor = f" {self.tensor_kind}" if self.tensor_kind else ""
@@ -499,7 +500,7 @@ def group(measures: Iterable[Measure], records: Mapping[tuple[str, str, str, str
     (the reproducer runs the smallest case of a group); ``reasons`` a known defect's reason and reference.
     """
     roles, sizes, records = roles or {}, sizes or {}, records or {}
-    measures = list(measures)
+    measures = told_once(list(measures))  # a model case's context pair: its trajectory's finding alone
     flaky = {(m.subject, m.device, m.context) for m in measures if m.kind in ("repeat", "process")
              and m.identical is False}
     groups: dict[tuple[str, ...], list[Measure]] = {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -38,6 +38,8 @@ class ReportView:
     run_dir: str
     files: Sequence[str] = ()                    # the run directory's files, relative paths
     lines: Sequence[Line] = field(default_factory=tuple)  # the verdict lines after the gate line
+    #: the model cases' trajectories between contexts (trajectory_files.summary_rows: SUMMARY_COLUMNS)
+    trajectories: Sequence[dict[str, Any]] = ()
 
     @property
     def fails(self) -> bool:
@@ -83,9 +85,11 @@ def _not_judged(cells: pd.DataFrame) -> tuple[tuple[str, int, str], ...]:
 
 def report_view(run_dir: str, cells: pd.DataFrame, findings: Sequence[Finding],
                 figures: Sequence[tuple[str, bytes]], environment: pd.DataFrame,
-                files: Sequence[str] = (), lines: Sequence[Line] = ()) -> ReportView:
+                files: Sequence[str] = (), lines: Sequence[Line] = (), trajectories: Sequence[Any] = ()) -> ReportView:
     """The view of a run: the cells that hold and those not judged (with the cells' own reasons: a GPU that is
     missing says the reason the run recorded), the findings, the figures, the environment and the files."""
+    from harness.outputs.trajectory_files import summary_rows
+
     nj = _not_judged(cells)
     held = 0
     if len(cells):
@@ -93,7 +97,8 @@ def report_view(run_dir: str, cells: pd.DataFrame, findings: Sequence[Finding],
         held = int((~ran["verdict"].isin([v.value for v in Verdict if v.fails])).sum())
     return ReportView(held=held, total=len(cells), not_judged=nj, findings=list(findings), cells=cells,
                       figures=list(figures), environment=environment, run_dir=run_dir,
-                      files=sorted(files), lines=tuple(lines) if lines else finding_lines(
+                      files=sorted(files), trajectories=summary_rows(trajectories),
+                      lines=tuple(lines) if lines else finding_lines(
                           headlines(findings, contexts_by_device(zip(cells["device"], cells["context"]))
                                     if len(cells) else None)))
 

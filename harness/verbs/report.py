@@ -266,6 +266,9 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
                                      **({"cluster": target.cluster} if target.cluster else {})},
                                resume=bool(opts.resume))
             own = {**timings, "campaign": time.perf_counter() - t0}
+            t0 = time.perf_counter()
+            _trajectories(where, run, settings, opts)
+            own["trajectories"] = time.perf_counter() - t0
             found = _findings(where, run, settings, opts, own)
             t0 = time.perf_counter()
             env = target.environment or (fp.result() if fp is not None else {})
@@ -291,6 +294,20 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
         return 0
 
     return max(run_on_cluster(opts.cluster, one))
+
+
+def _trajectories(run_dir: str, run: Any, settings: CampaignSettings, opts: ReportOptions) -> None:
+    """The model cases' trajectories between the two contexts of the pair, compared from the arrays the campaign
+    kept; where they differ, the one-ULP baseline beside them and (unless not ``localize``) the first differing
+    node, within :data:`LOCALIZE_BUDGET`. Their measures join the run's, so findings, cells and the gate judge
+    them like any other."""
+    from harness.execute.trajectories import campaign_trajectories, trajectory_measures
+    from harness.judge.contracts import load_contracts
+
+    run.trajectories = campaign_trajectories(run_dir, run.records, run.cases, plugins=settings.plugins,
+                                             timeout=settings.timeout, localize=opts.localize,
+                                             budget=LOCALIZE_BUDGET)
+    run.measures = list(run.measures) + trajectory_measures(run.trajectories, load_contracts(None))
 
 
 def _findings(run_dir: str, run: Any, settings: CampaignSettings, opts: ReportOptions,

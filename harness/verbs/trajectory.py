@@ -18,10 +18,7 @@ from typing import Any
 from harness.core.errors import InvalidArgument, SetupError
 from harness.verbs.common import check_worker_limits, load_plugins
 
-__all__ = ["TrajectoryOptions", "trajectory", "Outcome", "run_trajectory", "DEFAULT_PERTURB"]
-
-#: The instability baseline's start where the case names none: one ULP up in the first weight matrix's element 0.
-DEFAULT_PERTURB = {"index": 0}
+__all__ = ["TrajectoryOptions", "trajectory", "Outcome", "run_trajectory"]
 
 
 @dataclass(frozen=True)
@@ -80,20 +77,12 @@ def _model_subject(name: str, what: str) -> Any:
     return s
 
 
-def _with(case: Any, *, drop: tuple[str, ...] = (), **spec: Any) -> Any:
-    """``case`` with the spec keys ``spec`` set (None: left as they are) and ``drop`` removed."""
-    from harness.core.cases import Case
-
-    new = {k: v for k, v in case.to_dict()["spec"].items() if k not in drop}
-    new.update({k: v for k, v in spec.items() if v is not None})
-    return Case(case.family, case.seed, new, tags=case.tags)
-
-
 def run_trajectory(opts: TrajectoryOptions) -> Outcome:
     """The runs and their comparison (see the module); raises :class:`SetupError` where a run could not finish."""
     from harness.core.contexts import get_context
     from harness.core.devices import CPU
     from harness.execute.isolated import Runner, setup_failure
+    from harness.execute.trajectories import baseline_case, first_node, with_spec
     from harness.judge.trajectory import compare_runs, read_run, verdict
     from harness.subjects.registry import check_case_for_subject, load_case_for_subject
 
@@ -103,7 +92,7 @@ def run_trajectory(opts: TrajectoryOptions) -> Outcome:
     other = _model_subject(opts.against, "against") if opts.against else subject
     case = load_case_for_subject(opts.case, opts.case_id, subject, opts.max_case_bytes)
     perturb = case.spec.get("perturb")
-    case = _with(case, steps=opts.steps, drop=("perturb",))
+    case = with_spec(case, steps=opts.steps, drop=("perturb",))
     check_case_for_subject(case, other)
     a_ctx, b_ctx = (get_context(c).name for c in opts.contexts) if opts.contexts else ("default", "default")
     if opts.contexts:
@@ -135,36 +124,15 @@ def run_trajectory(opts: TrajectoryOptions) -> Outcome:
         pair = compare_runs(a, b)
         baseline = None
         if not pair.identical:
-            p = arrays(runner, _with(case, perturb=dict(perturb or DEFAULT_PERTURB)), subject.name, a_ctx,
-                       "one-ULP baseline")
+            p = arrays(runner, baseline_case(case, perturb), subject.name, a_ctx, "one-ULP baseline")
             baseline = compare_runs(a, p)
     node = ""
     first = pair.first_differing
     if first is not None and opts.localize and not opts.fresh and not opts.against:
-        node = _first_node(_with(case, steps=first.step + 1), opts, (a_ctx, b_ctx) if opts.contexts else ())
+        node = first_node(with_spec(case, steps=first.step + 1), subject.name,
+                          contexts=(a_ctx, b_ctx) if opts.contexts else (), plugins=opts.plugins,
+                          timeout=600.0 if opts.timeout is None else opts.timeout)
     return Outcome(verdict(pair, baseline, what, node), pair.identical, pair, baseline, labels, node)
-
-
-def _first_node(case: Any, opts: TrajectoryOptions, contexts: tuple[str, ...]) -> str:
-    """The first function node whose outputs differ while its inputs matched, in runs of ``case`` (the
-    trajectory cut after its first differing step: the steps before it are the same bits), localized in a
-    child process (:func:`harness.execute.localization.localize_in_child`); "" where none is named (the
-    difference arose outside a function node: the optimizer's update, or inputs that already differed)."""
-    import tempfile
-
-    from harness.execute.localization import localize_in_child
-    from harness.judge.reproducer import Reproducer
-
-    with tempfile.TemporaryDirectory(prefix="harness-trajectory-") as tmp:
-        path = pathlib.Path(tmp) / f"{case.id}.json"
-        path.write_text(case.to_json())
-        r = Reproducer(str(path), opts.subject, plugins=opts.plugins, **({"contexts": contexts} if contexts else
-                                                                          {"repeats": 2}))
-        try:
-            loc = localize_in_child(r, 600.0 if opts.timeout is None else opts.timeout)
-        except SetupError:
-            return ""
-    return "" if loc.root is None else loc.root.short()
 
 
 def trajectory(opts: TrajectoryOptions) -> int:
@@ -178,11 +146,11 @@ def trajectory(opts: TrajectoryOptions) -> int:
     outcome = run_trajectory(opts)
     print(outcome.line)
     if opts.out is not None:
-        from harness.outputs.trajectory_files import plot_trajectory, write_trajectory
+        from harness.outputs.trajectory_files import BASELINE_LABEL, plot_trajectory, write_trajectory
 
         named = [(" vs ".join(outcome.labels), outcome.pair)]
         if outcome.baseline is not None:
-            named.append(("one ULP in one weight", outcome.baseline))
+            named.append((BASELINE_LABEL, outcome.baseline))
         figure = plot_trajectory(named[0], named[1] if len(named) > 1 else None, outcome.line)
         for path in write_trajectory(pathlib.Path(opts.out), named, outcome.line, figure):
             print(f"wrote {path}")
