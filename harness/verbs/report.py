@@ -84,11 +84,11 @@ def report(opts: ReportOptions) -> int:
     """The report verb. Every argument is checked before the campaign starts (one-line
     :class:`InvalidArgument`); returns 0 when the report was written (findings are not failures)."""
     check_worker_limits()
-    from harness.generate.corpora import default_corpus
+    from harness.generate.corpora import campaign_corpus
     from harness.outputs.report import lock_run_dir, new_run_dir
 
     load_plugins(opts.plugins)
-    make_corpus = functools.partial(default_corpus, profile=opts.profile or "ci")
+    make_corpus = functools.partial(campaign_corpus, profile=opts.profile or "ci")
     _check_values(opts)
     if opts.resume:
         if not os.path.isdir(opts.resume):
