@@ -38,6 +38,8 @@ class TrajectoryOptions:
     max_case_bytes: int | None = None
     #: at the first differing step, localize the first function node whose outputs differ (in a child process)
     localize: bool = True
+    #: where both runs train: ``cpu``, ``gpu`` or ``gpu:N`` (it must be usable here)
+    device: str = "cpu"
 
 
 @dataclass
@@ -80,7 +82,7 @@ def _model_subject(name: str, what: str) -> Any:
 def run_trajectory(opts: TrajectoryOptions) -> Outcome:
     """The runs and their comparison (see the module); raises :class:`SetupError` where a run could not finish."""
     from harness.core.contexts import get_context
-    from harness.core.devices import CPU
+    from harness.core.devices import resolve_device
     from harness.execute.isolated import Runner, setup_failure
     from harness.execute.trajectories import baseline_case, first_node, with_spec
     from harness.judge.trajectory import compare_runs, read_run, verdict
@@ -94,7 +96,12 @@ def run_trajectory(opts: TrajectoryOptions) -> Outcome:
     perturb = case.spec.get("perturb")
     case = with_spec(case, steps=opts.steps, drop=("perturb",))
     check_case_for_subject(case, other)
+    device = resolve_device(opts.device)
     a_ctx, b_ctx = (get_context(c).name for c in opts.contexts) if opts.contexts else ("default", "default")
+    for c in {a_ctx, b_ctx} - {"default"}:
+        if not get_context(c).applies_to(device.kind):
+            raise InvalidArgument(f"contexts={','.join(opts.contexts)!r}: context {c} does not apply to device "
+                                  f"{device.id}")
     if opts.contexts:
         labels = (a_ctx, b_ctx)
         what = f"{subject.name}, context {a_ctx} against {b_ctx}"
@@ -106,7 +113,7 @@ def run_trajectory(opts: TrajectoryOptions) -> Outcome:
         labels, what = ("run 1", "run 2"), f"{subject.name}, run to run in one process"
 
     def arrays(runner: Any, c: Any, name: str, ctx: str, which: str) -> Any:
-        o = runner.run(c, name, CPU, ctx)
+        o = runner.run(c, name, device, ctx)
         if o.record.status != "ok" or not o.arrays:
             why = setup_failure(o.record) or (o.record.skip_reason or
                                               "; ".join(f"{e.get('type')} in {e.get('phase')}: {e.get('message')}"
@@ -130,7 +137,7 @@ def run_trajectory(opts: TrajectoryOptions) -> Outcome:
     first = pair.first_differing
     if first is not None and opts.localize and not opts.fresh and not opts.against:
         node = first_node(with_spec(case, steps=first.step + 1), subject.name,
-                          contexts=(a_ctx, b_ctx) if opts.contexts else (), plugins=opts.plugins,
+                          contexts=(a_ctx, b_ctx) if opts.contexts else (), device=device.id, plugins=opts.plugins,
                           timeout=600.0 if opts.timeout is None else opts.timeout)
     return Outcome(verdict(pair, baseline, what, node), pair.identical, pair, baseline, labels, node)
 
