@@ -20,7 +20,7 @@ import pathlib
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from harness.core.cases import Case
 from harness.core.errors import SetupError
@@ -30,7 +30,7 @@ from harness.core.vocabulary import MODEL_FAMILIES
 from harness.judge.trajectory import Divergence, compare_runs, read_run, verdict
 
 __all__ = ["DEFAULT_PERTURB", "with_spec", "baseline_case", "first_node", "CampaignTrajectory",
-           "campaign_trajectories", "trajectory_measures"]
+           "campaign_trajectories", "trajectory_measures", "with_trajectory_causes"]
 
 #: The instability baseline's start where the case names none: one ULP up in the first weight matrix's element 0.
 DEFAULT_PERTURB = {"index": 0}
@@ -173,3 +173,18 @@ def trajectory_measures(found: Iterable[CampaignTrajectory], contracts: Any) -> 
     return [judge_trajectory(contracts.find(t.subject, t.device.split(":", 1)[0], t.contexts[1]),
                              {"case_id": t.case_id, "subject": t.subject, "device": t.device}, t.contexts, t.pair,
                              line=t.line, node=t.node, reason=t.reason) for t in found]
+
+
+def with_trajectory_causes(found: Sequence[Any]) -> list[Any]:
+    """``found`` (findings) with each trajectory finding's cause taken from its worst measure: the node the
+    trajectory localized at its first differing step (so the report does not localize it once more)."""
+    from harness.judge.findings import with_cause
+
+    out = []
+    for f in found:
+        m = f.worst
+        if f.kind == "trajectory divergence" and m.actual and not f.cause:
+            f = with_cause(f, f"{m.actual}: at the trajectory's first differing step, outputs differ while its "
+                              f"inputs matched between contexts {m.other} and {m.context} on {m.device}")
+        out.append(f)
+    return out

@@ -323,6 +323,9 @@ def _findings(run_dir: str, run: Any, settings: CampaignSettings, opts: ReportOp
     contracts = load_contracts(None)
     found = campaign_findings(run_dir, run.measures, run.records, run.cases,
                               F.Origin(run_dir, plugins=settings.plugins), known=contracts)
+    from harness.execute.trajectories import with_trajectory_causes
+
+    found = with_trajectory_causes(found)  # localized already, at the first differing step
     # (a known defect is shrunk too: its export goes upstream from its minimal case)
     worth = [f for f in found if f.role == "subject" and f.classification in (
         F.Classification.CONTRACT_BROKEN, F.Classification.NEW_DEFECT, F.Classification.ALLOWED,
