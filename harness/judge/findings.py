@@ -45,7 +45,6 @@ from harness.judge.reproducer import (
     export_path,
     harness_argv,
 )
-from harness.judge.trajectory import told_once
 
 __all__ = ["Classification", "FindingKind", "KINDS", "Origin", "Shrunk", "Finding", "kind_of", "tensor_kind",
            "classify", "group", "reproducer_of", "replay_argv", "localize_argv", "shrink_argv",
@@ -500,7 +499,7 @@ def group(measures: Iterable[Measure], records: Mapping[tuple[str, str, str, str
     (the reproducer runs the smallest case of a group); ``reasons`` a known defect's reason and reference.
     """
     roles, sizes, records = roles or {}, sizes or {}, records or {}
-    measures = told_once(list(measures))  # a model case's context pair: its trajectory's finding alone
+    measures = list(measures)
     flaky = {(m.subject, m.device, m.context) for m in measures if m.kind in ("repeat", "process")
              and m.identical is False}
     groups: dict[tuple[str, ...], list[Measure]] = {}
