@@ -40,7 +40,7 @@ run)
     echo "$name rc=$rc $((SECONDS - t0))s" | tee -a "$W/summary.txt"
   }
   # GPU_STEPS picks the steps and their order (a rerun with what the first run could not finish).
-  for s in ${GPU_STEPS:-env smoke report suites audit export}; do
+  for s in ${GPU_STEPS:-env smoke trajectory report suites audit export}; do
     case $s in
       env) step env 30 python3 -m harness env --json ;;
       smoke) step smoke 60 python3 .ci/gpu_smoke.py ;;
@@ -48,6 +48,15 @@ run)
                 --shrink-budget 20 --quiet --out "$W/report" ;;
       suites) step suites "${GPU_SUITES_S:-100}" python3 -m pytest -p no:cacheprovider -q -rfEs --durations=15 \
                 -m gpu --device gpu -n 4 suites/ ;;
+      # A short training trajectory of each LM run to run on the GPU: L.EmbedID's atomicAdd backward against
+      # ESPnet's deterministic one (the first differing step, or bit-identical). TRAJECTORY_DEVICE=cpu: a dry run.
+      trajectory) for lm in chainer_lm espnet_rnnlm; do
+                    python3 -c "import sys; from harness.generate.model_cases import model_case as m
+print(m(sys.argv[1], 'ci', seed=7).to_json())" "$lm" > "$W/$lm.json"
+                    step "trajectory-$lm" 90 python3 -c "import sys; from harness.verbs.trajectory import \
+TrajectoryOptions as O, trajectory; sys.exit(trajectory(O(sys.argv[1], 'model.' + sys.argv[2], device=sys.argv[3],
+out=sys.argv[4])))" "$W/$lm.json" "$lm" "${TRAJECTORY_DEVICE:-gpu}" "$W/trajectory-$lm"
+                  done ;;
       audit) step audit "${GPU_AUDIT_S:-45}" python3 -m harness audit --devices all --out "$W/audit-gpu.json" --quiet ;;
       # The ignore-label defect of the H200 report, exported here (the export runs its script before it writes)
       # and run again as a maintainer would: exit 1 while the defect is there.

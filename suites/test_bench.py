@@ -392,3 +392,16 @@ def test_the_sizes_section_names_every_recipe_dimension_in_its_corner_rows() -> 
     assert named == {f"{d.family}.{d.name}" for d in DIMENSIONS}
     assert all(family in sizes.LADDER for family, _, _ in corners)  # each runs on its family's ladder subject
     assert sizes._CORNERS["quick"] and sizes._CORNERS["full"] and not sizes._CORNERS["smoke"]
+
+
+@pytest.mark.slow  # a training run in a worker process
+def test_the_sizes_section_prices_a_training_step_against_the_harness_per_step() -> None:
+    from harness.execute.isolated import Runner
+    from tools.bench import sizes
+
+    with Runner() as runner:
+        row, m = sizes.trajectory_row(runner, "smoke")
+    assert row.item == "model: harness per training step" and row.section == "sizes"
+    assert m["steps"] == 3 and m["step"] > 0 and row.denominator_value == m["step"]
+    assert math.isfinite(row.ratio) and row.ratio == pytest.approx(m["harness"] / m["step"])
+    assert m["wall"] >= m["steps"] * (m["step"] + m["harness"]) * 0.999  # the parts are of the run's own wall

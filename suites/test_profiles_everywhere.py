@@ -7,7 +7,7 @@ import json
 import pytest
 
 from harness.core.corpus_files import load_corpus
-from harness.generate.corpora import default_corpus
+from harness.generate.corpora import campaign_corpus, default_corpus
 
 
 def test_dev_profile_corpus_is_larger_and_drawn_at_dev_sizes():
@@ -25,7 +25,7 @@ def test_report_profile_dev_runs_the_dev_corpus_and_records_it(harness, tmp_path
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads((out / "campaign.json").read_text())["profile"] == "dev"
     ran = {c.id for c in load_corpus(str(out / "corpus.jsonl"))}
-    assert ran == {c.id for c in default_corpus(1, profile="dev")}
+    assert ran == {c.id for c in campaign_corpus(1, profile="dev")}  # the one-call corpus and the model cases
 
 
 def test_a_profile_with_a_corpus_is_one_line(harness, tmp_path):

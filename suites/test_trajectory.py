@@ -136,10 +136,11 @@ def test_a_bad_trajectory_command_is_one_line_and_exit_2(capsys, tmp_path, args,
 
 
 @pytest.mark.slow
-def test_a_realistic_slice_trains_100_steps_bit_identically_run_to_run_and_across_processes():
-    case = model_case("espnet_rnnlm", "slice", seed=7)
+@pytest.mark.parametrize("recipe", ["espnet_rnnlm", "espnet_blstmp_ctc"])
+def test_a_realistic_slice_trains_100_steps_bit_identically_run_to_run_and_across_processes(recipe):
+    case = model_case(recipe, "slice", seed=7)
     assert case.spec["steps"] == 100
-    [(o, differing)] = _outcomes([("model.espnet_rnnlm", case)])
+    [(o, differing)] = _outcomes([(f"model.{recipe}", case)])
     assert differing == []
     run = read_run(o.arrays)
     assert run.steps == 100 and 99 in run.params and np.isfinite(run.loss).all()

@@ -14,10 +14,18 @@ from typing import Any, Mapping
 from harness.core.errors import InvalidArgument
 from harness.core.schema_check import problem
 
-__all__ = ["DEFAULTS", "setting", "param_count", "snapshot_bound", "step_shape", "input_bytes", "check_model_spec"]
+__all__ = ["DEFAULTS", "TRAJECTORY_CONTEXTS", "setting", "param_count", "snapshot_bound", "step_shape", "input_bytes",
+           "check_model_spec"]
 
 #: The spec's optional keys and the value a missing one means (the calls module reads the same defaults).
 DEFAULTS: dict[str, Any] = {"min_len": 1, "optimizer": "adadelta", "clip": 5.0, "id_kind": "uniform"}
+
+
+#: The two contexts a campaign trains each model case in, whose trajectories it compares step by step
+#: (:mod:`harness.execute.trajectories`): the machine's defaults against one BLAS thread, where OpenBLAS splits
+#: a model's GEMMs differently. Other contexts run a model case only where a contract asks for them
+#: (``identical_across``): a trajectory costs K steps of a model per context.
+TRAJECTORY_CONTEXTS: tuple[str, str] = ("default", "blas1")
 
 
 def setting(spec: Mapping[str, Any], key: str) -> Any:

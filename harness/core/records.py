@@ -63,7 +63,9 @@ __all__ = ["Verdict", "TensorComparison", "TaskRecord", "Measure", "MEASURE_KIND
 #: What a measure compares: repetitions in one process, fresh processes, another context, another device,
 #: the float64 oracle, a stored baseline, a related case (invariance), a reference summed in the order the subject
 #: declares (``order``), or nothing (a task that ran no tensor).
-MEASURE_KINDS = ("repeat", "process", "context", "device", "oracle", "baseline", "relation", "order", "task")
+MEASURE_KINDS = ("repeat", "process", "context", "device", "oracle", "baseline", "relation", "order", "task",
+                 "trajectory")
+
 #: The verdicts of a check that did not run: a :class:`Measure` with one of them says why (its ``detail``).
 _NEEDS_REASON = frozenset({"skipped", "not judged"})
 

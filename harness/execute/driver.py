@@ -33,6 +33,9 @@ class CampaignRun:
     stats: dict[str, float] = field(default_factory=dict)
     #: Every case the campaign ran (the corpus and the relations' members), by id.
     cases: dict[str, Case] = field(default_factory=dict)
+    #: The model cases' trajectories between contexts, where the caller compared them
+    #: (:func:`harness.execute.trajectories.campaign_trajectories`)
+    trajectories: list[Any] = field(default_factory=list)
 
 
 def run_campaign(directory: str, cases: Sequence[Case], subjects: Sequence[Subject], devices: Sequence[Device],

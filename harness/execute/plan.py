@@ -17,6 +17,8 @@ from typing import Any, Iterable, Sequence
 from harness.core.cases import Case
 from harness.core.contexts import Context, get_context
 from harness.core.devices import Device
+from harness.core.model_cases import TRAJECTORY_CONTEXTS
+from harness.core.vocabulary import MODEL_FAMILIES
 from harness.subjects.base import Subject
 from harness.subjects.registry import prepare_accepts
 
@@ -62,7 +64,9 @@ def plan(cases: Iterable[Case], subjects: Iterable[Subject], devices: Iterable[D
     and only on the devices they support; other subjects get a task on every device asked for,
     so an unavailable GPU shows up as ``skipped`` rows, never as a silent absence. The members of
     invariance relations (:mod:`harness.execute.relations`) run in ``relation_contexts`` only: the
-    relation compares them with their base case in the same context. With ``contracts``, what judges a subject
+    relation compares them with their base case in the same context. Model cases (a training run each) run in
+    the trajectory pair of contexts and those their contracts require identity to (:func:`_model_contexts`).
+    With ``contracts``, what judges a subject
     (its oracle, its declared order's reference) is added wherever a contract line asks for it."""
     cases, devices, contexts = list(cases), list(devices), list(contexts)
     # What judges the others (the oracles, the references of a declared order) runs first in each context and
@@ -81,12 +85,28 @@ def plan(cases: Iterable[Case], subjects: Iterable[Subject], devices: Iterable[D
                     continue
                 if dev.kind not in subj.devices:
                     continue
+                model_ctx = _model_contexts(subj.name, dev.kind, contexts, contracts)
                 for case in cases:
                     if case.spec.get("relation") is not None and ctx.name not in relation_contexts:
+                        continue
+                    if case.family in MODEL_FAMILIES and ctx.name not in model_ctx:
                         continue
                     if subj.applies_to(case):
                         tasks.append(Task(case, subj.name, dev.id, ctx.name))
     return tasks
+
+
+def _model_contexts(subject: str, device_kind: str, contexts: Sequence[Context], contracts: Any) -> set[str]:
+    """The contexts a model case runs in (a trajectory costs K steps of a model each): the trajectory pair
+    (:data:`~harness.core.model_cases.TRAJECTORY_CONTEXTS`) and every context the subject's contract lines on
+    the device require identity to."""
+    out = set(TRAJECTORY_CONTEXTS)
+    if contracts is not None:
+        for ctx in contexts:
+            line = contracts.find(subject, device_kind, ctx.name)
+            if line is not None:
+                out.update(line.identical_across)
+    return out
 
 
 def _with_judges(subjects: Iterable[Subject], contracts: Any, devices: Sequence[Device],

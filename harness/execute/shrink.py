@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator
 from harness.core.cases import Case
 from harness.core.devices import Device
 from harness.core.errors import HarnessError, InvalidArgument
+from harness.core.vocabulary import MODEL_FAMILIES
 from harness.execute.isolated import Runner, measure_isolated
 from harness.judge.contracts import Contracts
 from harness.judge.finding_kinds import FindingKind, finding_kind, kind_of, tensor_kind
@@ -138,13 +139,17 @@ def _kinds_shown(runner: Runner, contracts: Contracts, case: Case, t: Target, fi
     if t.relation:
         return _relation_kinds(runner, contracts, case, t, first)
     fresh = 2 if t.kind == FindingKind.PROCESS else 0
-    contexts = [t.other] if t.kind == FindingKind.CONTEXT and t.other else []
+    # a trajectory divergence shows as its step tensors' difference between the two contexts
+    want = FindingKind.CONTEXT if t.kind == FindingKind.TRAJECTORY else t.kind
+    contexts = [t.other] if want == FindingKind.CONTEXT and t.other else []
     here = measure_isolated(runner, contracts, t.subject, case, t.device, t.context,
                             repeats=_REPEATS.get(t.kind, 6 if t.flaky else 1), fresh=fresh, contexts=contexts,
                             devices=list(t.others), oracle=t.kind == FindingKind.ORACLE)
-    shown = [m for m in here.measures if kind_of(m) == t.kind]
+    shown = [m for m in here.measures if kind_of(m) == want]
     if t.error:
         return frozenset([""]) if _error_of(here.record) == t.error and shown else frozenset()
+    if t.kind != want:  # a trajectory is one finding, whatever step tensors show it
+        return frozenset([""]) if shown else frozenset()
     return frozenset(tensor_kind(m.tensor) for m in shown) | (frozenset([""]) if shown else frozenset())
 
 
@@ -184,6 +189,8 @@ def case_sizes(case: Case) -> dict[str, Any]:
     s = case.spec
     if case.family == "embed":
         return {"ids_shape": list(s["ids_shape"]), "vocab": s["vocab"], "width": s["width"]}
+    if case.family in MODEL_FAMILIES:
+        return {k: s[k] for k in _MODEL_KNOBS + ("n_layers", "hidden", "width", "vocab") if k in s}
     out: dict[str, Any] = {"lengths": list(s["lengths"]), "hidden": s["hidden"], "n_layers": s["n_layers"]}
     if case.family == "lstm":
         out["in_size"] = s["in_size"]
@@ -198,7 +205,7 @@ def _measure(case: Case) -> tuple[int, ...]:
     """A total order on cases: fewer elements, then fewer sequences, then smaller dimensions."""
     s = case.spec
     dims = [int(v) for k, v in sorted(s.items()) if k in ("vocab", "width", "hidden", "in_size", "n_layers")
-            and isinstance(v, int)]
+            + _MODEL_KNOBS and isinstance(v, int)]
     seqs = list(s.get("lengths", ())) or list(s.get("ids_shape", ()))
     simple = sum(1 for k in ("bidirectional", "dropout", "ignore_frac") if s.get(k))
     simple += int(s.get("initial_state", "none") != "none") + int(s.get("id_kind", "uniform") != "uniform")
@@ -249,6 +256,10 @@ def _shorten(case: Case) -> Iterator[tuple[str, Case | None]]:
         yield "every sequence half as long", _with(case, lengths=[max(1, n // 2) for n in lengths])
 
 
+#: A model case's own dimensions a shrink lowers first: the trajectory's steps, the batch, the longest sequence.
+_MODEL_KNOBS = ("steps", "batch", "max_len")
+
+
 @dataclass(frozen=True)
 class Knob:
     """One integer dimension of a case (a sequence's length, an id dimension, a size), lowered by bisection."""
@@ -292,7 +303,8 @@ def knobs(case: Case) -> list[Knob]:
     s = case.spec
     out = [_length_knob("lengths", i, f"sequence {i} of length") for i in range(len(s.get("lengths", ())))]
     out += [_length_knob("ids_shape", i, f"ids dimension {i} of") for i in range(len(s.get("ids_shape", ())))]
-    return out + [_size_knob(k) for k in ("n_layers", "hidden", "in_size", "width", "vocab")
+    model = _MODEL_KNOBS if case.family in MODEL_FAMILIES else ()  # a training run: fewer steps, a smaller batch
+    return out + [_size_knob(k) for k in model + ("n_layers", "hidden", "in_size", "width", "vocab")
                   if isinstance(s.get(k), int)]
 
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:  # imported where cases are made: the command line reads DEFAU
     from harness.core.cases import Case
 
 __all__ = ["PROFILE_EXAMPLES", "PROFILE_CAMPAIGN", "real_scale_cases", "profile_corpus", "anchor_cases",
-           "relation_cases", "default_corpus", "gate_corpus", "DEFAULT_SEED", "DEFAULT_EXAMPLES"]
+           "relation_cases", "default_corpus", "campaign_corpus", "gate_corpus", "DEFAULT_SEED", "DEFAULT_EXAMPLES"]
 
 DEFAULT_SEED = 20261202
 DEFAULT_EXAMPLES = {"embed": 6, "lstm": 4, "pipeline": 3}
@@ -169,11 +169,21 @@ def default_corpus(examples: dict[str, int] | int | None = None, seed: int = DEF
     return list(seen.values())
 
 
+def campaign_corpus(examples: dict[str, int] | int | None = None, seed: int = DEFAULT_SEED,
+                    profile: str = "ci") -> list[Case]:
+    """What a default report runs: the one-call corpus (:func:`default_corpus`) and the model cases whose
+    training trajectories it compares (:func:`harness.generate.model_cases.trajectory_cases`: a few steps at
+    ``ci`` sizes, the recipe slices' 100 steps in the ``realistic`` profile)."""
+    from harness.generate.model_cases import trajectory_cases
+
+    return default_corpus(examples, seed=seed, profile=profile) + trajectory_cases(profile)
+
+
 def gate_corpus(seed: int = DEFAULT_SEED, bad_examples: int = 24, profile: str = "ci") -> list[Case]:
-    """The default corpus plus generated bad inputs of every kind: what ``harness gate`` runs."""
+    """The campaign corpus plus generated bad inputs of every kind: what ``harness gate`` runs."""
     from harness.generate.sampler import bad_corpus
 
-    cases = default_corpus(seed=seed, profile=profile) + bad_corpus(examples=bad_examples, seed=seed)
+    cases = campaign_corpus(seed=seed, profile=profile) + bad_corpus(examples=bad_examples, seed=seed)
     seen: dict[str, Case] = {}
     for c in cases:
         seen.setdefault(c.id, c)

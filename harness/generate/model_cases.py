@@ -11,7 +11,9 @@ its spec alone. :func:`model_case` gives one per recipe and scale:
   character decoder (``espnet1.asr.decoder.char``: dunits 300, 50 characters), the CTC model for the blstmp
   encoder (``espnet1.asr.encoder.blstmp``: 83 features, eunits and eprojs 320).
 
-Model cases are not drawn into the one-call corpora (the default report and gate): trajectories run them.
+The default report and gate train :func:`trajectory_cases` (a few steps at ``ci`` sizes; the recipe slices'
+100 steps in the ``realistic`` profile): the campaign judges their steps as tensors and compares their
+trajectories between contexts (:mod:`harness.execute.trajectories`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from harness.core.errors import InvalidArgument
 from harness.core.schemas import MODEL_RECIPES
 from harness.generate.recipes import SLICE_BATCH, SLICE_LAYERS
 
-__all__ = ["MODEL_SCALES", "model_spec", "model_case"]
+__all__ = ["MODEL_SCALES", "model_spec", "model_case", "trajectory_cases", "TRAJECTORY_STEPS"]
 
 MODEL_SCALES = ("ci", "slice")
 
@@ -56,3 +58,21 @@ def model_spec(recipe: str, scale: str = "ci", **overrides: Any) -> dict[str, An
 def model_case(recipe: str, scale: str = "ci", seed: int = 0, **overrides: Any) -> Case:
     """A model case of ``recipe`` at ``scale`` (see :func:`model_spec`), tagged with the recipe it stands for."""
     return Case("model", seed, model_spec(recipe, scale, **overrides), tags=(_TAG[recipe], f"scale:{scale}"))
+
+
+#: The steps of the default corpus's short trajectories (``ci``, ``dev`` and ``audit`` profiles): the first
+#: step (where a thread count or an atomic first shows) and two updates after it.
+TRAJECTORY_STEPS = 3
+
+
+def trajectory_cases(profile: str = "ci") -> list[Case]:
+    """The model cases a default report and gate train: each recipe's ``slice`` (100 steps) in the ``realistic``
+    profile; elsewhere each recipe at ``ci`` sizes for :data:`TRAJECTORY_STEPS` steps, the ESPnet RNN LM at its
+    slice's widths (300 units, 50 labels) over a short batch: the smallest model measured here whose backward
+    OpenBLAS splits differently at 1 and 2 threads (hidden 128 does not), so the trajectory between the
+    ``default`` and ``blas1`` contexts has a first differing step to name."""
+    if profile == "realistic":
+        return [model_case(r, "slice", seed=7) for r in MODEL_RECIPES]
+    wide = {"width": 300, "hidden": 300, "vocab": 50, "batch": 4, "min_len": 4, "max_len": 8}
+    return [model_case(r, "ci", seed=7, steps=TRAJECTORY_STEPS, **(wide if r == "espnet_rnnlm" else {}))
+            for r in MODEL_RECIPES]

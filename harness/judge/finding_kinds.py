@@ -46,7 +46,8 @@ class Policy:
     #: a check that did not run and a missing contract line are not something to make smaller).
     shrinkable: bool = True
     #: What leaves for upstream: "defect", "note" (a behaviour: the contract's reason), "contract" (a defect where
-    #: the contract requires what differs, else a note), "none" (a check of the harness: nothing goes upstream).
+    #: the contract requires what differs, else a note), "none" (nothing goes upstream: a check of the harness, or
+    #: a kind whose script cannot be written yet).
     export: str = "contract"
     #: Whether a finding of it fails the gate: True always, False never, None where the contract decides (its
     #: measure's verdict: :func:`harness.core.classification.fails_gate`). A control's findings fail only as
@@ -73,6 +74,8 @@ class FindingKind(str, enum.Enum):
     NOT_JUDGED = "not judged", Policy("task", "single", shrinkable=False, export="none", fails=True, shows="")
     CONTEXT = "cross-context difference", Policy("context", "contexts", localizable=True, check="contexts")
     DEVICE = "cross-device difference", Policy("device", "devices", localizable=True, check="devices")
+    # a training's steps between two contexts; its script (K steps, the claimed step checked) is not written yet
+    TRAJECTORY = "trajectory divergence", Policy("trajectory", "contexts", localizable=True, export="none")
     BASELINE = "baseline changed", Policy("baseline", "baseline", shrinkable=False, check="bits")
     RELATION = "not invariant", Policy("relation", "relation", localizable=True, check="relation")
     BAD_INPUT = "bad input misbehaved", Policy("task", "single", export="defect", fails=True, check="bad_input",

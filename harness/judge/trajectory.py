@@ -19,10 +19,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from harness.core.records import Measure, Verdict
 from harness.judge.ulp import ulp_distance
 
 __all__ = ["Run", "StepDistance", "Divergence", "read_run", "compare_runs", "verdict", "table_rows", "scale_words",
-           "TABLE_COLUMNS"]
+           "TABLE_COLUMNS", "TRAJECTORY_RULE", "judge_trajectory", "told_once"]
 
 _STEP = re.compile(r"^step\.(\d+)\.(loss|grad_norm|digest|param\.(.+))$")
 
@@ -219,3 +220,47 @@ def table_rows(named: Sequence[tuple[str, Divergence]]) -> list[dict[str, Any]]:
                          "max_ulp": "" if d.max_ulp is None else d.max_ulp,
                          "rel_l2": "" if d.rel_l2 is None else repr(d.rel_l2), "worst": d.worst or ""})
     return rows
+
+
+#: The rule a trajectory between two contexts is judged by: the contract's ``identical_across`` decides.
+TRAJECTORY_RULE = "identical_across: the trajectory bit-identical to context {other} at every step"
+
+
+def judge_trajectory(contract: Any, key: Mapping[str, str], contexts: tuple[str, str], pair: Divergence | None, *,
+                     line: str = "", node: str = "", reason: str = "") -> Measure:
+    """The measure (kind ``trajectory``) of two contexts' runs (A, B) of one model case x subject x device, on
+    B's side against A as a context pair is judged (``contract``: B's line): bit-identical
+    at every step, else "diverged as allowed" or "broken" as the contract's ``identical_across`` says
+    (:func:`harness.judge.verdicts.pair_required`, the rule of every context pair); ``pair`` None (it could not
+    be compared: ``reason`` says why) is "not judged" where the contract requires the pair, else "skipped".
+    The verdict ``line`` goes in ``detail``, the localized ``node`` in ``actual``, the steps that differ in
+    ``n_diff`` of ``n_total``, the last measured step's distances in ``max_ulp`` and ``max_rel``."""
+    from harness.judge.verdicts import cite, pair_required
+
+    required = pair_required("context", contract, contexts[0])
+    common: dict[str, Any] = dict(kind="trajectory", case_id=key["case_id"], subject=key["subject"],
+                                  device=key["device"], context=contexts[1], other=contexts[0], tensor="",
+                                  rule=TRAJECTORY_RULE.format(other=contexts[0]), contract=cite(contract))
+    if pair is None:
+        v = Verdict.NOT_JUDGED if required else Verdict.SKIPPED
+        return Measure(**common, verdict=v.value, detail=reason or "the two runs could not be compared")
+    if pair.identical:
+        v = Verdict.BIT_IDENTICAL
+    else:
+        v = Verdict.BROKEN if required else Verdict.ALLOWED
+    end = pair.last_measured
+    return Measure(**common, identical=pair.identical, verdict=v.value, n_total=pair.steps,
+                   n_diff=sum(not d.identical for d in pair.distances),
+                   max_ulp=None if end is None else end.max_ulp, max_rel=None if end is None else end.rel_l2,
+                   actual=node, detail=line)
+
+
+def told_once(measures: Sequence[Measure]) -> list[Measure]:
+    """``measures`` less the tensor-by-tensor context measures of a pair a trajectory measure judges (the same
+    case, subject, device and contexts): a model case's difference between two contexts is one finding, its
+    trajectory's, which says where the training first parted and whether it matters."""
+    told = {(m.case_id, m.subject, m.device, m.context, m.other) for m in measures if m.kind == "trajectory"}
+    if not told:
+        return list(measures)
+    return [m for m in measures if m.kind != "context" or (m.case_id, m.subject, m.device, m.context, m.other)
+            not in told]

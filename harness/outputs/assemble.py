@@ -57,7 +57,8 @@ def campaign_findings(run_dir: str, measures: Sequence[Measure], records: Mappin
                       cases: Mapping[str, Case], origin: F.Origin, *, known: Any = None) -> list[F.Finding]:
     """The findings of a campaign's measures, most severe first, with their case files written.
 
-    ``known`` (the contracts) gives a known defect its reason and upstream reference where it has one."""
+    ``known`` (the contracts) gives a known defect its reason and upstream reference where it has one. A pair of
+    contexts a trajectory measure judges is its finding alone (:func:`harness.judge.trajectory.told_once`)."""
     by_task = records_by_task(records)
     reasons: dict[tuple[str, str, str, str], str] = {}
     lookup = getattr(known, "known_defect_for", None)
@@ -74,6 +75,9 @@ def campaign_findings(run_dir: str, measures: Sequence[Measure], records: Mappin
             if kd is not None:
                 reasons[(m.case_id, m.subject, m.device, m.context)] = \
                     f"{kd.reason} ({getattr(kd, 'reference', '')})".replace(" ()", "")
+    from harness.judge.trajectory import told_once
+
+    measures = told_once(measures)  # a model case's pair of contexts: its trajectory's finding alone
     found = group(measures, by_task, origin, roles=roles_of({m.subject for m in measures}),
                     sizes=case_sizes(cases), reasons=reasons)
     write_case_files(run_dir, found, cases)

@@ -21,8 +21,10 @@ from harness.core.forking import BEHIND, Forked, fork_safe, lower_priority
 
 __all__ = ["DRAWERS", "Job", "draw", "draw_all", "draw_forked", "FigureServer"]
 
-#: A figure's kind, and the function of :mod:`harness.outputs.figures` that draws it from its arguments.
-DRAWERS = {"matrix": "plot_matrix", "divergence": "plot_divergence", "error_ratio": "plot_error_ratio"}
+#: A figure's kind, and the function of :mod:`harness.outputs.figures` (or ``module.function`` of another
+#: module of :mod:`harness.outputs`) that draws it from its arguments.
+DRAWERS = {"matrix": "plot_matrix", "divergence": "plot_divergence", "error_ratio": "plot_error_ratio",
+           "trajectory": "trajectory_files.plot_trajectory"}
 
 #: One figure to draw: its file name, its kind (:data:`DRAWERS`), the drawing function's arguments.
 Job = tuple[str, str, tuple[Any, ...]]
@@ -30,9 +32,10 @@ Job = tuple[str, str, tuple[Any, ...]]
 
 def draw(kind: str, args: Sequence[Any]) -> bytes:
     """The PNG of one figure of ``kind`` drawn from ``args``."""
-    from harness.outputs import figures
+    import importlib
 
-    return getattr(figures, DRAWERS[kind])(*args)
+    module, _, name = DRAWERS[kind].rpartition(".")
+    return getattr(importlib.import_module(f"harness.outputs.{module or 'figures'}"), name)(*args)
 
 
 def draw_all(jobs: Sequence[Job]) -> list[tuple[str, bytes]]:

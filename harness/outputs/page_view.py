@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -39,6 +39,8 @@ class ReportView:
     files: Sequence[str] = ()                    # the run directory's files, relative paths
     lines: Sequence[Line] = field(default_factory=tuple)  # the verdict lines after the gate line
     notes: Sequence[str] = ()                    # infrastructure notes (TaskRecord.notes): never findings
+    #: the model cases' trajectories between contexts (trajectory_files.summary_rows: SUMMARY_COLUMNS)
+    trajectories: Sequence[dict[str, Any]] = ()
 
     @property
     def fails(self) -> bool:
@@ -84,10 +86,14 @@ def _not_judged(cells: pd.DataFrame) -> tuple[tuple[str, int, str], ...]:
 
 def report_view(run_dir: str, cells: pd.DataFrame, findings: Sequence[Finding],
                 figures: Sequence[tuple[str, bytes]], environment: pd.DataFrame,
-                files: Sequence[str] = (), lines: Sequence[Line] = (), notes: Sequence[str] = ()) -> ReportView:
+                files: Sequence[str] = (), lines: Sequence[Line] = (), notes: Sequence[str] = (),
+                trajectories: Sequence[Any] = ()) -> ReportView:
     """The view of a run: the cells that hold and those not judged (with the cells' own reasons: a GPU that is
-    missing says the reason the run recorded), the findings, the figures, the environment, the files and the
-    infrastructure notes (a timeout beside other runs that answered alone: said, never a finding)."""
+    missing says the reason the run recorded), the findings, the figures, the environment, the files, the model
+    cases' trajectories and the infrastructure notes (a timeout beside other runs that answered alone: said,
+    never a finding)."""
+    from harness.outputs.trajectory_files import summary_rows
+
     nj = _not_judged(cells)
     held = 0
     if len(cells):
@@ -95,7 +101,8 @@ def report_view(run_dir: str, cells: pd.DataFrame, findings: Sequence[Finding],
         held = int((~ran["verdict"].map(fails_gate).astype(bool)).sum())
     return ReportView(held=held, total=len(cells), not_judged=nj, findings=list(findings), cells=cells,
                       figures=list(figures), environment=environment, run_dir=run_dir,
-                      files=sorted(files), notes=tuple(notes), lines=tuple(lines) if lines else finding_lines(
+                      files=sorted(files), notes=tuple(notes), trajectories=summary_rows(trajectories),
+                      lines=tuple(lines) if lines else finding_lines(
                           headlines(findings, contexts_by_device(zip(cells["device"], cells["context"]))
                                     if len(cells) else None)))
 

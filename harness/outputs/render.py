@@ -143,6 +143,7 @@ _FILE_NOTES = {
     "findings.json": "every finding as a record", "summary.csv": "per subject x device x context",
     "results.csv.gz": "one row per tensor: every measure", "environment.json": "the fingerprint",
     "campaign.json": "the settings", "corpus.jsonl": "the cases", "timings.json": "where the time went",
+    "trajectories.csv": "every step of every trajectory compared, and of its baseline",
 }
 
 
@@ -176,6 +177,7 @@ def summary_html(view: ReportView) -> str:
     inv = invariance_frame(view.cells)
     ctx["invariance_html"] = html_table(inv, colours={"verdict": "verdict"})
     ctx["environment_html"] = html_table(view.environment)
+    ctx["trajectories_html"] = html_table(_trajectory_frame(view))
     return _env().get_template("summary.html.j2").render(**ctx)
 
 
@@ -194,7 +196,14 @@ def summary_md(view: ReportView) -> str:
     ctx["matrix_md"] = md_table(ctx["matrix"], index=True) if len(ctx["matrix"]) else "_nothing ran_"
     ctx["invariance_md"] = md_table(invariance_frame(view.cells))
     ctx["environment_md"] = md_table(view.environment)
+    ctx["trajectories_md"] = md_table(_trajectory_frame(view))
     return _env().get_template("summary.md.j2").render(**ctx)
+
+
+def _trajectory_frame(view: ReportView) -> pd.DataFrame:
+    from harness.outputs.trajectory_files import SUMMARY_COLUMNS
+
+    return pd.DataFrame(list(view.trajectories), columns=list(SUMMARY_COLUMNS))
 
 
 def preload() -> None:

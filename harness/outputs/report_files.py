@@ -65,7 +65,8 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
     cells = cells_frame(measures)
     # The figures (about a second of matplotlib) are drawn elsewhere while this process builds the tables (the
     # same bytes as drawn here).
-    drawing = start_figures(cells, measures, run.cases, server=figures)
+    trajectories = list(getattr(run, "trajectories", ()))
+    drawing = start_figures(cells, measures, run.cases, server=figures, trajectories=trajectories)
     results = results_frame(run)
     summary = summary_frame(results)
     findings = findings_frame(found)
@@ -85,6 +86,11 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
     put("summary.csv", summary.to_csv(index=False))
     put("cells.csv", cells.to_csv(index=False))
     put("findings.csv", findings.to_csv(index=False))
+    if trajectories:  # every step of every compared pair and its baseline
+        from harness.judge.trajectory import TABLE_COLUMNS
+        from harness.outputs.trajectory_files import step_rows
+
+        put("trajectories.csv", pd.DataFrame(step_rows(trajectories), columns=list(TABLE_COLUMNS)).to_csv(index=False))
     put("environment.json", json.dumps(dict(environment), indent=1, sort_keys=True, default=str) + "\n")
     from harness.outputs import render
     from harness.outputs.page_view import report_view, run_files
@@ -96,7 +102,8 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
         put(name, data)
     files = sorted({*run_files(campaign_dir), "summary.html", "summary.md"})
     notes = [n for rec in run.records.values() for n in rec.notes]
-    view = report_view(os.path.abspath(campaign_dir), cells, list(found), drawn, env_table, files=files, notes=notes)
+    view = report_view(os.path.abspath(campaign_dir), cells, list(found), drawn, env_table, files=files, notes=notes,
+                       trajectories=trajectories)
     put("summary.md", render.summary_md(view))
     put("summary.html", render.summary_html(view))
     # the terminal's verdict: the page's gate line and verdict lines, word for word
@@ -111,13 +118,17 @@ def write_report(run: Any, *, environment: Mapping[str, Any], found: Sequence[An
 FIGURES = ("verdicts.png", "divergence.png", "error_vs_size.png")
 
 
-def figure_jobs(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case]) -> list[Job]:
+def figure_jobs(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case],
+                trajectories: Sequence[Any] = ()) -> list[Job]:
     """The report's figures as ``(file name, kind, arguments)`` (:data:`harness.outputs.drawing.DRAWERS`):
     their data frames, built here (a few milliseconds), so that whichever process draws them needs nothing
-    else."""
+    else; the trajectory figure where ``trajectories`` compared a pair."""
+    from harness.outputs.trajectory_files import figure_job
+
+    trajectory = figure_job(trajectories)
     return [(FIGURES[0], "matrix", (cells,)),
             (FIGURES[1], "divergence", (divergence_frame(measures), cells)),
-            (FIGURES[2], "error_ratio", (oracle_errors_frame(measures, cases),))]
+            (FIGURES[2], "error_ratio", (oracle_errors_frame(measures, cases),))] + ([trajectory] if trajectory else [])
 
 
 def draw_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case]
@@ -129,7 +140,8 @@ def draw_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mappin
 
 
 def start_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mapping[str, Case],
-                  server: FigureServer | None = None) -> Callable[[], list[tuple[str, bytes]]]:
+                  server: FigureServer | None = None, trajectories: Sequence[Any] = ()
+                  ) -> Callable[[], list[tuple[str, bytes]]]:
     """:func:`draw_figures` started elsewhere; the returned callable waits for them. With a running
     ``server`` (:class:`~harness.outputs.drawing.FigureServer`, started before the campaign), there. Else in
     children forked from here (:class:`~harness.core.forking.Forked`): one per figure where this process has
@@ -138,7 +150,7 @@ def start_figures(cells: pd.DataFrame, measures: Sequence[Measure], cases: Mappi
     from harness.outputs.drawing import draw_all, draw_forked
     from harness.outputs.figures import preloaded
 
-    jobs = figure_jobs(cells, measures, cases)
+    jobs = figure_jobs(cells, measures, cases, trajectories)
     if server is not None and server.running:
         waiting = server.draw(jobs)
         return lambda: waiting() or draw_all(jobs)

@@ -57,8 +57,9 @@ def check_kind(r: Reproducer) -> str:
     except ValueError as exc:
         raise InvalidArgument(str(exc)) from None
     if not kind.check:
-        raise InvalidArgument(f"kind={kind.value!r}: a check of the harness itself, not of the library; nothing to "
-                              f"export")
+        why = ("a training's K steps have no exported script yet (replay, shrink and localize take it)"
+               if kind.measure_kind == "trajectory" else "a check of the harness itself, not of the library")
+        raise InvalidArgument(f"kind={kind.value!r}: {why}; nothing to export")
     return kind.check
 
 

@@ -124,7 +124,13 @@ def _gate(opts: GateOptions, devices: list) -> int:
                            relations=[RELATIONS[r] for r in claimed])
     tasks, records = run.tasks, run.records
     atomic_json(os.path.join(run_dir, "environment.json"), fingerprint())
-    measures = run.measures + control_check(records, run.measures)
+    # the model cases' trajectories between the contexts of the pair, judged from the arrays kept (no baseline
+    # run and no localization here: a failing trajectory's finding names the commands that give them)
+    from harness.execute.trajectories import campaign_trajectories, trajectory_measures
+
+    trajectories = campaign_trajectories(run_dir, records, run.cases, plugins=opts.plugins, timeout=settings.timeout,
+                                         baseline=False, localize=False)
+    measures = run.measures + control_check(records, run.measures) + trajectory_measures(trajectories, contracts)
     origin = F.Origin(run_dir, contracts=F.contracts_argument(opts.contracts), plugins=opts.plugins)
     found = gate_findings(run_dir, measures, records=records, origin=origin, contracts=contracts)
     if opts.baseline:

@@ -121,11 +121,11 @@ def report(opts: ReportOptions) -> int:
     """The report verb. Every argument is checked before the campaign starts (one-line
     :class:`InvalidArgument`); returns 0 when the report was written (findings are not failures)."""
     check_worker_limits()
-    from harness.generate.corpora import default_corpus
+    from harness.generate.corpora import campaign_corpus
     from harness.outputs.report import lock_run_dir, new_run_dir
 
     load_plugins(opts.plugins)
-    make_corpus = functools.partial(default_corpus, profile=opts.profile or "ci")
+    make_corpus = functools.partial(campaign_corpus, profile=opts.profile or "ci")
     _check_values(opts)
     if opts.resume:
         if not os.path.isdir(opts.resume):
@@ -303,6 +303,9 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
                                      **({"cluster": target.cluster} if target.cluster else {})},
                                resume=bool(opts.resume))
             own = {**timings, "campaign": time.perf_counter() - t0}
+            t0 = time.perf_counter()
+            _trajectories(where, run, settings, opts)
+            own["trajectories"] = time.perf_counter() - t0
             found = _findings(where, run, settings, opts, own)
             t0 = time.perf_counter()
             env = target.environment or (fp.result() if fp is not None else {})
@@ -330,6 +333,20 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
     return max(run_on_cluster(opts.cluster, one))
 
 
+def _trajectories(run_dir: str, run: Any, settings: CampaignOptions, opts: ReportOptions) -> None:
+    """The model cases' trajectories between the two contexts of the pair, compared from the arrays the campaign
+    kept; where they differ, the one-ULP baseline beside them and (unless not ``localize``) the first differing
+    node, within :data:`LOCALIZE_BUDGET`. Their measures join the run's, so findings, cells and the gate judge
+    them like any other."""
+    from harness.execute.trajectories import campaign_trajectories, trajectory_measures
+    from harness.judge.contracts import load_contracts
+
+    run.trajectories = campaign_trajectories(run_dir, run.records, run.cases, plugins=settings.plugins,
+                                             timeout=settings.timeout, localize=opts.localize,
+                                             budget=LOCALIZE_BUDGET)
+    run.measures = list(run.measures) + trajectory_measures(run.trajectories, load_contracts(None))
+
+
 def _findings(run_dir: str, run: Any, settings: CampaignOptions, opts: ReportOptions,
               timings: dict[str, float]) -> list[Any]:
     """The run's findings, shrunk (``shrink_budget``) and localized (unless not ``localize``), each step in
@@ -344,6 +361,9 @@ def _findings(run_dir: str, run: Any, settings: CampaignOptions, opts: ReportOpt
     contracts = load_contracts(None)
     found = campaign_findings(run_dir, run.measures, run.records, run.cases,
                               F.Origin(run_dir, plugins=settings.plugins), known=contracts)
+    from harness.execute.trajectories import with_trajectory_causes
+
+    found = with_trajectory_causes(found)  # localized already, at the first differing step
     # a subject's findings of a kind a smaller case can show (a known defect too: its export goes upstream from
     # its minimal case; an expected error, a check that did not run, a baseline's are not shrunk)
     worth = [f for f in found if f.role == "subject" and f.kind.shrinkable]

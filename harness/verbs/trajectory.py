@@ -22,10 +22,7 @@ from harness.verbs.cases import CasesOptions
 from harness.verbs.common import check_worker_limits, load_plugins, reproducer_option
 from harness.verbs.report import ReportOptions
 
-__all__ = ["TrajectoryOptions", "trajectory", "Outcome", "run_trajectory", "DEFAULT_PERTURB"]
-
-#: The instability baseline's start where the case names none: one ULP up in the first weight matrix's element 0.
-DEFAULT_PERTURB = {"index": 0}
+__all__ = ["TrajectoryOptions", "trajectory", "Outcome", "run_trajectory"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +46,9 @@ class TrajectoryOptions:
     max_case_bytes: int | None = like(ReportOptions, "max_case_bytes", default=None)
     #: at the first differing step, localize the first function node whose outputs differ (in a child process)
     localize: bool = like(ReportOptions, "localize", default=True)
+    #: where both runs train: ``cpu``, ``gpu`` or ``gpu:N`` (it must be usable here); a Python caller's choice,
+    #: not a flag of the command line yet
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if not self.subject:
@@ -92,20 +92,12 @@ def _model_subject(name: str, what: str) -> Any:
     return s
 
 
-def _with(case: Any, *, drop: tuple[str, ...] = (), **spec: Any) -> Any:
-    """``case`` with the spec keys ``spec`` set (None: left as they are) and ``drop`` removed."""
-    from harness.core.cases import Case
-
-    new = {k: v for k, v in case.to_dict()["spec"].items() if k not in drop}
-    new.update({k: v for k, v in spec.items() if v is not None})
-    return Case(case.family, case.seed, new, tags=case.tags)
-
-
 def run_trajectory(opts: TrajectoryOptions) -> Outcome:
     """The runs and their comparison (see the module); raises :class:`SetupError` where a run could not finish."""
     from harness.core.contexts import get_context
-    from harness.core.devices import CPU
+    from harness.core.devices import resolve_device
     from harness.execute.isolated import Runner, setup_failure
+    from harness.execute.trajectories import baseline_case, first_node, with_spec
     from harness.judge.trajectory import compare_runs, read_run, verdict
     from harness.subjects.registry import check_case_for_subject, load_case_for_subject
 
@@ -115,9 +107,14 @@ def run_trajectory(opts: TrajectoryOptions) -> Outcome:
     other = _model_subject(opts.against, "against") if opts.against else subject
     case = load_case_for_subject(opts.case, opts.case_id, subject, opts.max_case_bytes)
     perturb = case.spec.get("perturb")
-    case = _with(case, steps=opts.steps, drop=("perturb",))
+    case = with_spec(case, steps=opts.steps, drop=("perturb",))
     check_case_for_subject(case, other)
+    device = resolve_device(opts.device)
     a_ctx, b_ctx = (get_context(c).name for c in opts.contexts) if opts.contexts else ("default", "default")
+    for c in {a_ctx, b_ctx} - {"default"}:
+        if not get_context(c).applies_to(device.kind):
+            raise InvalidArgument(f"contexts={','.join(opts.contexts)!r}: context {c} does not apply to device "
+                                  f"{device.id}")
     if opts.contexts:
         labels = (a_ctx, b_ctx)
         what = f"{subject.name}, context {a_ctx} against {b_ctx}"
@@ -129,7 +126,7 @@ def run_trajectory(opts: TrajectoryOptions) -> Outcome:
         labels, what = ("run 1", "run 2"), f"{subject.name}, run to run in one process"
 
     def arrays(runner: Any, c: Any, name: str, ctx: str, which: str) -> Any:
-        o = runner.run(c, name, CPU, ctx)
+        o = runner.run(c, name, device, ctx)
         if o.record.status != "ok" or not o.arrays:
             why = setup_failure(o.record) or (o.record.skip_reason or
                                               "; ".join(f"{e.get('type')} in {e.get('phase')}: {e.get('message')}"
@@ -147,36 +144,15 @@ def run_trajectory(opts: TrajectoryOptions) -> Outcome:
         pair = compare_runs(a, b)
         baseline = None
         if not pair.identical:
-            p = arrays(runner, _with(case, perturb=dict(perturb or DEFAULT_PERTURB)), subject.name, a_ctx,
-                       "one-ULP baseline")
+            p = arrays(runner, baseline_case(case, perturb), subject.name, a_ctx, "one-ULP baseline")
             baseline = compare_runs(a, p)
     node = ""
     first = pair.first_differing
     if first is not None and opts.localize and not opts.fresh and not opts.against:
-        node = _first_node(_with(case, steps=first.step + 1), opts, (a_ctx, b_ctx) if opts.contexts else ())
+        node = first_node(with_spec(case, steps=first.step + 1), subject.name,
+                          contexts=(a_ctx, b_ctx) if opts.contexts else (), device=device.id, plugins=opts.plugins,
+                          timeout=600.0 if opts.timeout is None else opts.timeout)
     return Outcome(verdict(pair, baseline, what, node), pair.identical, pair, baseline, labels, node)
-
-
-def _first_node(case: Any, opts: TrajectoryOptions, contexts: tuple[str, ...]) -> str:
-    """The first function node whose outputs differ while its inputs matched, in runs of ``case`` (the
-    trajectory cut after its first differing step: the steps before it are the same bits), localized in a
-    child process (:func:`harness.execute.localization.localize_in_child`); "" where none is named (the
-    difference arose outside a function node: the optimizer's update, or inputs that already differed)."""
-    import tempfile
-
-    from harness.execute.localization import localize_in_child
-    from harness.judge.reproducer import Reproducer
-
-    with tempfile.TemporaryDirectory(prefix="harness-trajectory-") as tmp:
-        path = pathlib.Path(tmp) / f"{case.id}.json"
-        path.write_text(case.to_json())
-        r = Reproducer(str(path), opts.subject, plugins=opts.plugins, **({"contexts": contexts} if contexts else
-                                                                          {"repeats": 2}))
-        try:
-            loc = localize_in_child(r, 600.0 if opts.timeout is None else opts.timeout)
-        except SetupError:
-            return ""
-    return "" if loc.root is None else loc.root.short()
 
 
 def trajectory(opts: TrajectoryOptions) -> int:
@@ -190,11 +166,11 @@ def trajectory(opts: TrajectoryOptions) -> int:
     outcome = run_trajectory(opts)
     print(outcome.line)
     if opts.out is not None:
-        from harness.outputs.trajectory_files import plot_trajectory, write_trajectory
+        from harness.outputs.trajectory_files import BASELINE_LABEL, plot_trajectory, write_trajectory
 
         named = [(" vs ".join(outcome.labels), outcome.pair)]
         if outcome.baseline is not None:
-            named.append(("one ULP in one weight", outcome.baseline))
+            named.append((BASELINE_LABEL, outcome.baseline))
         figure = plot_trajectory(named[0], named[1] if len(named) > 1 else None, outcome.line)
         for path in write_trajectory(pathlib.Path(opts.out), named, outcome.line, figure):
             print(f"wrote {path}")

@@ -26,7 +26,7 @@ __all__ = ["SUBJECTS"]
 
 
 def noisy_loss(env: Any, a: dict, spec: Any, emit: Any) -> None:
-    """The shipped LM training with the loss (and so its gradients) moved by a few ULPs drawn from the OS's
+    """The shipped LM training with the loss (and so its gradients) scaled by a factor drawn from the OS's
     entropy at every step, inside one function node (``NoisyScale``: the same inputs, other outputs, as a racing
     kernel gives)."""
     chainer = env.chainer
@@ -34,8 +34,10 @@ def noisy_loss(env: Any, a: dict, spec: Any, emit: Any) -> None:
     class NoisyScale(chainer.function_node.FunctionNode):
         def forward(self, inputs: Any) -> Any:
             (x,) = inputs
-            u = 0.5 + int.from_bytes(os.urandom(4), "little") / 2.0 ** 33  # in [0.5, 1)
-            self.scale = 1.0 + u * 2.0 ** -18
+            # 1 + k * 2**-22 for k in 1..2**16: two draws that differ are at least 2 float32 ULPs of the loss
+            # apart, so every step's forward differs but where both draws give the same k (1 in 65,536)
+            k = 1 + int.from_bytes(os.urandom(2), "little")
+            self.scale = 1.0 + k * 2.0 ** -22
             return (np.asarray(x * self.scale, dtype=x.dtype),)
 
         def backward(self, indexes: Any, grad_outputs: Any) -> Any:

@@ -10,7 +10,8 @@ run-to-run comparison, the declared-order reference's run and the measures again
 (oracle / subject, harness / subject) are of figures measured in the same run, one point after the other. The
 ``quick`` and ``full`` levels add one row per corner case of the default corpus
 (:func:`harness.generate.recipes.corner_cases`: each recipe dimension at its maximum, the others small); each
-harness row's target is the subject's seconds plus 0.1 s.
+harness row's target is the subject's seconds plus 0.1 s. One more row prices a training trajectory: the
+harness's seconds per training step of a model subject (:func:`trajectory_point`) against the step itself.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from tools.bench.common import Row, figure, log, ratio, save_fig
 
-__all__ = ["bench_sizes", "plot_sizes", "LADDER"]
+__all__ = ["bench_sizes", "plot_sizes", "LADDER", "trajectory_point", "trajectory_row"]
 
 #: Per family: (subject, [(label, spec), ...]) from the ci sizes up.
 LADDER: dict[str, tuple[str, list[tuple[str, dict[str, Any]]]]] = {
@@ -93,6 +94,47 @@ def _point(runner: Any, contracts: Any, subject: str, case: Any) -> dict[str, fl
             "harness": max(wall - subject_seconds - oracle_seconds, 0.0), "wall": wall, "worst": worst}
 
 
+def trajectory_point(runner: Any, case: Any, subject: str = "model.espnet_rnnlm") -> dict[str, float]:
+    """One training run of ``case`` in a worker, as a campaign runs it, and its step-by-step comparison with
+    itself (what a trajectory's judge does with two runs): the steps' own seconds (what the worker reports
+    for the subject: every step's forward, loss, backward, clipping and update) and the harness's (the rest of
+    the run's wall: drawing the batches and the start, digests, snapshots, transfer; and the comparison)."""
+    from harness.core.devices import CPU
+    from harness.judge.trajectory import compare_runs, read_run
+
+    t0 = time.perf_counter()
+    out = runner.run(case, subject, CPU, "default")
+    if not out.record.ok_runs:
+        raise RuntimeError(f"{subject} on {case!r} did not run: {out.record.first_error or out.record.skip_reason}")
+    run = read_run(out.arrays)
+    if not compare_runs(run, run).identical:
+        raise RuntimeError("a run compared with itself differs: the trajectory judge is broken")
+    wall = time.perf_counter() - t0
+    steps = float(case.spec["steps"])
+    step = out.seconds["subject"] / steps
+    return {"steps": steps, "step": step, "harness": max(wall / steps - step, 0.0), "wall": wall}
+
+
+def trajectory_row(runner: Any, level: str) -> tuple[Row, dict[str, float]]:
+    """The harness's seconds per training step against the step's own: the ESPnet RNN LM of the default
+    corpus's trajectory cases (``smoke``: its 3 steps) or of the ``realistic`` slice (10 of its steps)."""
+    from harness.generate.model_cases import model_case, trajectory_cases
+
+    if level == "smoke":
+        [case] = [c for c in trajectory_cases("ci") if c.spec["recipe"] == "espnet_rnnlm"]
+    else:
+        case = model_case("espnet_rnnlm", "slice", seed=7, steps=10)
+    m = trajectory_point(runner, case)
+    row = Row("sizes", "model: harness per training step", ratio(m["harness"], m["step"]),
+              "harness seconds per step / one training step's seconds",
+              "harness seconds per step (the batches and start drawn in the worker, digests, parameter snapshots, "
+              "transfer, the step-by-step comparison)", m["harness"],
+              "one step of model.espnet_rnnlm (forward, loss, backward, clipping, update)", m["step"], "s", 1,
+              note=f"case {case.id} ({int(m['steps'])} steps, hidden {case.spec['hidden']}, batch "
+                   f"{case.spec['batch']}); one run in a worker process, after a warm-up run")
+    return row, m
+
+
 def bench_sizes(level: str = "full", quiet: bool = False) -> tuple[list[Row], dict[str, Any]]:
     """Oracle / subject and harness / subject seconds along each family's ladder of sizes."""
     from harness.core.cases import Case
@@ -133,7 +175,13 @@ def bench_sizes(level: str = "full", quiet: bool = False) -> tuple[list[Row], di
                             note=f"{note}; harness {'within' if within else 'OVER'} subject + {_SLACK} s"))
             log(f"sizes {family} {label}: subject {m['subject']:.2f} s, oracle {m['oracle']:.2f} s, "
                 f"harness {m['harness']:.2f} s", quiet)
-    return rows, raw
+        from harness.generate.model_cases import model_case
+
+        trajectory_point(runner, model_case("espnet_rnnlm", "ci", seed=4, steps=1))  # the model's warm-up
+        row, tm = trajectory_row(runner, level)
+        rows.append(row)
+        log(f"sizes model: {tm['step']:.3f} s a training step, harness {tm['harness']:.3f} s a step", quiet)
+    return rows, {**raw, "trajectory": tm}
 
 
 def plot_sizes(raw: dict[str, Any], path: str) -> str:
@@ -141,6 +189,8 @@ def plot_sizes(raw: dict[str, Any], path: str) -> str:
     fig = figure(9, 4.5)
     ax = fig.add_subplot(1, 1, 1)
     for family, points in raw.items():
+        if family == "trajectory":  # one training run's point, not a ladder (its row says it)
+            continue
         xs = [p["flops"] for p in points]
         line = ax.plot(xs, [ratio(p["oracle"], p["subject"]) for p in points], "-o", label=f"{family}: oracle")
         ax.plot(xs, [ratio(p["harness"], p["subject"]) for p in points], "--s", color=line[0].get_color(),

@@ -54,3 +54,17 @@ def test_profile_corpus_mixes_the_families_for_all():
     assert {c.family for c in mixed} == {"embed", "lstm", "pipeline"} and len(mixed) == 6
     assert [c.id for c in profile_corpus("lstm", examples=2, seed=1, profile="ci")] != \
         [c.id for c in profile_corpus("lstm", examples=2, seed=1, profile="realistic")]
+
+
+def test_the_campaign_corpora_train_each_model_recipe_a_few_steps_and_the_realistic_its_slice_100():
+    from harness.core.schemas import MODEL_RECIPES
+    from harness.generate.corpora import campaign_corpus
+    from harness.generate.model_cases import TRAJECTORY_STEPS
+
+    assert not [c for c in default_corpus() if c.family == "model"]  # the one-call corpus: its edges, coverage
+    for profile, steps in (("ci", TRAJECTORY_STEPS), ("realistic", 100)):
+        models = [c for c in campaign_corpus(profile=profile) if c.family == "model"]
+        assert sorted(c.spec["recipe"] for c in models) == sorted(MODEL_RECIPES)
+        assert {c.spec["steps"] for c in models} == {steps}
+        assert all(f"scale:{'slice' if profile == 'realistic' else 'ci'}" in c.tags for c in models)
+    assert {c.id for c in campaign_corpus() if c.family == "model"} <= {c.id for c in gate_corpus()}

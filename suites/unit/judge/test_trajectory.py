@@ -124,3 +124,57 @@ def test_the_table_has_one_row_per_step_and_comparison():
     rows = table_rows([("p", div), ("q", div)])
     assert len(rows) == 2 * K and list(rows[0]) == list(TABLE_COLUMNS)
     assert [r["step"] for r in rows[:K]] == list(range(K))
+
+
+class _Line:
+    """A contract line's fields the pair rule reads."""
+
+    def __init__(self, identical_across=()):
+        self.identical_across = tuple(identical_across)
+        self.subject, self.device, self.context, self.line = "model.x", "cpu", "*", 7
+
+
+_KEY = {"case_id": "c1", "subject": "model.x", "device": "cpu"}
+
+
+@pytest.mark.parametrize("across, nudge, want", [
+    ((), None, "bit-identical"),
+    ((), 2, "diverged as allowed"),
+    (("default",), 2, "broken"),
+])
+def test_a_trajectory_between_contexts_is_judged_by_the_contracts_identical_across(across, nudge, want):
+    from harness.judge.findings import kind_of
+    from harness.judge.trajectory import judge_trajectory
+
+    a = read_run(_arrays(LOSS, NORM, _params))
+    b = read_run(_arrays(LOSS, NORM, lambda k: _params(k, nudge_from=nudge)))
+    pair = compare_runs(a, b)
+    m = judge_trajectory(_Line(across), _KEY, ("default", "blas1"), pair, line="the line", node="n #3")
+    assert m.kind == "trajectory" and m.verdict == want
+    # judged on the second context's side against the first, as a context pair is
+    assert (m.context, m.other) == ("blas1", "default") and "bit-identical to context default" in m.rule
+    assert m.n_total == K and m.n_diff == (0 if nudge is None else K - 2)
+    assert kind_of(m) == (None if nudge is None else "trajectory divergence")
+    if nudge is not None:
+        assert m.detail == "the line" and m.actual == "n #3" and m.max_ulp == 3
+
+
+@pytest.mark.parametrize("across, want", [((), "skipped"), (("default",), "not judged")])
+def test_a_pair_that_could_not_be_compared_says_why(across, want):
+    from harness.judge.trajectory import judge_trajectory
+
+    m = judge_trajectory(_Line(across), _KEY, ("default", "blas1"), None, reason="context blas1 did not run")
+    assert m.verdict == want and m.detail == "context blas1 did not run"
+
+
+def test_a_pair_judged_as_a_trajectory_is_one_finding_not_its_tensors_too():
+    from harness.core.records import Measure
+    from harness.judge.trajectory import told_once
+
+    ctx = dict(case_id="c1", subject="model.x", device="cpu", context="blas1", other="default", identical=False,
+               verdict="diverged as allowed")
+    tensors = [Measure(kind="context", tensor=f"step.{k}.loss", **ctx) for k in range(3)]
+    elsewhere = Measure(kind="context", tensor="y", **{**ctx, "case_id": "c2"})
+    traj = Measure(kind="trajectory", tensor="", detail="line", **ctx)
+    assert told_once([*tensors, elsewhere]) == [*tensors, elsewhere]  # no trajectory: the tensors tell it
+    assert told_once([*tensors, elsewhere, traj]) == [elsewhere, traj]
