@@ -23,7 +23,7 @@ from harness.core.cases import Case, build_arrays
 from harness.core.errors import HarnessError
 from harness.generate.profiles import load_profile
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 load_profile()
 # ci: 12 examples per Hypothesis test by default; these loops are cheap, so a few times that.
 N = min(4 * (settings().max_examples or 12), 200)

@@ -21,7 +21,7 @@ from harness.execute.lanes import LocalPool, _Lanes
 from harness.execute.plan import plan
 from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

@@ -23,7 +23,7 @@ from harness.judge import digest as digests
 from harness.subjects.base import execute
 from harness.subjects.registry import get_subject
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 120
 CASE = Case("embed", 11, {"vocab": 3, "width": 4, "ids_shape": [40], "id_kind": "collision", "distinct": 2})
 

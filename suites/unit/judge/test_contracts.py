@@ -14,7 +14,7 @@ from harness.core.errors import ContractError
 from harness.judge.contracts import ORACLE_RULES, load_contracts, validate
 from harness.subjects.registry import SUBJECTS
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = (ROOT / "contracts.toml").read_text()
 
 LINE = """

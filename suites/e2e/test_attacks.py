@@ -20,7 +20,7 @@ import pytest
 
 from harness.core.record_files import record_lines, remove_packed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 300
 PLUGIN = "suites.plugins.attacks"
 SMALL = ("--devices", "cpu", "--contexts", "default", "--fresh", "0", "--repeats", "1", "--examples", "1",

@@ -20,7 +20,7 @@ from harness.execute.plan import plan, task_key
 from harness.execute.worker import Worker
 from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

@@ -27,7 +27,7 @@ from harness.core import compat
 from harness.core.compat import import_chainer
 from harness.core.errors import SetupError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT = 120
 
 chainer = import_chainer()

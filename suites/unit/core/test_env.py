@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 TIMEOUT = 120
 NO_DEVICE = "cudaErrorNoDevice: no CUDA-capable device is detected"
 

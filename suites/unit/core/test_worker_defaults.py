@@ -11,7 +11,7 @@ import pytest
 
 from harness.core.worker_defaults import WORKER_ENV_DEFAULTS
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 # A fresh interpreter imports the plugin as pytest does, with a finder that notes the environment at the
 # moment NumPy is first imported (when OpenBLAS loads and reads it).

@@ -13,7 +13,7 @@ import pytest
 from harness.core.cases import Case
 from harness.core.corpus_files import write_corpus
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = "suites.plugins.misbehaving:SUBJECTS"
 CASES = [Case("embed", 1, {"vocab": 5, "width": 3, "ids_shape": [6]}),
          Case("embed", 2, {"vocab": 4, "width": 2, "ids_shape": [3, 2]})]

@@ -19,7 +19,7 @@ from harness.generate.corpora import anchor_cases
 from harness.generate.sampler import bad_corpus
 from suites.plugins.badinput import NAME
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = "suites.plugins.badinput"
 #: The subject the planted one stands in for: it joins every rule and known defect that names it...
 LIKE = "chainer.embed_id"

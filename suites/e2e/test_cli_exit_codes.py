@@ -25,7 +25,7 @@ from harness.core.devices import Device
 from harness.core.record_files import record_file
 from harness.core.records import repair_jsonl
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 120
 CASE = Case("embed", 11, {"vocab": 3, "width": 4, "ids_shape": [40], "id_kind": "collision", "distinct": 2})
 GPU_HERE = Device("gpu", 0).available

@@ -2,7 +2,7 @@
 
 The passes run no subject: a predicate stands in for "the finding still reproduces", so these tests count exactly
 how many runs a shrink of a threshold costs. The end-to-end shrinks (real subjects, in workers) are in
-test_findings.py.
+suites/unit/judge/test_findings.py.
 """
 
 from __future__ import annotations

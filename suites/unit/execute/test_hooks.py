@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:  # so that suites.plugins.pipeline_control imports as the CLI would
     sys.path.insert(0, str(ROOT))
 

@@ -32,7 +32,7 @@ from harness.core.cases import Case
 from harness.core.corpus_files import write_corpus
 from harness.core.errors import AuditFileError, CaseError, ContractError, HarnessError, InvalidArgument
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 CASE = Case("embed", 11, {"vocab": 3, "width": 4, "ids_shape": [6]})
 TASK = {"key": "k", "case_id": "c", "subject": "chainer.embed_id", "device": "cpu", "context": "default",
         "status": "ok"}

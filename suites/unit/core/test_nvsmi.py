@@ -20,7 +20,7 @@ import pytest
 
 from harness.core.nvsmi import parse_header, parse_query_csv
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 BANNER = textwrap.dedent("""\
     Tue Dec  2 10:00:00 2026

@@ -1,7 +1,7 @@
 """Timeouts in real worker processes: a worker the machine starves (simulated deterministically: the subject
 stops its own worker with SIGSTOP, and nothing continues it) is tried again alone and is never a finding; a
 subject that spins is caught by its CPU-time limit and stays a finding after its second try. (A subject that
-sleeps: suites/test_runner.py.)"""
+sleeps: suites/unit/execute/test_campaign.py.)"""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from harness.execute.campaign import Campaign, CampaignSettings
 from harness.execute.plan import plan
 from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

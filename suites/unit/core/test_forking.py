@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 # Run in a child interpreter: the fork is taken only where no other thread runs (a pytest-xdist worker has some).
 CODE = r"""

@@ -122,7 +122,7 @@ def test_the_bench_runs_as_its_own_module_and_refuses_bad_input_in_one_line(tmp_
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     run = lambda *a: subprocess.run([sys.executable, "-m", "tools.bench", *a], cwd=root, capture_output=True,  # noqa: E731
                                     text=True, timeout=120)
     p = run("--help")
