@@ -6,8 +6,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.core.case_limits import (MAX_CASE_BYTES_ENV, check_case_family, check_case_size, estimate_case_bytes,
-                                      max_case_bytes_default)
+from harness.core.case_limits import (
+    MAX_CASE_BYTES_ENV,
+    check_case_family,
+    check_case_size,
+    estimate_case_bytes,
+    max_case_bytes_default,
+)
 from harness.core.cases import Case, build_arrays
 from harness.core.errors import CaseError, InvalidArgument
 
