@@ -242,21 +242,10 @@ def test_the_unit_tests_mirror_the_package() -> None:
     assert not stray, f"unit test files that mirror no module of harness/: {stray}"
 
 
-#: Modules whose unit test file is still to be written; the list only shrinks (a listed module that has its file
-#: fails the test below, so the list cannot go stale).
-NOT_YET_MIRRORED = frozenset({
-    "cli_options.py", "verbs/cases.py", "verbs/compare.py", "verbs/contracts.py", "verbs/env.py",
-    "verbs/gate.py", "verbs/localize.py", "verbs/replay.py", "verbs/shrink.py", "verbs/subjects.py",
-})
-
-
 def test_every_module_has_its_unit_test_file() -> None:
     """Each module's tests are where a reader of the module looks for them; a module without that file is a module
     whose tests, if any, a reader cannot find."""
     missing = unmirrored_modules(ROOT / "suites" / "unit", HARNESS)
-    mirrored_now = sorted(NOT_YET_MIRRORED - set(missing))
-    assert not mirrored_now, f"modules listed in NOT_YET_MIRRORED that have their test file now: {mirrored_now}"
-    missing = [m for m in missing if m not in NOT_YET_MIRRORED]
     assert not missing, f"modules of harness/ without suites/unit/<stage>/test_<module>.py: {missing}"
 
 
