@@ -1,5 +1,5 @@
-"""harness/verbs/replay.py: ``replay`` runs the reproducer's case in workers: exit 0 where nothing differs; a case
-of another family is refused before any run; the defaults of repeats and fresh come from the verb."""
+"""harness/verbs/replay.py: ``replay`` runs the reproducer's case in workers: exit 0 where nothing differs, 1 where
+a run differs; a case of another family is refused before any run; repeats and fresh default to the verb's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from harness.core.errors import CaseError
 from harness.judge.reproducer import Reproducer
 from harness.verbs.replay import FRESH, REPEATS, ReplayOptions, replay
 
-CASE = Case("embed", 11, {"vocab": 3, "width": 4, "ids_shape": [20]})
+#: ids that collide in two rows: the nondeterministic control's shuffled sums differ run to run
+CASE = Case("embed", 11, {"vocab": 3, "width": 4, "ids_shape": [400], "id_kind": "collision", "distinct": 2})
 
 
 @pytest.fixture
@@ -20,9 +21,9 @@ def case_file(tmp_path):
     return str(p)
 
 
-def test_a_deterministic_subject_replays_with_exit_0(case_file, capsys) -> None:
+def test_nothing_differs_is_exit_0_and_a_difference_exit_1(case_file) -> None:
     assert replay(ReplayOptions(Reproducer(case_file, "chainer.embed_id", repeats=2))) == 0
-    assert "bit-identical" in capsys.readouterr().out
+    assert replay(ReplayOptions(Reproducer(case_file, "control.nondeterministic", repeats=3))) == 1
 
 
 def test_a_case_of_another_family_is_refused_before_any_run(case_file) -> None:
