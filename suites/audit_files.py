@@ -1,5 +1,5 @@
-"""Audit files for the audit tests (suites/test_audit.py and suites/unit/outputs/audit/): the anchor cases their
-small corpora are made of, an audit run in this process, and audit files written by hand (``_synthetic``,
+"""Audit files for the audit tests (suites/unit/verbs/test_audit.py and suites/unit/outputs/audit/): the anchor
+cases their small corpora are made of, an audit run in this process, and audit files written by hand (``_synthetic``,
 ``_base_audit``) whose verdicts are known in advance. The ``work``, ``small`` and ``whole`` fixtures built on them
 are in suites/conftest.py."""
 

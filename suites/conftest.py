@@ -1,6 +1,6 @@
 """Fixtures shared by the suites: ``harness``, the one way a test runs ``python -m harness ...`` in a subprocess;
-``work``, ``small`` and ``whole``, the files and in-process audits that suites/test_audit.py and the tests in
-suites/unit/outputs/audit/ share."""
+``work``, ``small`` and ``whole``, the files and in-process audits that suites/unit/verbs/test_audit.py and the
+tests in suites/unit/outputs/audit/ share."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def harness():
 collect_ignore = ["plugins"]
 
 
-# ---- the audit tests' files (suites/test_audit.py and suites/unit/outputs/audit/) --------------------------------
+# ---- the audit tests' files (suites/unit/verbs/test_audit.py and suites/unit/outputs/audit/) ---------------------
 # Session-scoped: every audit test writes its files under one directory by names that do not clash, and the two
 # in-process audits of the small corpus (``whole``) are made once, not once per test module.
 @pytest.fixture(scope="session")

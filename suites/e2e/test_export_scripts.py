@@ -155,7 +155,7 @@ def test_known_defect_exits_1_as_shipped_0_fixed_2_on_another_exception_and_2_wi
 def _bad_high(tmp: Path, tag: str = "bad:id_out_of_range_high") -> tuple[str, str]:
     """A bad input of a kind (ids >= vocab), and contracts that join planted.embed_id to chainer.embed_id's rules."""
     from harness.generate.sampler import bad_corpus
-    from suites.test_gate_bad_input_rules import _contracts_with_planted
+    from suites.e2e.test_gate_bad_input_rules import _contracts_with_planted
 
     case = next(c for c in bad_corpus(examples=40, seed=2, family="embed")
                 if tag in c.tags and c.spec.get("w_dtype", "float32") == "float32")

@@ -1,5 +1,5 @@
 """Hostile plug-ins, one attribute per failure mode (``--subject-plugin suites.plugins.attacks:NAME``), for
-``suites/test_attacks.py`` and ``tools/attacks.py``: whatever they do, the harness must answer with one line and
+``suites/e2e/test_attacks.py`` and ``tools/attacks.py``: whatever they do, the harness must answer with one line and
 exit 2 (at load), an error row (in ``accepts()``), or a row of the run, never its own death, hang or exit 0.
 
 ``ATTACK_AT_IMPORT`` (environment) makes the import itself misbehave: ``exit0`` (``sys.exit(0)``), ``os_exit``

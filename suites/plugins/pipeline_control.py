@@ -1,4 +1,4 @@
-"""Test plug-in subjects for the localizer (suites/test_localize.py); not part of the harness.
+"""Test plug-in subjects for the localizer (suites/unit/execute/test_hooks.py); not part of the harness.
 
 ``control.pipeline_shuffled`` (family ``embed``) runs a small pipeline of Chainer functions with
 one nondeterministic node, by construction, in the middle::

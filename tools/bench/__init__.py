@@ -18,7 +18,7 @@ section, one CSV row per measured ratio:
 
 Files (``reports/bench/<run-id>/`` or ``--out DIR``), each written atomically: ``bench.csv``, ``bench.md``,
 ``bench.json`` and PNG plots. Levels: ``full`` (``make bench``), ``quick`` (``--quick``), ``smoke`` (tiny
-inputs in process, a few seconds: ``suites/test_bench.py``).
+inputs in process, a few seconds: ``suites/tools/test_bench.py``).
 """
 
 from tools.bench.common import COLUMNS, NO_RATIO_STATUSES, Row

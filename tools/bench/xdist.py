@@ -64,7 +64,7 @@ def bench_xdist(level: str = "full", rounds: int | None = None, budget_s: float 
                     "cases/s at -n 1", math.nan, "cases/s", 0, status="skipped",
                     note="skipped in the smoke bench: it runs nested pytest sessions (make bench runs it)")], {}
     quick = level == "quick"
-    fallback = [*COMPARATOR_TESTS, "suites/test_strategies.py"]
+    fallback = [*COMPARATOR_TESTS, "suites/unit/generate/test_strategies.py"]
     if quick:
         workload, why = list(COMPARATOR_TESTS), ("quick mode: "
                                                   "suites/unit/judge/test_{ulp,comparator,digest,tolerance}.py "
@@ -81,7 +81,7 @@ def bench_xdist(level: str = "full", rounds: int | None = None, budget_s: float 
             res = run_pytest(workload, w, timeout)
             if res["rc"] == 5 and workload[:2] == ["-m", "gate"]:  # no tests collected: -m gate selects nothing
                 workload, why = fallback, ("-m gate selected nothing: suites/unit/judge/test_{ulp,comparator,digest,"
-                                        "tolerance}.py suites/test_strategies.py")
+                                        "tolerance}.py suites/unit/generate/test_strategies.py")
                 res = run_pytest(workload, w, timeout)
             runs[w].append(res)
             log(f"xdist round {r + 1}: -n {w}: {res['executed']} cases in {res['wall']:.1f} s (rc {res['rc']})",

@@ -18,12 +18,14 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import jsonschema
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from harness.cli import main
+from harness.core import schemas
 from harness.core.cases import Case, encode_array
 from harness.core.errors import HarnessError
 from harness.core.schema_check import brief
@@ -316,3 +318,21 @@ def test_the_arrays_an_audit_points_to_are_checked_as_they_are_read(tmp_path, ca
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert rc == 2 and len(lines) == 1 and lines[0].startswith("harness: error: "), lines
     assert "a.json" in lines[0] and "0.npz" in lines[0], lines[0]
+
+
+# The input schemas (harness/core/schemas.py) are valid Draft 2020-12 schemas: checked here, once, so that no
+# process of the harness pays for the meta-schema check at start-up.
+
+SCHEMAS = {"CASE": schemas.CASE, "CONTRACTS": schemas.CONTRACTS, "AUDIT": schemas.AUDIT,
+           "ENVIRONMENT": schemas.ENVIRONMENT, "CAMPAIGN": schemas.CAMPAIGN,
+           **{f"spec_schema({f!r})": schemas.spec_schema(f) for f in schemas.FAMILIES}}
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMAS))
+def test_every_schema_is_a_valid_draft_2020_12_schema(name):
+    jsonschema.Draft202012Validator.check_schema(SCHEMAS[name])
+
+
+def test_the_check_can_fail():
+    with pytest.raises(jsonschema.SchemaError):
+        jsonschema.Draft202012Validator.check_schema({"type": "integr"})

@@ -17,7 +17,7 @@ from harness.judge.coverage import missing_measures
 from harness.judge.findings import Classification
 from harness.outputs import tables
 from harness.outputs.page_view import _not_judged
-from suites.test_render import _findings
+from suites.unit.outputs.test_render import _findings
 
 
 def test_findings_csv_has_each_findings_export_commands_and_none_for_a_control():
