@@ -20,8 +20,8 @@ def case_file(tmp_path):
     return str(p)
 
 
-@pytest.mark.parametrize("kind, needle", [("no such kind", "is not a finding kind"), ("baseline changed", "cannot shrink"),
-                                          ("error", "needs --error")])
+@pytest.mark.parametrize("kind, needle", [("no such kind", "is not a finding kind"),
+                                          ("baseline changed", "cannot shrink"), ("error", "needs --error")])
 def test_a_kind_that_cannot_shrink_is_refused_before_any_run(case_file, kind: str, needle: str) -> None:
     with pytest.raises(InvalidArgument, match=needle):
         shrink(ShrinkOptions(Reproducer(case_file, "chainer.embed_id", kind=kind), quiet=True))
