@@ -89,7 +89,9 @@ class BisectCommandOptions:
     installer: str = opt("--installer", "uv (refused where it is not installed), pip (python -m venv + pip), or "
                          "auto: uv where installed, else pip (default {default})", default="auto",
                          choices=("auto", "uv", "pip"))
-    timeout: float = like(ReportOptions, "timeout", default=600.0)  # seconds per probe's script
+    timeout: float = opt("--timeout", "wall seconds one probe's script may take in its environment before it is "
+                         "killed (installing is bounded apart), > 0 (default {default})", default=Bisection.timeout,
+                         check=argcheck.duration())
     quiet: bool = like(ReportOptions, "quiet", default=False)
 
     def question(self) -> BisectOptions:

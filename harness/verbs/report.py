@@ -208,7 +208,7 @@ def _resume_conflicts(opts: ReportOptions, meta: dict[str, Any], cases: list[Cas
     if opts.fresh is not None:
         differ("--fresh", opts.fresh, meta["fresh"])
     if opts.timeout is not None:
-        differ("--timeout", float(opts.timeout), meta["timeout"] and float(meta["timeout"]))  # None: scaled
+        differ("--timeout", opts.timeout, meta["timeout"] and float(meta["timeout"]))  # None: scaled
     if opts.shard is not None:
         differ("--shard", str(opts.shard), meta.get("shard"))
     if opts.max_case_bytes is not None:
