@@ -205,6 +205,14 @@ def file_roles(cls: type, got: Mapping[str, Any], prefix: str = "") -> tuple[
     return outputs, inputs
 
 
+def _joined(o: Flag, values: list[Any]) -> tuple[Any, ...]:
+    """A repeatable option's values as its field holds them: one tuple, a parsing check's items joined (each value
+    of ``--good "a==1 b==2" --good c==3`` parsed into pins: the field holds the three pins)."""
+    from harness.core.argcheck import Parsing
+
+    return tuple(x for v in values for x in v) if o.many and isinstance(o.check, Parsing) else tuple(values)
+
+
 def record_from(cls: type, got: Mapping[str, Any], prefix: str = "", **fixed: Any) -> Any:
     """``cls`` from parsed values by :func:`dest_of` (``vars`` of argparse's result): an option left out is left to
     the record's default; ``fixed`` fields are given as they are. The record's ``__post_init__`` checks what needs
@@ -219,7 +227,7 @@ def record_from(cls: type, got: Mapping[str, Any], prefix: str = "", **fixed: An
             if v:
                 kw[f.name] = True
         elif v is not None and v != []:
-            kw[f.name] = tuple(v) if isinstance(v, list) else v
+            kw[f.name] = _joined(o, v) if isinstance(v, list) else v
     for f, _title, sub in _groups(cls):
         kw[f.name] = record_from(sub, got, prefix=dest_of(f, prefix) + ".")
     return cls(**{**kw, **fixed})
@@ -233,6 +241,9 @@ def parse_text(record: Any) -> None:
 
     for f, o in fields_with_flags(type(record)):
         value = getattr(record, f.name)
-        got = parsed_text(o.check, o.name, value)
+        if o.many and isinstance(value, tuple) and any(isinstance(v, str) for v in value):
+            got: Any = _joined(o, [parsed_text(o.check, o.name, v) if isinstance(v, str) else (v,) for v in value])
+        else:
+            got = parsed_text(o.check, o.name, value)
         if got is not value:
             object.__setattr__(record, f.name, got)  # frozen: set once, while the record is made
