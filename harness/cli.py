@@ -18,7 +18,7 @@ from harness.core.errors import HarnessError
 from harness.judge.reproducer import OPTIONS, Reproducer
 from harness.judge.reproducer import VERBS as REPRODUCER_VERBS
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "options_of"]
 
 _DESCRIPTION = """\
 Check that Chainer's embeddings (F.embed_id, L.EmbedID, ESPnet's deterministic EmbedID) and LSTMs
@@ -72,17 +72,27 @@ def _record_of(verb: str) -> tuple[Any, Any]:
     return getattr(mod, record), getattr(mod, function)
 
 
+def _record_for(verb: str, args: argparse.Namespace) -> Any:
+    """``verb``'s options record from the parsed values (the record checks what needs two options)."""
+    fixed: dict[str, Any] = {}
+    if verb in REPRODUCER_VERBS:
+        fixed["reproducer"] = Reproducer.from_options(verb, vars(args))
+    return options.record_from(_record_of(verb)[0], vars(args), **fixed)
+
+
 def _run_record(verb: str) -> Any:
-    """The command of ``verb``: its record from the parsed values (the record checks what needs two options),
-    then its function."""
+    """The command of ``verb``: its record from the parsed values, then its function."""
     def run(args: argparse.Namespace) -> int:
-        record, function = _record_of(verb)
-        fixed: dict[str, Any] = {}
-        if verb in REPRODUCER_VERBS:
-            fixed["reproducer"] = Reproducer.from_options(verb, vars(args))
-        return int(function(options.record_from(record, vars(args), **fixed)) or 0)
+        return int(_record_of(verb)[1](_record_for(verb, args)) or 0)
 
     return run
+
+
+def options_of(argv: Sequence[str]) -> Any:
+    """The options record ``python -m harness *argv`` would run its verb with (every value parsed and checked, the
+    rules between options applied), without running it: what a Python caller builds by hand."""
+    args = build_parser().parse_args(argv)
+    return _record_for(args.verb, args)
 
 
 # ---- what no single option's check can see -------------------------------------------------------------

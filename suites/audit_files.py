@@ -14,6 +14,7 @@ from harness.generate.corpora import anchor_cases
 from harness.judge.digest import DIGEST_ALGORITHM, digest
 from harness.judge.sketch import tensor_sketch
 from harness.outputs import audit as A
+from harness.verbs.audit import AuditOptions
 
 EMBED_SUBJECTS = ("chainer.embed_id", "chainer.EmbedID", "espnet.embed_id", "espnet.EmbedID")
 BLAS_SPLIT = next(c for c in anchor_cases() if "blas-split" in c.tags)
@@ -24,7 +25,8 @@ def _anchor(tag: str):
 
 
 def _run(corpus: Path, out: Path, **kw) -> Path:
-    A.run_audit(str(corpus), kw.pop("devices", "cpu"), kw.pop("contexts", "default"), str(out), quiet=True, **kw)
+    """An audit of ``corpus`` into ``out`` on the CPU, in this process (``kw``: more of the audit's options)."""
+    A.run_audit(AuditOptions(corpus=str(corpus), out=str(out), **{"devices": "cpu", "quiet": True, **kw}))
     return out
 
 

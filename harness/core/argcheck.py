@@ -17,18 +17,19 @@ import os
 import re
 import stat
 import tempfile
-from typing import Any, Callable, Sequence, TypeVar, cast
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple, Sequence, TypeVar, cast
 
 from harness.core.errors import InvalidArgument, RecordError
 from harness.core.record_files import record_file, record_lines
 from harness.core.schemas import MAX_TIMEOUT
 
 __all__ = ["positive_seconds", "int_at_least", "name_list", "readable_file", "writable_dir", "writable_file",
-           "run_dir_for_output", "baseline_dir", "jsonl_records", "shard", "device_list", "converter", "ints",
-           "seconds", "count", "duration", "kept", "names", "one_of", "file_or_stdout", "one_device", "one_context",
-           "context_list", "one_relation", "relation_list", "LIMITS", "MAX_TIMEOUT", "profile_or_corpus",
-           "name_pair", "same_file", "outputs_apart", "verb_files_apart",
-           "output_not_input", "plugin_file", "SHIPPED_CONTRACTS", "JUDGING_VERBS", "DEFAULT_LIMIT_TEXT"]
+           "run_dir_for_output", "baseline_dir", "jsonl_records", "shard", "Shard", "shards", "device_name",
+           "converter", "ints", "seconds", "count", "duration", "kept", "names", "Parsing", "parsed_text", "one_of",
+           "file_or_stdout", "one_device", "one_context", "one_relation", "LIMITS", "MAX_TIMEOUT",
+           "profile_or_corpus", "same_file", "outputs_apart", "verb_files_apart", "output_not_input", "plugin_file",
+           "SHIPPED_CONTRACTS", "JUDGING_VERBS", "DEFAULT_LIMIT_TEXT"]
 
 T = TypeVar("T")
 
@@ -85,8 +86,18 @@ def profile_or_corpus(profile: str | None, corpus: str | None) -> None:
                               f"one of them")
 
 
-def shard(name: str, text: str | None) -> tuple[int, int] | None:
-    """``i/n`` (1-based, 1 <= i <= n) -> (i, n); None passes through."""
+class Shard(NamedTuple):
+    """Shard ``number`` of ``of`` (1-based) of a corpus; written ``i/n`` (:func:`shard` reads it)."""
+
+    number: int
+    of: int
+
+    def __str__(self) -> str:
+        return f"{self.number}/{self.of}"
+
+
+def shard(name: str, text: str | None) -> Shard | None:
+    """``i/n`` (1-based, 1 <= i <= n) -> :class:`Shard` (i, n); None passes through."""
     if text is None:
         return None
     try:
@@ -97,22 +108,19 @@ def shard(name: str, text: str | None) -> tuple[int, int] | None:
         raise InvalidArgument(f"{name}={text!r} must look like i/n, for example 1/4") from None
     if n < 1 or not 1 <= i <= n:
         raise InvalidArgument(f"{name}={text!r} needs 1 <= i <= n")
-    return i, n
+    return Shard(i, n)
 
 
-def device_list(name: str, text: str) -> str:
-    """A comma list of ``cpu``, ``gpu``, ``gpu:N`` or ``all`` (the text itself is returned: whether a device is
-    usable here is :func:`harness.core.devices.select_devices`'s question, asked by the verb)."""
+def device_name(name: str, value: str) -> None:
+    """A check: ``cpu``, ``gpu``, ``gpu:N`` or ``all``, one name of a comma list (whether a device is usable here
+    is :func:`harness.core.devices.select_devices`'s question, asked by the verb)."""
     from harness.core.devices import parse_device
 
-    parts = name_list(name, text) or []
-    for p in parts:
-        if p.lower() not in ("all", "default", "gpu", "cuda"):
-            try:
-                parse_device(p)
-            except InvalidArgument as exc:
-                raise InvalidArgument(f"{name}={text!r}: {exc} (or 'all')") from None
-    return text
+    if value.lower() not in ("all", "default", "gpu", "cuda"):
+        try:
+            parse_device(value)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"{name}={value!r}: {exc} (or 'all')") from None
 
 
 # ---- argparse ----------------------------------------------------------------------------------
@@ -174,15 +182,47 @@ def kept(check: Callable[[str, str], Any]) -> Callable[[str], Callable[[str], st
     return lambda name: converter(name, keep)
 
 
-def names(check: Callable[[str, str], Any]) -> Callable[[str], Callable[[str], tuple[str, ...]]]:
-    """A comma list parsed once into a tuple of names, each passed by ``check(name, one)``."""
+@dataclass(frozen=True)
+class Parsing:
+    """A value check that parses the text into another form (a tuple of names, a :class:`Shard`): called with the
+    option's name it gives argparse's ``type=``. A record given the text from Python parses it with the same
+    check (:func:`parsed_text`), so both refuse a bad value alike."""
+
+    make: Callable[[str], Callable[[str], Any]]
+
+    def __call__(self, name: str) -> Callable[[str], Any]:
+        return self.make(name)
+
+
+def parsed_text(check: Any, name: str, value: Any) -> Any:
+    """``value`` in the form ``check`` (a :class:`Parsing`) parses to, where it is still text (a Python caller's);
+    any other value as it is. A bad text is the parser's one line, as an :class:`InvalidArgument`."""
+    if not isinstance(check, Parsing) or not isinstance(value, str):
+        return value
+    try:
+        return check(name)(value)
+    except argparse.ArgumentTypeError as exc:
+        raise InvalidArgument(str(exc)) from None
+
+
+def names(check: Callable[[str, str], Any] | None = None, alone: tuple[str, ...] = ()) -> Parsing:
+    """A comma list parsed once into a tuple of names (repeats dropped), each passed by ``check(name, one)``
+    unless it is one of ``alone``: words that stand only by themselves (a relation list's ``all`` or ``none``)."""
     def each(name: str, value: str) -> tuple[str, ...]:
         got = tuple(name_list(name, value) or ())
+        if len(got) == 1 and got[0] in alone:
+            return got
         for one in got:
-            check(name, one)
+            if check is not None:
+                check(name, one)
         return got
 
-    return lambda name: converter(name, each)
+    return Parsing(lambda name: converter(name, each))
+
+
+def shards() -> Parsing:
+    """``i/n`` parsed once into a :class:`Shard`."""
+    return Parsing(lambda name: converter(name, shard))
 
 
 def one_of(*values: str) -> Callable[[str, str], None]:
@@ -214,26 +254,12 @@ def one_context(name: str, value: str) -> None:
     get_context(value)
 
 
-def context_list(name: str, value: str) -> None:
-    """A check: a comma list of registered contexts' names."""
-    for n in name_list(name, value) or ():
-        one_context(name, n)
-
-
 def one_relation(name: str, value: str) -> None:
     """A check: an invariance relation's name."""
     from harness.core.vocabulary import RELATIONS
 
     if value not in RELATIONS:
         raise InvalidArgument(f"relation={value!r} is not one of {', '.join(RELATIONS)}")
-
-
-def relation_list(name: str, value: str) -> None:
-    """A check: a comma list of relations' names, ``all`` or ``none`` (``''`` names nothing: refused)."""
-    names = name_list(name, value) or []
-    if ",".join(names) not in ("all", "none"):
-        for n in names:
-            one_relation(name, n)
 
 
 def name_list(name: str, text: str | None) -> list[str] | None:
@@ -244,17 +270,6 @@ def name_list(name: str, text: str | None) -> list[str] | None:
     if not names:
         raise InvalidArgument(f"{name}={text!r} names nothing: give a comma list, or leave the option out")
     return list(dict.fromkeys(names))
-
-
-def name_pair(text: str | None, what: str) -> list[str] | None:
-    """``--contexts A,B`` / ``--devices A,B`` as two names (None when not given); anything else is one line.
-    (Here, not in the localize module: the command line checks it before that module, and Chainer, is imported.)"""
-    if text is None:
-        return None
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if len(parts) != 2:
-        raise InvalidArgument(f"--{what}={text!r} must be two comma-separated names")
-    return parts
 
 
 def readable_file(name: str, path: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from harness.core.errors import UnknownContext
 
@@ -126,8 +126,10 @@ def get_context(name: str) -> Context:
     raise UnknownContext(f"context={name!r} is not one of {', '.join(CONTEXTS)} (or blasN)")
 
 
-def parse_contexts(text: str | None) -> list[Context]:
-    """A comma list of context names; None or 'default' gives :data:`DEFAULT_CONTEXTS`."""
+def parse_contexts(text: str | Sequence[str] | None) -> list[Context]:
+    """A comma list of context names (or the names); None or 'defaults' gives :data:`DEFAULT_CONTEXTS`."""
+    if text is not None and not isinstance(text, str):
+        text = ",".join(text)
     if text is None or text.strip() in ("", "defaults"):
         return [get_context(n) for n in DEFAULT_CONTEXTS]
     return [get_context(n.strip()) for n in text.split(",") if n.strip()]

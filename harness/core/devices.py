@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from harness.core.errors import InvalidArgument
 
@@ -229,8 +229,11 @@ def parse_device(text: str) -> Device:
     raise InvalidArgument(f"device={text!r} is not 'cpu', 'gpu' or 'gpu:N'")
 
 
-def parse_devices(text: str | None) -> list[Device]:
-    """A comma list; ``all`` = cpu and every visible GPU; ``gpu`` alone = every visible GPU (at least gpu:0)."""
+def parse_devices(text: str | Sequence[str] | None) -> list[Device]:
+    """A comma list (or the names); ``all`` = cpu and every visible GPU; ``gpu`` alone = every visible GPU (at
+    least gpu:0)."""
+    if text is not None and not isinstance(text, str):
+        text = ",".join(text)
     if text is None or text.strip() == "" or text.strip() == "default":
         text = "all"
     out: list[Device] = []
@@ -290,7 +293,7 @@ def _expand(text: str) -> list[Device]:
     return list({d.id: d for d in out}.values())
 
 
-def select_devices(text: str | None) -> DeviceSelection:
+def select_devices(text: str | Sequence[str] | None) -> DeviceSelection:
     """The one rule for ``--devices`` (report, gate, audit, localize, the pytest plug-in):
 
     - ``all`` (the default, also None) means "what is here": CPU and every usable GPU; a GPU that
@@ -298,9 +301,13 @@ def select_devices(text: str | None) -> DeviceSelection:
     - a device asked for by name (``gpu``, ``gpu:N``, ``cpu``) must be usable: otherwise
       :class:`InvalidArgument` with the reason (``devices='gpu': no GPU: nvidia-smi not found``).
     - ``''`` or an unknown name is :class:`InvalidArgument`.
+
+    ``text``: the names (an options record's, parsed once from ``--devices``) or a comma list of them.
     """
     if text is None:
         text = "all"
+    elif not isinstance(text, str):
+        text = ",".join(text)
     parts = [p.strip().lower() for p in text.split(",") if p.strip()]
     if not parts:
         raise InvalidArgument(f"devices={text!r} names no device: give cpu, gpu, gpu:N or all")

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping
 
 __all__ = ["Flag", "opt", "like", "declare", "origin_of", "origins", "group", "declared", "fields_with_flags",
-           "add_flag", "add_options", "file_roles", "record_from", "help_of", "dest_of", "ROLES"]
+           "add_flag", "add_options", "file_roles", "record_from", "help_of", "dest_of", "parse_text", "ROLES"]
 
 #: What a file option is to its verb: read (an input) or written (an output); "" for any other option.
 ROLES = ("", "input", "output")
@@ -39,7 +39,8 @@ class Flag:
     flag: str                              # "--cluster-workers"; a positional: its name ("files")
     help: str                              # "{default}": the field's default as --help shows it
     #: The value check by the option's name: returns argparse's ``type=`` (one of argcheck's, e.g.
-    #: ``argcheck.count(1)``); None: the text as it is.
+    #: ``argcheck.count(1)``); None: the text as it is. An ``argcheck.Parsing`` parses the text into the form
+    #: the field holds (a tuple of names, a shard), on the command line and in :func:`parse_text`.
     check: Callable[[str], Callable[[str], Any]] | None = None
     metavar: str | None = None
     none_says: str = "none"                # what a None default reads as in --help
@@ -204,6 +205,14 @@ def file_roles(cls: type, got: Mapping[str, Any], prefix: str = "") -> tuple[
     return outputs, inputs
 
 
+def _joined(o: Flag, values: list[Any]) -> tuple[Any, ...]:
+    """A repeatable option's values as its field holds them: one tuple, a parsing check's items joined (each value
+    of ``--good "a==1 b==2" --good c==3`` parsed into pins: the field holds the three pins)."""
+    from harness.core.argcheck import Parsing
+
+    return tuple(x for v in values for x in v) if o.many and isinstance(o.check, Parsing) else tuple(values)
+
+
 def record_from(cls: type, got: Mapping[str, Any], prefix: str = "", **fixed: Any) -> Any:
     """``cls`` from parsed values by :func:`dest_of` (``vars`` of argparse's result): an option left out is left to
     the record's default; ``fixed`` fields are given as they are. The record's ``__post_init__`` checks what needs
@@ -218,7 +227,23 @@ def record_from(cls: type, got: Mapping[str, Any], prefix: str = "", **fixed: An
             if v:
                 kw[f.name] = True
         elif v is not None and v != []:
-            kw[f.name] = tuple(v) if isinstance(v, list) else v
+            kw[f.name] = _joined(o, v) if isinstance(v, list) else v
     for f, _title, sub in _groups(cls):
         kw[f.name] = record_from(sub, got, prefix=dest_of(f, prefix) + ".")
     return cls(**{**kw, **fixed})
+
+
+def parse_text(record: Any) -> None:
+    """Each field of ``record`` (a frozen options record, from its ``__post_init__``) that a Python caller gave as
+    text where its option's check parses it (``argcheck.Parsing``: comma lists, ``i/n``): parsed by that check,
+    as the command line parses it (the same form, the same refusal)."""
+    from harness.core.argcheck import parsed_text
+
+    for f, o in fields_with_flags(type(record)):
+        value = getattr(record, f.name)
+        if o.many and isinstance(value, tuple) and any(isinstance(v, str) for v in value):
+            got: Any = _joined(o, [parsed_text(o.check, o.name, v) if isinstance(v, str) else (v,) for v in value])
+        else:
+            got = parsed_text(o.check, o.name, value)
+        if got is not value:
+            object.__setattr__(record, f.name, got)  # frozen: set once, while the record is made

@@ -22,7 +22,7 @@ from harness.core.vocabulary import MODEL_FAMILIES
 from harness.subjects.base import Subject
 from harness.subjects.registry import prepare_accepts
 
-__all__ = ["Task", "task_key", "parse_shard", "shard", "plan", "group_key"]
+__all__ = ["Task", "task_key", "shard", "plan", "group_key"]
 
 
 @dataclass(frozen=True)
@@ -42,13 +42,6 @@ class Task:
 def task_key(case_id: str, subject: str, device: str, context: str) -> str:
     """The stable key of a task, used in file names and for resume."""
     return f"{case_id}|{subject}|{device}|{context}"
-
-
-def parse_shard(text: str | None) -> tuple[int, int] | None:
-    """``i/n`` (1-based) -> (i, n); None passes through (the rule: :func:`harness.core.argcheck.shard`)."""
-    from harness.core.argcheck import shard as check_shard
-
-    return check_shard("shard", text)
 
 
 def shard(cases: Sequence[Case], i: int, n: int) -> list[Case]:

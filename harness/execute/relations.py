@@ -84,8 +84,11 @@ def get_relation(name: str) -> Relation:
         raise InvalidArgument(f"relation={name!r} is not one of {', '.join(RELATIONS)}") from None
 
 
-def parse_relations(text: str | None) -> list[Relation]:
-    """A comma list of relation names; ``all`` (or None) is every relation, ``none`` (or ``''``) is none."""
+def parse_relations(text: str | Sequence[str] | None) -> list[Relation]:
+    """A comma list of relation names (or the names); ``all`` (or None) is every relation, ``none`` (or ``''``)
+    is none."""
+    if text is not None and not isinstance(text, str):
+        text = ",".join(text)
     if text is None or text.strip() == "all":
         return list(RELATIONS.values())
     if text.strip() in ("", "none"):

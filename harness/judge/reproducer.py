@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from harness.core import argcheck, rundir
-from harness.core.argcheck import name_list
 from harness.core.errors import InvalidArgument
 from harness.core.options import Flag
 
@@ -71,7 +70,7 @@ class Option:
 
 
 _FILE = argcheck.kept(argcheck.readable_file)
-_PAIR = argcheck.kept(argcheck.device_list)
+_PAIR = argcheck.names(argcheck.device_name)
 _COUNTS = {n: argcheck.count(n) for n in (0, 1, 2)}
 
 #: Every option of the reproducer, in the order a command prints them.
@@ -93,7 +92,7 @@ OPTIONS: tuple[Option, ...] = (
            argcheck.kept(argcheck.one_context), shape="one"),
     Option("--contexts", "contexts", "comma list of execution context names: the contexts a campaign runs "
            "(default: the default set; audit: default); replay, shrink, localize and export take two, A,B: B "
-           "compared with A (instead of --context)", argcheck.kept(argcheck.context_list), metavar="CONTEXTS",
+           "compared with A (instead of --context)", argcheck.names(argcheck.one_context), metavar="CONTEXTS",
            shape="pair"),
     Option("--repeats", "repeats", "repetitions in one process, >= 1 (audit and localize: >= 2) (default "
            "{default})", _COUNTS[1], verbs=("replay", "localize"), shape="count",
@@ -205,11 +204,13 @@ class Reproducer:
         for one, pair, what in (("--device", "--devices", "devices"), ("--context", "--contexts", "contexts")):
             if given.get(pair) is None:
                 continue
+            # parsed by the option's check on the command line; a Python caller's text by the same check here
+            names = argcheck.parsed_text(OPTION[pair].check, pair[2:], given[pair])
+            text = ",".join(names)
             if given.get(one) is not None:
-                raise InvalidArgument(f"{one[2:]}={given[one]!r} and {pair[2:]}={given[pair]!r}: give one of them")
-            names = name_list(pair[2:], given[pair]) or []
+                raise InvalidArgument(f"{one[2:]}={given[one]!r} and {pair[2:]}={text!r}: give one of them")
             if len(names) != 2:
-                raise InvalidArgument(f"{pair[2:]}={given[pair]!r} must name two {what}, A,B")
+                raise InvalidArgument(f"{pair[2:]}={text!r} must name two {what}, A,B")
             kw[OPTION[pair].field] = tuple(names)
         r = cls(**kw, env=tuple(env))
         if r.relation and (len(r.devices) > 1 or len(r.contexts) > 1):

@@ -18,15 +18,15 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from harness.core import lifeline
 from harness.core.contexts import get_context
 from harness.core.errors import InvalidArgument, SetupError
 from harness.upstream import bisect_envs as envs
 
-__all__ = ["Conditions", "THREAD_VARS", "CORETYPE", "REPORT", "parse_env", "context_env", "measure", "held",
-           "report_of", "blas_words"]
+__all__ = ["Conditions", "THREAD_VARS", "CORETYPE", "REPORT", "parse_env", "pinned_once", "context_env", "measure",
+           "held", "report_of", "blas_words"]
 
 #: The variables that set how many threads a BLAS runs (OpenBLAS, OpenMP, MKL): all pinned to one count.
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -66,14 +66,22 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 def parse_env(items: Sequence[str]) -> tuple[tuple[str, str], ...]:
     """``["OPENBLAS_CORETYPE=SkylakeX"]`` -> ``(("OPENBLAS_CORETYPE", "SkylakeX"),)``; one line naming the item
-    otherwise (a name given twice with two values too)."""
-    out: dict[str, str] = {}
+    otherwise (a name given twice with two values too: :func:`pinned_once`)."""
+    out = []
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not _NAME.match(name):
             raise InvalidArgument(f"env={item!r}: a pin is NAME=VALUE (e.g. OPENBLAS_CORETYPE=SkylakeX)")
+        out.append((name, value))
+    return pinned_once(out)
+
+
+def pinned_once(pins: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The (NAME, VALUE) pins sorted, each name once: a name pinned to two values is one line naming both."""
+    out: dict[str, str] = {}
+    for name, value in pins:
         if out.get(name, value) != value:
-            raise InvalidArgument(f"env={item!r}: {name} is pinned twice ({out[name]!r} and {value!r})")
+            raise InvalidArgument(f"env={f'{name}={value}'!r}: {name} is pinned twice ({out[name]!r} and {value!r})")
         out[name] = value
     return tuple(sorted(out.items()))
 

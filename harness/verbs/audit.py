@@ -4,12 +4,14 @@ context, the digest of every tensor and whether the repetitions agreed, with the
 from __future__ import annotations
 
 import collections
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from harness.core import argcheck
-from harness.core.options import group, like
+from harness.core.errors import InvalidArgument
+from harness.core.options import group, like, parse_text
 from harness.execute.settings import CampaignOptions
 from harness.outputs.fleet import ClusterOptions
 from harness.verbs.cases import CasesOptions
@@ -23,17 +25,18 @@ __all__ = ["AuditOptions", "audit", "audit_on_cluster"]
 class AuditOptions:
     #: None: the audit corpus file (or, with profile, the default corpus)
     corpus: str | None = like(CasesOptions, "corpus", default=None)
-    devices: str = reproducer_option("--devices", "audit", default="all")
-    contexts: str = reproducer_option("--contexts", "audit", default="default")
+    devices: tuple[str, ...] = reproducer_option("--devices", "audit", default=("all",))
+    contexts: tuple[str, ...] = reproducer_option("--contexts", "audit", default=("default",))
     out: str = like(CasesOptions, "out", check=argcheck.kept(argcheck.writable_file), required=True)  # JSON
     #: also keep every entry's arrays as .npz files in this directory
     keep_arrays: str | None = like(ReportOptions, "keep_arrays", default=None,
                                    check=argcheck.kept(argcheck.writable_dir), role="output", writes=())
-    shard: str | None = like(ReportOptions, "shard", default=None)  # "i/n"
+    shard: argcheck.Shard | None = like(ReportOptions, "shard", default=None)
     #: at least 2: an audit records whether the repetitions agreed
     repeats: int = reproducer_option("--repeats", "audit", default=2)
     jobs: int = like(ReportOptions, "jobs", default=CampaignOptions.jobs)
-    subjects: str | None = like(ReportOptions, "subjects", default=None)  # None: all but the control.* self-tests
+    #: None: all but the control.* self-tests
+    subjects: tuple[str, ...] | None = like(ReportOptions, "subjects", default=None)
     plugins: tuple[str, ...] = reproducer_option("--subject-plugin", "audit", default=())
     quiet: bool = like(ReportOptions, "quiet", default=False)
     #: audit the default corpus generated at this profile instead of the file
@@ -41,7 +44,11 @@ class AuditOptions:
     cluster: ClusterOptions = group("fleet (Dask)", ClusterOptions)
 
     def __post_init__(self) -> None:
+        parse_text(self)
         argcheck.profile_or_corpus(self.profile, self.corpus)
+        if self.repeats < 2:  # (the command line's check says >= 2 too; this is a Python caller's refusal)
+            raise InvalidArgument(f"repeats={self.repeats} must be >= 2: an audit records whether the repetitions "
+                                  f"agreed")
 
 
 def audit(opts: AuditOptions) -> int:
@@ -53,9 +60,8 @@ def audit(opts: AuditOptions) -> int:
     from harness.subjects.registry import subjects_for
 
     load_plugins(opts.plugins)
-    subjects = argcheck.name_list("subjects", opts.subjects)
-    if subjects is not None:
-        subjects_for(subjects)
+    if opts.subjects is not None:
+        subjects_for(opts.subjects)
     sel = select_devices(opts.devices)
     for n in sel.notes:  # after every check, so that a usage error stays one line
         note(n)
@@ -65,9 +71,7 @@ def audit(opts: AuditOptions) -> int:
             _summary_line(data, out, t0)
         return 0
     # The implied GPU of "all" stays in the plan: its entries are recorded as skipped, with the reason.
-    data = run_audit(opts.corpus, sel.planned, opts.contexts, opts.out, keep_arrays=opts.keep_arrays,
-                     shard=opts.shard, repeats=opts.repeats, subjects=subjects, quiet=opts.quiet, jobs=opts.jobs,
-                     plugins=opts.plugins, profile=opts.profile)
+    data = run_audit(opts, devices=sel.planned)
     _summary_line(data, opts.out, t0)
     return 0
 
@@ -81,11 +85,10 @@ def audit_on_cluster(opts: AuditOptions) -> list[tuple[str, dict[str, Any]]]:
 
     def one(t: Target) -> tuple[str, dict[str, Any]]:
         out = out_for(opts.out, t)
-        keep = None if opts.keep_arrays is None else out_for(opts.keep_arrays, t)
-        data = run_audit(opts.corpus, opts.devices, opts.contexts, out, keep_arrays=keep, shard=opts.shard,
-                         repeats=opts.repeats, subjects=opts.subjects, quiet=opts.quiet or len(t.suffix) > 0,
-                         plugins=opts.plugins, executor=t.executor, environment=t.environment,
-                         profile=opts.profile, extra={"cluster": t.cluster} if t.cluster else None)
+        mine = dataclasses.replace(opts, out=out, quiet=opts.quiet or len(t.suffix) > 0,
+                                   keep_arrays=None if opts.keep_arrays is None else out_for(opts.keep_arrays, t))
+        data = run_audit(mine, executor=t.executor, environment=t.environment,
+                         extra={"cluster": t.cluster} if t.cluster else None)
         return out, data
 
     got = run_on_cluster(opts.cluster, one)

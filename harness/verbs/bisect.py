@@ -16,10 +16,10 @@ from typing import Any, Callable
 
 from harness.core import argcheck
 from harness.core.errors import InvalidArgument
-from harness.core.options import like, opt
+from harness.core.options import like, opt, parse_text
 from harness.upstream.bisect import Bisection, Writer, check_ends, parse_pins, pins_from_environment
 from harness.upstream.bisect import bisect as run_bisection
-from harness.upstream.bisect_conditions import parse_env
+from harness.upstream.bisect_conditions import parse_env, pinned_once
 from harness.verbs.common import load_plugins, reproducer_option
 from harness.verbs.report import ReportOptions
 
@@ -34,12 +34,17 @@ class BisectOptions(Bisection):
     quiet: bool = False
 
 
-def _pin(name: str, text: str) -> None:
-    parse_pins([text], name)
+def _pins(name: str, text: str) -> tuple[tuple[str, str], ...]:
+    return tuple(parse_pins([text], name).items())
 
 
-def _env_pin(name: str, text: str) -> None:
-    parse_env([text])
+def _env_pins(name: str, text: str) -> tuple[tuple[str, str], ...]:
+    return parse_env([text])
+
+
+def _parsing(parse: Callable[[str, str], Any]) -> argcheck.Parsing:
+    """Each value of a repeatable option parsed once into (NAME, VALUE) pins: the field holds them all."""
+    return argcheck.Parsing(lambda name: argcheck.converter(name, parse))
 
 
 def _exists(name: str, text: str) -> None:
@@ -54,7 +59,7 @@ def _a_dir(name: str, text: str) -> None:
 
 def _end(end: str) -> Any:
     return opt(f"--{end}", f"a pin of the {end} end, NAME==VERSION (repeatable, or several separated by spaces or "
-               "commas)", default=(), check=argcheck.kept(_pin), metavar="NAME==VERSION", many=True)
+               "commas)", default=(), check=_parsing(_pins), metavar="NAME==VERSION", many=True)
 
 
 def _end_env(end: str) -> Any:
@@ -66,20 +71,21 @@ def _end_env(end: str) -> Any:
 @dataclass(frozen=True)
 class BisectCommandOptions:
     """``harness bisect`` as the command line gives it: each end as pins and a fingerprint, the conditions as
-    ``NAME=VALUE`` text; :meth:`question` is the :class:`BisectOptions` they ask."""
+    (NAME, VALUE) pins (each name once); :meth:`question` is the :class:`BisectOptions` they ask. A Python caller
+    may give the pins as the command line's text (``good=("numpy==2.2.6",)``)."""
 
     case: str = reproducer_option("case", "bisect")
     case_id: str = reproducer_option("--case-id", "bisect", default="")
     subject: str = reproducer_option("--subject", "bisect", default="")
     context: str = reproducer_option("--context", "bisect", default="default")
     plugins: tuple[str, ...] = reproducer_option("--subject-plugin", "bisect", default=())
-    good: tuple[str, ...] = _end("good")
+    good: tuple[tuple[str, str], ...] = _end("good")  # (name, version): the pins given
     good_env: str | None = _end_env("good")
-    bad: tuple[str, ...] = _end("bad")
+    bad: tuple[tuple[str, str], ...] = _end("bad")
     bad_env: str | None = _end_env("bad")
-    env: tuple[str, ...] = opt("--env", "pin a variable in every probe beside the machine's own conditions, "
-                               "NAME=VALUE (repeatable; e.g. OPENBLAS_CORETYPE=SkylakeX)", default=(),
-                               check=argcheck.kept(_env_pin), metavar="NAME=VALUE", many=True)
+    env: tuple[tuple[str, str], ...] = opt(
+        "--env", "pin a variable in every probe beside the machine's own conditions, NAME=VALUE (repeatable; e.g. "
+        "OPENBLAS_CORETYPE=SkylakeX)", default=(), check=_parsing(_env_pins), metavar="NAME=VALUE", many=True)
     cache: str = opt("--cache", "bisect's own directory: its logs (one per question, read back by a rerun) and its "
                      "throwaway environments (default $XDG_CACHE_HOME/harness/bisect)", default="", metavar="DIR")
     find_links: tuple[str, ...] = opt("--find-links", "a directory of wheels or sdists to install from (repeatable); "
@@ -89,8 +95,14 @@ class BisectCommandOptions:
     installer: str = opt("--installer", "uv (refused where it is not installed), pip (python -m venv + pip), or "
                          "auto: uv where installed, else pip (default {default})", default="auto",
                          choices=("auto", "uv", "pip"))
-    timeout: float = like(ReportOptions, "timeout", default=600.0)  # seconds per probe's script
+    timeout: float = opt("--timeout", "wall seconds one probe's script may take in its environment before it is "
+                         "killed (installing is bounded apart), > 0 (default {default})", default=Bisection.timeout,
+                         check=argcheck.duration())
     quiet: bool = like(ReportOptions, "quiet", default=False)
+
+    def __post_init__(self) -> None:
+        parse_text(self)
+        object.__setattr__(self, "env", pinned_once(self.env))  # frozen: set once, while the record is made
 
     def question(self) -> BisectOptions:
         """The bisection asked: each end's pins over its fingerprint's (only the packages both fingerprints
@@ -98,14 +110,14 @@ class BisectCommandOptions:
         found = {e: pins_from_environment(path) if path else {}
                  for e, path in (("good", self.good_env), ("bad", self.bad_env))}
         shared = set(found["good"]) & set(found["bad"])  # a fingerprint may list a package the other lacks
-        ends = {e: {**{n: found[e][n] for n in shared}, **parse_pins(list(getattr(self, e)), e)} for e in found}
+        ends = {e: {**{n: found[e][n] for n in shared}, **dict(getattr(self, e))} for e in found}
         for end, pins in ends.items():
             if not pins:
                 raise InvalidArgument(f"{end}: no pins (give --{end} NAME==VERSION or --{end}-env PATH)")
         return BisectOptions(case=self.case, subject=self.subject, good=ends["good"], bad=ends["bad"],
                              case_id=self.case_id, context=self.context, plugins=self.plugins, cache=self.cache,
                              find_links=self.find_links, no_index=self.no_index, installer=self.installer,
-                             timeout=self.timeout, env=parse_env(list(self.env)), quiet=self.quiet)
+                             timeout=self.timeout, env=self.env, quiet=self.quiet)
 
 
 def bisect_command(opts: BisectCommandOptions) -> int:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from harness.core import argcheck
 from harness.core.errors import ContractError, InvalidArgument
-from harness.core.options import group, like, opt
+from harness.core.options import group, like, opt, parse_text
 from harness.execute.settings import CampaignOptions
 from harness.outputs.fleet import ClusterOptions
 from harness.verbs.cases import CasesOptions
@@ -28,7 +28,7 @@ SHOWN_DOSSIERS = 10
 class GateOptions:
     contracts: str | None = reproducer_option("--contracts", "gate", default=None)  # None: the shipped one
     baseline: str | None = reproducer_option("--baseline", "gate", default=None)  # a stored run to compare with
-    devices: str = reproducer_option("--devices", "gate", default="all")
+    devices: tuple[str, ...] = reproducer_option("--devices", "gate", default=("all",))
     corpus: str | None = like(CasesOptions, "corpus", default=None)  # None: the gate corpus of ``profile``
     #: a new (absent or empty) run directory; None: reports/<run-id>
     out: str | None = like(CasesOptions, "out", default=None, check=argcheck.kept(argcheck.run_dir_for_output),
@@ -46,6 +46,7 @@ class GateOptions:
     cluster: ClusterOptions = group("fleet (Dask)", ClusterOptions)
 
     def __post_init__(self) -> None:
+        parse_text(self)
         argcheck.profile_or_corpus(self.profile, self.corpus)
 
 

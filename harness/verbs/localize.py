@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from harness.core.options import like
+from harness.core import argcheck
+from harness.core.options import like, opt
 from harness.execute.settings import LOCALIZE_REPEATS
 from harness.judge.reproducer import Reproducer
 from harness.verbs.common import load_plugins, subject_case
@@ -31,7 +32,9 @@ class LocalizeOptions:
     reproducer: Reproducer
     json: bool = like(EnvOptions, "json", default=False)
     max_case_bytes: int | None = like(ReportOptions, "max_case_bytes", default=None)
-    timeout: float = like(ReportOptions, "timeout", default=300.0)
+    timeout: float = opt("--timeout", "wall seconds the localizing child process may take in all (its runs and the "
+                         "digests of every node) before it is killed, > 0 (default {default})", default=300.0,
+                         check=argcheck.duration())
 
 
 def localize(opts: LocalizeOptions) -> int:

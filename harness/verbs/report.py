@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from harness.core import argcheck
 from harness.core.errors import InvalidArgument
-from harness.core.options import group, like, opt
+from harness.core.options import group, like, opt, parse_text
 from harness.core.record_files import record_file_names
 from harness.execute.settings import CampaignOptions
 from harness.outputs.fleet import ClusterOptions
@@ -26,6 +26,7 @@ from harness.verbs.common import check_worker_limits, load_plugins, reproducer_o
 
 if TYPE_CHECKING:  # (the modules that import NumPy load when the verb runs: --help stays light)
     from harness.core.cases import Case
+    from harness.core.devices import DeviceSelection
 
 __all__ = ["ReportOptions", "report", "LOCALIZE_BUDGET", "KEEP"]
 
@@ -49,20 +50,20 @@ class ReportOptions:
     """``harness report``: a field left None was not given (its default is the campaign options', or the
     profile's); the fields' order is the order of ``--help``."""
 
-    subjects: str | None = opt("--subjects", "comma list of subject names (default: every registered subject; "
-                               "audit: all but the control.* self-tests)", default=None,
-                               check=argcheck.kept(argcheck.name_list))
-    devices: str | None = reproducer_option("--devices", "report", default=None)  # None: all
-    contexts: str | None = reproducer_option("--contexts", "report", default=None)  # None: the default set
+    subjects: tuple[str, ...] | None = opt("--subjects", "comma list of subject names (default: every registered "
+                                          "subject; audit: all but the control.* self-tests)", default=None,
+                                          check=argcheck.names())
+    devices: tuple[str, ...] | None = reproducer_option("--devices", "report", default=None)  # None: all
+    contexts: tuple[str, ...] | None = reproducer_option("--contexts", "report", default=None)  # None: the default set
     repeats: int | None = reproducer_option("--repeats", "report", default=None, shown=CampaignOptions.repeats)
     fresh: int | None = reproducer_option("--fresh", "report", default=None, shown=CampaignOptions.fresh)
     jobs: int | None = opt("--jobs", "lanes of workers running tasks at once on this machine, each task still R "
                            "runs in one pooled worker and K fresh; 0: $HARNESS_JOBS, else one per CPU, at most 4; GPU "
                            "tasks run in one lane (default {default})", default=None, shown=CampaignOptions.jobs,
                            check=argcheck.count(0), metavar="N")
-    relations: str | None = opt("--relations", "invariance relations to run, comma list of alone, subbatch, order, "
-                                "padding, duplicate; 'all' (the default) or 'none'", default=None,
-                                check=argcheck.kept(argcheck.relation_list))
+    relations: tuple[str, ...] | None = opt(
+        "--relations", "invariance relations to run, comma list of alone, subbatch, order, padding, duplicate; 'all' "
+        "(the default) or 'none'", default=None, check=argcheck.names(argcheck.one_relation, alone=("all", "none")))
     max_case_bytes: int | None = opt("--max-case-bytes", "refuse a case whose run needs more at its peak (default "
                                      f"$HARNESS_MAX_CASE_BYTES or {argcheck.DEFAULT_LIMIT_TEXT})", default=None,
                                      check=argcheck.count(1), metavar="BYTES")
@@ -85,8 +86,8 @@ class ReportOptions:
                                 none_says="scaled with the case's estimated work", check=argcheck.duration())
     resume: str | None = opt("--resume", "continue an interrupted campaign in DIR (flags given must agree with its "
                              "campaign.json)", default=None, metavar="DIR", role="input")
-    shard: str | None = opt("--shard", "run shard i of n of the corpus (1-based)", default=None,
-                            check=argcheck.kept(argcheck.shard), metavar="I/N")
+    shard: argcheck.Shard | None = opt("--shard", "run shard i of n of the corpus (1-based)", default=None,
+                                       check=argcheck.shards(), metavar="I/N")
     quiet: bool = opt("--quiet", "print no progress (bar or steps)", default=False, switch=True)
     localize: bool = opt("--no-localize", "do not localize findings", default=True, off=True)
     profile: str | None = like(CasesOptions, "profile", default=None, shown="ci")
@@ -97,6 +98,7 @@ class ReportOptions:
     cluster: ClusterOptions = group("fleet (Dask)", ClusterOptions)
 
     def __post_init__(self) -> None:
+        parse_text(self)
         if self.corpus is not None:
             ignored = [f"--{k}" for k in ("examples", "seed") if getattr(self, k) is not None]
             if ignored:
@@ -126,7 +128,7 @@ def report(opts: ReportOptions) -> int:
 
     load_plugins(opts.plugins)
     make_corpus = functools.partial(campaign_corpus, profile=opts.profile or "ci")
-    _check_values(opts)
+    sel = _check_values(opts)
     if opts.resume:
         if not os.path.isdir(opts.resume):
             raise InvalidArgument(f"resume={opts.resume!r} is not a directory: nothing to resume")
@@ -136,60 +138,55 @@ def report(opts: ReportOptions) -> int:
 
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(opts.resume, FINISHED))
-            return _report(opts, make_corpus, opts.resume)
+            return _report(opts, make_corpus, opts.resume, sel)
     run_dir = opts.out or new_run_dir()
     with lock_run_dir(run_dir, "out"):
         # Between the check above and the lock another run may have written here: check again.
         if set(os.listdir(run_dir)) - {".lock"}:
             raise InvalidArgument(f"out={run_dir!r} is an existing non-empty directory: choose a new one, or "
                                   f"continue it with --resume {run_dir}")
-        return _report(opts, make_corpus, run_dir)
+        return _report(opts, make_corpus, run_dir, sel)
 
 
-def _names(text: str | None) -> list[str] | None:
-    return argcheck.name_list("subjects", text)
-
-
-def _check_values(opts: ReportOptions) -> None:
+def _check_values(opts: ReportOptions) -> DeviceSelection | None:
     """What the parser cannot check alone: the names the registries hold once the plug-ins are loaded, the
-    devices usable here, and ``out`` against ``resume``."""
+    devices usable here, and ``out`` against ``resume``. Returns the devices selected here (None: a resume
+    given no ``devices`` runs its campaign.json's)."""
     from harness.core.devices import select_devices
     from harness.subjects.registry import subjects_for
 
     if opts.subjects is not None:
-        subjects_for(_names(opts.subjects))  # UnknownSubject names the first unknown one
-    if opts.devices is not None:
-        select_devices(opts.devices)
+        subjects_for(opts.subjects)  # UnknownSubject names the first unknown one
+    sel = select_devices(opts.devices) if opts.devices is not None or not opts.resume else None
     if opts.resume is None and opts.out is not None:
         argcheck.run_dir_for_output("out", opts.out)
     if opts.resume is not None and opts.out is not None and \
             os.path.abspath(opts.out) != os.path.abspath(opts.resume):
         raise InvalidArgument(f"out={opts.out!r} and resume={opts.resume!r} name two directories: give one")
+    return sel
 
 
 def _fresh_cases(opts: ReportOptions, default_corpus: Callable[..., list[Case]]) -> list[Case]:
     from harness.core.case_limits import check_case_size
     from harness.core.corpus_files import load_corpus
-    from harness.execute.plan import parse_shard, shard
+    from harness.execute.plan import shard
     from harness.generate.corpora import DEFAULT_SEED
 
     if opts.corpus:  # checked by the parser: a readable regular file
         cases = load_corpus(opts.corpus)
     else:
         cases = default_corpus(opts.examples, seed=DEFAULT_SEED if opts.seed is None else opts.seed)
-    sh = parse_shard(opts.shard)
-    cases = shard(cases, *sh) if sh is not None else cases
+    cases = shard(cases, *opts.shard) if opts.shard is not None else cases
     for c in cases:  # an oversized case is refused before any array is built or worker started
         check_case_size(c, opts.max_case_bytes)
     return cases
 
 
 def _resume_conflicts(opts: ReportOptions, meta: dict[str, Any], cases: list[Case],
-                      default_corpus: Callable[..., list[Case]]) -> list[str]:
+                      default_corpus: Callable[..., list[Case]], sel: DeviceSelection | None) -> list[str]:
     """The fields given with ``resume`` that contradict its campaign.json, as ``name (here X, there Y)``."""
     from harness.core.contexts import parse_contexts
     from harness.core.corpus_files import corpus_digest
-    from harness.core.devices import select_devices
     from harness.subjects.registry import subjects_for
 
     out = []
@@ -199,9 +196,9 @@ def _resume_conflicts(opts: ReportOptions, meta: dict[str, Any], cases: list[Cas
             out.append(f"{flag} (given {given!r}, campaign.json {stored!r})")
 
     if opts.subjects is not None:
-        differ("--subjects", [s.name for s in subjects_for(_names(opts.subjects))], meta["subjects"])
-    if opts.devices is not None:
-        differ("--devices", [d.id for d in select_devices(opts.devices).planned], meta["devices"])
+        differ("--subjects", [s.name for s in subjects_for(opts.subjects)], meta["subjects"])
+    if sel is not None:
+        differ("--devices", [d.id for d in sel.planned], meta["devices"])
     if opts.contexts is not None:
         differ("--contexts", [c.name for c in parse_contexts(opts.contexts)], meta["contexts"])
     if opts.profile is not None:
@@ -211,9 +208,9 @@ def _resume_conflicts(opts: ReportOptions, meta: dict[str, Any], cases: list[Cas
     if opts.fresh is not None:
         differ("--fresh", opts.fresh, meta["fresh"])
     if opts.timeout is not None:
-        differ("--timeout", float(opts.timeout), meta["timeout"] and float(meta["timeout"]))  # None: scaled
+        differ("--timeout", opts.timeout, meta["timeout"] and float(meta["timeout"]))  # None: scaled
     if opts.shard is not None:
-        differ("--shard", opts.shard, meta.get("shard"))
+        differ("--shard", str(opts.shard), meta.get("shard"))
     if opts.max_case_bytes is not None:
         differ("--max-case-bytes", opts.max_case_bytes, meta.get("max_case_bytes"))
     if opts.relations is not None:
@@ -232,9 +229,10 @@ def _resume_conflicts(opts: ReportOptions, meta: dict[str, Any], cases: list[Cas
     return out
 
 
-def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_dir: str) -> int:
+def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_dir: str,
+            sel: DeviceSelection | None) -> int:
     from harness.core.contexts import parse_contexts
-    from harness.core.devices import parse_devices, select_devices
+    from harness.core.devices import parse_devices
     from harness.core.env import fingerprint
     from harness.core.forking import BEHIND, Forked
     from harness.execute.campaign import resume_inputs
@@ -252,18 +250,18 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
         meta = read_campaign_meta(run_dir)
         load_plugins(meta.get("plugins", ()))  # the parent needs the plug-in subjects too, not just the workers
         cases, _ = resume_inputs(run_dir)
-        conflicts = _resume_conflicts(opts, meta, cases, default_corpus)
+        conflicts = _resume_conflicts(opts, meta, cases, default_corpus, sel)
         if conflicts:
             raise InvalidArgument(f"resume={run_dir!r}: these flags contradict its campaign.json: "
                                   f"{'; '.join(conflicts)} (leave them out to resume as it was)")
         subjects = [s for s in subjects_for(meta["subjects"])]
-        devices = parse_devices(",".join(meta["devices"]))
-        contexts = parse_contexts(",".join(meta["contexts"]))
+        devices = parse_devices(meta["devices"])
+        contexts = parse_contexts(meta["contexts"])
         settings = opts.settings(repeats=meta["repeats"], fresh=meta["fresh"], timeout=meta["timeout"],
                                  plugins=tuple(meta.get("plugins", ())), max_case_bytes=meta.get("max_case_bytes"))
     else:
-        subjects = subjects_for(_names(opts.subjects))
-        sel = select_devices(opts.devices)
+        subjects = subjects_for(opts.subjects)
+        assert sel is not None  # (selected by _check_values: not a resume)
         for note in sel.notes:
             print(f"harness: note: {note}", file=sys.stderr)
         devices = sel.planned  # an implied, unusable GPU stays in the plan: its rows say "skipped: <reason>"
@@ -299,7 +297,8 @@ def _report(opts: ReportOptions, default_corpus: Callable[..., list[Case]], run_
             t0 = time.perf_counter()
             run = run_campaign(where, cases, subjects, devices, contexts, settings, executor=target.executor,
                                relations=relations, while_starting=figures.beside_runs(),
-                               meta={"shard": opts.shard, "profile": opts.profile or "ci",
+                               meta={"shard": None if opts.shard is None else str(opts.shard),
+                                     "profile": opts.profile or "ci",
                                      **({"cluster": target.cluster} if target.cluster else {})},
                                resume=bool(opts.resume))
             own = {**timings, "campaign": time.perf_counter() - t0}

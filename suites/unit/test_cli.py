@@ -66,13 +66,21 @@ def _declarations() -> list[tuple[str, str, object]]:
 _PLUGIN_OWN = {"--device"}
 
 
+#: A spelling several verbs give each a meaning of its own, one declaration per meaning whose help says what it
+#: bounds: seconds of one run (report, replay, shrink, trajectory), of the localizing child, of one bisect probe.
+_MEANINGS = {"--timeout"}
+
+
 def _twice(decls: list[tuple[str, str, object]]) -> dict[str, int]:
-    """The flags declared in more than one place (one declaration repeated by other records counts once)."""
+    """The flags declared in more than one place (one declaration repeated by other records counts once; a spelling
+    of :data:`_MEANINGS` may be declared once per meaning: two declarations of one help text are one too many)."""
     where: dict[str, set[int]] = collections.defaultdict(set)
+    helps: dict[str, set[object]] = collections.defaultdict(set)
     for program, flag, origin in decls:
         if not (program == "pytest" and flag in _PLUGIN_OWN):
             where[flag].add(id(origin))
-    return {f: len(o) for f, o in where.items() if len(o) > 1}
+            helps[flag].add(getattr(origin, "help", None))
+    return {f: len(o) for f, o in where.items() if len(o) > 1 and (f not in _MEANINGS or len(helps[f]) < len(o))}
 
 
 def test_each_flag_is_declared_once_across_the_command_line_and_the_pytest_plugin():
@@ -93,6 +101,22 @@ def test_the_once_check_sees_a_second_declaration():
 
     planted = [("harness", f, o) for f, o in options.origins(PlantedOptions)]
     assert _twice(_declarations() + planted) == {"--quiet": 2}
+
+
+def test_each_meaning_of_timeout_is_declared_once_with_its_own_help():
+    records = _records()
+    helps = {verb: next(o.help for o in options.declared(records[verb]) if o.flag == "--timeout")
+             for verb in ("report", "replay", "shrink", "localize", "bisect")}
+    assert helps["replay"] == helps["shrink"] == helps["report"]  # one meaning, one declaration: seconds of a run
+    assert len({helps["report"], helps["localize"], helps["bisect"]}) == 3
+    assert "localizing child" in helps["localize"] and "probe" in helps["bisect"]
+
+    @dataclasses.dataclass(frozen=True)
+    class PlantedOptions:  # the localize meaning declared a second time
+        timeout: float = options.opt("--timeout", helps["localize"], default=1.0)
+
+    planted = [("harness", f, o) for f, o in options.origins(PlantedOptions)]
+    assert _twice(_declarations() + planted) == {"--timeout": 4}
 
 
 def test_each_verbs_parser_holds_exactly_the_options_its_record_declares():

@@ -18,7 +18,7 @@ import shutil
 import sys
 import time
 import uuid
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -26,21 +26,17 @@ from harness.core.errors import InvalidArgument
 from harness.core.fileio import atomic_npz, atomic_write
 from harness.outputs.audit.fileformat import DEFAULT_CORPUS, FORMAT, VERSION
 
-__all__ = ["run_audit"]
+if TYPE_CHECKING:
+    from harness.core.argcheck import Shard
+    from harness.core.devices import Device
+
+__all__ = ["run_audit", "AuditRequest"]
 
 
 def _default_subjects() -> list[str]:
     from harness.subjects.registry import SUBJECTS
 
     return [n for n in SUBJECTS if SUBJECTS[n].role != "control"]
-
-
-def _names(value: str | Iterable[str] | None) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return [t.strip() for t in value.split(",") if t.strip()]
-    return [str(v) for v in value]
 
 
 def _one_line_error(rec: Mapping[str, Any]) -> str | None:
@@ -68,66 +64,82 @@ def _entry(rec: Mapping[str, Any], role: str) -> dict[str, Any]:
     }
 
 
-def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts: Any,
-              out_path: str | os.PathLike[str], *, keep_arrays: str | os.PathLike[str] | None = None,
-              shard: str | None = None, repeats: int = 2, subjects: str | Iterable[str] | None = None,
-              quiet: bool = False, plugins: Sequence[str] = (), timeout: float | None = None,
-              executor: Any = None, environment: Mapping[str, Any] | None = None,
-              extra: Mapping[str, Any] | None = None, profile: str | None = None, jobs: int = 0) -> dict[str, Any]:
-    """Run every subject on the corpus and write the audit file ``out_path``; returns its data.
+class AuditRequest(Protocol):
+    """What an audit runs: ``harness audit``'s options record (:class:`harness.verbs.audit.AuditOptions`, which
+    refuses a profile with a corpus and fewer than two repetitions), as this stage reads it."""
 
-    ``devices`` and ``contexts`` are comma strings (``"cpu"``, ``"all"``; ``"default,blas1"``)
-    or lists of names; ``subjects`` None means every registered subject except the
-    ``control.*`` self-tests. ``shard="i/n"`` runs the cases of :func:`harness.execute.plan.shard`.
-    ``executor`` runs the tasks (default the local pool; :class:`harness.execute.cluster.DaskExecutor` for
+    @property
+    def corpus(self) -> str | None: ...
+    @property
+    def profile(self) -> str | None: ...
+    @property
+    def devices(self) -> tuple[str, ...]: ...
+    @property
+    def contexts(self) -> tuple[str, ...]: ...
+    @property
+    def subjects(self) -> tuple[str, ...] | None: ...
+    @property
+    def shard(self) -> Shard | None: ...
+    @property
+    def out(self) -> str: ...
+    @property
+    def keep_arrays(self) -> str | None: ...
+    @property
+    def repeats(self) -> int: ...
+    @property
+    def jobs(self) -> int: ...
+    @property
+    def plugins(self) -> tuple[str, ...]: ...
+    @property
+    def quiet(self) -> bool: ...
+
+
+def run_audit(opts: AuditRequest, *, devices: Sequence[Device] | None = None, executor: Any = None,
+              environment: Mapping[str, Any] | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Run every subject on the corpus and write the audit file ``opts.out``; returns its data.
+
+    ``opts.corpus`` None: :data:`DEFAULT_CORPUS`, or with ``opts.profile`` the default corpus generated at that
+    profile's sizes (the file records it as ``profile:NAME``); ``opts.subjects`` None: every registered subject
+    but the ``control.*`` self-tests; ``opts.shard`` runs the cases of :func:`harness.execute.plan.shard`.
+    ``devices``: the devices selected here (default ``opts.devices`` as named, every GPU this machine sees among
+    them). ``executor`` runs the tasks (default the local pool; :class:`harness.execute.cluster.DaskExecutor` for
     a cluster), ``environment`` is the fingerprint to record (default this process's: a cluster passes the
     one taken on the worker that ran the tasks) and ``extra`` adds top-level fields (``cluster``).
-    ``profile`` (``ci``, ``dev``, ``audit``; not with ``corpus_path``) audits the default corpus generated at
-    that profile's sizes instead of a corpus file; the file records it as ``profile:NAME``.
     """
-    from harness.core.contexts import Context, get_context
+    from harness.core.contexts import parse_contexts
     from harness.core.corpus_files import corpus_digest, load_corpus
-    from harness.core.devices import Device, parse_device, parse_devices
+    from harness.core.devices import parse_devices
     from harness.core.env import fingerprint
     from harness.execute.campaign import CampaignOptions, load_arrays
     from harness.execute.driver import run_campaign
-    from harness.execute.plan import parse_shard, plan
+    from harness.execute.plan import plan
     from harness.execute.plan import shard as shard_cases
     from harness.judge.digest import DIGEST_ALGORITHM
     from harness.subjects.registry import subjects_for
 
     t_start = time.perf_counter()
-    if repeats < 2:
-        raise InvalidArgument(f"repeats={repeats} must be >= 2: an audit records whether the repetitions agreed")
-    if profile is not None:
-        from harness.core.argcheck import profile_or_corpus
+    repeats, quiet, out_path, sh = opts.repeats, opts.quiet, opts.out, opts.shard
+    if opts.profile is not None:
         from harness.generate.corpora import default_corpus
 
-        profile_or_corpus(profile, None if corpus_path is None else os.fspath(corpus_path))
-        full = default_corpus(profile=profile)
-        corpus_path = f"profile:{profile}"
+        full = default_corpus(profile=opts.profile)
+        corpus_path = f"profile:{opts.profile}"
     else:
-        corpus_path = os.fspath(corpus_path if corpus_path is not None else DEFAULT_CORPUS)
+        corpus_path = os.fspath(opts.corpus if opts.corpus is not None else DEFAULT_CORPUS)
         full = load_corpus(corpus_path)
     if not full:
         raise InvalidArgument(f"corpus={corpus_path!r} holds no cases")
-    sh = parse_shard(shard)
     cases = shard_cases(full, *sh) if sh is not None else full
 
-    if devices is None or isinstance(devices, str):
-        devs = parse_devices(devices)
-    else:
-        devs = [d if isinstance(d, Device) else parse_device(str(d)) for d in devices]
-    ctx_names = _names(contexts) or ["default"]
-    ctxs = [c if isinstance(c, Context) else get_context(c) for c in ctx_names]
-    subj = subjects_for(_names(subjects) or _default_subjects())
+    devs = list(devices) if devices is not None else parse_devices(opts.devices)
+    ctxs = parse_contexts(opts.contexts)
+    subj = subjects_for(opts.subjects if opts.subjects is not None else _default_subjects())
     roles = {s.name: s.role for s in subj}
 
-    settings = CampaignOptions(repeats=repeats, fresh=0, timeout=timeout, plugins=tuple(plugins), quiet=quiet,
-                                jobs=jobs)
+    settings = CampaignOptions(repeats=repeats, fresh=0, plugins=opts.plugins, quiet=quiet, jobs=opts.jobs)
     tasks = plan(cases, subj, devs, ctxs, oracle_contexts=tuple(c.name for c in ctxs))
     audit_id = uuid.uuid4().hex[:12]
-    arrays_dir = os.path.abspath(os.fspath(keep_arrays)) if keep_arrays is not None else None
+    arrays_dir = os.path.abspath(opts.keep_arrays) if opts.keep_arrays is not None else None
     if arrays_dir is not None:
         os.makedirs(arrays_dir, exist_ok=True)
     if not quiet:
@@ -161,11 +173,11 @@ def run_audit(corpus_path: str | os.PathLike[str] | None, devices: Any, contexts
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "environment": env,
         "corpus": {"path": corpus_path, "digest": corpus_digest(cases), "cases": len(cases),
-                   "shard": None if sh is None else f"{sh[0]}/{sh[1]}",
+                   "shard": None if sh is None else str(sh),
                    "full_digest": corpus_digest(full), "full_cases": len(full)},
-        "settings": {"repeats": repeats, "fresh": 0, "timeout": timeout, "devices": [d.id for d in devs],
+        "settings": {"repeats": repeats, "fresh": 0, "timeout": settings.timeout, "devices": [d.id for d in devs],
                      "contexts": [c.name for c in ctxs], "subjects": [s.name for s in subj],
-                     "plugins": list(plugins), "keep_arrays": arrays_dir is not None},
+                     "plugins": list(opts.plugins), "keep_arrays": arrays_dir is not None},
         "arrays_dir": arrays_dir,
         "seconds": round(time.perf_counter() - t_start, 3),
         "entries": entries,

@@ -3,6 +3,7 @@ verb that writes one, refused in one line with exit 2 before any work."""
 
 from __future__ import annotations
 
+import argparse
 import os
 
 import pytest
@@ -205,3 +206,20 @@ def test_cases_coverage_with_both_a_profile_and_a_corpus_is_one_line(corpus, cap
     assert _exit(["cases", "--coverage", "--profile", "dev", "--corpus", str(corpus)]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line.startswith("harness: error:") and "profile='dev'" in line and "corpus=" in line
+
+
+def test_a_name_list_is_parsed_into_a_tuple_with_each_name_checked() -> None:
+    relations = argcheck.names(argcheck.one_relation, alone=("all", "none"))("relations")
+    assert relations("order, alone,order") == ("order", "alone")
+    assert relations("none") == ("none",)
+    with pytest.raises(argparse.ArgumentTypeError, match="relation='all' is not one of"):
+        relations("all,order")  # "all" stands alone
+    with pytest.raises(argparse.ArgumentTypeError, match="names nothing"):
+        relations(",")
+
+
+def test_a_device_name_is_cpu_gpu_gpu_n_or_all() -> None:
+    devices = argcheck.names(argcheck.device_name)("devices")
+    assert devices("cpu,gpu:1,all") == ("cpu", "gpu:1", "all")
+    with pytest.raises(argparse.ArgumentTypeError, match="devices='tpu'"):
+        devices("cpu,tpu")

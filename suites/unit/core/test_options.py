@@ -9,7 +9,7 @@ import pytest
 
 from harness.core import argcheck
 from harness.core.errors import InvalidArgument
-from harness.core.options import add_options, declared, group, opt, record_from
+from harness.core.options import add_options, declared, group, opt, parse_text, record_from
 
 
 @dataclass(frozen=True)
@@ -63,3 +63,37 @@ def test_a_rule_between_two_options_refuses_the_parsed_values_as_the_record_does
     with pytest.raises(InvalidArgument, match="needs --quiet"):
         record_from(_Outer, vars(_parser().parse_args(["a", "--out", "-"])))
     assert record_from(_Outer, vars(_parser().parse_args(["a", "--out", "-", "--quiet"]))).quiet
+
+
+@dataclass(frozen=True)
+class _Parsed:
+    names: tuple[str, ...] | None = opt("--names", "a comma list", default=None, check=argcheck.names())
+    part: argcheck.Shard | None = opt("--part", "i/n", default=None, check=argcheck.shards())
+
+    def __post_init__(self) -> None:
+        parse_text(self)
+
+
+def _parsed(argv: list[str]) -> _Parsed:
+    p = argparse.ArgumentParser(prog="t")
+    add_options(p, _Parsed)
+    return record_from(_Parsed, vars(p.parse_args(argv)))
+
+
+def test_a_comma_list_and_a_shard_are_parsed_once_on_the_command_line():
+    got = _parsed(["--names", "b,a,b", "--part", "2/3"])
+    assert got.names == ("b", "a") and got.part == argcheck.Shard(2, 3) and str(got.part) == "2/3"
+
+
+def test_text_from_python_is_parsed_by_the_same_check_into_the_same_record():
+    assert _Parsed(names="b,a,b", part="2/3") == _parsed(["--names", "b,a,b", "--part", "2/3"])
+    assert _Parsed(names=("x",)).names == ("x",)  # the parsed form passes as it is
+
+
+def test_bad_text_from_python_is_the_command_lines_refusal(capsys):
+    with pytest.raises(SystemExit):
+        _parsed(["--part", "3/2"])
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    with pytest.raises(InvalidArgument) as exc:
+        _Parsed(part="3/2")
+    assert str(exc.value) == "part='3/2' needs 1 <= i <= n" and str(exc.value) in line

@@ -25,6 +25,7 @@ from harness.execute.cluster import ClusterError, DaskExecutor, connect, parse_c
 from harness.execute.plan import plan
 from harness.outputs.audit import DEFAULT_CORPUS, compare_audits, merge_audits, run_audit  # noqa: E402
 from harness.subjects.registry import get_subject, load_plugin, subjects_for  # noqa: E402
+from harness.verbs.audit import AuditOptions  # noqa: E402
 
 PLUGIN = "suites.plugins.misbehaving:SUBJECTS"
 SUBJECTS = ["chainer.embed_id", "espnet.embed_id"]
@@ -52,10 +53,12 @@ def digests(data: dict) -> dict:
 
 @pytest.mark.slow  # seconds of whole harness process trees: CI runs it, `make test` leaves it out
 def test_shard_audit_matches_local(client, corpus, tmp_path):
-    local = run_audit(corpus, "cpu", "default", tmp_path / "local.json", subjects=SUBJECTS, quiet=True)
-    ex = DaskExecutor(client)
-    shard = run_audit(corpus, "cpu", "default", tmp_path / "shard.json", subjects=SUBJECTS, quiet=True,
-                      executor=ex)
+    def opts(name: str) -> AuditOptions:
+        return AuditOptions(corpus=str(corpus), devices="cpu", out=str(tmp_path / name),
+                            subjects=tuple(SUBJECTS), quiet=True)
+
+    local = run_audit(opts("local.json"))
+    shard = run_audit(opts("shard.json"), executor=DaskExecutor(client))
     assert len(local["entries"]) == 6
     assert digests(shard) == digests(local)
     assert all(e["status"] == "ok" and e["tensors"] for e in shard["entries"])

@@ -45,3 +45,32 @@ def test_an_interrupt_is_130_and_offers_no_resume(tmp_path, monkeypatch, capsys)
     err = capsys.readouterr().err
     assert "interrupted" in err and "--resume" not in err and "the same command goes on" in err
     assert engine.Bisection.__dataclass_fields__.keys() <= V.BisectOptions.__dataclass_fields__.keys()
+
+
+def test_pins_and_conditions_are_parsed_once_where_the_command_line_is_read(tmp_path):
+    from harness import cli
+
+    case = tmp_path / "case.json"
+    case.write_text(Case("embed", 5, {"vocab": 7, "width": 5, "ids_shape": [4]}).to_json())
+    got = cli.options_of(["bisect", str(case), "--subject", "chainer.EmbedID", "--good", "NumPy==1.0 chainer==7.8.1",
+                          "--good", "espnet==1", "--bad", "numpy==2.0", "--env", "B=2", "--env", "A=1"])
+    assert got.good == (("numpy", "1.0"), ("chainer", "7.8.1"), ("espnet", "1")) and got.bad == (("numpy", "2.0"),)
+    assert got.env == (("A", "1"), ("B", "2"))
+    assert V.BisectCommandOptions(case=str(case), subject="chainer.EmbedID", good=("NumPy==1.0 chainer==7.8.1",
+                                  "espnet==1"), bad=("numpy==2.0",), env=("B=2", "A=1")) == got
+    asked = got.question()
+    assert asked.good == {"numpy": "1.0", "chainer": "7.8.1", "espnet": "1"} and asked.env == got.env
+
+
+def test_a_condition_pinned_twice_is_refused_alike_from_python_and_the_command_line(tmp_path, capsys):
+    from harness import cli
+    from harness.core.errors import InvalidArgument
+
+    case = tmp_path / "case.json"
+    case.write_text(Case("embed", 5, {"vocab": 7, "width": 5, "ids_shape": [4]}).to_json())
+    with pytest.raises(InvalidArgument) as exc:
+        V.BisectCommandOptions(case=str(case), env=("A=1", "A=2"))
+    assert cli.main(["bisect", str(case), "--subject", "chainer.EmbedID", "--good", "numpy==1", "--bad", "numpy==2",
+                     "--env", "A=1", "--env", "A=2"]) == 2
+    assert capsys.readouterr().err == f"harness: error: InvalidArgument: {exc.value}\n"
+    assert str(exc.value) == "env='A=2': A is pinned twice ('1' and '2')"

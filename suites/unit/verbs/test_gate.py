@@ -1,4 +1,7 @@
-"""harness/verbs/gate.py: the gate refuses bad input before any work, and on a tiny corpus runs its campaign and
+"""``harness gate``'s options record: the devices held parsed, and the rules between options refused alike from
+Python and from the command line.
+
+harness/verbs/gate.py: the gate refuses bad input before any work, and on a tiny corpus runs its campaign and
 says 0 when every contract holds."""
 
 from __future__ import annotations
@@ -7,10 +10,36 @@ import os
 
 import pytest
 
+from harness import cli
 from harness.core.cases import Case
 from harness.core.corpus_files import write_corpus
-from harness.core.errors import HarnessError
+from harness.core.errors import HarnessError, InvalidArgument
 from harness.verbs.gate import GateOptions, gate
+
+
+def test_the_devices_are_held_as_names_from_the_command_line_and_from_python():
+    assert cli.options_of(["gate", "--devices", "cpu,all"]).devices == ("cpu", "all")
+    assert GateOptions(devices="cpu,all") == cli.options_of(["gate", "--devices", "cpu,all"])
+    assert GateOptions().devices == ("all",)
+
+
+def test_a_profile_with_a_corpus_is_refused_alike(tmp_path, capsys):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("")
+    with pytest.raises(InvalidArgument) as exc:
+        GateOptions(profile="dev", corpus=str(corpus))
+    code = cli.main(["gate", "--profile", "dev", "--corpus", str(corpus)])
+    line = capsys.readouterr().err.strip()
+    assert code == 2 and str(exc.value) in line and len(line.splitlines()) == 1
+
+
+def test_a_device_that_is_no_device_is_refused_alike(capsys):
+    with pytest.raises(InvalidArgument) as exc:
+        GateOptions(devices="cpu,tpu")
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["gate", "--devices", "cpu,tpu"])
+    line = capsys.readouterr().err.strip()
+    assert ended.value.code == 2 and str(exc.value) in line and len(line.splitlines()) == 1
 
 
 def test_bad_devices_or_an_empty_corpus_are_refused_before_any_work(tmp_path) -> None:

@@ -1,5 +1,6 @@
 """``harness report``'s options record: a profile's own campaign settings where the command line leaves them out;
-and (slow) the report's trajectory section over the campaign's model cases."""
+and (slow) the report's trajectory section over the campaign's model cases; comma lists and the shard held
+parsed, from the command line and from Python alike."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import csv
 
 import pytest
 
+from harness import cli
+from harness.core.argcheck import Shard
+from harness.core.errors import InvalidArgument
 from harness.execute.settings import CampaignOptions
 from harness.generate.corpora import PROFILE_CAMPAIGN
 from harness.verbs.report import ReportOptions
@@ -59,3 +63,28 @@ def test_the_report_names_where_default_and_blas1_trainings_first_part_beside_th
     from harness.execute.campaign import load_tasks
 
     assert {rec.context for rec in load_tasks(str(out)).values()} == {"default", "blas1"}
+
+
+def test_the_record_built_from_the_command_line_holds_parsed_values():
+    got = cli.options_of(["report", "--devices", "cpu", "--contexts", "default,blas1", "--subjects",
+                          "chainer.embed_id", "--relations", "order,alone", "--shard", "1/2"])
+    assert (got.devices, got.contexts, got.subjects, got.relations) == (
+        ("cpu",), ("default", "blas1"), ("chainer.embed_id",), ("order", "alone"))
+    assert got.shard == Shard(1, 2)
+
+
+def test_a_python_caller_may_give_the_text_and_gets_the_same_record():
+    argv = ["--devices", "cpu", "--contexts", "default,blas1", "--relations", "none", "--shard", "2/2"]
+    assert ReportOptions(devices="cpu", contexts="default,blas1", relations="none", shard="2/2") == \
+        cli.options_of(["report", *argv])
+
+
+@pytest.mark.parametrize("field, text", [("relations", "all,order"), ("shard", "3/2"), ("contexts", "nosuch"),
+                                         ("devices", "tpu")])
+def test_bad_text_is_refused_alike_from_python_and_from_the_command_line(field, text, capsys):
+    with pytest.raises(InvalidArgument) as exc:
+        ReportOptions(**{field: text})
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["report", f"--{field}", text])
+    line = capsys.readouterr().err.strip()
+    assert ended.value.code == 2 and str(exc.value) in line and len(line.splitlines()) == 1

@@ -9,11 +9,12 @@ import pytest
 from harness.core.errors import InvalidArgument
 from harness.judge.sketch import SAMPLE
 from harness.outputs import audit as A
+from harness.verbs.audit import AuditOptions
 
 
 def test_run_audit_rejects_one_repetition(work, small):
     with pytest.raises(InvalidArgument, match="repeats=1"):
-        A.run_audit(str(small), "cpu", "default", str(work / "r1.json"), repeats=1)
+        A.run_audit(AuditOptions(corpus=str(small), devices="cpu", out=str(work / "r1.json"), repeats=1))
     assert not (work / "r1.json").exists()
 
 
