@@ -12,13 +12,13 @@ from harness.core.cost import over_limit
 from harness.judge import task_verdicts, verdicts
 from harness.judge import task_verdicts as T
 from harness.judge import verdicts as V
-from harness.judge.contracts import BadInputRule, Contract, KnownDefect
+from harness.judge.contracts import BadInputRule, KnownDefect
 from harness.judge.task_verdicts import judge_task
 from harness.judge.verdicts import NOT_JUDGED, SKIPPED
 from harness.subjects.embed import sequential_grad_W
+from suites.unit.judge.test_verdicts import KEY, _contract
 
 LSTM_KEY = {"case_id": "c", "subject": "chainer.NStepLSTM", "device": "cpu", "context": "default"}
-
 
 
 def test_a_case_over_the_memory_limit_is_not_judged_and_says_what_it_needs():
@@ -29,24 +29,9 @@ def test_a_case_over_the_memory_limit_is_not_judged_and_says_what_it_needs():
     assert m.verdict == NOT_JUDGED and "needs about" in m.detail and "GiB" in m.detail
 
 
-
 def test_an_absent_device_stays_a_skip():
     m = judge_task(None, {**LSTM_KEY, "device": "gpu:0"}, "skipped", "skipped", None, "no GPU: nvidia-smi not found")
     assert m.verdict == SKIPPED
-
-
-
-KEY = {"case_id": "c", "subject": "s", "device": "cpu", "context": "default"}
-
-
-
-def _contract(**kw) -> Contract:
-    base = dict(subject="s", device="cpu", context="*", reproducible=True, across_processes=True,
-                identical_across=("blas1",), oracle="within", tolerance={}, reason="test", line=7,
-                invariant_under=("alone",), source="mine.toml")
-    base.update(kw)
-    return Contract(**base)
-
 
 
 def test_task_level_verdicts():
@@ -58,33 +43,26 @@ def test_task_level_verdicts():
     assert T.judge_task(_contract(), KEY, "ok", "ok", None, None) is None
 
 
-
 BAD_KEY = {"case_id": "c0", "subject": "s", "device": "cpu", "context": "default"}
-
 
 
 RAISES_FORWARD = BadInputRule(tag="bad:id_out_of_range_high", subjects=("s",), device="cpu", outcome="raises",
                               errors=("IndexError",), reason="ids >= vocab", line=7, phase="forward")
 
 
-
 ANY = BadInputRule(tag="bad:zero_length", subjects=("*",), device="*", outcome="any", errors=(), reason="r", line=9)
-
 
 
 NO_ERROR = BadInputRule(tag="bad:id_out_of_range_negative", subjects=("s",), device="cpu", outcome="no_error",
                         errors=(), reason="wraps", line=8)
 
 
-
 EMPTY = KnownDefect(subjects=("s",), device="cpu", tags=("ids:empty",), error="ValueError", phase="backward",
                     reason="reshape of an empty array", reference="https://example.invalid/1", line=11)
 
 
-
 def _err(type_: str, phase: str, **returned: str) -> dict:
     return {"type": type_, "phase": phase, "message": "m", **({"returned": returned} if returned else {})}
-
 
 
 def test_error_in_its_phase_is_expected_and_a_moved_one_is_broken_with_what_the_forward_returned():
@@ -100,7 +78,6 @@ def test_error_in_its_phase_is_expected_and_a_moved_one_is_broken_with_what_the_
     assert "contracts.toml line 7" in moved.contract
 
 
-
 def test_outcome_that_differs_run_to_run_is_broken_even_under_any():
     exp = task_verdicts.expectation_for([ANY], None, "s", "cpu")
     assert exp.any_outcome
@@ -113,12 +90,10 @@ def test_outcome_that_differs_run_to_run_is_broken_even_under_any():
     assert two.verdict == verdicts.BROKEN and "ValueError in backward" in two.detail
 
 
-
 def test_no_error_rule_documents_values_and_any_does_not():
     assert task_verdicts.expectation_for([NO_ERROR], None, "s", "cpu").values
     assert not task_verdicts.expectation_for([ANY], None, "s", "cpu").values
     assert not task_verdicts.expectation_for([RAISES_FORWARD], None, "s", "cpu").values
-
 
 
 def test_known_defect_wins_over_any_rule_and_is_never_expected_error():
@@ -127,7 +102,6 @@ def test_known_defect_wins_over_any_rule_and_is_never_expected_error():
     assert m.verdict == verdicts.KNOWN_DEFECT and "example.invalid" in m.detail
     other = task_verdicts.judge_bad_input(exp, BAD_KEY, "error", _err("ValueError", "forward"), known=[EMPTY])
     assert other.verdict == verdicts.EXPECTED_ERROR  # not the declared phase: the any rule judges it
-
 
 
 def test_valid_input_error_is_known_defect_only_when_every_run_matches_it():
@@ -139,7 +113,6 @@ def test_valid_input_error_is_known_defect_only_when_every_run_matches_it():
                                known=[EMPTY]).verdict == verdicts.ERROR
     assert task_verdicts.judge_task(None, BAD_KEY, "error", "error", _err("ValueError", "backward"), None).verdict == \
         verdicts.ERROR
-
 
 
 def test_same_outcome_compares_errors_and_digests():
@@ -155,13 +128,11 @@ def test_same_outcome_compares_errors_and_digests():
     assert same.verdict == verdicts.BIT_IDENTICAL and differ.verdict == verdicts.BROKEN
 
 
-
 def _collisions(seed: int = 0, n: int = 300, vocab: int = 3, width: int = 4) -> tuple[dict, dict]:
     rng = np.random.default_rng(seed)
     arrays = {"x": rng.integers(0, vocab, n).astype(np.int32), "W": rng.standard_normal((vocab, width)).astype("f"),
               "gy": rng.standard_normal((n, width)).astype("f")}
     return {"ignore_label": None}, arrays
-
 
 
 def test_sequential_reference_is_chainer_cpu_backward_bit_for_bit():
@@ -175,7 +146,6 @@ def test_sequential_reference_is_chainer_cpu_backward_bit_for_bit():
     y.backward()
     ref = sequential_grad_W(spec, a)["grad.W"]
     assert ref.dtype == np.float32 and np.array_equal(ref.view(np.uint32), W.grad.view(np.uint32))
-
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float64"])

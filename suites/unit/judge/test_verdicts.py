@@ -19,14 +19,12 @@ from harness.subjects.embed import sequential_grad_W
 KEY = {"case_id": "c", "subject": "s", "device": "cpu", "context": "default"}
 
 
-
 def _contract(**kw) -> Contract:
     base = dict(subject="s", device="cpu", context="*", reproducible=True, across_processes=True,
                 identical_across=("blas1",), oracle="within", tolerance={}, reason="test", line=7,
                 invariant_under=("alone",), source="mine.toml")
     base.update(kw)
     return Contract(**base)
-
 
 
 def _stats(identical: bool) -> TensorComparison:
@@ -38,7 +36,6 @@ def _stats(identical: bool) -> TensorComparison:
                             worst_values=None if identical else ("1.0 (0x3f800000)", "1.0000005"))
 
 
-
 def test_worst_orders_every_verdict_and_skips_only_when_all_skipped():
     assert [v.value for v in Verdict] == sorted(VERDICT_ORDER, key=VERDICT_ORDER.get)
     assert V.worst(["bit-identical", "broken", "within tolerance"]) == "broken"
@@ -46,7 +43,6 @@ def test_worst_orders_every_verdict_and_skips_only_when_all_skipped():
     assert V.worst(["skipped", "skipped"]) == "skipped" and V.worst([]) == ""
     assert V.worst(["known defect", "not judged"]) == "not judged"
     assert Verdict.NOT_JUDGED.fails and Verdict.BROKEN.fails and not Verdict.KNOWN_DEFECT.fails
-
 
 
 def test_repeats_pool_and_fresh_against_reproducible_and_across_processes():
@@ -66,7 +62,6 @@ def test_repeats_pool_and_fresh_against_reproducible_and_across_processes():
     assert bad_input[0].verdict == V.ALLOWED
 
 
-
 @pytest.mark.parametrize("kind,other,relation,required", [
     ("context", "blas1", "", True), ("context", "blas2", "", False), ("relation", "alone:seq0", "alone", True),
     ("relation", "order:rev", "order", False), ("device", "cpu", "", False), ("baseline", "baseline", "", True)])
@@ -82,7 +77,6 @@ def test_pairs_identical_differing_and_missing(kind, other, relation, required):
     assert gone.identical is False and "missing" in gone.detail
 
 
-
 def test_oracle_within_beyond_and_record_only():
     exp = np.array([1.0, 2.0])
     tol = Tolerance(1e-4, 1e-3, "test", ())
@@ -94,7 +88,6 @@ def test_oracle_within_beyond_and_record_only():
     assert V.judge_oracle(_contract(oracle="record"), KEY, "y", far, tol, "oracle.x").verdict == V.ALLOWED
 
 
-
 def test_assert_no_violations_raises_only_what_it_is_given():
     from harness.core.errors import ContractViolation
 
@@ -104,19 +97,15 @@ def test_assert_no_violations_raises_only_what_it_is_given():
         W.assert_no_violations(W.violations([m]))
 
 
-
 BAD_KEY = {"case_id": "c0", "subject": "s", "device": "cpu", "context": "default"}
-
 
 
 EMPTY = KnownDefect(subjects=("s",), device="cpu", tags=("ids:empty",), error="ValueError", phase="backward",
                     reason="reshape of an empty array", reference="https://example.invalid/1", line=11)
 
 
-
 ZEROED_ROW = KnownDefect(subjects=("s",), device="gpu", tags=("edge:ignore:negative_row_used",), error="", phase="",
                          reason="a column zeroed", reference="https://example.invalid/2", line=12, wrong=("grad.W",))
-
 
 
 def _collisions(seed: int = 0, n: int = 300, vocab: int = 3, width: int = 4) -> tuple[dict, dict]:
@@ -124,7 +113,6 @@ def _collisions(seed: int = 0, n: int = 300, vocab: int = 3, width: int = 4) -> 
     arrays = {"x": rng.integers(0, vocab, n).astype(np.int32), "W": rng.standard_normal((vocab, width)).astype("f"),
               "gy": rng.standard_normal((n, width)).astype("f")}
     return {"ignore_label": None}, arrays
-
 
 
 def test_order_judge_names_the_first_differing_element():
@@ -143,7 +131,6 @@ def test_order_judge_names_the_first_differing_element():
                                f"index {first}: ")
     assert verdicts.judge_order(BAD_KEY, "grad.W", rev, None, "r", "sequential").verdict == verdicts.NOT_JUDGED
     assert verdicts.judge_order(BAD_KEY, "grad.W", None, ref, "r", "sequential").verdict == verdicts.BROKEN
-
 
 
 def test_known_wrong_values_are_a_known_defect_for_the_declared_tensor_only():
