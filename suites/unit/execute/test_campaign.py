@@ -36,7 +36,8 @@ from harness.execute.campaign import Campaign, CampaignOptions, load_arrays, loa
 from harness.execute.plan import Task, plan, shard, task_key
 from harness.execute.task_runs import TaskOutcome
 from harness.judge.sketch import tensor_sketch
-from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
+from harness.subjects.registry import SUBJECTS, get_subject
+from suites.plugins.registered import registered
 
 TINY_CASE = Case("embed", 0, {"vocab": 5, "width": 3, "ids_shape": [4]})
 
@@ -149,12 +150,7 @@ CASE = Case("embed", 5, {"vocab": 6, "width": 3, "ids_shape": [10]})
 TIMEOUT = 180
 
 
-@pytest.fixture(scope="module", autouse=True)
-def misbehaving_registered():
-    subjects = load_plugin(PLUGIN)
-    yield subjects
-    for s in subjects:
-        SUBJECTS.pop(s.name, None)
+misbehaving_registered = registered(PLUGIN, "misbehaving_registered")
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -19,7 +19,8 @@ from harness.core.lifeline import pid_alive as _pid_alive
 from harness.execute.campaign import Campaign, CampaignOptions, default_jobs
 from harness.execute.lanes import LocalPool, _Lanes
 from harness.execute.plan import plan
-from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
+from harness.subjects.registry import get_subject
+from suites.plugins.registered import registered
 
 ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:
@@ -30,12 +31,7 @@ CASES = [Case("embed", seed, {"vocab": 7, "width": 4, "ids_shape": [3, 5]}) for 
 DETERMINISTIC = ("control.deterministic", "chainer.embed_id", "chainer.EmbedID", "espnet.embed_id")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def misbehaving_registered():
-    subjects = load_plugin(PLUGIN)
-    yield subjects
-    for s in subjects:
-        SUBJECTS.pop(s.name, None)
+misbehaving_registered = registered(PLUGIN, "misbehaving_registered")
 
 
 def tasks_of(*names: str):

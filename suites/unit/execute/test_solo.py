@@ -18,7 +18,8 @@ from harness.core.cost import TIMED_OUT_TWICE
 from harness.core.devices import CPU
 from harness.execute.campaign import Campaign, CampaignOptions
 from harness.execute.plan import plan
-from harness.subjects.registry import SUBJECTS, get_subject, load_plugin
+from harness.subjects.registry import get_subject
+from suites.plugins.registered import registered
 
 ROOT = Path(__file__).resolve().parents[3]
 if str(ROOT) not in sys.path:
@@ -27,12 +28,7 @@ if str(ROOT) not in sys.path:
 PLUGIN = "suites.plugins.stalls:SUBJECTS"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def stalls_registered():
-    subjects = load_plugin(PLUGIN)
-    yield subjects
-    for s in subjects:
-        SUBJECTS.pop(s.name, None)
+stalls_registered = registered(PLUGIN, "stalls_registered")
 
 
 def campaign(tmp_path: Path, subject: str, case: Case, timeout: float) -> tuple[Campaign, dict]:
