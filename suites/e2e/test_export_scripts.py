@@ -36,7 +36,6 @@ LSTM = Case("lstm", 706793088, {"n_layers": 1, "in_size": 8, "hidden": 4, "lengt
 BATCH = Case("embed", 5, {"vocab": 6, "width": 3, "ids_shape": [6, 2]})
 PLANTED_MODULE = "suites.plugins.planted"
 PLANTED = f"{PLANTED_MODULE}:SUBJECTS"
-ROWS = "suites.plugins.rowwise:SUBJECTS"
 
 #: Per known defect (its error): the library file, the line as shipped, a one-line fix, and the same line planted
 #: to raise another exception.
