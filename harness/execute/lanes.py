@@ -18,6 +18,7 @@ from typing import Any, Iterator, Sequence
 from harness.core.contexts import get_context
 from harness.core.devices import parse_device
 from harness.execute import admission
+from harness.execute.machine_load import OutsideLoad
 from harness.execute.plan import Task, group_key
 from harness.execute.progress import RUNNING
 from harness.execute.settings import CampaignOptions
@@ -36,7 +37,9 @@ MIN_TASKS_PER_LANE = 32
 #: subject then runs as it would alone: where its BLAS threads split a product over the cores, the sibling
 #: thread gets a core when it wakes rather than waiting behind another lane's run; the other lanes take the CPU
 #: time it leaves (its threads wait between products). A priority changes when a thread runs, never what it
-#: computes: the thread counts and the splits are the context's.
+#: computes: the thread counts and the splits are the context's. While other programs keep the machine busy, the
+#: lowered lanes run at full priority (:class:`~harness.execute.machine_load.OutsideLoad`): below programs at
+#: nice 0 they would starve.
 BESIDE_NICE = 10
 
 
@@ -45,8 +48,8 @@ class LocalPool:
     its own :class:`~harness.execute.worker_sets.WorkerSet`, taking the group's tasks in turn; outcomes come
     back in the tasks' order. Tasks on a usable GPU run in the first lane only, one at a time (two at once on
     one GPU would make every context a contention context), and a group under GPU contention runs in one lane.
-    Every lane but the first runs its pooled worker :data:`BESIDE_NICE` levels below this process.
-    The default executor of a :class:`~harness.execute.campaign.Campaign`."""
+    Every lane but the first runs its pooled worker :data:`BESIDE_NICE` levels below this process, but while
+    other programs load the machine. The default executor of a :class:`~harness.execute.campaign.Campaign`."""
 
     #: A lane does not start a task more than this many tasks ahead of the oldest one not yet handed back (a
     #: long or hung run holds the order; the outcomes waiting behind it are held in memory, and are lost with
@@ -64,6 +67,7 @@ class LocalPool:
         self.stats: dict[str, float] = {"worker_startup": 0.0, "restarts": 0}
         #: worker sets launched ahead of their group (:meth:`launch`, and the next group while one runs)
         self._ahead: dict[tuple[Any, ...], list[WorkerSet]] = {}
+        self._load: OutsideLoad | None = None
 
     @staticmethod
     def _groups(tasks: Sequence[Task]) -> list[list[Task]]:
@@ -75,6 +79,19 @@ class LocalPool:
     @staticmethod
     def _needs_workers(group: Sequence[Task]) -> bool:
         return any(parse_device(t.device).available for t in group)
+
+    def _outside(self) -> OutsideLoad:
+        """The meter of other programs' load that the lowered lanes follow (made once, when first needed)."""
+        if self._load is None:
+            self._load = OutsideLoad()
+        return self._load
+
+    def _sets(self, group: Sequence[Task], settings: CampaignOptions) -> list[WorkerSet]:
+        sets = self._worker_sets(group, settings)
+        if len(sets) > 1:
+            for ws in sets[1:]:
+                ws.load = self._outside()
+        return sets
 
     @staticmethod
     def _worker_sets(group: Sequence[Task], settings: CampaignOptions) -> list[WorkerSet]:
@@ -92,7 +109,7 @@ class LocalPool:
     def _launch_ahead(self, group: Sequence[Task], settings: CampaignOptions) -> None:
         key = group_key(group[0])
         if key not in self._ahead and self._needs_workers(group):
-            self._ahead[key] = [ws.launch() for ws in self._worker_sets(group, settings)]
+            self._ahead[key] = [ws.launch() for ws in self._sets(group, settings)]
 
     def launch(self, tasks: Sequence[Task], settings: CampaignOptions) -> None:
         """Start the first group's processes without waiting for them (:meth:`WorkerSet.launch`): they import
@@ -112,7 +129,7 @@ class LocalPool:
         groups = self._groups(tasks)
         try:
             for i, group in enumerate(groups):
-                sets = self._ahead.pop(group_key(group[0]), None) or self._worker_sets(group, settings)
+                sets = self._ahead.pop(group_key(group[0]), None) or self._sets(group, settings)
                 if i + 1 < len(groups):
                     # The next environment's processes import Chainer while this group runs: its start-up is
                     # hidden behind this group's tasks rather than added after them.
@@ -194,6 +211,7 @@ class _Lanes:
                     j = self._take(lane)
                 if j is None:
                     return
+                ws.follow()  # a lowered lane runs at full priority while other programs load the machine
                 with RUNNING.track(self.tasks[j]):  # the progress line shows it while it runs
                     outcome = run_task(self.tasks[j], ws, self.settings)
                 with self.cond:

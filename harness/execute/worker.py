@@ -36,7 +36,7 @@ import sys
 import tempfile
 import time
 from multiprocessing.connection import Connection
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from harness.core import lifeline
 from harness.core.errors import WorkerError
@@ -105,6 +105,9 @@ class Worker:
         self.startup_seconds = 0.0
         self.spool: str | None = None
         self._seq = 0
+        #: called between two looks at a long run's clock (a lowered lane's priority follows the machine's load:
+        #: :meth:`harness.execute.worker_sets.WorkerSet.follow`); None: nothing
+        self.watch: Callable[[], None] | None = None
 
     def start(self) -> "Worker":
         """Start the worker (fork it from the zygote, or spawn ``python -m harness.execute.worker``); returns
@@ -268,6 +271,8 @@ class Worker:
             ended = budget.check()
             if ended is not None:
                 return ended
+            if self.watch is not None:
+                self.watch()
             wait = budget.deadline() - time.monotonic()
             if select.select([self._rx_fd], [], [], max(wait, 0.0))[0]:
                 return None

@@ -17,7 +17,7 @@ import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from harness.core.case_limits import MAX_CASE_BYTES_ENV
 from harness.core.contexts import Context
@@ -27,7 +27,10 @@ from harness.execute.settings import CampaignOptions
 from harness.execute.worker import Worker
 from harness.execute.zygote import prestart_zygote
 
-__all__ = ["WorkerSet", "start_early", "lower_priority"]
+if TYPE_CHECKING:
+    from harness.execute.machine_load import OutsideLoad
+
+__all__ = ["WorkerSet", "start_early", "lower_priority", "set_priority"]
 
 
 def start_early(contexts: Sequence[Context], devices: Sequence[Device]) -> None:
@@ -42,17 +45,24 @@ def start_early(contexts: Sequence[Context], devices: Sequence[Device]) -> None:
             return
 
 
-def lower_priority(pid: int, steps: int) -> None:
+def set_priority(pid: int, steps: int) -> bool:
     """Every thread of process ``pid`` ``steps`` nice levels below this process's (Linux's ``setpriority`` names
-    one thread: each one in ``/proc/<pid>/task`` is set; threads started later inherit their starter's). Where
-    the system refuses or the process is gone, nothing changes: a priority is never a reason for a run to fail."""
+    one thread: each one in ``/proc/<pid>/task`` is set; threads started later inherit their starter's). False
+    where the system refuses (raising a priority needs privileges) or the process is gone: a priority is never a
+    reason for a run to fail."""
     try:
         level = os.getpriority(os.PRIO_PROCESS, 0) + int(steps)
         tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")] if os.path.isdir(f"/proc/{pid}/task") else [pid]
         for tid in tids:
             os.setpriority(os.PRIO_PROCESS, tid, level)
     except (OSError, AttributeError, ValueError):
-        pass
+        return False
+    return True
+
+
+def lower_priority(pid: int, steps: int) -> None:
+    """:func:`set_priority`, whatever the system says."""
+    set_priority(pid, steps)
 
 
 class _Busy:
@@ -129,6 +139,16 @@ class WorkerSet:
     launching: threading.Lock = field(default_factory=threading.Lock)
     #: nice levels the pooled worker runs below this process (:func:`lower_priority`): 0 in the first lane
     nice: int = 0
+    #: other programs' load on the machine (:class:`~harness.execute.machine_load.OutsideLoad`): while they
+    #: keep it busy, a lowered pooled worker runs at full priority (:meth:`follow`); None: never
+    load: "OutsideLoad | None" = None
+    #: whether the pooled worker runs at full priority now although :attr:`nice` lowers it (:meth:`follow`)
+    raised: bool = False
+
+    @property
+    def steps(self) -> int:
+        """Nice levels the pooled worker runs below this process now."""
+        return 0 if self.raised else self.nice
 
     def _new(self, label: str) -> Worker:
         # The pooled worker is forked from its environment's zygote (a fork, not an import); a fresh one is
@@ -169,7 +189,32 @@ class WorkerSet:
 
     def _prioritize(self, w: Worker) -> None:
         if self.nice and w.pid is not None:
-            lower_priority(w.pid, self.nice)
+            w.watch = self._watch
+            lower_priority(w.pid, self.steps)
+
+    def follow(self) -> None:
+        """Before a task: a lowered lane (:attr:`nice`) runs at this process's priority while other programs
+        keep the machine busy (:attr:`load`), and below it again once they stop. Beside programs at nice 0 a
+        worker at nice 10 gets a few percent of a core: its runs would wait out their wall limits. Where raising
+        the priority is refused (it needs privileges), the pooled worker is replaced by one at full priority."""
+        if not self.nice or self.load is None:
+            return
+        busy = self.load.busy()
+        if busy == self.raised:
+            return
+        self.raised = busy
+        w = self.pool
+        if w is not None and w.alive and w.pid is not None and not set_priority(w.pid, self.steps):
+            w.kill()  # the next run forks a new one, at the priority wanted (see worker())
+
+    def _watch(self) -> None:
+        """While a lowered pooled worker runs (:meth:`Worker.run_answers` calls it between two looks at its
+        clock): where other programs load the machine, raise it in place, where the system allows; otherwise
+        the run goes on below them, and its wall limit, then a run alone at full priority, decide."""
+        w = self.pool
+        if (self.nice and not self.raised and self.load is not None and w is not None and w.pid is not None
+                and self.load.busy() and set_priority(w.pid, 0)):
+            self.raised = True
 
     def ensure_fresh(self, n: int) -> None:
         """At least ``n`` fresh workers, started now where fewer run (a :class:`~harness.execute.isolated.Runner`
@@ -202,7 +247,7 @@ class WorkerSet:
         at nice 10 beside programs at nice 0 a worker gets a few percent of a core, and "alone" would mean
         starved again."""
         if slot == "pool":
-            if self.nice and self.pool is not None and self.pool.alive:
+            if self.steps and self.pool is not None and self.pool.alive:
                 self.pool.kill()  # a lowered priority cannot be raised again without privileges
             w = self.worker(slot, lowered=False)
             try:
