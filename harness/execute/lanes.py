@@ -64,7 +64,7 @@ class LocalPool:
     ONE_LANE_WINDOW = 1
 
     def __init__(self) -> None:
-        self.stats: dict[str, float] = {"worker_startup": 0.0, "restarts": 0}
+        self.stats: dict[str, float] = {"worker_startup": 0.0, "restarts": 0, "lanes_raised_for_load": 0}
         #: worker sets launched ahead of their group (:meth:`launch`, and the next group while one runs)
         self._ahead: dict[tuple[Any, ...], list[WorkerSet]] = {}
         self._load: OutsideLoad | None = None
@@ -159,6 +159,7 @@ class LocalPool:
                 ws.close()
                 self.stats["worker_startup"] += ws.startup_seconds
                 self.stats["restarts"] += ws.restarts
+                self.stats["lanes_raised_for_load"] += ws.raisings
 
 
 class _Lanes:

@@ -144,6 +144,8 @@ class WorkerSet:
     load: "OutsideLoad | None" = None
     #: whether the pooled worker runs at full priority now although :attr:`nice` lowers it (:meth:`follow`)
     raised: bool = False
+    #: how many times :attr:`raised` became true (the campaign's ``timings.json`` counts them)
+    raisings: int = 0
 
     @property
     def steps(self) -> int:
@@ -203,6 +205,7 @@ class WorkerSet:
         if busy == self.raised:
             return
         self.raised = busy
+        self.raisings += int(busy)
         w = self.pool
         if w is not None and w.alive and w.pid is not None and not set_priority(w.pid, self.steps):
             w.kill()  # the next run forks a new one, at the priority wanted (see worker())
@@ -215,6 +218,7 @@ class WorkerSet:
         if (self.nice and not self.raised and self.load is not None and w is not None and w.pid is not None
                 and self.load.busy() and set_priority(w.pid, 0)):
             self.raised = True
+            self.raisings += 1
 
     def ensure_fresh(self, n: int) -> None:
         """At least ``n`` fresh workers, started now where fewer run (a :class:`~harness.execute.isolated.Runner`

@@ -167,6 +167,10 @@ def _gate(opts: GateOptions, devices: list) -> int:
     notes = [n for r in records.values() for n in r.notes]
     for n in notes:  # said even under --quiet: the gate's verdict holds despite them, and the reader should know
         print(f"gate: infrastructure note: {n}", file=sys.stderr)
+    raised = int(run.stats.get("lanes_raised_for_load", 0))
+    if raised:
+        print(f"gate: infrastructure note: other programs kept this machine busy; the lanes that run below the "
+              f"first ran at full priority ({raised} time(s))", file=sys.stderr)
     print(f"gate: {len(tasks)} tasks, {len(cells)} subject/device/context checks ({len(skipped)} skipped: "
           f"not run); {G.summary_line(failing, len(broken_cells), len(cells), heads)}, from {len(bad)} violating "
           f"measure(s){f'; {len(notes)} infrastructure note(s) (a busy machine, not findings)' if notes else ''}; "

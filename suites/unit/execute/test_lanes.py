@@ -316,3 +316,30 @@ def test_the_runs_own_error_is_raised_when_the_work_beside_them_fails_too_and_no
     while _pid_alive(executor.launched[0]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _pid_alive(executor.launched[0])
+
+
+def test_beside_other_programs_load_the_lowered_lanes_run_at_full_priority_and_the_campaign_counts_it():
+    """Other programs' load as a meter the test sets: every lane but the first raises its worker before a task,
+    the records are those of an idle machine, and the pool's stats (timings.json, the gate's note) count it."""
+
+    class Meter:
+        def __init__(self, busy: bool) -> None:
+            self.now = busy
+
+        def busy(self) -> bool:
+            return self.now
+
+    settings = CampaignOptions(repeats=1, fresh=0, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=2)
+    tasks = tasks_of(*DETERMINISTIC)
+    outcomes = {}
+    for busy in (True, False):
+        pool = LocalPool()
+        pool._load = Meter(busy)  # type: ignore[assignment]
+        outcomes[busy] = [o.record for _, o in pool.run(tasks, settings)]
+        assert (pool.stats["lanes_raised_for_load"] >= 1) == busy
+    assert len(outcomes[True]) == len(tasks) and all(r.status == "ok" for r in outcomes[True])
+
+    def digests(records: list) -> list[dict]:
+        return [{k: t.digest for k, t in r.tensors.items()} for r in records]
+
+    assert digests(outcomes[True]) == digests(outcomes[False])
