@@ -74,8 +74,8 @@ class FindingKind(str, enum.Enum):
     NOT_JUDGED = "not judged", Policy("task", "single", shrinkable=False, export="none", fails=True, shows="")
     CONTEXT = "cross-context difference", Policy("context", "contexts", localizable=True, check="contexts")
     DEVICE = "cross-device difference", Policy("device", "devices", localizable=True, check="devices")
-    # a training's steps between two contexts; its script (K steps, the claimed step checked) is not written yet
-    TRAJECTORY = "trajectory divergence", Policy("trajectory", "contexts", localizable=True, export="none")
+    # a training's steps between two contexts: its script trains K steps in two fresh processes and compares them
+    TRAJECTORY = "trajectory divergence", Policy("trajectory", "contexts", localizable=True, check="contexts")
     BASELINE = "baseline changed", Policy("baseline", "baseline", shrinkable=False, check="bits")
     RELATION = "not invariant", Policy("relation", "relation", localizable=True, check="relation")
     BAD_INPUT = "bad input misbehaved", Policy("task", "single", export="defect", fails=True, check="bad_input",

@@ -57,9 +57,8 @@ def check_kind(r: Reproducer) -> str:
     except ValueError as exc:
         raise InvalidArgument(str(exc)) from None
     if not kind.check:
-        why = ("a training's K steps have no exported script yet (replay, shrink and localize take it)"
-               if kind.measure_kind == "trajectory" else "a check of the harness itself, not of the library")
-        raise InvalidArgument(f"kind={kind.value!r}: {why}; nothing to export")
+        raise InvalidArgument(f"kind={kind.value!r}: a check of the harness itself, not of the library; nothing to "
+                              f"export")
     return kind.check
 
 
@@ -279,8 +278,11 @@ def claim_for(r: Reproducer, case: Case) -> Claim:
             raise InvalidArgument(f"contexts={','.join(r.contexts)!r}: a cross-context claim needs two (A,B)")
         envs = [context_env(c) for c in r.contexts]
         threads = max(t for _, t in envs)
-        check = Check("contexts", contexts=tuple((c, e) for c, (e, _) in zip(r.contexts, envs)), threads=threads)
-        what = f"{r.contexts[0]} and {r.contexts[1]} give different bits"
+        check = Check("contexts", contexts=tuple((c, e) for c, (e, _) in zip(r.contexts, envs)), threads=threads,
+                      steps=int(case.spec["steps"]) if case.family == "model" else 0)
+        what = (f"{case.spec.get('steps')} training steps in {r.contexts[0]} and in {r.contexts[1]} give different "
+                f"losses and parameters" if case.family == "model" else
+                f"{r.contexts[0]} and {r.contexts[1]} give different bits")
         threads = None
     elif kind == "devices":
         if len(r.devices) != 2:

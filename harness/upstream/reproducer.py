@@ -36,7 +36,16 @@ from harness.core.errors import InvalidArgument, SetupError
 from harness.judge.reproducer import Reproducer
 from harness.upstream.claims import Claim, case_arrays, chainer_device, claim_for, context_env, subject_outputs
 from harness.upstream.script import Check, Inputs, lines_of_code, script_text
-from harness.upstream.script_calls import SHIPPED, RenderedCall, plugin_call, render_call
+from harness.upstream.script_calls import (
+    MODEL_BEGIN,
+    MODEL_END,
+    PLUGIN_BEGIN,
+    PLUGIN_END,
+    SHIPPED,
+    RenderedCall,
+    plugin_call,
+    render_call,
+)
 
 __all__ = ["Written", "Refused", "export_reproducer", "outputs_script", "run_script", "SCRIPT_TIMEOUT"]
 
@@ -136,8 +145,17 @@ def _render(fn: Any, params: Mapping[str, Any], case: Case, r: Reproducer, stop:
     path = fn.path if isinstance(fn, _SourceOnly) else inspect.getsourcefile(fn) or ""
     with open(path, encoding="utf-8") as fh:
         source = fh.read()
-    return plugin_call(source, fn.__name__, params, case.spec, case.seed, get_context(r.contexts[-1]).to_dict(),
+    call = plugin_call(source, fn.__name__, params, case.spec, case.seed, get_context(r.contexts[-1]).to_dict(),
                        given)
+    if getattr(fn, "__module__", "") == "harness.subjects.model_calls":
+        # a model subject's training loop: the harness's own module (NumPy and the libraries only), copied whole;
+        # its findings are the library's whose modules the recipe trains
+        recipe = str(params.get("recipe", case.spec.get("recipe", "")))
+        lines = tuple(MODEL_BEGIN if ln == PLUGIN_BEGIN else MODEL_END if ln == PLUGIN_END else ln
+                      for ln in call.lines)
+        return replace(call, lines=lines, library="chainer" if recipe.startswith("chainer") else "espnet",
+                       words=f"{recipe} training")
+    return call
 
 
 # ---- running a script -----------------------------------------------------------------------------------------
@@ -187,6 +205,9 @@ def _same_call(script: str, r: Reproducer, case: Case, env: Mapping[str, str] | 
     want_arrays = {k: np.asarray(v) for k, v in ran.arrays.items() if not k.startswith("noise.") and v is not None}
     if not whole:  # a call cut after an error claim's phase: what it computed before
         want_arrays = {k: v for k, v in want_arrays.items() if k in got}
+    # the harness records a scalar (a loss) as one element; the script returns it as it is
+    got = {k: g.reshape(1) if g.ndim == 0 and k in want_arrays and want_arrays[k].shape == (1,) else g
+           for k, g in got.items()}
     differ = [k for k, v in want_arrays.items() if k not in got or got[k].dtype != v.dtype or
               got[k].shape != v.shape or (bits and got[k].tobytes() != v.tobytes())]
     if differ:
@@ -231,7 +252,7 @@ def _title(call: RenderedCall, claim: Claim, case: Case) -> str:
 def _what(call: RenderedCall, claim: Claim, case: Case) -> str:
     sizes = ", ".join(f"{k}={v}" for k, v in case.spec.items() if k in (
         "vocab", "width", "ids_shape", "ignore_label", "n_layers", "in_size", "hidden", "lengths", "bidirectional",
-        "dropout", "grad_outputs"))
+        "dropout", "grad_outputs", "recipe", "steps", "batch", "max_len", "optimizer"))
     return f"{call.words} ({sizes}): {claim.what}."
 
 
@@ -297,12 +318,13 @@ def _export(r: Reproducer, case: Case, out: str, note: str) -> Written:
         exact = os.path.join(tmp, os.path.basename(out))
         _write_data(os.path.join(tmp, data_name), {**arrays, **claim.data})
         with open(exact, "w", encoding="utf-8") as fh:
-            fh.write(_compose(r, case, claim, call, Inputs(data=data_name), note))
+            fh.write(_compose(r, case, claim, call, Inputs(data=data_name) if arrays or claim.data else Inputs(),
+                              note))
         # a plug-in's call is copied verbatim (and may be nondeterministic on purpose): its outputs' names, dtypes
         # and shapes are checked; a shipped call, rendered anew, is checked bit for bit
         _same_call(exact, r, case, context_env(r.contexts[0])[0] if claim.check.kind == "contexts" else None,
                    bits=call.library != "plug-in", whole=_stop_phase(claim) is None)
-        chosen, data = exact, True
+        chosen, data = exact, bool(arrays or claim.data)
         seeded = _seeded_inputs(case, arrays, call) if not claim.data else None
         if seeded is not None:
             light = os.path.join(tmp, "seeded", os.path.basename(out))

@@ -52,6 +52,8 @@ class Check:
     tolerance: Mapping[str, tuple[float, float, bool]] = field(default_factory=dict)
     reference: str = ""
     note: str = ""
+    #: a training's steps (``contexts`` only): the runs are compared step by step, the first differing one named
+    steps: int = 0
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,8 @@ def _versions(imports: Sequence[str], devices: Sequence[str]) -> list[str]:
 
 
 def _inputs(inputs: Inputs) -> list[str]:
+    if not (inputs.data or inputs.literal or inputs.drawn):
+        return ["d = {}  # no arrays: the call draws its own from the case's seed"]
     if inputs.data:
         return [f"d = dict(np.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), {inputs.data!r})))"]
     lines = [f"rng = np.random.default_rng({inputs.seed})", "d = {"]
@@ -171,6 +175,22 @@ def _compare(a: str, b: str, what: str, c: Check) -> list[str]:
             "if differ:", *_verdict(f"{what} differ in {{', '.join(differ)}}", f"{what} give the same bits", c.note)]
 
 
+def _steps(na: str, nb: str, c: Check) -> list[str]:
+    """Two trainings compared step by step (each step's loss and the digest of every parameter after its update):
+    the first step that differs, and how far apart the two ended (the last step's parameters, relative L2)."""
+    last = c.steps - 1
+    return ["first = next((k for k in range(%d) if not all(same(a[f'step.{k}.{t}'], b[f'step.{k}.{t}'])" % c.steps,
+            "                                               for t in ('loss', 'digest'))), None)",
+            "if first is not None:",
+            f"    ends = [(a[k].astype(np.float64), b[k].astype(np.float64)) for k in sorted(a) "
+            f"if k.startswith('step.{last}.param.')]",
+            "    rel = np.sqrt(sum(((x - y) ** 2).sum() for x, y in ends) / sum((y ** 2).sum() for _, y in ends))",
+            *_verdict(f"{na} and {nb} first differ at step {{first}} of {c.steps}; after step {last} the parameters "
+                      f"differ by {{rel:.1e}} (relative L2) and the losses are {{a['step.{last}.loss'].item()!r}} and "
+                      f"{{b['step.{last}.loss'].item()!r}}",
+                      f"{na} and {nb} give the same loss and parameters at each of {c.steps} steps", c.note)]
+
+
 def _check(c: Check) -> list[str]:
     if c.kind == "error":
         etype, phase = c.error
@@ -210,7 +230,7 @@ def _check(c: Check) -> list[str]:
                 "os.cpu_count()) or 2)",
                 f"a = outputs_in_fresh_process({dict(ea)!r})  # {na}",
                 f"b = outputs_in_fresh_process({dict(eb)!r})  # {nb}",
-                *_compare("a", "b", f"{na} and {nb}", c)]
+                *(_steps(na, nb, c) if c.steps else _compare("a", "b", f"{na} and {nb}", c))]
     if c.kind == "devices":
         return [f"a = run(d, {c.devices[0]!r})", f"b = run(d, {c.devices[1]!r})",
                 *_compare("a", "b", f"{c.devices[0]} and {c.devices[1]}", c)]

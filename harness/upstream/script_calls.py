@@ -21,7 +21,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from harness.core.cases import receives_gradient
 
-__all__ = ["RenderedCall", "render_call", "plugin_call", "SHIPPED", "PLUGIN_BEGIN", "PLUGIN_END"]
+__all__ = ["RenderedCall", "render_call", "plugin_call", "SHIPPED", "PLUGIN_BEGIN", "PLUGIN_END", "MODEL_BEGIN",
+           "MODEL_END"]
 
 ESPNET_EMBED = "espnet.nets.chainer_backend.deterministic_embed_id"
 
@@ -41,6 +42,9 @@ class RenderedCall:
 #: The lines around a plug-in's own call, copied whole into a script (it stands in for a library's code).
 PLUGIN_BEGIN = "# ---- the plug-in's own call, copied whole ----"
 PLUGIN_END = "# ---- end of the plug-in's own call ----"
+#: The same around a model subject's training loop (the harness's harness/subjects/model_calls.py, copied whole).
+MODEL_BEGIN = "# ---- the training loop, copied whole from the harness (harness/subjects/model_calls.py) ----"
+MODEL_END = "# ---- end of the training loop ----"
 #: The last line of every call: its outputs on the host, the gradients never computed left out.
 RETURN = "    return {k: chainer.backend.CpuDevice().send(v) for k, v in out.items() if v is not None}"
 
@@ -147,10 +151,10 @@ def _lstm_return(link: str, given: bool, stop: str | None) -> list[str]:
     if stop == "forward":
         return ["    out = {}", RETURN]
     grads = ['**{f"grad.xs.{i}": x.grad for i, x in enumerate(xs)}' if link != "embed" else '"grad.W": embed.W.grad']
-    if len(grads) == 1 and grads[0].startswith("**"):
-        grads = [grads[0][3:-1]]
     if given:
         grads.append('"grad.hx": hx.grad, "grad.cx": cx.grad')
+    elif grads[0].startswith("**"):  # the comprehension alone: written as one
+        grads = [grads[0][3:-1]]
     out = ['    out = {"hy": hy.array, "cy": cy.array, **{f"ys.{i}": y.array for i, y in enumerate(ys)}}',
            f"    out.update({{{', '.join(grads)}}})"]
     out += ["    " + s.replace("{link}", "lstm") for s in _PARAM_GRADS]
@@ -241,40 +245,101 @@ def render_call(fn_name: str, spec: Mapping[str, Any], params: Mapping[str, Any]
 
 
 # ---- a plug-in's own call ------------------------------------------------------------------------------------
-def _used_names(source: str, name: str) -> tuple[list[str], list[str]]:
-    """The module-level definitions the function ``name`` of a module's ``source`` needs (itself last), and the
+def _used_names(source: str, name: str) -> tuple[list[str], list[str], list[str]]:
+    """The module-level definitions the function ``name`` of a module's ``source`` needs (functions, classes and
+    assignments such as a constant or a type alias, each after those it needs; itself last), the module's import
+    lines that bind a name they use (NumPy's and ``__future__``'s left out: every script has them), and the
     shipped calls it wraps through ``env.calls.X``."""
     tree = ast.parse(source)
-    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    if name not in defs:
+    defs: dict[str, ast.stmt] = {}
+    imports: dict[str, ast.stmt] = {}
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef)):
+            defs[n.name] = n
+        elif isinstance(n, ast.Assign) and len(n.targets) == 1:
+            target = n.targets[0]
+            for t in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                if isinstance(t, ast.Name):
+                    defs[t.id] = n
+        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
+            defs[n.target.id] = n
+        elif isinstance(n, (ast.Import, ast.ImportFrom)) and not (
+                isinstance(n, ast.ImportFrom) and n.module == "__future__"):
+            for alias in n.names:
+                imports[alias.asname or alias.name.split(".")[0]] = n
+    if name not in defs or not isinstance(defs[name], ast.FunctionDef):
         raise ValueError(f"no function {name!r} at the top level of its module")
     wanted: list[str] = []
+    used_imports: list[ast.stmt] = []
     shipped: list[str] = []
 
+    seen: set[str] = set()
+
     def visit(n: str) -> None:
-        if n in wanted:
+        if n in seen:
             return
+        seen.add(n)
         for sub in ast.walk(defs[n]):
             if isinstance(sub, ast.Name) and sub.id in defs and sub.id != n:
                 visit(sub.id)
+            elif isinstance(sub, ast.Name) and sub.id in imports and imports[sub.id] not in used_imports:
+                used_imports.append(imports[sub.id])
             if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Attribute) \
                     and sub.value.attr == "calls" and sub.attr in SHIPPED and sub.attr not in shipped:
                 shipped.append(sub.attr)
         wanted.append(n)
 
     visit(name)
-    return [textwrap.dedent(ast.get_source_segment(source, defs[n]) or "") for n in wanted], shipped
+    lines = [ast.get_source_segment(source, i) or "" for i in used_imports]
+    lines = [ln for ln in lines if ln not in SCRIPT_IMPORTS]
+    nodes = list(dict.fromkeys(id(defs[n]) for n in wanted))  # one statement may bind several names
+    by_id = {id(defs[n]): defs[n] for n in wanted}
+    return [textwrap.dedent(ast.get_source_segment(source, by_id[i]) or "") for i in nodes], lines, shipped
+
+
+#: Import lines every script has already (its prelude's): a copied module's own are left out.
+SCRIPT_IMPORTS = frozenset(["import numpy as np", "import numpy", "import os", "import sys", "import importlib",
+                            "import types", "import traceback", "import platform", "import argparse"])
+#: The harness's own calls modules a plug-in may import from (NumPy and the libraries only): what it uses of them
+#: is copied into the script with the plug-in's call, never imported.
+COPIED_MODULES = ("harness.subjects.model_calls",)
+
+
+def _copied(source: str, name: str) -> tuple[list[str], list[str], list[str]]:
+    """:func:`_used_names`, with what the function imports from :data:`COPIED_MODULES` copied in before it."""
+    import importlib.util
+
+    sources, imports, shipped = _used_names(source, name)
+    before: list[str] = []
+    kept: list[str] = []
+    for line in imports:
+        node = ast.parse(line).body[0]
+        if not (isinstance(node, ast.ImportFrom) and node.module in COPIED_MODULES):
+            kept.append(line)
+            continue
+        spec = importlib.util.find_spec(node.module)
+        with open(spec.origin if spec and spec.origin else "", encoding="utf-8") as fh:
+            module_source = fh.read()
+        for alias in node.names:
+            more, more_imports, more_shipped = _used_names(module_source, alias.name)
+            before += [s for s in more if s not in before]
+            kept += [i for i in more_imports if i not in kept]
+            shipped += [c for c in more_shipped if c not in shipped]
+    return before + [s for s in sources if s not in before], kept, shipped
 
 
 def plugin_call(source: str, name: str, params: Mapping[str, Any], spec: Mapping[str, Any], seed: int,
                 context: Mapping[str, Any], given: bool) -> RenderedCall:
     """A plug-in's call, verbatim (its docstrings left out), behind the one-line ``env`` it expects; a shipped
-    call it wraps (``env.calls.lstm_link``) is rendered as above and offered under the same name."""
-    sources, shipped = _used_names(source, name)
+    call it wraps (``env.calls.lstm_link``) is rendered as above and offered under the same name; what it imports
+    from the harness's calls modules (:data:`COPIED_MODULES`) is copied in too."""
+    sources, module_imports, shipped = _copied(source, name)
+    # a model's call moves its links to the device and may build ESPnet's embedding: the env offers both then
+    model = any("env.to_device" in src or "env.espnet" in src for src in sources)
     lines: list[str] = [PLUGIN_BEGIN]
-    for src in sources:
-        lines += [*_without_docstrings(src).splitlines(), ""]
-    lines[-1] = PLUGIN_END
+    for i, src in enumerate(sources):
+        lines += [*(["", ""] if i else []), *_without_docstrings(src).splitlines()]
+    lines += [PLUGIN_END, "", ""]
     wrapped = []
     for inner_name in shipped:
         inner = render_call(inner_name, spec, {}, seed, given)
@@ -285,13 +350,14 @@ def plugin_call(source: str, name: str, params: Mapping[str, Any], spec: Mapping
         "def run(d):  # the plug-in's call with what it expects of its caller: env (phase sets the global) and emit",
         f"    env = types.SimpleNamespace(chainer=chainer, xp=np, context={dict(context)!r}, case_seed={seed}, "
         f"calls=types.SimpleNamespace({', '.join(wrapped)}), "
-        "phase=lambda name: contextlib.nullcontext(globals().update(phase=name)))",
+        "phase=lambda name: contextlib.nullcontext(globals().update(phase=name))" + (")" if not model else ","),
+        *([f"                                to_device=lambda link: None, espnet=lambda: importlib.import_module("
+           f"{ESPNET_EMBED!r}))"] if model else []),
         f"    {name}(env, d, {_plain(spec)!r}, (out := {{}}).__setitem__{args})  # out: what it emits",
         "    return {k: chainer.backend.CpuDevice().send(getattr(v, 'array', v)) for k, v in out.items() "
         "if v is not None}",
     ]
-    typing = sorted(n for n in ("Any", "Mapping", "Sequence") if any(f": {n}" in s or f"[{n}" in s for s in sources))
-    imports = ("import contextlib", *([f"from typing import {', '.join(typing)}"] if typing else []))
+    imports = ("import contextlib", *module_imports)
     return RenderedCall(imports, tuple(lines), "plug-in", name)
 
 

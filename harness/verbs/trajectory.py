@@ -46,9 +46,8 @@ class TrajectoryOptions:
     max_case_bytes: int | None = like(ReportOptions, "max_case_bytes", default=None)
     #: at the first differing step, localize the first function node whose outputs differ (in a child process)
     localize: bool = like(ReportOptions, "localize", default=True)
-    #: where both runs train: ``cpu``, ``gpu`` or ``gpu:N`` (it must be usable here); a Python caller's choice,
-    #: not a flag of the command line yet
-    device: str = "cpu"
+    #: where both runs train: ``cpu``, ``gpu`` or ``gpu:N`` (it must be usable here)
+    device: str = reproducer_option("--device", "trajectory", default="cpu")
 
     def __post_init__(self) -> None:
         if not self.subject:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.core.cases import Case
+from harness.generate.model_cases import model_case
 from harness.judge import findings as F
 from harness.judge.reproducer import Reproducer
 from harness.upstream.script import lines_of_code
@@ -34,6 +35,8 @@ SITE = Path(sysconfig.get_paths()["purelib"])
 COLLIDE = Case("embed", 11, {"vocab": 3, "width": 4, "ids_shape": [40], "id_kind": "collision", "distinct": 2})
 LSTM = Case("lstm", 706793088, {"n_layers": 1, "in_size": 8, "hidden": 4, "lengths": [1, 5, 1]})
 BATCH = Case("embed", 5, {"vocab": 6, "width": 3, "ids_shape": [6, 2]})
+# three training steps at the ci sizes: no product OpenBLAS splits, so one thread and two give the same bits
+MODEL = model_case("espnet_rnnlm", "ci", seed=7, steps=3)
 PLANTED_MODULE = "suites.plugins.planted"
 PLANTED = f"{PLANTED_MODULE}:SUBJECTS"
 
@@ -194,6 +197,11 @@ KINDS = {
                    kind="beyond oracle tolerance", tensor="outputs"),
         Reproducer(_case_file(t, LSTM), "chainer.NStepLSTM", kind="beyond oracle tolerance", tensor="outputs")),
     "bad input misbehaved": lambda t: _bad_pair(*_bad_high(t)),
+    "trajectory divergence": lambda t: tuple(
+        Reproducer(_case_file(t, MODEL), subject, plugins=plugins, contexts=("default", "blas1"),
+                   kind="trajectory divergence")
+        for subject, plugins in (("planted.model_noisy_loss", ("suites.plugins.planted_model:SUBJECTS",)),
+                                 ("model.espnet_rnnlm", ()))),
     "not invariant": lambda t: (
         Reproducer(_case_file(t, BATCH), "planted.embed_batchmean", plugins=(f"{PLANTED_MODULE}:BATCH_DEPENDENT",),
                    relation="subbatch",
@@ -242,3 +250,25 @@ def test_an_expected_error_exports_as_a_behaviour_note_quoting_the_contracts_lin
 
     with pytest.raises(InvalidArgument, match="it is a defect"):
         export(ExportOptions(known, str(tmp_path / "no.py")))
+
+
+def test_a_shipped_models_trajectory_exports_as_a_training_script_that_names_the_first_differing_step(
+        tmp_path, capsys):
+    """The LM recipe at a realistic slice, 6 steps between one BLAS thread and the default: where they differ
+    here, the script (the harness's training loop copied whole, no harness import) exits 1 naming the first step
+    and the distance at the end, without the harness; where they do not, nothing is written."""
+    case = model_case("espnet_rnnlm", "slice", seed=7, steps=6)
+    r = Reproducer(_case_file(tmp_path, case), "model.espnet_rnnlm", contexts=("default", "blas1"),
+                   kind="trajectory divergence")
+    script = tmp_path / "out" / "trajectory.py"
+    code = export(ExportOptions(r, str(script)))
+    if code == 1:  # one thread and the default gave the same bits here: refused, not written as a reproducer
+        assert not script.exists() and "does not reproduce here" in capsys.readouterr().err
+        return
+    assert code == 0
+    text = script.read_text()
+    assert "import harness" not in text and "from harness" not in text
+    assert "# ---- the training loop, copied whole from the harness" in text and "def run_training(" in text
+    assert not script.with_suffix(".npz").exists()  # the model draws its own parameters and batches
+    p = _run(_python(tmp_path / "py"), script, script.parent)
+    assert p.returncode == 1 and "first differ at step" in p.stdout and "of 6" in p.stdout, p.stdout + p.stderr

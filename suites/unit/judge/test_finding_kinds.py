@@ -33,14 +33,14 @@ def test_the_policy_table_says_which_kinds_fail_the_gate_which_never_do_and_whic
 def test_the_policy_table_says_which_kinds_no_smaller_case_can_show_and_what_leaves_for_upstream():
     assert {k.value for k in K if not k.shrinkable} == {"baseline changed", "expected error", "not judged",
                                                          "no contract line", "gate check failed"}
-    assert {k.value for k in K if k.export == "none"} == {"not judged", "no contract line", "gate check failed",
-                                                          "trajectory divergence"}
+    assert {k.value for k in K if k.export == "none"} == {"not judged", "no contract line", "gate check failed"}
     assert {k for k in K if k.export == "note"} == {K.EXPECTED_ERROR}
     assert {k for k in K if k.localizable} == {K.REPEAT, K.PROCESS, K.CONTEXT, K.DEVICE, K.RELATION, K.TRAJECTORY}
     assert {k for k in K if k.paired} == {K.CONTEXT, K.DEVICE, K.TRAJECTORY}
-    # a check of the harness itself, and a trajectory (no script yet), export to no script; every other kind to
-    # exactly one check
-    assert {k for k in K if not k.check} == {K.NOT_JUDGED, K.NO_CONTRACT, K.GATE_CHECK, K.TRAJECTORY}
+    # a check of the harness itself exports to no script; every other kind to exactly one check (a trajectory's is
+    # its two contexts', step by step)
+    assert {k for k in K if not k.check} == {K.NOT_JUDGED, K.NO_CONTRACT, K.GATE_CHECK}
+    assert K.TRAJECTORY.check == "contexts"
 
 
 def test_the_headline_order_is_the_order_of_the_members():
