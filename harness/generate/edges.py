@@ -183,6 +183,8 @@ def edge_kinds(case: Case) -> set[str]:
         if "edge:float16:partial_sum_overflow" in case.tags or (ids is not None and _partial_sum_overflows(s, arrays)):
             out.add("float16:partial_sum_overflow")
         return out | size_edge_kinds(case, ids) | dimension_kinds(case, ids)
+    if case.family not in ("lstm", "pipeline"):  # a model case draws its own inputs: none of these kinds apply
+        return out
     built = built_ids(case)[1] if case.family == "pipeline" else None
     if case.family == "pipeline":  # its ids feed an embedding: the ignore label's index kinds apply there too
         out |= _ignore_as_index(s.get("ignore_label"), int(s["vocab"]), built)

@@ -40,8 +40,9 @@ _SIZES: dict[str, dict[str, dict[str, Any]]] = {
               "ctc": {"steps": 100, "batch": SLICE_BATCH, "min_len": 20, "max_len": 48, "vocab": 50, "width": 83,
                       "hidden": 320, "eprojs": 320, "n_layers": SLICE_LAYERS, "subsample": [1, 2]}},
 }
-_TAG = {"espnet_blstmp_ctc": "recipe:espnet1.asr.encoder.blstmp", "espnet_rnnlm": "recipe:espnet1.asr.decoder.char",
-        "chainer_lm": "recipe:chainer.padded_decoder"}
+#: The recipe tag of each model recipe's cases: the published recipe it stands for.
+MODEL_TAGS = {"espnet_blstmp_ctc": "recipe:espnet1.asr.encoder.blstmp",
+              "espnet_rnnlm": "recipe:espnet1.asr.decoder.char", "chainer_lm": "recipe:chainer.padded_decoder"}
 
 
 def model_spec(recipe: str, scale: str = "ci", **overrides: Any) -> dict[str, Any]:
@@ -57,7 +58,7 @@ def model_spec(recipe: str, scale: str = "ci", **overrides: Any) -> dict[str, An
 
 def model_case(recipe: str, scale: str = "ci", seed: int = 0, **overrides: Any) -> Case:
     """A model case of ``recipe`` at ``scale`` (see :func:`model_spec`), tagged with the recipe it stands for."""
-    return Case("model", seed, model_spec(recipe, scale, **overrides), tags=(_TAG[recipe], f"scale:{scale}"))
+    return Case("model", seed, model_spec(recipe, scale, **overrides), tags=(MODEL_TAGS[recipe], f"scale:{scale}"))
 
 
 #: The steps of the default corpus's short trajectories (``ci``, ``dev`` and ``audit`` profiles): the first

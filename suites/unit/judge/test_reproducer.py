@@ -173,9 +173,8 @@ def test_every_findings_printed_commands_parse_back(tmp_path, files, parser):
 def test_the_export_command_is_offered_wherever_the_replay_command_is_but_for_what_is_no_defect(tmp_path):
     for kind in F.FindingKind:
         f = _finding(kind, tmp_path)
-        # a check that did not run and a missing contract line say nothing of the library; a trajectory has no
-        # script yet
-        upstream = kind.value not in ("not judged", "no contract line", "trajectory divergence")
+        # a check that did not run and a missing contract line say nothing of the library
+        upstream = kind.value not in ("not judged", "no contract line")
         assert bool(f.export()) == (bool(f.replay()) and upstream), kind.value
         if f.export():
             assert f.export().split(" export ", 1)[1].startswith(f.origin.case_file("c1"))
