@@ -79,7 +79,7 @@ def _check_importable(subject: str) -> None:
 
 
 def replay(contracts: Contracts, case: Case, subject: str, devices: Sequence[Device], contexts: Sequence[str],
-           repeats: int, out: TextIO = sys.stdout, *, fresh: int = 0, baseline: str | None = None,
+           repeats: int, out: TextIO | None = None, *, fresh: int = 0, baseline: str | None = None,
            plugins: Sequence[str] = (), timeout: float | None = None, export: str = "",
            max_case_bytes: int | None = None) -> int:
     """Run in worker processes and print; returns the exit code of
@@ -88,6 +88,7 @@ def replay(contracts: Contracts, case: Case, subject: str, devices: Sequence[Dev
     differs as a standalone script, printed before the last line where something does."""
     from harness.execute.isolated import Runner, measure_isolated, setup_failure
 
+    out = sys.stdout if out is None else out  # the stream at the call (a test's capture), not at import
     _check_importable(subject)
     device, context = devices[-1], contexts[-1]
     from harness.execute.admission import time_bound
@@ -162,7 +163,7 @@ def _against_baseline(contracts: Contracts, rec: Any, arrays: Any, baseline: str
 
 
 def replay_relation(contracts: Contracts, case: Case, subject: str, device: Device, context: str, relation: str,
-                    out: TextIO = sys.stdout, *, plugins: Sequence[str] = (), timeout: float | None = None,
+                    out: TextIO | None = None, *, plugins: Sequence[str] = (), timeout: float | None = None,
                     export: str = "", max_case_bytes: int | None = None) -> int:
     """Run ``case`` and every member of ``relation`` in worker processes, once each, and judge each member's
     tensors against the base case's (as the campaign's measure pass does); 0 when every pair is bit-identical,
@@ -171,6 +172,7 @@ def replay_relation(contracts: Contracts, case: Case, subject: str, device: Devi
     from harness.execute.relations import get_relation, members, pairs
     from harness.judge.verdicts import judge_pair
 
+    out = sys.stdout if out is None else out
     _check_importable(subject)
     rel = get_relation(relation)
     contract = contracts.find(subject, device.kind, context)

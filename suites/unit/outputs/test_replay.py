@@ -29,3 +29,9 @@ def test_replay_exits_0_for_the_deterministic_control_and_1_for_the_nondetermini
     assert replay(load_contracts(), CASE, "control.deterministic", [CPU], ["default"], 3, same) == 0
     assert replay(load_contracts(), CASE, "control.nondeterministic", [CPU], ["default"], 3, other) == 1
     assert "bit-identical" in same.getvalue() and "DIFFERS" in other.getvalue()
+
+
+def test_without_a_stream_replay_prints_to_the_standard_output_of_the_call(capsys) -> None:
+    """The default stream is the one in place when replay is called (a capture's), not the one at import."""
+    assert replay(load_contracts(), CASE, "control.deterministic", [CPU], ["default"], 2) == 0
+    assert "bit-identical" in capsys.readouterr().out
