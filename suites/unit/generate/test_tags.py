@@ -3,7 +3,7 @@ phrase saying why not."""
 
 from __future__ import annotations
 
-from harness.generate.sampler import bad_corpus, corpus
+from harness.generate.sampler import bad_corpus
 from harness.generate.tags import OPEN_TAG_KINDS, tag_problem
 
 
