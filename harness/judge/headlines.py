@@ -58,6 +58,11 @@ def device_label(device: str) -> str:
     return "CPU" if device == "cpu" else device
 
 
+def _contexts(f: Finding) -> bool:
+    """Whether a paired finding's pair is two contexts (a cross-context difference, a trajectory), not devices."""
+    return f.kind.replay == "contexts"
+
+
 def where_text(findings: Sequence[Finding], contexts: Sequence[str] = ()) -> str:
     """Where a group holds: its relations (``under 'alone' and 'permuted'``), or its contexts, ``every`` one
     where they cover ``contexts`` (every context the campaign ran on that device), its pairs for differences
@@ -68,9 +73,8 @@ def where_text(findings: Sequence[Finding], contexts: Sequence[str] = ()) -> str
     if rels:
         return "under " + " and ".join(f"'{r}'" for r in rels)
     if f.kind.paired:
-        pairs = list(dict.fromkeys(f"{x.other} vs {x.context if x.kind == FindingKind.CONTEXT else x.device}"
-                                   for x in findings))
-        between = f"between {dev} contexts: " if f.kind == FindingKind.CONTEXT else "between devices: "
+        pairs = list(dict.fromkeys(f"{x.other} vs {x.context if _contexts(x) else x.device}" for x in findings))
+        between = f"between {dev} contexts: " if _contexts(f) else "between devices: "
         return between + ", ".join(pairs)
     seen = context_order(c for x in findings for c in (x.contexts or (x.context,)))
     every = context_order(contexts)
@@ -86,7 +90,7 @@ def _detail(f: Finding) -> str:
     """One line for one finding beneath its headline: where, how much, and its own reproducer."""
     where = f"under '{f.relation}'" if f.relation else ", ".join(f.contexts or (f.context,))
     if f.kind.paired:
-        where = f"{f.other} vs {f.context if f.kind == FindingKind.CONTEXT else f.device}"
+        where = f"{f.other} vs {f.context if _contexts(f) else f.device}"
     m = f.worst
     worst = ""
     if m.kind == "oracle" and m.error_ratio is not None:

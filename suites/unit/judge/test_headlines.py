@@ -110,3 +110,12 @@ def test_the_summary_line_counts_headlines():
     line = G.summary_line(found, 4, 52, headlines(found, CPU4))
     assert line == "4 of 52 checks failed; 1 headline finding(s) (1 contract broken) from 4 finding(s)"
     assert G.summary_line(found, 4, 52) == "4 of 52 checks failed; 4 finding(s) (4 contract broken)"
+
+
+def test_a_trajectory_is_a_pair_of_contexts_never_of_devices():
+    traj = [Measure(kind="trajectory", case_id="c", subject="model.x", device="cpu", context="blas1",
+                    other="default", tensor="step.0.loss", identical=False, verdict="broken", max_ulp=2,
+                    rule="identical_across: bit-identical to context blas1")]
+    found = G.group(traj, None, F.Origin("/r"))
+    [h] = headlines(found, CPU4)
+    assert h.where == "between CPU contexts: default vs blas1"
