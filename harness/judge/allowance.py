@@ -78,7 +78,7 @@ def _contract_allows(kind: str, r: Reproducer, c: Contract | None) -> Allowance 
         return None if c.across_processes else Allowance(c.reason, _line(c), "across_processes = false")
     if kind == FindingKind.ORACLE:
         return None if c.oracle == "within" else Allowance(c.reason, _line(c), f"oracle = {c.oracle!r}")
-    if kind == FindingKind.CONTEXT:
+    if kind in (FindingKind.CONTEXT, FindingKind.TRAJECTORY):  # a trajectory is judged as its context pair is
         other = r.contexts[0]
         if verdicts.pair_required("context", c, other):
             return None

@@ -280,9 +280,9 @@ def claim_for(r: Reproducer, case: Case) -> Claim:
         threads = max(t for _, t in envs)
         check = Check("contexts", contexts=tuple((c, e) for c, (e, _) in zip(r.contexts, envs)), threads=threads,
                       steps=int(case.spec["steps"]) if case.family == "model" else 0)
-        what = (f"{case.spec.get('steps')} training steps in {r.contexts[0]} and in {r.contexts[1]} give different "
-                f"losses and parameters" if case.family == "model" else
-                f"{r.contexts[0]} and {r.contexts[1]} give different bits")
+        steps = int(case.spec.get("steps", 0)) if case.family == "model" else 0
+        what = (f"{steps} training step{'s' if steps != 1 else ''} in {r.contexts[0]} and in {r.contexts[1]} end "
+                f"with different parameters" if steps else f"{r.contexts[0]} and {r.contexts[1]} give different bits")
         threads = None
     elif kind == "devices":
         if len(r.devices) != 2:

@@ -17,6 +17,7 @@ from harness.judge.contracts import load_contracts
 from harness.judge.reproducer import Reproducer
 from harness.upstream.issue_text import IssueFacts, issue_text, recipe_facts, runtime_fields
 from harness.upstream.reproducer import Written
+from harness.upstream.script import observed_text
 
 __all__ = ["issue_for", "EXPECTED"]
 
@@ -47,14 +48,14 @@ def issue_for(written: Written, r: Reproducer, allowance: Allowance | None = Non
         diagnosis = known.reason
     else:
         diagnosis = "Not diagnosed yet: the harness found it; no contract declares it."
-    last = next((ln for ln in reversed(written.output.splitlines()) if ln.startswith(("REPRODUCED", "OBSERVED"))),
+    last = next((said for ln in reversed(written.output.splitlines()) if (said := observed_text(ln)) is not None),
                 "")
     recipe, source = recipe_facts(case.tags)
     library = "espnet" if written.library == "espnet" else "chainer"
     facts = IssueFacts(
         library=library, title=written.title,
         description=written.what, expected=_sentence(EXPECTED.get(claim.check.kind, "")),
-        actual=_sentence(last.split(": ", 1)[-1] or claim.what),
+        actual=_sentence(last or claim.what),
         script_name=os.path.basename(written.script), script_text=script, output=written.output,
         exit_code=written.exit_code, diagnosis=diagnosis, reference=known.reference if known is not None else "",
         data_name=os.path.basename(written.data) if written.data else "",

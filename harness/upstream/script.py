@@ -20,7 +20,7 @@ import numpy as np
 
 from harness.upstream.script_calls import RenderedCall
 
-__all__ = ["Check", "Inputs", "script_text", "lines_of_code", "SHIM_LABEL"]
+__all__ = ["Check", "Inputs", "script_text", "lines_of_code", "observed_text", "SHIM_LABEL", "REPRODUCED", "OBSERVED"]
 
 SHIM_LABEL = "Chainer 7.8.1 imports names that NumPy 2, Python 3.12 and setuptools >= 80 dropped"
 
@@ -145,10 +145,22 @@ _FRESH = ["def outputs_in_fresh_process(env):  # this script's call in a new int
           "        return dict(np.load(f'{tmp}/o.npz'))"]
 
 
+#: How a script's line says it observed the claim: a defect's, and an allowed behaviour's (a note).
+REPRODUCED = "REPRODUCED: "
+OBSERVED = "OBSERVED (allowed: see the docstring): "
+
+
+def observed_text(line: str) -> str | None:
+    """What a script's last line says it observed (after :data:`REPRODUCED` or :data:`OBSERVED`), else None."""
+    for said in (REPRODUCED, OBSERVED):
+        if line.startswith(said):
+            return line[len(said):]
+    return None
+
+
 def _verdict(observed: str, absent: str, note: str) -> list[str]:
     """The two endings: observed (exit 1) and not observed (exit 0)."""
-    said = "OBSERVED (allowed: see the docstring)" if note else "REPRODUCED"
-    first = f"{said}: {observed}"
+    first = f"{OBSERVED if note else REPRODUCED}{observed}"
     second = f"NOT REPRODUCED: {absent}"
     return [f"    print({_fstr(first)})", "    sys.exit(1)", f"print({_fstr(second)})", "sys.exit(0)"]
 

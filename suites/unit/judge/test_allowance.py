@@ -48,6 +48,15 @@ def test_a_cross_context_difference_is_allowed_where_identical_across_leaves_the
     assert allowance_for(debug, C, ()) is None  # its debug line requires default's bits
 
 
+def test_a_trajectory_between_contexts_is_allowed_as_its_context_pair_is():
+    """The model lines name no identical_across (one BLAS thread changes step 0's backward): a trajectory between
+    default and blas1 is an allowed divergence, exported as a note, as its printed command says."""
+    r = Reproducer(case="c.json", subject="model.espnet_rnnlm", contexts=("default", "blas1"),
+                   kind="trajectory divergence")
+    a = allowance_for(r, C, ())
+    assert a is not None and "'default'" in a.what and a.source.startswith("contracts.toml line")
+
+
 def test_an_error_a_bad_input_rule_names_is_expected_and_another_is_not():
     r = Reproducer(case="c.json", subject="chainer.EmbedID", error="InvalidType in forward", kind="expected error")
     a = allowance_for(r, C, ("bad:float_ids",))

@@ -72,3 +72,13 @@ def test_lines_of_code_leave_out_the_docstring_comments_and_blank_lines():
 
 def test_tensor_names_become_the_fewest_prefixes():
     assert _prefixes(["grad.xs.0", "grad.xs.1", "grad.hx", "grad.ws.0.3"]) == ("grad.hx", "grad.ws.", "grad.xs.")
+
+
+def test_what_a_script_observed_is_read_after_its_verdict_word_even_where_the_note_holds_a_colon():
+    from harness.upstream.script import OBSERVED, REPRODUCED, observed_text
+
+    said = "ValueError in backward: cannot reshape"
+    assert observed_text(f"{REPRODUCED}{said}") == said
+    assert observed_text(f"{OBSERVED}default and blas1 first differ at step 0") == \
+        "default and blas1 first differ at step 0"  # not "see the docstring): ..."
+    assert observed_text("NOT REPRODUCED: the same bits") is None
