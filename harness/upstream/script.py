@@ -295,10 +295,12 @@ def script_text(*, title: str, what: str, conditions: str, call: RenderedCall, c
             "", *_inputs(inputs), "phase = 'setup'", "", ""]
     gpu = any(d != "@numpy" for d in devices)
     run = list(call.lines)
-    if gpu:  # the call on a device: inputs sent there, links moved there
-        run[0] = "def run(d, device=%r):" % devices[-1]
-        run.insert(1, "    d = {k: chainer.get_device(device).send(v) for k, v in d.items()}")
-        run = [ln.replace("lstm = ", "lstm = ").rstrip() for ln in run]
+    if gpu:  # the call on a device: inputs sent there, links moved there (a copied call's env: its xp and links)
+        at = next(i for i, ln in enumerate(run) if ln.startswith("def run(d):"))  # after a copied call's code
+        run[at] = run[at].replace("def run(d):", "def run(d, device=%r):" % devices[-1], 1)
+        run.insert(at + 1, "    d = {k: chainer.get_device(device).send(v) for k, v in d.items()}")
+        run = [ln.replace("xp=np,", "xp=chainer.get_device(device).xp,").replace(
+            "to_device=lambda link: None", "to_device=lambda link: link.to_device(device)").rstrip() for ln in run]
         run = _to_device(run)
     body += run
     if check.kind not in ("error", "bad_input", "tolerance"):

@@ -82,3 +82,21 @@ def test_what_a_script_observed_is_read_after_its_verdict_word_even_where_the_no
     assert observed_text(f"{OBSERVED}default and blas1 first differ at step 0") == \
         "default and blas1 first differ at step 0"  # not "see the docstring): ..."
     assert observed_text("NOT REPRODUCED: the same bits") is None
+
+
+def test_a_copied_model_call_on_a_gpu_trains_there_its_env_giving_the_devices_xp_and_moving_its_links():
+    """A copied call's own code comes first: the run function after it takes the device, and the env it hands the
+    call (its ``xp``, its ``to_device``) is the device's, not the host's."""
+    import inspect
+
+    from harness.subjects import model_calls
+    from harness.upstream.script_calls import plugin_call
+
+    call = plugin_call(inspect.getsource(model_calls), "train", {"recipe": "espnet_rnnlm"},
+                       {"recipe": "espnet_rnnlm", "steps": 2}, 1, {"name": "default"}, False)
+    text = script_text(title="t", what="w", conditions="GPU", call=call, check=CHECKS["devices"], inputs=Inputs())
+    ast.parse(text)
+    assert "def run(d, device='@cupy:0'):" in text and "def run(d):" not in text
+    assert "xp=chainer.get_device(device).xp," in text and "to_device=lambda link: link.to_device(device)" in text
+    host = script_text(title="t", what="w", conditions="CPU", call=call, check=CHECKS["repeats"], inputs=Inputs())
+    assert "xp=np," in host and "to_device=lambda link: None" in host
