@@ -19,6 +19,8 @@ import threading
 import time
 from typing import Callable
 
+from harness.execute.run_clock import TICK, proc_stat
+
 __all__ = ["OUTSIDE_CORES", "WINDOW_SECONDS", "OutsideLoad", "machine_busy_seconds", "tree_cpu_seconds"]
 
 #: Other programs use the machine where they keep at least this many cores busy on average over a window: half a
@@ -27,9 +29,6 @@ OUTSIDE_CORES = 0.5
 #: Seconds over which the load is averaged: long enough that a process of ours which ended between two looks
 #: (its seconds move to its parent's account) does not read as another program's.
 WINDOW_SECONDS = 5.0
-
-_TICK = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
-
 
 def machine_busy_seconds(path: str = "/proc/stat") -> float | None:
     """CPU seconds every core spent not idle since boot (user, nice, system, interrupts, stolen), or None where
@@ -40,17 +39,17 @@ def machine_busy_seconds(path: str = "/proc/stat") -> float | None:
         user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
     except (OSError, ValueError):
         return None
-    return (user + nice + system + irq + softirq + steal) / _TICK
+    return (user + nice + system + irq + softirq + steal) / TICK
 
 
 def _stat(pid: str) -> tuple[int, float] | None:
     """(parent pid, CPU seconds of the process and its reaped children) of ``/proc/<pid>/stat``."""
+    fields = proc_stat(pid)
+    if fields is None:
+        return None
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            text = f.read().decode("ascii", "replace")
-        fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces and parentheses
-        return int(fields[1]), sum(int(v) for v in fields[11:15]) / _TICK
-    except (OSError, ValueError, IndexError):
+        return int(fields[1]), sum(int(v) for v in fields[11:15]) / TICK
+    except (ValueError, IndexError):
         return None
 
 

@@ -22,8 +22,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["WALL_FACTOR", "CHECK_SECONDS", "STARVED_SHARE", "Sample", "ProcessClock", "RunTime", "RunBudget",
-           "oom_kills"]
+__all__ = ["WALL_FACTOR", "CHECK_SECONDS", "STARVED_SHARE", "TICK", "proc_stat", "Sample", "ProcessClock", "RunTime",
+           "RunBudget", "oom_kills"]
 
 #: The wall-clock limit of a run, in multiples of its CPU limit: what a run that sleeps (a deadlock, a wait that
 #: never ends) is given, generous enough that a worker which gets a third of a core still finishes.
@@ -33,6 +33,22 @@ CHECK_SECONDS = 0.25
 #: A run ended by the wall limit was starved where at least this share of its time off the CPU was spent
 #: waiting for a core or stopped (the rest asleep): the machine, not the subject, held it back.
 STARVED_SHARE = 0.5
+
+
+#: Seconds of one clock tick, the unit of ``/proc/<pid>/stat``'s CPU times.
+TICK = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+
+
+def proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``[0]`` the state, ``[1]`` the parent's pid,
+    ``[11:13]`` user and system ticks, ``[13:15]`` those of its reaped children), or None where it cannot be read
+    (the process is gone, or this is not Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+        return stat[stat.rindex(")") + 2:].split()  # the command name may hold spaces and parentheses
+    except (OSError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -50,19 +66,16 @@ class ProcessClock:
     process is gone, or this is not Linux): the budget then counts wall seconds as CPU seconds, which is what a
     wall-clock limit did."""
 
-    _TICK = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
-
     def __init__(self, pid: int) -> None:
         self.pid = pid
 
     def __call__(self) -> Sample | None:
+        fields = proc_stat(self.pid)
+        if fields is None:
+            return None
         try:
-            with open(f"/proc/{self.pid}/stat", "rb") as f:
-                stat = f.read().decode("ascii", "replace")
-            # the command name may hold spaces and parentheses: the fields follow the last ')'
-            fields = stat[stat.rindex(")") + 2:].split()
-            state, cpu = fields[0], (int(fields[11]) + int(fields[12])) / self._TICK
-        except (OSError, ValueError, IndexError):
+            state, cpu = fields[0], (int(fields[11]) + int(fields[12])) / TICK
+        except (ValueError, IndexError):
             return None
         return Sample(cpu=cpu, queued=self._queued(), stopped=state in ("T", "t"))
 

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from harness.execute.machine_load import OutsideLoad, machine_busy_seconds, tree_cpu_seconds
+from harness.execute.run_clock import ProcessClock
 
 LINUX = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="the load is read from Linux's /proc")
 
@@ -115,9 +116,9 @@ def test_a_spinning_process_outside_the_tree_is_other_programs_load():
     pid = int(out.stdout.strip())
 
     def spinner_cpu() -> float:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        sample = ProcessClock(pid)()
+        assert sample is not None, "the spinner is gone"
+        return sample.cpu
 
     try:
         load = OutsideLoad(window=0.0)  # read at every call: the cores since it was made
