@@ -278,9 +278,9 @@ def claim_for(r: Reproducer, case: Case) -> Claim:
             raise InvalidArgument(f"contexts={','.join(r.contexts)!r}: a cross-context claim needs two (A,B)")
         envs = [context_env(c) for c in r.contexts]
         threads = max(t for _, t in envs)
+        steps = int(case.spec["steps"]) if case.family == "model" else 0  # a training: compared step by step
         check = Check("contexts", contexts=tuple((c, e) for c, (e, _) in zip(r.contexts, envs)), threads=threads,
-                      steps=int(case.spec["steps"]) if case.family == "model" else 0)
-        steps = int(case.spec.get("steps", 0)) if case.family == "model" else 0
+                      steps=steps)
         what = (f"{steps} training step{'s' if steps != 1 else ''} in {r.contexts[0]} and in {r.contexts[1]} end "
                 f"with different parameters" if steps else f"{r.contexts[0]} and {r.contexts[1]} give different bits")
         threads = None

@@ -36,16 +36,7 @@ from harness.core.errors import InvalidArgument, SetupError
 from harness.judge.reproducer import Reproducer
 from harness.upstream.claims import Claim, case_arrays, chainer_device, claim_for, context_env, subject_outputs
 from harness.upstream.script import Check, Inputs, lines_of_code, script_text
-from harness.upstream.script_calls import (
-    MODEL_BEGIN,
-    MODEL_END,
-    PLUGIN_BEGIN,
-    PLUGIN_END,
-    SHIPPED,
-    RenderedCall,
-    plugin_call,
-    render_call,
-)
+from harness.upstream.script_calls import MODEL_BEGIN, MODEL_END, SHIPPED, RenderedCall, plugin_call, render_call
 
 __all__ = ["Written", "Refused", "export_reproducer", "outputs_script", "run_script", "SCRIPT_TIMEOUT"]
 
@@ -145,17 +136,14 @@ def _render(fn: Any, params: Mapping[str, Any], case: Case, r: Reproducer, stop:
     path = fn.path if isinstance(fn, _SourceOnly) else inspect.getsourcefile(fn) or ""
     with open(path, encoding="utf-8") as fh:
         source = fh.read()
-    call = plugin_call(source, fn.__name__, params, case.spec, case.seed, get_context(r.contexts[-1]).to_dict(),
-                       given)
-    if getattr(fn, "__module__", "") == "harness.subjects.model_calls":
-        # a model subject's training loop: the harness's own module (NumPy and the libraries only), copied whole;
-        # its findings are the library's whose modules the recipe trains
-        recipe = str(params.get("recipe", case.spec.get("recipe", "")))
-        lines = tuple(MODEL_BEGIN if ln == PLUGIN_BEGIN else MODEL_END if ln == PLUGIN_END else ln
-                      for ln in call.lines)
-        return replace(call, lines=lines, library="chainer" if recipe.startswith("chainer") else "espnet",
-                       words=f"{recipe} training")
-    return call
+    context = get_context(r.contexts[-1]).to_dict()
+    if getattr(fn, "__module__", "") != "harness.subjects.model_calls":
+        return plugin_call(source, fn.__name__, params, case.spec, case.seed, context, given)
+    # a model subject's training loop: the harness's own module (NumPy and the libraries only), copied whole; its
+    # findings are the library's whose modules the recipe trains
+    call = plugin_call(source, fn.__name__, params, case.spec, case.seed, context, given, (MODEL_BEGIN, MODEL_END))
+    recipe = str(params.get("recipe", case.spec.get("recipe", "")))
+    return replace(call, library="chainer" if recipe.startswith("chainer") else "espnet", words=f"{recipe} training")
 
 
 # ---- running a script -----------------------------------------------------------------------------------------

@@ -292,9 +292,8 @@ def _used_names(source: str, name: str) -> tuple[list[str], list[str], list[str]
     visit(name)
     lines = [ast.get_source_segment(source, i) or "" for i in used_imports]
     lines = [ln for ln in lines if ln not in SCRIPT_IMPORTS]
-    nodes = list(dict.fromkeys(id(defs[n]) for n in wanted))  # one statement may bind several names
-    by_id = {id(defs[n]): defs[n] for n in wanted}
-    return [textwrap.dedent(ast.get_source_segment(source, by_id[i]) or "") for i in nodes], lines, shipped
+    nodes = dict.fromkeys(defs[n] for n in wanted)  # one statement may bind several names: copied once
+    return [textwrap.dedent(ast.get_source_segment(source, node) or "") for node in nodes], lines, shipped
 
 
 #: Import lines every script has already (its prelude's): a copied module's own are left out.
@@ -329,17 +328,19 @@ def _copied(source: str, name: str) -> tuple[list[str], list[str], list[str]]:
 
 
 def plugin_call(source: str, name: str, params: Mapping[str, Any], spec: Mapping[str, Any], seed: int,
-                context: Mapping[str, Any], given: bool) -> RenderedCall:
+                context: Mapping[str, Any], given: bool,
+                markers: tuple[str, str] = (PLUGIN_BEGIN, PLUGIN_END)) -> RenderedCall:
     """A plug-in's call, verbatim (its docstrings left out), behind the one-line ``env`` it expects; a shipped
     call it wraps (``env.calls.lstm_link``) is rendered as above and offered under the same name; what it imports
-    from the harness's calls modules (:data:`COPIED_MODULES`) is copied in too."""
+    from the harness's calls modules (:data:`COPIED_MODULES`) is copied in too. ``markers``: the lines around the
+    copied code (:data:`MODEL_BEGIN` and :data:`MODEL_END` for a model subject's training loop)."""
     sources, module_imports, shipped = _copied(source, name)
     # a model's call moves its links to the device and may build ESPnet's embedding: the env offers both then
     model = any("env.to_device" in src or "env.espnet" in src for src in sources)
-    lines: list[str] = [PLUGIN_BEGIN]
+    lines: list[str] = [markers[0]]
     for i, src in enumerate(sources):
         lines += [*(["", ""] if i else []), *_without_docstrings(src).splitlines()]
-    lines += [PLUGIN_END, "", ""]
+    lines += [markers[1], "", ""]
     wrapped = []
     for inner_name in shipped:
         inner = render_call(inner_name, spec, {}, seed, given)
