@@ -118,7 +118,8 @@ def elementwise(a: np.ndarray, e: np.ndarray, bound: np.ndarray | None,
             err[same] = 0.0
             err[np.isnan(err)] = math.inf  # NaN against a number
             finite = np.isfinite(a64) & np.isfinite(e)
-        allowed = s.atol + s.rtol * np.abs(e)
+        magnitude = np.abs(e)
+        allowed = s.atol + s.rtol * magnitude
         if bound is not None:
             allowed = np.maximum(allowed, bound)
         if s.normwise is not None:
@@ -126,9 +127,17 @@ def elementwise(a: np.ndarray, e: np.ndarray, bound: np.ndarray | None,
         if s.floor:
             allowed = np.maximum(allowed, float(s.floor))
         ok = same | (finite & (err <= allowed))
-        rel = err / np.abs(e)
-        rel[err == 0] = 0.0
-        ratio = np.where(err == 0, 0.0, np.where(allowed > 0, err / np.where(allowed > 0, allowed, 1.0), np.inf))
+        # rel is 0 where err is; ratio is 0 where err is, inf where nothing is allowed. Where every divisor is
+        # positive the plain quotient is both (0 / d is 0); only a zero or NaN divisor takes the masked forms
+        # (ten times the cost per element).
+        rel = err / magnitude
+        if not bool(np.all(magnitude > 0)):
+            rel[err == 0] = 0.0
+        if bool(np.all(allowed > 0)):
+            ratio = err / allowed
+        else:
+            ratio = np.where(err == 0, 0.0,
+                             np.where(allowed > 0, err / np.where(allowed > 0, allowed, 1.0), np.inf))
         if not s.finite_only:
             ratio[~(same | finite)] = np.inf
     ecast, bad = oracle_cast(e, s.dtype)

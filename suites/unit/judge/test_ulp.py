@@ -175,6 +175,31 @@ def test_float64_ulp_matches_an_independent_struct_reference(x, y):
     assert (d == 0) == (x == y)
 
 
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_whole_arrays_of_mixed_signs_give_each_elements_own_distance(dtype):
+    """Arrays of random bit patterns (both signs, subnormals, infinities and NaNs among them, in one array) give,
+    element by element, the distance of Python integers on the sign-magnitude line: an element's sign never
+    changes its neighbour's result."""
+    width = np.dtype(dtype).itemsize * 8
+    rng = np.random.default_rng(width)
+    a_bits = rng.integers(0, 2 ** width, 4000, dtype=np.uint64, endpoint=False).astype(UINT_OF[dtype])
+    b_bits = a_bits.copy()
+    b_bits[::2] = rng.integers(0, 2 ** width, 2000, dtype=np.uint64, endpoint=False).astype(UINT_OF[dtype])
+    b_bits[1::4] ^= 1 << (width - 1)  # the same magnitude, the other sign
+    a, b = a_bits.view(dtype), b_bits.view(dtype)
+    got = ulp_distance(a, b)
+
+    def key(u: int) -> int:
+        mag = u & ((1 << (width - 1)) - 1)
+        return -mag if u >> (width - 1) else mag
+
+    nan = np.isnan(a) | np.isnan(b)
+    want = [0 if np.isnan(x) and np.isnan(y) else ULP_MAX if n else abs(key(int(p)) - key(int(q)))
+            for x, y, n, p, q in zip(a, b, nan, a_bits, b_bits)]
+    assert got.tolist() == want
+    assert (np.isnan(a) & ~np.isnan(b)).any() and (np.signbit(a) != np.signbit(b)).any()
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.floats(width=32, allow_nan=False, allow_infinity=False), st.integers(0, 50),
        st.booleans())
