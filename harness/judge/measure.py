@@ -13,6 +13,8 @@ pytest suites call it with arrays from runs in their own process. Pure: records 
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -105,6 +107,10 @@ def measure_task(record: TaskRecord, case: Case | None, contract: Any, *, role: 
     judged = not bad or accepted
     if bad and exp is not None and exp.any_outcome and record.status != "skipped":
         out += _same_outcome(exp, key, record, case, contract, references)
+    oracle_name = "" if oracle is None else oracle[0]
+    compared = {} if oracle is None or arrays is None or not judged else _oracle_judgements(
+        case, [n for n in record.tensors if arrays.get(n) is not None and n in oracle[1]], arrays, oracle[1],
+        contract)
     for name, stats in record.tensors.items():
         digests = record.rep_digests.get(name, ())
         out += verdicts.judge_repeats(contract, key, name, stats, digests, record.rep_processes, judged=judged)
@@ -114,18 +120,14 @@ def measure_task(record: TaskRecord, case: Case | None, contract: Any, *, role: 
                 continue
             out.append(verdicts.judge_pair(ref.kind, contract, key, name, mine, ref.arrays.get(name), ref.name,
                                            relation=ref.relation, judged=judged))
-        if oracle is not None and mine is not None and name in oracle[1] and judged:
-            try:
-                with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf of an accepted bad input
-                    # text=False: a Measure keeps the numbers, never the printed arrays (array2string of both
-                    # arrays was a sixth of the pytest gate's LSTM examples, and thrown away)
-                    err, tol = tolerance.judge_oracle(case, name, mine, oracle[1][name], contract, text=False,
-                                                      noise=oracle[1].get(f"noise.{name}"))
-            except (TypeError, ValueError) as exc:  # no oracle comparison for it: strings, complex, 0-d
-                missed = verdicts.oracle_not_compared(contract, key, name, oracle[0], str(exc))
+        if name in compared:
+            judgement = compared[name]
+            if isinstance(judgement, Exception):  # no oracle comparison for it: strings, complex, 0-d
+                missed = verdicts.oracle_not_compared(contract, key, name, oracle_name, str(judgement))
                 out += [missed] if missed is not None else []
                 continue
-            out.append(verdicts.judge_oracle(contract, key, name, err, tol, oracle[0], known=known_defects))
+            err, tol = judgement
+            out.append(verdicts.judge_oracle(contract, key, name, err, tol, oracle_name, known=known_defects))
     if accepted and exp is not None and oracle is None and role == "subject":
         out.append(Measure(kind="oracle", tensor="", verdict=verdicts.NOT_JUDGED, **key,
                            rule=f"bad input must: {exp.describe()}", contract=f"{exp.source}: {exp.reason}",
@@ -137,6 +139,37 @@ def measure_task(record: TaskRecord, case: Case | None, contract: Any, *, role: 
             out.append(verdicts.judge_order(key, name, None if arrays is None else arrays.get(name),
                                             ref_arrays, ref_name, declared))
     return out
+
+
+#: A task whose tensors compared with the oracle hold at least this many elements in all has them compared on
+#: threads (one per core): NumPy's loops leave the interpreter's lock, and the comparisons are independent.
+#: Below it a thread's start costs more than it saves.
+THREADED_ELEMENTS = 1 << 20
+
+def _oracle_judgements(case: Case | None, names: Sequence[str], arrays: Mapping[str, np.ndarray],
+                       expected: Mapping[str, np.ndarray],
+                       contract: Any) -> dict[str, tuple[tolerance.OracleError, tolerance.Tolerance] | Exception]:
+    """Each tensor's comparison with the oracle (:func:`tolerance.judge_oracle`: its error and tolerance), or
+    the ``TypeError``/``ValueError`` that says it has none (strings, complex, 0-d), by name."""
+
+    def judge(name: str) -> tuple[tolerance.OracleError, tolerance.Tolerance] | Exception:
+        try:
+            with np.errstate(invalid="ignore", over="ignore"):  # NaN/Inf of an accepted bad input
+                # text=False: a Measure keeps the numbers, never the printed arrays (array2string of both
+                # arrays was a sixth of the pytest gate's LSTM examples, and thrown away)
+                return tolerance.judge_oracle(case, name, arrays[name], expected[name], contract, text=False,
+                                              noise=expected.get(f"noise.{name}"))
+        except (TypeError, ValueError) as exc:
+            return exc
+
+    cores = os.cpu_count() or 1
+    size = sum(int(np.size(arrays[n])) for n in names)
+    if cores < 2 or len(names) < 2 or size < THREADED_ELEMENTS:
+        return {n: judge(n) for n in names}
+    with ThreadPoolExecutor(min(cores, len(names))) as pool:
+        # the largest first, so that no core waits on one started last
+        order = sorted(names, key=lambda n: -int(np.size(arrays[n])))
+        return dict(zip(order, pool.map(judge, order)))
 
 
 #: The tensor a declared accumulation order is about (the scatter-added gradient).

@@ -154,3 +154,35 @@ def test_a_chaotic_network_is_judged_by_its_floor_not_flagged_by_the_default():
     judged = [m for m in measures if m.kind == "oracle"]
     assert len(judged) == checked and all(m.verdict == "within tolerance" for m in judged), \
         [(m.tensor, m.verdict, m.error_ratio) for m in judged if m.verdict != "within tolerance"]
+
+
+def test_oracle_comparisons_on_threads_give_the_measures_of_one_thread(monkeypatch):
+    """Tensors compared with the oracle on threads (a large task) give the very measures, in the same order,
+    that one thread gives; one the comparison cannot take (complex) is still not judged with its reason."""
+    import harness.judge.measure as M
+
+    rng = np.random.default_rng(3)
+    names = {"y": (40, 30), "grad.W": (50, 20), "grad.x": (7,), "c": (4,)}
+    tensors, arrays, expected = {}, {}, {}
+    for name, shape in names.items():
+        e = rng.standard_normal(shape)
+        a = (e.astype(np.complex64) if name == "c" else e.astype(np.float32))
+        if name == "grad.W":
+            a.ravel()[5] += 1.0  # beyond the tolerance: a failure, with its worst element
+        arrays[name], expected[name] = a, (e.astype(np.complex128) if name == "c" else e)
+        tensors[name] = TensorComparison(name=name, dtype=str(a.dtype), shape=shape, repeats=1,
+                                         bitwise_identical=True, n_diff=0, n_total=a.size, frac_diff=0.0, max_ulp=0,
+                                         max_ulp_index=None, first_diff_index=None, n_unique=1, digests=("d",),
+                                         nan_count=0, inf_count=0, shape_mismatch=False)
+    record = TaskRecord(key="k", case_id=CASE.id, family="embed", subject="s", device="cpu", context="default",
+                        status="ok", runs=1, ok_runs=1, tensors=tensors, rep_processes=("pool",),
+                        rep_digests={n: ("d",) for n in names})
+
+    def measures(threshold):
+        monkeypatch.setattr(M, "THREADED_ELEMENTS", threshold)
+        return measure_task(record, CASE, _contract(), arrays=arrays, oracle=("oracle.embed", expected))
+
+    one, threaded = measures(10 ** 12), measures(0)
+    assert threaded == one
+    oracle = {m.tensor: m.verdict for m in one if m.kind == "oracle"}
+    assert oracle["grad.W"] == "broken" and oracle["y"] == "within tolerance" and oracle["c"] == "not judged"
