@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import InitVar, dataclass, field
@@ -39,8 +40,8 @@ from harness.core.input_parsing import InputProblem, parse_json
 from harness.core.model_cases import check_model_spec
 from harness.core.vocabulary import FAMILIES
 
-__all__ = ["Case", "FAMILIES", "FORMAT_VERSION", "build_arrays", "lstm_weight_shapes", "encode_array",
-           "decode_array"]
+__all__ = ["Case", "FAMILIES", "FORMAT_VERSION", "build_arrays", "build_seconds", "lstm_weight_shapes",
+           "encode_array", "decode_array"]
 
 FORMAT_VERSION = 1
 # The vocabularies of a spec live with its schema (harness.core.schemas); these names are kept for callers.
@@ -288,6 +289,16 @@ _BUILT = _BuiltArrays()
 BUILT_BYTES = 128 << 20
 
 
+#: Wall seconds this process has spent in :func:`build_arrays`, every call together (one cell: a run reads it
+#: before and after, :func:`harness.subjects.base.execute`).
+_BUILD_SECONDS = [0.0]
+
+
+def build_seconds() -> float:
+    """Wall seconds this process has spent building case arrays (:func:`build_arrays`), all calls together."""
+    return _BUILD_SECONDS[0]
+
+
 def build_arrays(case: Case, max_bytes: int | None = None,
                  names: Collection[str] | None = None) -> dict[str, np.ndarray]:
     """Every input array of ``case``, rebuilt bit-identically on any machine (host NumPy arrays).
@@ -303,6 +314,14 @@ def build_arrays(case: Case, max_bytes: int | None = None,
     ``names`` (optional) asks for those arrays only: only they are drawn (the judge needs the ids and the
     upstream gradient of a case, not its weights). Such a partial build is not kept.
     """
+    t0 = time.perf_counter()
+    try:
+        return _build_or_copy(case, max_bytes, names)
+    finally:
+        _BUILD_SECONDS[0] += time.perf_counter() - t0
+
+
+def _build_or_copy(case: Case, max_bytes: int | None, names: Collection[str] | None) -> dict[str, np.ndarray]:
     key = case.id
     built = _BUILT.get(key)
     if built is None:

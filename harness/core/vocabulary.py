@@ -7,8 +7,8 @@ is implemented.
 
 from __future__ import annotations
 
-__all__ = ["FAMILIES", "MODEL_FAMILIES", "CASE_FAMILIES", "PHASES", "COMPUTE_PHASES", "CPU_TIMING", "PHASE_SPELLINGS",
-           "RELATIONS", "ROLES", "PROFILES", "phase_name"]
+__all__ = ["FAMILIES", "MODEL_FAMILIES", "CASE_FAMILIES", "PHASES", "COMPUTE_PHASES", "CPU_TIMING", "INPUTS_TIMING",
+           "PHASE_SPELLINGS", "RELATIONS", "ROLES", "PROFILES", "phase_name"]
 
 #: The case families: an embedding lookup, a (bi)LSTM stack, an embedding followed by an LSTM.
 FAMILIES: tuple[str, ...] = ("embed", "lstm", "pipeline")
@@ -27,6 +27,10 @@ COMPUTE_PHASES: tuple[str, ...] = ("forward", "backward", "double-backward")
 #: counted (BLAS's included), beside their wall seconds under each phase's own name: what the subject asked of
 #: the machine's cores, where the wall seconds say how long it took.
 CPU_TIMING = "cpu"
+#: The key of a run's timings that holds the wall seconds the run spent building the case's input arrays
+#: (:func:`harness.core.cases.build_arrays`: drawing them, or mapping a shared draw): the harness's work inside
+#: the subject's run, never the subject's.
+INPUTS_TIMING = "inputs"
 #: Other spellings a contracts file may use for a phase, and the phase each one means.
 PHASE_SPELLINGS: dict[str, str] = {"double_backward": "double-backward"}
 

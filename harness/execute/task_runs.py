@@ -28,6 +28,7 @@ from harness.core.cost import oom_killed_twice, timed_out_twice
 from harness.core.devices import parse_device
 from harness.core.errors import WorkerError
 from harness.core.records import TaskRecord, TensorComparison
+from harness.core.vocabulary import INPUTS_TIMING
 from harness.execute import admission
 from harness.execute.answers import Answer, tensor_meta
 from harness.execute.plan import Task
@@ -113,7 +114,8 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignOptions) -> TaskO
     results: list[tuple[str, RunResult]] = []
     metas: list[dict[str, dict[str, Any]]] = []
     lines: list[dict[str, Any]] = []
-    seconds = {"subject": 0.0, "transfer_and_overhead": 0.0, "compare": 0.0, "runs": 0}
+    # inputs: the runs' seconds building the case's arrays in the workers (within transfer_and_overhead)
+    seconds = {"subject": 0.0, "transfer_and_overhead": 0.0, "inputs": 0.0, "compare": 0.0, "runs": 0}
     notes: list[str] = []  # the timeouts that did not happen again alone: a busy machine, said in the report
     case_json = task.case.to_json()
     used: set[int] = set()
@@ -126,6 +128,7 @@ def run_task(task: Task, workers: WorkerSet, settings: CampaignOptions) -> TaskO
         seconds["runs"] += 1
         seconds["subject"] += res.subject_seconds
         seconds["transfer_and_overhead"] += max(wall - res.subject_seconds, 0.0)
+        seconds["inputs"] += res.timings.get(INPUTS_TIMING, 0.0)
         if not ok or res.arrays.keys() != meta.keys():
             meta = _tensor_meta(res.arrays)
         metas.append(meta)

@@ -19,10 +19,10 @@ from typing import Any, Callable, Iterator, Mapping, TypedDict
 
 import numpy as np
 
-from harness.core.cases import Case
+from harness.core.cases import Case, build_seconds
 from harness.core.contexts import Context
 from harness.core.devices import Device
-from harness.core.vocabulary import COMPUTE_PHASES, CPU_TIMING, ROLES
+from harness.core.vocabulary import COMPUTE_PHASES, CPU_TIMING, INPUTS_TIMING, ROLES
 
 __all__ = ["Subject", "Declared", "RunResult", "ErrorInfo", "Recorder", "execute"]
 
@@ -267,7 +267,12 @@ def execute(subject: Subject, case: Case, device: Device, context: Context) -> R
 
             chainer = import_chainer()
             with context.applied(), chainer.using_config("warn_nondeterministic", True):
-                subject.run(case, device, context, rec)
+                built = build_seconds()
+                try:
+                    subject.run(case, device, context, rec)
+                finally:
+                    if build_seconds() > built:
+                        rec.timings[INPUTS_TIMING] = build_seconds() - built
                 rec.phase_name = "transfer"
                 device.synchronize()
                 arrays = rec.to_host()

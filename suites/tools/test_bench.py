@@ -405,3 +405,41 @@ def test_the_sizes_section_prices_a_training_step_against_the_harness_per_step()
     assert m["steps"] == 3 and m["step"] > 0 and row.denominator_value == m["step"]
     assert math.isfinite(row.ratio) and row.ratio == pytest.approx(m["harness"] / m["step"])
     assert m["wall"] >= m["steps"] * (m["step"] + m["harness"]) * 0.999  # the parts are of the run's own wall
+
+
+@pytest.mark.slow  # runs in worker processes
+def test_a_size_point_splits_its_wall_into_subject_oracle_inputs_and_harness() -> None:
+    """A point's parts are of its own wall; the inputs are what the workers spent building the case's arrays (a
+    case no worker built before: drawn, so more than nothing), and its floor counts the case's float elements."""
+    from harness.core.case_arrays import array_layout
+    from harness.core.cases import Case
+    from harness.execute.isolated import Runner
+    from harness.judge.contracts import load_contracts
+    from tools.bench import sizes
+
+    case = Case("embed", 11, {"vocab": 3000, "width": 200, "ids_shape": [30, 40]})
+    with Runner() as runner:
+        m = sizes._point(runner, load_contracts(), "chainer.embed_id", case)
+    assert m["inputs"] > 0 and m["subject"] > 0 and m["oracle"] > 0 and m["harness"] >= 0
+    assert m["subject"] + m["oracle"] + m["inputs"] + m["harness"] <= m["wall"] * 1.0001
+    floats = sum(int(np.prod(s)) for s, dt in array_layout("embed", case.spec).values() if np.dtype(dt).kind == "f")
+    assert m["elements"] == floats == 3000 * 200 * 2 + 30 * 40 * 200 and m["floor"] > 0
+
+
+def test_a_size_points_rows_are_met_or_missed_by_their_own_targets() -> None:
+    """The harness row is met at most the subject's seconds plus the slack, else missed; the inputs row the same
+    against NumPy's draw; the oracle row carries the oracle's ratio."""
+    from harness.core.cases import Case
+    from tools.bench import sizes
+
+    case = Case("lstm", 3, {"n_layers": 1, "hidden": 8, "in_size": 4, "lengths": [6, 5, 3]})
+    base = {"subject": 0.2, "oracle": 0.1, "inputs": 0.05, "harness": 0.25, "wall": 0.6, "worst": 0.5,
+            "elements": 1000, "floor": 0.01}
+    rows = {r.item.rsplit(": ", 1)[1]: r for r in sizes.point_rows("lstm", "x", "chainer.NStepLSTM", case, 1e6, base)}
+    assert set(rows) == {"oracle", "harness", "inputs"}
+    assert rows["harness"].status == "met" and rows["inputs"].status == "met"
+    assert rows["oracle"].ratio == pytest.approx(0.5) and rows["harness"].ratio == pytest.approx(1.25)
+    over = sizes.point_rows("lstm", "x", "chainer.NStepLSTM", case, 1e6,
+                            {**base, "harness": 0.2 + sizes._SLACK + 0.01, "inputs": 0.01 + sizes._SLACK + 0.01})
+    assert {r.item.rsplit(": ", 1)[1]: r.status for r in over} == {"oracle": "ok", "harness": "missed",
+                                                                    "inputs": "missed"}
