@@ -32,6 +32,8 @@ DETERMINISTIC = ("control.deterministic", "chainer.embed_id", "chainer.EmbedID",
 
 
 misbehaving_registered = registered(PLUGIN, "misbehaving_registered")
+PAIRING = "suites.plugins.blocking:SUBJECTS"
+pairing_registered = registered(PAIRING, "pairing_registered")
 
 
 def tasks_of(*names: str):
@@ -318,9 +320,13 @@ def test_the_runs_own_error_is_raised_when_the_work_beside_them_fails_too_and_no
     assert not _pid_alive(executor.launched[0])
 
 
-def test_beside_other_programs_load_the_lowered_lanes_run_at_full_priority_and_the_campaign_counts_it():
+def test_beside_other_programs_load_the_lowered_lanes_run_at_full_priority_and_the_campaign_counts_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Other programs' load as a meter the test sets: every lane but the first raises its worker before a task,
-    the records are those of an idle machine, and the pool's stats (timings.json, the gate's note) count it."""
+    the records are those of an idle machine, and the pool's stats (timings.json, the gate's note) count it.
+    The tasks' runs wait for each other in pairs, so that the second lane takes a task however loaded the
+    machine is (else the first lane could run them all before the second's worker started)."""
+    from suites.plugins.blocking import PAIRS_ENV
 
     class Meter:
         def __init__(self, busy: bool) -> None:
@@ -329,13 +335,17 @@ def test_beside_other_programs_load_the_lowered_lanes_run_at_full_priority_and_t
         def busy(self) -> bool:
             return self.now
 
-    settings = CampaignOptions(repeats=1, fresh=0, timeout=60, plugins=(PLUGIN,), quiet=True, jobs=2)
-    tasks = tasks_of(*DETERMINISTIC)
+    settings = CampaignOptions(repeats=1, fresh=0, timeout=120, plugins=(PAIRING,), quiet=True, jobs=2)
+    tasks = tasks_of("blocking.in_pairs")
     outcomes = {}
     for busy in (True, False):
+        folder = tmp_path / f"busy{busy}"
+        folder.mkdir()
+        monkeypatch.setenv(PAIRS_ENV, str(folder))
         pool = LocalPool()
         pool._load = Meter(busy)  # type: ignore[assignment]
         outcomes[busy] = [o.record for _, o in pool.run(tasks, settings)]
+        assert len(list(folder.iterdir())) == len(tasks)  # every run left its mark: they ran, in pairs
         assert (pool.stats["lanes_raised_for_load"] >= 1) == busy
     assert len(outcomes[True]) == len(tasks) and all(r.status == "ok" for r in outcomes[True])
 
