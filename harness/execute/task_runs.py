@@ -38,7 +38,7 @@ from harness.execute.solo import SOLO
 from harness.execute.worker_sets import WorkerSet
 from harness.generate.dimensions import size_case_runs
 from harness.judge import comparator as compare
-from harness.judge.sketch import tensor_sketch
+from harness.judge.sketch import sketch_all
 from harness.judge.ulp import value_text
 from harness.subjects.base import ErrorInfo, RunResult
 from harness.subjects.registry import accepts_error, get_subject
@@ -293,15 +293,17 @@ def _summarize(task: Task, results: list[tuple[str, RunResult]],
                 counts[k] = (int(first["nan"]), int(first["inf"]))
             elif first is not None and np.dtype(first["dtype"]).kind not in "fc":
                 counts[k] = (0, 0)  # no NaN in integers; complex ones are counted by the comparator
-        for name, c in compare.compare_results(reps, rep_digests, counts).items():
+        compared = compare.compare_results(reps, rep_digests, counts)
+        # rep 0's NaN/Inf counts, where its answer carried them: the sketch does not count them again
+        sketches = dict(zip(compared, sketch_all([reps[0].get(n) for n in compared],
+                                                 [counts.get(n) if n in ok_metas[0] else None for n in compared])))
+        for name, c in compared.items():
             worst = None
             if not c.bitwise_identical and c.diff_reps:
                 idx = c.max_ulp_index if c.max_ulp_index is not None else c.first_diff_index
                 worst = (value_text(reps[0].get(name), idx),
                          value_text(reps[c.diff_reps[0]].get(name), idx))
-            # rep 0's NaN/Inf counts, where its answer carried them: the sketch does not count them again
-            known = counts.get(name) if name in ok_metas[0] else None
-            tensors[name] = replace(c, worst_values=worst, sketch=tensor_sketch(reps[0].get(name), known))
+            tensors[name] = replace(c, worst_values=worst, sketch=sketches[name])
     return TaskRecord(
         key=task.key, case_id=task.case.id, family=task.case.family, subject=task.subject,
         device=task.device, context=task.context, bad_input=task.case.bad,

@@ -145,3 +145,18 @@ def test_counts_taken_already_give_the_sketch_counting_them_would():
     assert tensor_sketch(clean, (0, 0)) == tensor_sketch(clean)
     assert tensor_sketch(a, (2, 1))["nan"] == 2  # the counts given are the ones it reports
     assert tensor_sketch(a, (5, 1))["nan"] == 5
+
+
+def test_sketches_taken_on_threads_are_each_arrays_own_in_order(monkeypatch):
+    """sketch_all on threads (a large total) gives each array's own sketch in the arrays' order, as one thread
+    does; a missing array's sketch is None and given counts are used, not counted again."""
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal(300).astype(np.float32), None, rng.standard_normal((40, 50)),
+              np.arange(7, dtype=np.int32), np.array([1.0, np.nan, np.inf], dtype=np.float32)]
+    counts = [None, None, (0, 0), (0, 0), (1, 1)]
+    monkeypatch.setattr(S, "THREADED_ELEMENTS", 10 ** 12)
+    one = S.sketch_all(arrays, counts)
+    monkeypatch.setattr(S, "THREADED_ELEMENTS", 0)
+    threaded = S.sketch_all(arrays, counts)
+    assert threaded == one == [S.tensor_sketch(a, c) for a, c in zip(arrays, counts)]
+    assert one[1] is None and one[4]["nan"] == 1 and one[2]["n"] == 2000
