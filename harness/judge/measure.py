@@ -13,8 +13,6 @@ pytest suites call it with arrays from runs in their own process. Pure: records 
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -24,6 +22,7 @@ from harness.core.cases import Case
 from harness.core.records import Measure, TaskRecord
 from harness.judge import task_verdicts, tolerance, verdicts
 from harness.judge.contracts import Contract
+from harness.judge.parallel import map_sized
 
 __all__ = ["Reference", "REFERENCE_CONTEXT", "REFERENCE_DEVICE", "reference_contract", "measure_task",
            "references_for"]
@@ -141,11 +140,6 @@ def measure_task(record: TaskRecord, case: Case | None, contract: Any, *, role: 
     return out
 
 
-#: A task whose tensors compared with the oracle hold at least this many elements in all has them compared on
-#: threads (one per core): NumPy's loops leave the interpreter's lock, and the comparisons are independent.
-#: Below it a thread's start costs more than it saves.
-THREADED_ELEMENTS = 1 << 20
-
 def _oracle_judgements(case: Case | None, names: Sequence[str], arrays: Mapping[str, np.ndarray],
                        expected: Mapping[str, np.ndarray],
                        contract: Any) -> dict[str, tuple[tolerance.OracleError, tolerance.Tolerance] | Exception]:
@@ -162,14 +156,8 @@ def _oracle_judgements(case: Case | None, names: Sequence[str], arrays: Mapping[
         except (TypeError, ValueError) as exc:
             return exc
 
-    cores = os.cpu_count() or 1
-    size = sum(int(np.size(arrays[n])) for n in names)
-    if cores < 2 or len(names) < 2 or size < THREADED_ELEMENTS:
-        return {n: judge(n) for n in names}
-    with ThreadPoolExecutor(min(cores, len(names))) as pool:
-        # the largest first, so that no core waits on one started last
-        order = sorted(names, key=lambda n: -int(np.size(arrays[n])))
-        return dict(zip(order, pool.map(judge, order)))
+    # on threads where the task is large (harness.judge.parallel): the comparisons are independent
+    return dict(zip(names, map_sized(judge, names, [int(np.size(arrays[n])) for n in names])))
 
 
 #: The tensor a declared accumulation order is about (the scatter-added gradient).

@@ -22,17 +22,16 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
-import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from harness.judge.parallel import map_sized
 from harness.judge.ulp import ulp_distance
 
-__all__ = ["SAMPLE", "sample_indices", "tensor_sketch", "sketch_all", "THREADED_ELEMENTS", "sample_values",
-           "SketchDelta", "sketch_delta"]
+__all__ = ["SAMPLE", "sample_indices", "tensor_sketch", "sketch_all", "sample_values", "SketchDelta",
+           "sketch_delta"]
 
 #: Elements sampled per tensor (all of them when a tensor has fewer).
 SAMPLE = 16
@@ -176,23 +175,11 @@ def tensor_sketch(a: Any, counts: tuple[int, int] | None = None) -> dict[str, An
             "nan": nan, "inf": inf, "index": idx, "bits": _hex_bits(flat[idx])}
 
 
-#: Arrays holding at least this many elements in all are sketched on threads, one per core (NumPy's reductions
-#: leave the interpreter's lock); below it a thread's start costs more than it saves.
-THREADED_ELEMENTS = 1 << 20
-
-
 def sketch_all(arrays: Sequence[Any], counts: Sequence[tuple[int, int] | None]) -> list[dict[str, Any] | None]:
-    """:func:`tensor_sketch` of each array with its ``counts``, in order; large ones on threads."""
-    size = sum(int(np.size(a)) for a in arrays if a is not None)
-    cores = os.cpu_count() or 1
-    if cores < 2 or len(arrays) < 2 or size < THREADED_ELEMENTS:
-        return [tensor_sketch(a, c) for a, c in zip(arrays, counts)]
-    order = sorted(range(len(arrays)), key=lambda i: -int(np.size(arrays[i])) if arrays[i] is not None else 0)
-    out: list[dict[str, Any] | None] = [None] * len(arrays)
-    with ThreadPoolExecutor(min(cores, len(arrays))) as pool:  # the largest first: no core waits on one started last
-        for i, sketch in zip(order, pool.map(lambda i: tensor_sketch(arrays[i], counts[i]), order)):
-            out[i] = sketch
-    return out
+    """:func:`tensor_sketch` of each array with its ``counts``, in order; large ones on threads
+    (:func:`harness.judge.parallel.map_sized`)."""
+    return map_sized(lambda i: tensor_sketch(arrays[i], counts[i]), range(len(arrays)),
+                     [int(np.size(a)) if a is not None else 0 for a in arrays])
 
 
 @dataclass(frozen=True)

@@ -159,7 +159,7 @@ def test_a_chaotic_network_is_judged_by_its_floor_not_flagged_by_the_default():
 def test_oracle_comparisons_on_threads_give_the_measures_of_one_thread(monkeypatch):
     """Tensors compared with the oracle on threads (a large task) give the very measures, in the same order,
     that one thread gives; one the comparison cannot take (complex) is still not judged with its reason."""
-    import harness.judge.measure as M
+    import harness.judge.parallel as M
 
     rng = np.random.default_rng(3)
     names = {"y": (40, 30), "grad.W": (50, 20), "grad.x": (7,), "c": (4,)}

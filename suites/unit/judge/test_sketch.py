@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from harness.judge import sketch
+from harness.judge import parallel, sketch
 from harness.judge import sketch as S
 from harness.judge.sketch import tensor_sketch
 from harness.judge.ulp import ulp_distance
@@ -154,9 +154,9 @@ def test_sketches_taken_on_threads_are_each_arrays_own_in_order(monkeypatch):
     arrays = [rng.standard_normal(300).astype(np.float32), None, rng.standard_normal((40, 50)),
               np.arange(7, dtype=np.int32), np.array([1.0, np.nan, np.inf], dtype=np.float32)]
     counts = [None, None, (0, 0), (0, 0), (1, 1)]
-    monkeypatch.setattr(S, "THREADED_ELEMENTS", 10 ** 12)
+    monkeypatch.setattr(parallel, "THREADED_ELEMENTS", 10 ** 12)
     one = S.sketch_all(arrays, counts)
-    monkeypatch.setattr(S, "THREADED_ELEMENTS", 0)
+    monkeypatch.setattr(parallel, "THREADED_ELEMENTS", 0)
     threaded = S.sketch_all(arrays, counts)
     assert threaded == one == [S.tensor_sketch(a, c) for a, c in zip(arrays, counts)]
     assert one[1] is None and one[4]["nan"] == 1 and one[2]["n"] == 2000
