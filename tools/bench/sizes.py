@@ -229,23 +229,32 @@ def bench_sizes(level: str = "full", quiet: bool = False) -> tuple[list[Row], di
 
 
 def plot_sizes(raw: dict[str, Any], path: str) -> str:
-    """Oracle / subject and harness / subject against the case's work, one line per family and ratio."""
+    """Oracle / subject and harness / subject against the case's work: per family, its ladder of sizes as a line
+    (in order of work) and its corner cases as unjoined open markers (each is one dimension at its maximum, the
+    others small: not a step of the ladder)."""
     fig = figure(9, 4.5)
     ax = fig.add_subplot(1, 1, 1)
     for family, points in raw.items():
         if family == "trajectory":  # one training run's point, not a ladder (its row says it)
             continue
-        xs = [p["flops"] for p in points]
-        line = ax.plot(xs, [ratio(p["oracle"], p["subject"]) for p in points], "-o", label=f"{family}: oracle")
-        ax.plot(xs, [ratio(p["harness"], p["subject"]) for p in points], "--s", color=line[0].get_color(),
-                label=f"{family}: harness")
-        for p in points:
+        ladder = sorted((p for p in points if not p["label"].startswith("corner ")), key=lambda p: p["flops"])
+        corners = [p for p in points if p["label"].startswith("corner ")]
+        line = ax.plot([p["flops"] for p in ladder], [ratio(p["oracle"], p["subject"]) for p in ladder], "-o",
+                       label=f"{family}: oracle")
+        color = line[0].get_color()
+        ax.plot([p["flops"] for p in ladder], [ratio(p["harness"], p["subject"]) for p in ladder], "--s",
+                color=color, label=f"{family}: harness (not the inputs)")
+        for key, marker in (("oracle", "o"), ("harness", "s")):
+            ax.plot([p["flops"] for p in corners], [ratio(p[key], p["subject"]) for p in corners], marker,
+                    mfc="none", color=color, ls="none")
+        for p in ladder:
             ax.annotate(p["label"].split(":")[0], (p["flops"], ratio(p["oracle"], p["subject"])), fontsize=7)
+    ax.plot([], [], "o", mfc="none", color="grey", ls="none", label="corner cases (open markers)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.axhline(1.0, color="grey", lw=0.8, ls=":")
     ax.set_xlabel("the subject's estimated work (flops, harness.core.cost)")
     ax.set_ylabel("seconds / subject seconds")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     fig.suptitle("Oracle and harness cost against the subject, from ci sizes to realistic ones")
     return save_fig(fig, path)
