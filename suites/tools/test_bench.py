@@ -388,7 +388,7 @@ def test_the_sizes_section_names_every_recipe_dimension_in_its_corner_rows() -> 
     from tools.bench import sizes
 
     corners = sizes._corners()
-    named = {name for _, label, _ in corners for name in label.removeprefix("corner ").split(" + ")}
+    named = {name for _, label, _ in corners for name in label.removeprefix(sizes.CORNER).split(" + ")}
     assert named == {f"{d.family}.{d.name}" for d in DIMENSIONS}
     assert all(family in sizes.LADDER for family, _, _ in corners)  # each runs on its family's ladder subject
     assert sizes._CORNERS["quick"] and sizes._CORNERS["full"] and not sizes._CORNERS["smoke"]

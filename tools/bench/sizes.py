@@ -24,7 +24,8 @@ from typing import Any
 
 from tools.bench.common import Row, figure, log, ratio, save_fig
 
-__all__ = ["bench_sizes", "plot_sizes", "point_rows", "LADDER", "draw_floor", "trajectory_point", "trajectory_row"]
+__all__ = ["bench_sizes", "plot_sizes", "point_rows", "CORNER", "LADDER", "draw_floor", "trajectory_point",
+           "trajectory_row"]
 
 #: Per family: (subject, [(label, spec), ...]) from the ci sizes up.
 LADDER: dict[str, tuple[str, list[tuple[str, dict[str, Any]]]]] = {
@@ -61,11 +62,15 @@ _CORNERS = {"smoke": False, "quick": True, "full": True}
 _SLACK = 0.1
 
 
+#: How a corner case's point label begins (then its dimensions): the rows say it, the figure draws those apart.
+CORNER = "corner "
+
+
 def _corners() -> list[tuple[str, str, Any]]:
     """(family, label, case) of each corner case, on its family's ladder subject."""
     from harness.generate.recipes import corner_cases
 
-    return [(c.family, "corner " + " + ".join(t.split(":", 1)[1] for t in c.tags if t.startswith("corner:")), c)
+    return [(c.family, CORNER + " + ".join(t.split(":", 1)[1] for t in c.tags if t.startswith("corner:")), c)
             for c in corner_cases()]
 
 
@@ -237,8 +242,8 @@ def plot_sizes(raw: dict[str, Any], path: str) -> str:
     for family, points in raw.items():
         if family == "trajectory":  # one training run's point, not a ladder (its row says it)
             continue
-        ladder = sorted((p for p in points if not p["label"].startswith("corner ")), key=lambda p: p["flops"])
-        corners = [p for p in points if p["label"].startswith("corner ")]
+        ladder = sorted((p for p in points if not p["label"].startswith(CORNER)), key=lambda p: p["flops"])
+        corners = [p for p in points if p["label"].startswith(CORNER)]
         line = ax.plot([p["flops"] for p in ladder], [ratio(p["oracle"], p["subject"]) for p in ladder], "-o",
                        label=f"{family}: oracle")
         color = line[0].get_color()
