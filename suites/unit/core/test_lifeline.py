@@ -16,11 +16,20 @@ from harness.core import lifeline
 _SLEEPER = "import time; from harness.core.lifeline import adopt; adopt(); print('up', flush=True); time.sleep(600)"
 
 
+def _dead(pid: int) -> bool:
+    """Gone, or a zombie: it died, and only its reaping is left (to this machine's init, whenever that reaps)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
 def _gone(pid: int, bound: float = 30.0) -> bool:
     end = time.monotonic() + bound
-    while time.monotonic() < end and lifeline.pid_alive(pid):
+    while time.monotonic() < end and not _dead(pid):
         time.sleep(0.05)
-    return not lifeline.pid_alive(pid)
+    return _dead(pid)
 
 
 _ECHO = ("import sys; from harness.core.lifeline import adopt; adopt(); print('up', flush=True); "
