@@ -171,14 +171,15 @@ CRASH_SUBJECTS = ("misbehaving.segfault", "misbehaving.hang", "misbehaving.nan",
 
 @pytest.fixture(scope="module")
 def crash_campaign(tmp_path_factory, misbehaving_registered):
-    """repeats=1, fresh=1, timeout=1 s of CPU: every task runs once in the pool worker and once in a fresh one
-    (the limit counts from the request, after the worker is ready; the other subjects' runs take milliseconds; the
-    hang sleeps, so the wall limit, 3 x the CPU limit, ends it, and its second try alone)."""
+    """repeats=1, fresh=1, timeout=0.5 s of CPU: every task runs once in the pool worker and once in a fresh one
+    (the limit counts from the request, after the worker is ready; the other subjects' runs take milliseconds of
+    CPU; the hang sleeps, so the wall limit, 3 x the CPU limit, ends it, and its second try alone: 4.5 s waited
+    out in all)."""
     d = tmp_path_factory.mktemp("crash")
     tasks = plan([CASE], subjects(*CRASH_SUBJECTS), [CPU], [get_context("default")])
     tasks += plan([CASE], subjects("misbehaving.env_probe"), [CPU], [get_context("hashseed")])
     # One lane: these tests follow one pooled worker from task to task (suites/unit/execute/test_lanes.py runs several).
-    settings = CampaignOptions(repeats=1, fresh=1, timeout=1, plugins=(PLUGIN,), quiet=True, jobs=1)
+    settings = CampaignOptions(repeats=1, fresh=1, timeout=0.5, plugins=(PLUGIN,), quiet=True, jobs=1)
     old = os.environ.pop("PYTHONHASHSEED", None)  # the default context must not inherit one
     try:
         campaign = Campaign(str(d), settings)
@@ -221,11 +222,11 @@ def test_segfault_is_a_crashed_row(crash_campaign):
 def test_hang_is_a_timeout_row_after_a_second_try_alone(crash_campaign):
     rec = crash_campaign["records"][key("misbehaving.hang")]
     assert rec["statuses"] == {"timeout": 2} and rec["status"] == "error"
-    assert rec["errors"][0]["type"] == "Timeout" and "1 s of CPU time" in rec["errors"][0]["message"]
+    assert rec["errors"][0]["type"] == "Timeout" and "0.5 s of CPU time" in rec["errors"][0]["message"]
     runs = runs_of(crash_campaign, "misbehaving.hang")
     # the pooled run timed out, then again alone in its slot with twice the limit; the hang ends the task's runs
     assert [r["process"] for r in runs] == ["pool", "pool"] and runs[1].get("alone") is True
-    assert [r["cpu"]["limit"] for r in runs] == [1.0, 2.0]
+    assert [r["cpu"]["limit"] for r in runs] == [0.5, 1.0]
     for r in runs:
         # asleep to the wall limit (3 x the CPU limit), not starved: a lower bound only (a busy machine may
         # make it late), and the CPU it got well under its limit
