@@ -207,7 +207,12 @@ class Case:
     @functools.cached_property
     def id(self) -> str:
         """A stable short id: the first 12 hex digits of SHA-256 of the canonical JSON."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
+        return self._sha256[:12]
+
+    @functools.cached_property
+    def _sha256(self) -> str:
+        """SHA-256 of the canonical JSON, all 64 hex digits: what identifies the case's content exactly."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     @property
     def bad(self) -> bool:
@@ -234,13 +239,36 @@ def _validate(case: "Case", schema: bool = True) -> None:
     """The whole case checked against :data:`harness.core.schemas.CASE` (its spec against the family's keys in
     :data:`harness.core.schemas.SPEC_FIELDS`: every key known, typed and in range; unless ``schema`` is false),
     then the rules that depend on whether the case is a bad input."""
-    problem = schema_check.check(case.to_dict(), schemas.CASE) if schema else None
+    problem = _schema_problem(case) if schema else None
     if problem is not None:
         raise InvalidArgument(problem)
     _validate_spec(case.family, case.spec, bad=case.expect is not None)
     # the arrays and the fields that must agree with each other, decoded once here (build_arrays copies them)
     decoded = check_case_arrays(case.family, case.spec, case.arrays, case.expect is not None)
     object.__setattr__(case, "_decoded", decoded)
+
+
+#: The schema's verdict on each case content this process checked, by the SHA-256 of its canonical JSON, most
+#: recent last. A process builds the same cases again and again (every default corpus builds the corner cases,
+#: whose lengths run to a thousand items that jsonschema checks one by one); equal text gets an equal verdict.
+_SCHEMA_VERDICTS: OrderedDict[str, str | None] = OrderedDict()
+_SCHEMA_VERDICTS_KEPT = 4096
+
+
+def _schema_problem(case: "Case") -> str | None:
+    """The first problem :data:`harness.core.schemas.CASE` finds in the case's canonical form, or None."""
+    try:
+        key = case._sha256
+    except (TypeError, ValueError):  # no JSON text (a NaN, a NumPy scalar): the schema names the bad field
+        return schema_check.check(case.to_dict(), schemas.CASE)
+    if key in _SCHEMA_VERDICTS:
+        _SCHEMA_VERDICTS.move_to_end(key)
+        return _SCHEMA_VERDICTS[key]
+    problem = schema_check.check(case.to_dict(), schemas.CASE)
+    _SCHEMA_VERDICTS[key] = problem
+    if len(_SCHEMA_VERDICTS) > _SCHEMA_VERDICTS_KEPT:
+        _SCHEMA_VERDICTS.popitem(last=False)
+    return problem
 
 
 def _validate_spec(family: str, spec: Mapping[str, Any], bad: bool) -> None:

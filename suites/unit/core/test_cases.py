@@ -500,3 +500,25 @@ def test_built_arrays_are_kept_for_a_whole_corpus_by_bytes_and_handed_out_as_cop
         assert held <= biggest or len(cases_mod._BUILT) == 1
         assert next(reversed(cases_mod._BUILT)) == c.id
     assert len(built) == len(corpus) and len(cases_mod._BUILT) < len(corpus)
+
+
+def test_a_content_is_checked_against_the_schema_once_and_refused_alike_each_time(monkeypatch):
+    calls: list[str] = []
+    real = cases.schema_check.check
+    monkeypatch.setattr(cases.schema_check, "check", lambda data, schema: calls.append(data["family"]) or
+                        real(data, schema))
+    monkeypatch.setattr(cases, "_SCHEMA_VERDICTS", type(cases._SCHEMA_VERDICTS)())
+    spec = {"vocab": 7, "width": 3, "ids_shape": [5], "id_kind": "collision", "distinct": 2}
+    a, b = Case("embed", 11, spec), Case("embed", 11, dict(spec))
+    assert a == b and len(calls) == 1  # the second build of the same content was not walked again
+    Case("embed", 12, spec)
+    assert len(calls) == 2  # another content is
+    refusals = []
+    for _ in range(2):
+        with pytest.raises(InvalidArgument) as info:
+            Case("embed", 13, {**spec, "vocab": -1})
+        refusals.append(str(info.value))
+    assert refusals[0] == refusals[1] == "$.spec.vocab=-1 must be >= 1" and len(calls) == 3
+    with pytest.raises(InvalidArgument, match=r"\$\.spec\.vocab=NaN must be an integer"):  # no JSON text: checked
+        Case("embed", 14, {**spec, "vocab": float("nan")})
+    assert len(calls) == 4
