@@ -22,12 +22,13 @@ import functools
 import hashlib
 import json
 import os
+import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import InitVar, dataclass, field
 from types import MappingProxyType
-from typing import Any, Collection, Mapping
+from typing import Any, Callable, Collection, Generic, Mapping, TypeVar
 
 import numpy as np
 
@@ -40,8 +41,10 @@ from harness.core.input_parsing import InputProblem, parse_json
 from harness.core.model_cases import check_model_spec
 from harness.core.vocabulary import FAMILIES
 
-__all__ = ["Case", "FAMILIES", "FORMAT_VERSION", "build_arrays", "build_seconds", "lstm_weight_shapes",
-           "encode_array", "decode_array"]
+T = TypeVar("T")
+
+__all__ = ["Case", "ContentMemo", "FAMILIES", "FORMAT_VERSION", "build_arrays", "build_seconds",
+           "lstm_weight_shapes", "encode_array", "decode_array"]
 
 FORMAT_VERSION = 1
 # The vocabularies of a spec live with its schema (harness.core.schemas); these names are kept for callers.
@@ -248,27 +251,42 @@ def _validate(case: "Case", schema: bool = True) -> None:
     object.__setattr__(case, "_decoded", decoded)
 
 
-#: The schema's verdict on each case content this process checked, by the SHA-256 of its canonical JSON, most
-#: recent last. A process builds the same cases again and again (every default corpus builds the corner cases,
-#: whose lengths run to a thousand items that jsonschema checks one by one); equal text gets an equal verdict.
-_SCHEMA_VERDICTS: OrderedDict[str, str | None] = OrderedDict()
-_SCHEMA_VERDICTS_KEPT = 4096
+class ContentMemo(Generic[T]):
+    """What a function of a case's content alone gave, kept per process by the SHA-256 of the case's canonical
+    JSON (equal text, equal value), at most ``kept`` values, the least recently used dropped first. A case with
+    no JSON text (a NaN in a spec being refused) is computed each time."""
+
+    def __init__(self, kept: int = 4096) -> None:
+        self.kept = kept
+        self._values: OrderedDict[str, T] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, case: "Case", compute: Callable[["Case"], T]) -> T:
+        """``compute(case)``, or the value it gave for a case of the same content."""
+        try:
+            key = case._sha256
+        except (TypeError, ValueError):
+            return compute(case)
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]
+        value = compute(case)
+        with self._lock:
+            self._values[key] = value
+            while len(self._values) > self.kept:
+                self._values.popitem(last=False)
+        return value
+
+
+#: The schema's verdict on each case content: a process builds the same cases again and again (every default
+#: corpus builds the corner cases, whose lengths run to a thousand items that jsonschema checks one by one).
+_SCHEMA_VERDICTS: ContentMemo[str | None] = ContentMemo()
 
 
 def _schema_problem(case: "Case") -> str | None:
     """The first problem :data:`harness.core.schemas.CASE` finds in the case's canonical form, or None."""
-    try:
-        key = case._sha256
-    except (TypeError, ValueError):  # no JSON text (a NaN, a NumPy scalar): the schema names the bad field
-        return schema_check.check(case.to_dict(), schemas.CASE)
-    if key in _SCHEMA_VERDICTS:
-        _SCHEMA_VERDICTS.move_to_end(key)
-        return _SCHEMA_VERDICTS[key]
-    problem = schema_check.check(case.to_dict(), schemas.CASE)
-    _SCHEMA_VERDICTS[key] = problem
-    if len(_SCHEMA_VERDICTS) > _SCHEMA_VERDICTS_KEPT:
-        _SCHEMA_VERDICTS.popitem(last=False)
-    return problem
+    return _SCHEMA_VERDICTS.get(case, lambda c: schema_check.check(c.to_dict(), schemas.CASE))
 
 
 def _validate_spec(family: str, spec: Mapping[str, Any], bad: bool) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from harness.core.case_limits import estimate_case_bytes
-from harness.core.cases import GRAD_OUTPUTS, ID_DTYPES, Case, build_arrays, encode_array
+from harness.core.cases import GRAD_OUTPUTS, ID_DTYPES, Case, ContentMemo, build_arrays, encode_array
 from harness.generate.dimensions import dimension_kinds, row_pileup
 
 __all__ = ["EMBED_EDGES", "RNN_EDGES", "EDGE_KINDS", "edge_kinds", "edge_cases", "coverage_rows",
@@ -153,10 +153,19 @@ def built_ids(case: Case) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
         return {}, None
 
 
+#: The edge kinds of each case content (:func:`edge_kinds` builds a case's ids to find them: every corpus built
+#: again, the default one at each report and gate, tags the same real-scale cases again).
+_KINDS: ContentMemo[frozenset[str]] = ContentMemo()
+
+
 def edge_kinds(case: Case) -> set[str]:
     """The edge kinds ``case`` reaches (:data:`EDGE_KINDS`), the size boundaries (:data:`SIZE_EDGES`) and the
     recipe dimensions' boundaries it crosses (``lstm.steps>=512``:
     :func:`harness.generate.dimensions.dimension_kinds`)."""
+    return set(_KINDS.get(case, lambda c: frozenset(_edge_kinds(c))))
+
+
+def _edge_kinds(case: Case) -> set[str]:
     s = case.spec
     out: set[str] = set()
     if case.family == "embed":

@@ -507,7 +507,7 @@ def test_a_content_is_checked_against_the_schema_once_and_refused_alike_each_tim
     real = cases.schema_check.check
     monkeypatch.setattr(cases.schema_check, "check", lambda data, schema: calls.append(data["family"]) or
                         real(data, schema))
-    monkeypatch.setattr(cases, "_SCHEMA_VERDICTS", type(cases._SCHEMA_VERDICTS)())
+    monkeypatch.setattr(cases, "_SCHEMA_VERDICTS", cases.ContentMemo())
     spec = {"vocab": 7, "width": 3, "ids_shape": [5], "id_kind": "collision", "distinct": 2}
     a, b = Case("embed", 11, spec), Case("embed", 11, dict(spec))
     assert a == b and len(calls) == 1  # the second build of the same content was not walked again

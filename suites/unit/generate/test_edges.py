@@ -101,3 +101,21 @@ def test_replay_of_the_tagged_drawn_case_is_judged_by_the_rule(tmp_path, harness
     assert p.rc == 1 and "BEYOND TOLERANCE" in p.stdout, p.stdout + p.stderr  # the finding the rule now covers
     p = harness("replay", str(tmp_path / "tagged.json"), "--subject", "chainer.embed_id")
     assert p.rc == 0 and "nothing differs" in p.stdout, p.stdout + p.stderr
+
+
+def test_a_contents_edge_kinds_are_found_once_and_handed_out_as_copies(monkeypatch):
+    from harness.core.cases import ContentMemo
+    from harness.generate import edges
+
+    built: list[str] = []
+    real = edges.built_ids
+    monkeypatch.setattr(edges, "built_ids", lambda case: built.append(case.id) or real(case))
+    monkeypatch.setattr(edges, "_KINDS", ContentMemo())
+    spec = {"vocab": 4, "width": 2, "ids_shape": [6], "id_kind": "all_equal"}
+    first = edge_kinds(Case("embed", 3, spec))
+    assert "vocab:1" not in first and first == edges._edge_kinds(Case("embed", 3, spec))  # the uncached answer
+    first.add("mine")
+    again = edge_kinds(Case("embed", 3, dict(spec)))
+    assert "mine" not in again and len(built) == 2  # once for the memo, once for the uncached call above
+    edge_kinds(Case("embed", 4, spec))
+    assert len(built) == 3  # another content is looked at
