@@ -56,7 +56,7 @@ def test_a_worker_starved_once_is_run_again_alone_and_is_a_note_not_a_finding(tm
 
     case = fresh_case()
     try:
-        c, rec = campaign(tmp_path, "stalls.stopped_once", case, timeout=0.5)
+        c, rec = campaign(tmp_path, "stalls.stopped_once", case, timeout=0.25)
         assert os.path.exists(mark_of(case))  # the first run did stop its worker
     finally:
         if os.path.exists(mark_of(case)):
@@ -74,7 +74,7 @@ def test_a_worker_starved_once_is_run_again_alone_and_is_a_note_not_a_finding(tm
 
 
 def test_a_worker_starved_twice_is_not_judged_with_its_reason(tmp_path: Path) -> None:
-    _, rec = campaign(tmp_path, "stalls.stopped_always", fresh_case(), timeout=0.5)
+    _, rec = campaign(tmp_path, "stalls.stopped_always", fresh_case(), timeout=0.25)
     assert rec.status == "skipped" and rec.skip_reason.startswith(TIMED_OUT_TWICE), rec.skip_reason
     assert "CPU share 0%" in rec.skip_reason and "timeout" not in rec.statuses
 
