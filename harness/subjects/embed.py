@@ -57,9 +57,11 @@ def sequential_grad_W(spec: Any, arrays: Any) -> dict[str, Any]:
     it does in the loop). No Chainer: this is the reference the ``order`` measure compares with bit for bit."""
     import numpy as np
 
+    from harness.core.sparse_zeros import sparse_zeros
+
     x, gy, W = np.asarray(arrays["x"]), np.asarray(arrays["gy"]), np.asarray(arrays["W"])
     ignore = spec.get("ignore_label")
-    gW = np.zeros(W.shape, dtype=gy.dtype)
+    gW = sparse_zeros(W.shape, gy.dtype)
     rows = gy.reshape(x.size, W.shape[-1]) if x.size else gy.reshape(0, W.shape[-1])
     for ix, row in zip(x.ravel().tolist(), rows):
         if ignore is not None and ix == ignore:

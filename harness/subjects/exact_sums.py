@@ -6,16 +6,18 @@ a single term or a pair is one IEEE operation (already correctly rounded); longe
 whole arrays at once, with integer limbs (:func:`_exact_segment_sums`), or plainly where every partial sum is
 exact (:func:`_fits_53_bits`), and with :func:`math.fsum` column by column where the values span more binary
 orders of magnitude than the limbs take. NaN and infinities give their IEEE sums. Also here: reading rows as
-float64 a block at a time (:func:`gather_rows`), and the zeros a sparse scatter writes into (:func:`_sparse_zeros`).
+float64 a block at a time (:func:`gather_rows`), and the zeros a sparse scatter writes into
+(:func:`harness.core.sparse_zeros.sparse_zeros`).
 """
 
 from __future__ import annotations
 
 import math
-import mmap
 from fractions import Fraction
 
 import numpy as np
+
+from harness.core.sparse_zeros import sparse_zeros
 
 __all__ = ["exact_sum", "special_sum", "gather_rows", "scatter_rows"]
 
@@ -63,22 +65,6 @@ def gather_rows(table: np.ndarray, index: np.ndarray, out: np.ndarray | None = N
 _GATHER_BYTES = 1 << 18
 
 
-def _sparse_zeros(shape: tuple[int, int]) -> np.ndarray:
-    """A float64 array of zeros for a scatter that writes a few of its rows: above :data:`_SPARSE_BYTES`, on an
-    anonymous mapping of its own, whose pages the kernel zeroes 4 KiB at a time as rows are written.
-    ``np.zeros`` there asks for transparent huge pages (``madvise``), and the first rows written into each 2 MiB
-    then stall on zeroing and compacting memory: for a word LM's ``grad.W`` (vocab 65,000 x 1,000, 12,000 ids) the
-    scatter took 0.28 s in a fresh process against 0.07 s on 4 KiB pages."""
-    nbytes = shape[0] * shape[1] * 8
-    if nbytes < _SPARSE_BYTES:
-        return np.zeros(shape, dtype=_F64)
-    return np.frombuffer(mmap.mmap(-1, nbytes), dtype=_F64).reshape(shape)  # the array keeps the mapping alive
-
-
-#: Size from which :func:`_sparse_zeros` maps its own pages.
-_SPARSE_BYTES = 1 << 24
-
-
 def scatter_rows(ids: np.ndarray, rows: np.ndarray, n_rows: int, positions: np.ndarray | None = None
                   ) -> np.ndarray:
     """``out[r] = sum of rows[p] with ids[p] == r``, each sum correctly rounded in float64.
@@ -92,7 +78,7 @@ def scatter_rows(ids: np.ndarray, rows: np.ndarray, n_rows: int, positions: np.n
     values span more exponents than that handles). The result does not depend on the order of the positions.
     """
     width = rows.shape[1]
-    out = _sparse_zeros((n_rows, width))
+    out = sparse_zeros((n_rows, width))
     n = ids.shape[0]
     if n == 0 or width == 0:
         return out
