@@ -10,6 +10,7 @@ zeroed on its own.
 
 from __future__ import annotations
 
+import math
 import mmap
 
 import numpy as np
@@ -25,10 +26,7 @@ def sparse_zeros(shape: tuple[int, ...], dtype: DTypeLike = np.float64) -> np.nd
     """A writable C-ordered array of zeros of ``shape`` and ``dtype``: from :data:`SPARSE_BYTES` on, on an
     anonymous mapping of its own (the array keeps it alive), else ``np.zeros``."""
     dt = np.dtype(dtype)
-    count = 1
-    for n in shape:
-        count *= int(n)
-    nbytes = count * dt.itemsize
+    nbytes = math.prod(int(n) for n in shape) * dt.itemsize
     if nbytes < SPARSE_BYTES:
         return np.zeros(shape, dtype=dt)
     return np.frombuffer(mmap.mmap(-1, nbytes), dtype=dt).reshape(shape)
