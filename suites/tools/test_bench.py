@@ -422,6 +422,12 @@ def test_a_size_point_splits_its_wall_into_subject_oracle_inputs_and_harness() -
         m = sizes._point(runner, load_contracts(), "chainer.embed_id", case)
     assert m["inputs"] > 0 and m["subject"] > 0 and m["oracle"] > 0 and m["harness"] >= 0
     assert m["subject"] + m["oracle"] + m["inputs"] + m["harness"] <= m["wall"] * 1.0001
+    parts = m["parts"]  # the harness's parts: each of its own, none more than the harness's seconds together
+    assert set(parts) == set(sizes._PARTS) and all(v >= 0 for v in parts.values())
+    assert parts["answers"] > 0 and parts["reference"] > 0 and parts["measures"] > 0  # embed_id declares an order
+    assert sum(parts.values()) <= m["harness"] * 1.0001
+    harness_row = sizes.point_rows("embed", "x", "chainer.embed_id", case, 1e6, m)[1]
+    assert "the order reference's run" in harness_row.note and "the measures" in harness_row.note
     floats = sum(int(np.prod(s)) for s, dt in array_layout("embed", case.spec).values() if np.dtype(dt).kind == "f")
     assert m["elements"] == floats == 3000 * 200 * 2 + 30 * 40 * 200 and m["floor"] > 0
 

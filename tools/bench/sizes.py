@@ -1,18 +1,18 @@
 """Section ``sizes``: subject, oracle and harness seconds from the ``ci`` sizes up to realistic ones.
 
 Per family, a ladder of cases from the ``ci`` profile's sizes up to the shapes of published recipes (LSTM hidden
-320 and 1,024 over 100-120 steps; embeddings of vocabulary 5,000 and 65,000 as a decoder's and a word LM's
-batch; an embedding into an LSTM at vocabulary 5,000, hidden 320). Each point runs the way ``replay`` runs it,
-in worker processes: the subject once, its oracle (and, for an embedding, the declared-order reference) once,
-then the measures. Subject seconds and oracle seconds are what the workers report for the runs themselves;
-input seconds are what they report for building the case's arrays (drawing them from their seeds, or mapping
-a draw another worker shared: the runs' ``inputs`` timing); harness seconds are everything else (the arrays'
-transfer, digests, the run-to-run comparison, the declared-order reference's run and the measures against
-the oracle). Each point has three rows: oracle / subject; harness / subject, whose target is the subject's
-seconds plus 0.1 s; and inputs / NumPy's own seconds drawing as many normals in one thread (the draw's floor:
-no harness can hand a subject random inputs faster than they can be drawn), whose target is that floor plus
-0.1 s. All are figures measured in the same run, one point after the other. The ``quick`` and ``full`` levels
-add the points of the default corpus's corner cases (:func:`harness.generate.recipes.corner_cases`: each
+320 and 1,024 over 100-120 steps; embeddings of vocabulary 5,000 and 65,000 as a decoder's and a word LM's batch;
+an embedding into an LSTM at vocabulary 5,000, hidden 320). Each point runs the way ``replay`` runs it, in worker
+processes: the subject once, its oracle (and, for an embedding, the declared-order reference) once, then the
+measures. Subject seconds and oracle seconds are what the workers report for the runs themselves; input seconds are
+what they report for building the case's arrays (drawing them from their seeds, or mapping a draw another worker
+shared: the runs' ``inputs`` timing); harness seconds are everything else (the arrays' transfer, digests, the
+run-to-run comparison, the declared-order reference's run and the measures against the oracle); the harness row's
+note splits them into those parts. Each point has three rows: oracle / subject; harness / subject, whose target is
+the subject's seconds plus 0.1 s; and inputs / NumPy's own seconds drawing as many normals in one thread (the
+draw's floor: no harness can hand a subject random inputs faster than they can be drawn), whose target is that
+floor plus 0.1 s. All are figures measured in the same run, one point after the other. The ``quick`` and ``full``
+levels add the points of the default corpus's corner cases (:func:`harness.generate.recipes.corner_cases`: each
 recipe dimension at its maximum, the others small). One more row prices a training trajectory: the harness's
 seconds per training step of a model subject (:func:`trajectory_point`) against the step itself.
 """
@@ -89,22 +89,31 @@ def _point(runner: Any, contracts: Any, subject: str, case: Any) -> dict[str, fl
     o = runner.run(case, subj.oracle, CPU, "default")
     oracle_seconds = o.seconds["subject"]
     inputs = main.seconds["inputs"] + o.seconds["inputs"]
+    runs = [main, o]
+    reference = 0.0
     order = None
     declared = order_reference(subject, "cpu")
     if declared is not None and get_subject(declared[0]).applies_to(case):  # a judge's reference: harness time
         r = runner.run(case, declared[0], CPU, "default")
         inputs += r.seconds["inputs"]
+        reference = r.seconds["subject"]
+        runs.append(r)
         order = (declared[0], r.arrays or None, declared[1])
+    t_measures = time.perf_counter()
     measures = measure_task(main.record, case, contracts.find(subject, "cpu", "default"), role=subj.role,
                             arrays=main.arrays or None, oracle=(subj.oracle, o.arrays), order=order)
     wall = time.perf_counter() - t0
+    # the harness's seconds by part (their sum is at most the harness's: the rest is bookkeeping between them)
+    parts = {"answers": sum(max(x.seconds["transfer_and_overhead"] - x.seconds["inputs"], 0.0) for x in runs),
+             "records": sum(x.seconds["compare"] for x in runs), "reference": reference,
+             "measures": time.perf_counter() - t_measures}
     worst = max((m.error_ratio for m in measures if m.kind == "oracle" and m.error_ratio is not None),
                 default=float("nan"))
     subject_seconds = main.seconds["subject"]
     elements, floor = draw_floor(case)
     return {"subject": subject_seconds, "oracle": oracle_seconds, "inputs": inputs,
             "harness": max(wall - subject_seconds - oracle_seconds - inputs, 0.0), "wall": wall, "worst": worst,
-            "elements": elements, "floor": floor}
+            "elements": elements, "floor": floor, "parts": parts}
 
 
 def draw_floor(case: Any) -> tuple[int, float]:
@@ -165,6 +174,19 @@ def trajectory_row(runner: Any, level: str) -> tuple[Row, dict[str, float]]:
     return row, m
 
 
+#: What each of a point's harness parts (:func:`_point`) holds, for the harness row's note.
+_PARTS = {"answers": "the runs' answers (digests in the workers, transfer)",
+          "records": "their records (run-to-run comparison, sketches)",
+          "reference": "the order reference's run", "measures": "the measures"}
+
+
+def _parts_text(m: dict[str, Any]) -> str:
+    """``"; of it: <part> <s> s, ..."`` for the harness row's note, or nothing where the point has no parts."""
+    parts = m.get("parts") or {}
+    shown = [f"{_PARTS[k]} {parts[k]:.2f} s" for k in _PARTS if parts.get(k)]
+    return f"; of it: {', '.join(shown)}" if shown else ""
+
+
 def point_rows(family: str, label: str, subject: str, case: Any, peak: float, m: dict[str, float]) -> list[Row]:
     """A point's three rows (oracle, harness, inputs) from its measurements ``m`` (:func:`_point`), each harness
     and inputs row ``met`` or ``missed`` by its target."""
@@ -184,7 +206,7 @@ def point_rows(family: str, label: str, subject: str, case: Any, peak: float, m:
                     "harness seconds (transfer, digests, comparisons, measures; not the inputs)",
                     m["harness"], f"{subject} seconds", m["subject"], "s", 1,
                     target=f"harness <= subject + {_SLACK} s", status="met" if within else "missed",
-                    note=f"{note}; with the inputs {m['harness'] + m['inputs']:.3g} s"))
+                    note=f"{note}; with the inputs {m['harness'] + m['inputs']:.3g} s{_parts_text(m)}"))
     drawn = m["inputs"] <= m["floor"] + _SLACK
     rows.append(Row("sizes", f"{family}: {label}: inputs", ratio(m["inputs"], m["floor"]),
                     "inputs / NumPy's draw of as many normals",
