@@ -181,10 +181,11 @@ _PARTS = {"answers": "the runs' answers (digests in the workers, transfer)",
 
 
 def _parts_text(m: dict[str, Any]) -> str:
-    """``"; of it: <part> <s> s, ..."`` for the harness row's note, or nothing where the point has no parts."""
+    """``"; harness seconds by part: <part> <s> s, ..."`` for the harness row's note, or nothing where the point
+    has no parts."""
     parts = m.get("parts") or {}
     shown = [f"{_PARTS[k]} {parts[k]:.2f} s" for k in _PARTS if parts.get(k)]
-    return f"; of it: {', '.join(shown)}" if shown else ""
+    return f"; harness seconds by part: {', '.join(shown)}" if shown else ""
 
 
 def point_rows(family: str, label: str, subject: str, case: Any, peak: float, m: dict[str, float]) -> list[Row]:
