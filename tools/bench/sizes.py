@@ -74,7 +74,7 @@ def _corners() -> list[tuple[str, str, Any]]:
             for c in corner_cases()]
 
 
-def _point(runner: Any, contracts: Any, subject: str, case: Any) -> dict[str, float]:
+def _point(runner: Any, contracts: Any, subject: str, case: Any) -> dict[str, Any]:
     """One point: seconds of the subject's run, of its oracle's (and order reference's), of building their
     inputs, and of the rest."""
     from harness.core.devices import CPU
@@ -188,7 +188,7 @@ def _parts_text(m: dict[str, Any]) -> str:
     return f"; harness seconds by part: {', '.join(shown)}" if shown else ""
 
 
-def point_rows(family: str, label: str, subject: str, case: Any, peak: float, m: dict[str, float]) -> list[Row]:
+def point_rows(family: str, label: str, subject: str, case: Any, peak: float, m: dict[str, Any]) -> list[Row]:
     """A point's three rows (oracle, harness, inputs) from its measurements ``m`` (:func:`_point`), each harness
     and inputs row ``met`` or ``missed`` by its target."""
     from harness.subjects.registry import get_subject
