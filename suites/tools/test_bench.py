@@ -449,3 +449,12 @@ def test_a_size_points_rows_are_met_or_missed_by_their_own_targets() -> None:
                             {**base, "harness": 0.2 + sizes._SLACK + 0.01, "inputs": 0.01 + sizes._SLACK + 0.01})
     assert {r.item.rsplit(": ", 1)[1]: r.status for r in over} == {"oracle": "ok", "harness": "missed",
                                                                     "inputs": "missed"}
+
+
+@pytest.mark.parametrize("n, text", [(800, "800 B"), (2048, "2 KiB"), (2650, "2.59 KiB"), (1023.9 * 1024, "1024 KiB"),
+                                     (1_047_552, "1023 KiB"), (340 * 2 ** 20, "340 MiB"), (1.5 * 2 ** 30, "1.5 GiB")])
+def test_byte_counts_read_as_a_person_writes_them(n: float, text: str) -> None:
+    """Three significant digits at most below 100 of a unit, whole units above, never an exponent."""
+    from tools.bench.common import fmt_bytes
+
+    assert fmt_bytes(n) == text

@@ -78,11 +78,11 @@ def timed(fn: Callable[[], Any], inner: int = 1) -> tuple[float, Any]:
 
 
 def fmt_bytes(n: float) -> str:
-    """``67108864`` -> ``"64 MiB"``."""
+    """``67108864`` -> ``"64 MiB"``; three significant digits, never in exponent form (``"1023 KiB"``)."""
     for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
         if n >= size:
             v = n / size
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.3g} {unit}"
+            return f"{v:.0f} {unit}" if v == int(v) or v >= 100 else f"{v:.3g} {unit}"
     return f"{int(n)} B"
 
 
