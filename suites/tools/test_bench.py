@@ -430,6 +430,53 @@ def test_a_size_point_splits_its_wall_into_subject_oracle_inputs_and_harness() -
     assert "the order reference's run" in harness_row.note and "the measures" in harness_row.note
     floats = sum(int(np.prod(s)) for s, dt in array_layout("embed", case.spec).values() if np.dtype(dt).kind == "f")
     assert m["elements"] == floats == 3000 * 200 * 2 + 30 * 40 * 200 and m["floor"] > 0
+    # the isolated judge's floor: the subject's outputs (y, grad.W, the double backward's grad2.gy) moved once,
+    # and the same reference run as the parts'
+    iso = m["isolation"]
+    assert iso["outputs"] == (2 * 30 * 40 * 200 + 3000 * 200) * 4 and iso["transfer"] > 0
+    assert iso["reference"] == parts["reference"] and sizes.isolation_floor(m) == iso["transfer"] + iso["reference"]
+    assert "the least a judge in another process pays here" in harness_row.note
+
+
+def test_the_transfer_floor_moves_every_output_byte_and_leaves_no_file(tmp_path, monkeypatch) -> None:
+    """The floor writes each array with bytes into one file, reads it back whole (the digest of what it mapped is
+    the array's own), and leaves nothing behind, where it succeeds and where its read fails."""
+    from harness.judge import digest as digest_mod
+    from tools.bench import sizes
+
+    arrays = {"y": np.arange(12, dtype=np.float32).reshape(3, 4), "empty": np.zeros((0, 4)),
+              "gW": np.ones((5, 2), np.float64)}
+    read: list = []
+    real = digest_mod.digest_all
+    monkeypatch.setattr(digest_mod, "digest_all", lambda arrs: read.append(real(arrs)) or read[-1])
+    nbytes, seconds = sizes.transfer_floor(arrays, str(tmp_path))
+    assert nbytes == 12 * 4 + 10 * 8 and seconds > 0
+    assert read == [real([arrays["y"], arrays["gW"]])]  # the mapped bytes are the arrays' bits
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(digest_mod, "digest_all", lambda arrs: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        sizes.transfer_floor(arrays, str(tmp_path))
+    assert list(tmp_path.iterdir()) == []
+    assert sizes.transfer_floor({"none": np.zeros(0)}) == (0, 0.0)
+
+
+def test_a_point_is_the_least_of_its_runs_with_the_first_runs_inputs(monkeypatch) -> None:
+    """best_point takes each seconds figure at its least over the runs, the harness's parts from its least run,
+    and the inputs from the first run (the one that drew them)."""
+    from tools.bench import sizes
+
+    runs = iter([
+        {"subject": 0.9, "oracle": 0.2, "inputs": 0.5, "harness": 0.4, "parts": {"answers": 0.3}, "elements": 10,
+         "floor": 0.01, "isolation": {"outputs": 8, "transfer": 0.05, "reference": 0.02}},
+        {"subject": 0.3, "oracle": 0.25, "inputs": 0.0, "harness": 0.35, "parts": {"answers": 0.2}, "elements": 10,
+         "floor": 0.02, "isolation": {"outputs": 8, "transfer": 0.04, "reference": 0.03}},
+        {"subject": 0.5, "oracle": 0.1, "inputs": 0.0, "harness": 0.6, "parts": {"answers": 0.5}, "elements": 10,
+         "floor": 0.03, "isolation": {"outputs": 8, "transfer": 0.06, "reference": 0.01}}])
+    monkeypatch.setattr(sizes, "_point", lambda *a: next(runs))
+    m = sizes.best_point(None, None, "s", None, runs=3)
+    assert (m["subject"], m["oracle"], m["harness"], m["inputs"], m["floor"]) == (0.3, 0.1, 0.35, 0.5, 0.01)
+    assert m["parts"] == {"answers": 0.2} and m["runs"] == 3
+    assert m["isolation"] == {"outputs": 8, "transfer": 0.04, "reference": 0.01}
 
 
 def test_a_size_points_rows_are_met_or_missed_by_their_own_targets() -> None:
@@ -449,6 +496,14 @@ def test_a_size_points_rows_are_met_or_missed_by_their_own_targets() -> None:
                             {**base, "harness": 0.2 + sizes._SLACK + 0.01, "inputs": 0.01 + sizes._SLACK + 0.01})
     assert {r.item.rsplit(": ", 1)[1]: r.status for r in over} == {"oracle": "ok", "harness": "missed",
                                                                     "inputs": "missed"}
+    # the isolated judge's floor is said, and said to lie above the target only where it does
+    below = {**base, "isolation": {"outputs": 2 ** 20, "transfer": 0.05, "reference": 0.0}}
+    note = sizes.point_rows("lstm", "x", "chainer.NStepLSTM", case, 1e6, below)[1].note
+    assert "pays here: 0.05 s (the subject's 1 MiB of outputs" in note and "reference" not in note
+    assert "above the target" not in note
+    above = {**base, "isolation": {"outputs": 2 ** 20, "transfer": 0.2, "reference": 0.15}}
+    note = sizes.point_rows("lstm", "x", "chainer.NStepLSTM", case, 1e6, above)[1].note
+    assert "pays here: 0.35 s" in note and "the order reference's run 0.15 s" in note and "above the target" in note
 
 
 @pytest.mark.parametrize("n, text", [(800, "800 B"), (2048, "2 KiB"), (2650, "2.59 KiB"), (1023.9 * 1024, "1024 KiB"),
