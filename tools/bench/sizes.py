@@ -253,8 +253,10 @@ def _parts_text(m: dict[str, Any]) -> str:
 
 def isolation_floor(m: dict[str, Any]) -> float | None:
     """The least seconds this harness's judge can spend at a point (:func:`_point`) from another process: the
-    subject's outputs moved once (:func:`transfer_floor`) and, where the subject declares an order, the run of
-    the order reference it compares them with; None for a point measured without it."""
+    subject's outputs copied out once (:func:`transfer_floor`) and, where the subject declares an order, the run
+    of the order reference it compares them with; None for a point measured without it. (A judge handed the
+    subject's own pages, with no copy, would need the subject's arrays allocated in shared memory: an allocator
+    hook in the worker's NumPy, which this floor does not assume.)"""
     iso = m.get("isolation")
     return None if not iso else iso["transfer"] + iso["reference"]
 
@@ -271,8 +273,9 @@ def _isolation_text(m: dict[str, Any]) -> str:
             f"{fmt_bytes(iso['outputs'])} of outputs written once to shared memory and read once "
             f"{iso['transfer']:.2f} s" + (f", the order reference's run {ref:.2f} s" if ref else "") + ")")
     if least > m["subject"] + _SLACK:
-        text += ("; that floor is above the target: no judge that reads dense outputs from another process"
-                 + (" and runs this order reference" if ref else "") + " meets it at these subject seconds")
+        text += ("; that floor is above the target: a judge that copies the outputs out of the subject's process "
+                 "once" + (" and runs this order reference" if ref else "") + " cannot meet it at these subject "
+                 "seconds")
     return text
 
 
