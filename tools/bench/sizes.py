@@ -305,7 +305,8 @@ def point_rows(family: str, label: str, subject: str, case: Any, peak: float, m:
     drawn = m["inputs"] <= m["floor"] + _SLACK
     rows.append(Row("sizes", f"{family}: {label}: inputs", ratio(m["inputs"], m["floor"]),
                     "inputs / NumPy's draw of as many normals",
-                    "seconds building the case's arrays in the workers (every run of the point)",
+                    "seconds building the case's arrays in the workers (in the point's first run, which drew "
+                    "them: its subject's, oracle's and order reference's runs)",
                     m["inputs"], f"NumPy drawing {m['elements']:,} standard normals in one thread",
                     m["floor"], "s", 1, target=f"inputs <= NumPy's draw + {_SLACK} s",
                     status="met" if drawn else "missed",
