@@ -33,6 +33,7 @@ from typing import Any, Callable, Collection, Generic, Mapping, TypeVar
 import numpy as np
 
 from harness.core import case_arrays, schema_check, schemas
+from harness.core.array_cache import ArrayCache
 from harness.core.array_draws import SHARED_MIN_BYTES, draw_arrays, load_shared, shared_folder, store_shared
 from harness.core.case_arrays import array_layout, check_case_arrays, lstm_weight_shapes
 from harness.core.case_limits import check_case_size
@@ -302,27 +303,32 @@ def _validate_spec(family: str, spec: Mapping[str, Any], bad: bool) -> None:
 
 
 # ---- rebuilding arrays ----------------------------------------------------------------------
-class _BuiltArrays(OrderedDict[str, "dict[str, np.ndarray]"]):
-    """Built arrays by case id, most recently used last, with their bytes summed as entries come and go (a sum
-    over every entry at each build would grow with the square of a corpus). The shared draws of a case (mapped,
-    :func:`harness.core.array_draws.load_shared`) are not held: only their names, in ``mapped``."""
+class _BuiltArrays(ArrayCache[str]):
+    """Built arrays by case id (:class:`~harness.core.array_cache.ArrayCache`). The shared draws of a case
+    (mapped, :func:`harness.core.array_draws.load_shared`) are not held: only their names, in ``mapped``."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.held = 0
         self.mapped: dict[str, frozenset[str]] = {}
 
-    def add(self, key: str, arrays: dict[str, np.ndarray], limit: int, mapped: frozenset[str] = frozenset()
-            ) -> None:
-        """Keep ``arrays`` as the newest entry; drop the oldest while more than ``limit`` bytes are held (the
-        newest is always kept)."""
-        self[key] = arrays
+    def add(self, key: str, arrays: dict[str, np.ndarray], limit: int,
+            mapped: frozenset[str] = frozenset()) -> None:
+        """Keep ``arrays`` (and the names of the case's mapped draws) as the newest entry."""
+        super().add(key, arrays, limit)
         self.mapped[key] = mapped
-        self.held += sum(a.nbytes for a in arrays.values())
-        while len(self) > 1 and self.held > limit:
-            old, gone = self.popitem(last=False)
-            self.mapped.pop(old, None)
-            self.held -= sum(a.nbytes for a in gone.values())
+
+    def entry(self, key: str) -> tuple[dict[str, np.ndarray], frozenset[str]] | None:
+        """The held arrays of ``key`` and the names of its mapped draws, now the most recently used; None where
+        there are none."""
+        with self._lock:
+            got = self.get(key)
+            if got is None:
+                return None
+            self.move_to_end(key)
+            return got, self.mapped.get(key, frozenset())
+
+    def _gone(self, key: str) -> None:
+        self.mapped.pop(key, None)
 
 
 #: Built arrays kept per process, most recently used last, up to :data:`BUILT_BYTES` (the newest always).
@@ -369,8 +375,8 @@ def build_arrays(case: Case, max_bytes: int | None = None,
 
 def _build_or_copy(case: Case, max_bytes: int | None, names: Collection[str] | None) -> dict[str, np.ndarray]:
     key = case.id
-    built = _BUILT.get(key)
-    if built is None:
+    kept = _BUILT.entry(key)
+    if kept is None:
         check_case_size(case, max_bytes)
         if names is not None:
             return _build_arrays(case, frozenset(names))
@@ -378,9 +384,9 @@ def _build_or_copy(case: Case, max_bytes: int | None, names: Collection[str] | N
         mapped = _shared_names(case)
         _BUILT.add(key, {k: v.copy() for k, v in out.items() if k not in mapped}, BUILT_BYTES, mapped)
         return out
-    _BUILT.move_to_end(key)
+    built, mapped = kept
     out = {k: v.copy() for k, v in built.items() if names is None or k in names}
-    again = frozenset(k for k in _BUILT.mapped.get(key, ()) if names is None or k in names)
+    again = frozenset(k for k in mapped if names is None or k in names)
     if again:
         out.update(_drawn_part(case, again))
     return out
