@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from harness.core.array_cache import ArrayCache
 from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.devices import CPU, Device
@@ -28,7 +29,9 @@ from harness.subjects.registry import get_subject
 
 __all__ = ["Here", "measure_here", "oracle_arrays"]
 
-_ORACLE_CACHE: dict[str, dict[str, Any]] = {}
+#: Bytes of oracle outputs a process keeps for its in-process runs (the newest case's always).
+ORACLE_BYTES = 512 << 20
+_ORACLE_CACHE: ArrayCache[str] = ArrayCache()
 
 
 @dataclass
@@ -74,12 +77,12 @@ def oracle_arrays(subject: str, case: Case) -> tuple[str, dict[str, Any]] | None
     if name is None or not get_subject(name).applies_to(case):
         return None
     key = f"{name}|{case.id}"
-    if key not in _ORACLE_CACHE:
+    got = _ORACLE_CACHE.recent(key)
+    if got is None:
         r = execute(get_subject(name), case, CPU, get_context("default"))
-        _ORACLE_CACHE[key] = r.arrays if r.ok else {}
-        if len(_ORACLE_CACHE) > 256:
-            _ORACLE_CACHE.pop(next(iter(_ORACLE_CACHE)))
-    return (name, _ORACLE_CACHE[key]) if _ORACLE_CACHE[key] else None
+        got = dict(r.arrays) if r.ok else {}
+        _ORACLE_CACHE.add(key, got, ORACLE_BYTES)
+    return (name, got) if got else None
 
 
 def measure_here(contracts: Contracts, subject: str, case: Case, device: Device, context: str = "default",

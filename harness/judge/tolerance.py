@@ -26,6 +26,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from harness.core import schemas
+from harness.core.array_cache import ArrayCache
 from harness.core.cases import Case, build_arrays
 from harness.core.errors import ComparisonFailure, HarnessError
 from harness.core.sparse_zeros import sparse_zeros
@@ -478,19 +479,23 @@ def tolerance_for(case: Case | None, tensor: str, dtype: str | np.dtype, contrac
     return Tolerance(atol, rtol, reason, rules)
 
 
-_BOUND_CACHE: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+#: Bytes of summation bounds a process keeps (:class:`~harness.core.array_cache.ArrayCache`: the newest case's
+#: always, however large: a word LM's is one 520 MB table).
+BOUND_BYTES = 256 << 20
+_BOUND_CACHE: ArrayCache[tuple[str, str]] = ArrayCache()
 
 
 def _bounds(case: Case, dtype: str) -> dict[str, np.ndarray]:
+    """The summation bounds of ``case``'s tensors in ``dtype`` (built once while kept)."""
     key = (case.id, dtype)
-    if key not in _BOUND_CACHE:
+    got = _BOUND_CACHE.recent(key)
+    if got is None:
         try:
-            _BOUND_CACHE[key] = rounding_bounds(case.family, case.spec, build_arrays(case, names=("x", "gy")), dtype)
+            got = rounding_bounds(case.family, case.spec, build_arrays(case, names=("x", "gy")), dtype)
         except (HarnessError, KeyError, TypeError, ValueError):
-            _BOUND_CACHE[key] = {}  # a case whose arrays cannot be rebuilt simply has no bound
-        if len(_BOUND_CACHE) > 64:
-            _BOUND_CACHE.pop(next(iter(_BOUND_CACHE)))
-    return _BOUND_CACHE[key]
+            got = {}  # a case whose arrays cannot be rebuilt simply has no bound
+        _BOUND_CACHE.add(key, got, BOUND_BYTES)
+    return got
 
 
 def amplification_floor(noise: np.ndarray | None) -> float | None:

@@ -82,3 +82,30 @@ def test_what_escapes_the_run_is_raised_in_the_callers_thread():
 
     with pytest.raises(Stop, match="from the run's thread"):
         inprocess.execute(Subject("probe.stop", "embed", run, devices=("cpu",)), CASE, CPU, get_context("default"))
+
+
+def test_the_oracle_outputs_kept_are_bounded_by_bytes_and_run_once_while_kept(monkeypatch) -> None:
+    """In-process runs keep a case's oracle outputs while within ORACLE_BYTES (the newest case's always): a case
+    judged again does not run its oracle again; one whose outputs went does."""
+    from harness.core.array_cache import ArrayCache
+    from harness.execute import inprocess
+    from harness.subjects.base import RunResult
+
+    ran: list[str] = []
+
+    def fake_execute(subject, case, device, context):
+        ran.append(case.id)
+        return RunResult(subject.name, case.id, device.id, context.name, "ok",
+                         arrays={"y": np.zeros((case.spec["vocab"], 4), np.float64)})
+
+    monkeypatch.setattr(inprocess, "execute", fake_execute)
+    monkeypatch.setattr(inprocess, "_ORACLE_CACHE", ArrayCache())
+    monkeypatch.setattr(inprocess, "ORACLE_BYTES", 2 * 20 * 4 * 8)
+    cases = [Case("embed", seed, {"vocab": 20, "width": 4, "ids_shape": [3]}) for seed in (1, 2, 3)]
+    for c in cases + cases[-1:]:
+        name, arrays = inprocess.oracle_arrays("chainer.embed_id", c)
+        assert arrays["y"].shape == (20, 4)
+    assert ran == [c.id for c in cases]  # the last case again: kept
+    assert inprocess._ORACLE_CACHE.held <= inprocess.ORACLE_BYTES and len(inprocess._ORACLE_CACHE) == 2
+    inprocess.oracle_arrays("chainer.embed_id", cases[0])  # its outputs went: run again
+    assert ran == [c.id for c in cases] + [cases[0].id]

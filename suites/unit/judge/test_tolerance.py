@@ -403,3 +403,29 @@ def test_an_inf_of_the_wrong_sign_is_an_error():
     exact = np.array([104078.0])
     got = np.array([-np.inf], dtype=np.float16)
     assert not compare_oracle("grad.W", got, exact).within_tolerance
+
+
+def test_the_summation_bounds_kept_are_bounded_by_bytes_and_built_once_while_kept(monkeypatch) -> None:
+    """A case's bounds are built once while they are kept; beyond BOUND_BYTES the oldest cases' go (the newest
+    always stays), so judging case after case of a word LM's size holds one table, not one a case."""
+    from harness.core.array_cache import ArrayCache
+    from harness.core.cases import Case
+    from harness.judge import tolerance
+
+    built: list[str] = []
+
+    def fake_bounds(family, spec, arrays, dtype):
+        built.append(spec["vocab"])
+        return {"grad.W": np.zeros((spec["vocab"], spec["width"]))}
+
+    monkeypatch.setattr(tolerance, "rounding_bounds", fake_bounds)
+    monkeypatch.setattr(tolerance, "_BOUND_CACHE", ArrayCache())
+    monkeypatch.setattr(tolerance, "BOUND_BYTES", 3 * 40 * 8)
+    cases = [Case("embed", 1, {"vocab": v, "width": 4, "ids_shape": [3]}) for v in (10, 11, 12, 13)]
+    for c in cases + cases[-1:]:
+        assert tolerance._bounds(c, "float32")["grad.W"].shape == (c.spec["vocab"], 4)
+    assert built == [10, 11, 12, 13]  # the last case judged again: its bound kept, not built again
+    assert tolerance._BOUND_CACHE.held <= tolerance.BOUND_BYTES
+    assert [k[0] for k in tolerance._BOUND_CACHE] == [c.id for c in cases[-2:]]
+    tolerance._bounds(cases[0], "float32")  # gone: built again
+    assert built == [10, 11, 12, 13, 10]
