@@ -71,8 +71,8 @@ def execute(subject: Any, case: Case, device: Device, context: Any) -> RunResult
 
 
 def oracle_arrays(subject: str, case: Case) -> tuple[str, dict[str, Any]] | None:
-    """``(oracle name, its arrays)`` for a subject's case (cached per case), None where no oracle applies or it
-    failed."""
+    """``(oracle name, its arrays)`` for a subject's case (kept per case within :data:`ORACLE_BYTES`), None where
+    no oracle applies or it failed."""
     name = get_subject(subject).oracle
     if name is None or not get_subject(name).applies_to(case):
         return None
