@@ -29,13 +29,14 @@ def entry_bytes(arrays: Mapping[str, np.ndarray]) -> int:
 
 class ArrayCache(OrderedDict[K, "dict[str, np.ndarray]"]):
     """Dicts of arrays by key, most recently used last, their bytes summed as entries come and go (``held``; a
-    sum over every entry at each addition would grow with the square of a corpus). Its own methods take a lock:
-    the measures of one task judge its tensors on threads."""
+    sum over every entry at each addition would grow with the square of a corpus). Its methods take one
+    reentrant lock (``_lock``, for a subclass's methods too): the measures of one task judge its tensors on
+    threads."""
 
     def __init__(self) -> None:
         super().__init__()
         self.held = 0
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def recent(self, key: K) -> dict[str, np.ndarray] | None:
         """The entry of ``key``, now the most recently used; None where there is none."""

@@ -314,8 +314,9 @@ class _BuiltArrays(ArrayCache[str]):
     def add(self, key: str, arrays: dict[str, np.ndarray], limit: int,
             mapped: frozenset[str] = frozenset()) -> None:
         """Keep ``arrays`` (and the names of the case's mapped draws) as the newest entry."""
-        super().add(key, arrays, limit)
-        self.mapped[key] = mapped
+        with self._lock:
+            super().add(key, arrays, limit)
+            self.mapped[key] = mapped
 
     def entry(self, key: str) -> tuple[dict[str, np.ndarray], frozenset[str]] | None:
         """The held arrays of ``key`` and the names of its mapped draws, now the most recently used; None where

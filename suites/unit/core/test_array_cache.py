@@ -66,3 +66,18 @@ def test_an_entry_on_a_sparse_mapping_counts_its_whole_size() -> None:
     cache: ArrayCache[str] = ArrayCache()
     cache.add("t", {"grad.W": table}, 1 << 40)
     assert cache.held == table.nbytes > SPARSE_BYTES
+
+
+def test_the_built_inputs_names_of_mapped_draws_go_with_their_entries() -> None:
+    """The built-inputs cache keeps, beside each entry, the names of the case's mapped draws: they come and go
+    with it, and a lookup returns both together."""
+    from harness.core.cases import _BuiltArrays
+
+    cache = _BuiltArrays()
+    for i in range(6):
+        cache.add(f"c{i}", {"x": np.zeros(10, np.uint8)}, 30, frozenset({f"W{i}"}))
+        assert set(cache.mapped) == set(cache)
+    assert list(cache) == ["c3", "c4", "c5"]
+    arrays, mapped = cache.entry("c3")
+    assert mapped == {"W3"} and arrays is cache["c3"] and next(reversed(cache)) == "c3"
+    assert cache.entry("c0") is None
