@@ -22,9 +22,7 @@ import functools
 import hashlib
 import json
 import os
-import threading
 import time
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import InitVar, dataclass, field
 from types import MappingProxyType
@@ -33,12 +31,12 @@ from typing import Any, Callable, Collection, Generic, Mapping, TypeVar
 import numpy as np
 
 from harness.core import case_arrays, schema_check, schemas
-from harness.core.array_cache import ArrayCache
 from harness.core.array_draws import SHARED_MIN_BYTES, draw_arrays, load_shared, shared_folder, store_shared
 from harness.core.case_arrays import array_layout, check_case_arrays, lstm_weight_shapes
 from harness.core.case_limits import check_case_size
 from harness.core.errors import CaseError, InvalidArgument, one_line
 from harness.core.input_parsing import InputProblem, parse_json
+from harness.core.kept import ArrayCache, Kept
 from harness.core.model_cases import check_model_spec
 from harness.core.vocabulary import FAMILIES
 
@@ -254,13 +252,13 @@ def _validate(case: "Case", schema: bool = True) -> None:
 
 class ContentMemo(Generic[T]):
     """What a function of a case's content alone gave, kept per process by the SHA-256 of the case's canonical
-    JSON (equal text, equal value), at most ``kept`` values, the least recently used dropped first. A case with
-    no JSON text (a NaN in a spec being refused) is computed each time."""
+    JSON (equal text, equal value), at most ``kept`` values, the least recently used dropped first
+    (:class:`~harness.core.kept.Kept`, each value costing 1). A case with no JSON text (a NaN in a spec being
+    refused) is computed each time."""
 
     def __init__(self, kept: int = 4096) -> None:
         self.kept = kept
-        self._values: OrderedDict[str, T] = OrderedDict()
-        self._lock = threading.Lock()
+        self._values: Kept[str, T] = Kept(lambda value: 1)
 
     def get(self, case: "Case", compute: Callable[["Case"], T]) -> T:
         """``compute(case)``, or the value it gave for a case of the same content."""
@@ -268,16 +266,15 @@ class ContentMemo(Generic[T]):
             key = case._sha256
         except (TypeError, ValueError):
             return compute(case)
-        with self._lock:
-            if key in self._values:
-                self._values.move_to_end(key)
-                return self._values[key]
+        got = self._values.recent(key, _UNKEPT)
+        if got is not _UNKEPT:
+            return got  # type: ignore[no-any-return]
         value = compute(case)
-        with self._lock:
-            self._values[key] = value
-            while len(self._values) > self.kept:
-                self._values.popitem(last=False)
+        self._values.add(key, value, self.kept)
         return value
+
+
+_UNKEPT = object()  # what Kept.recent answers for a content not kept (None is a value a memo keeps)
 
 
 #: The schema's verdict on each case content: a process builds the same cases again and again (every default
@@ -304,7 +301,7 @@ def _validate_spec(family: str, spec: Mapping[str, Any], bad: bool) -> None:
 
 # ---- rebuilding arrays ----------------------------------------------------------------------
 class _BuiltArrays(ArrayCache[str]):
-    """Built arrays by case id (:class:`~harness.core.array_cache.ArrayCache`). The shared draws of a case
+    """Built arrays by case id (:class:`~harness.core.kept.ArrayCache`). The shared draws of a case
     (mapped, :func:`harness.core.array_draws.load_shared`) are not held: only their names, in ``mapped``."""
 
     def __init__(self) -> None:

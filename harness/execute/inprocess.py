@@ -14,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from harness.core.array_cache import ArrayCache
 from harness.core.cases import Case
 from harness.core.contexts import get_context
 from harness.core.devices import CPU, Device
+from harness.core.kept import ArrayCache
 from harness.core.records import Measure, TaskRecord
 from harness.execute.plan import Task
 from harness.execute.task_runs import outcome_of

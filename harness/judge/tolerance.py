@@ -26,9 +26,9 @@ from typing import Any, Mapping
 import numpy as np
 
 from harness.core import schemas
-from harness.core.array_cache import ArrayCache
 from harness.core.cases import Case, build_arrays
 from harness.core.errors import ComparisonFailure, HarnessError
+from harness.core.kept import ArrayCache
 from harness.core.sparse_zeros import sparse_zeros
 from harness.judge import oracle_blocks
 from harness.judge.ulp import (
@@ -479,7 +479,7 @@ def tolerance_for(case: Case | None, tensor: str, dtype: str | np.dtype, contrac
     return Tolerance(atol, rtol, reason, rules)
 
 
-#: Bytes of summation bounds a process keeps (:class:`~harness.core.array_cache.ArrayCache`: the newest case's
+#: Bytes of summation bounds a process keeps (:class:`~harness.core.kept.ArrayCache`: the newest case's
 #: always, however large: a word LM's is one 520 MB table).
 BOUND_BYTES = 256 << 20
 _BOUND_CACHE: ArrayCache[tuple[str, str]] = ArrayCache()

@@ -87,7 +87,7 @@ def test_what_escapes_the_run_is_raised_in_the_callers_thread():
 def test_the_oracle_outputs_kept_are_bounded_by_bytes_and_run_once_while_kept(monkeypatch) -> None:
     """In-process runs keep a case's oracle outputs while within ORACLE_BYTES (the newest case's always): a case
     judged again does not run its oracle again; one whose outputs went does."""
-    from harness.core.array_cache import ArrayCache
+    from harness.core.kept import ArrayCache
     from harness.execute import inprocess
     from harness.subjects.base import RunResult
 

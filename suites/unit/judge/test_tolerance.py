@@ -408,8 +408,8 @@ def test_an_inf_of_the_wrong_sign_is_an_error():
 def test_the_summation_bounds_kept_are_bounded_by_bytes_and_built_once_while_kept(monkeypatch) -> None:
     """A case's bounds are built once while they are kept; beyond BOUND_BYTES the oldest cases' go (the newest
     always stays), so judging case after case of a word LM's size holds one table, not one a case."""
-    from harness.core.array_cache import ArrayCache
     from harness.core.cases import Case
+    from harness.core.kept import ArrayCache
     from harness.judge import tolerance
 
     built: list[str] = []

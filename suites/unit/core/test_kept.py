@@ -1,4 +1,4 @@
-"""harness/core/array_cache.py: a cache of arrays bounded by their bytes, the newest entry always kept."""
+"""harness/core/kept.py: what a process keeps within a budget (an array cache: bytes), the newest entry always kept."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.core.array_cache import ArrayCache, entry_bytes
+from harness.core.kept import ArrayCache, Kept, entry_bytes
 
 #: (operation, key, bytes): add an entry of that many bytes, or ask for a key again
 OPS = st.lists(st.tuples(st.sampled_from(["add", "recent"]), st.integers(0, 5), st.integers(0, 64)), max_size=40)
@@ -81,3 +81,15 @@ def test_the_built_inputs_names_of_mapped_draws_go_with_their_entries() -> None:
     arrays, mapped = cache.entry("c3")
     assert mapped == {"W3"} and arrays is cache["c3"] and next(reversed(cache)) == "c3"
     assert cache.entry("c0") is None
+
+
+def test_kept_values_of_any_cost_and_none_kept_as_a_value() -> None:
+    """By count (each value costing 1), the limit is how many are kept; a kept None is told apart from a key
+    not kept by the default a lookup gives."""
+    kept: Kept[str, str | None] = Kept(lambda value: 1)
+    for key in "abcd":
+        kept.add(key, None if key == "c" else key.upper(), 2)
+    assert list(kept) == ["c", "d"] and kept.held == 2
+    missing = object()
+    assert kept.recent("c", missing) is None and kept.recent("a", missing) is missing
+    assert list(kept) == ["d", "c"]
