@@ -319,11 +319,8 @@ class _BuiltArrays(ArrayCache[str]):
         """The held arrays of ``key`` and the names of its mapped draws, now the most recently used; None where
         there are none."""
         with self._lock:
-            got = self.get(key)
-            if got is None:
-                return None
-            self.move_to_end(key)
-            return got, self.mapped.get(key, frozenset())
+            got = self.recent(key)
+            return None if got is None else (got, self.mapped.get(key, frozenset()))
 
     def _gone(self, key: str) -> None:
         self.mapped.pop(key, None)
